@@ -1,0 +1,159 @@
+"""ClusterState: the one owner of who holds which GPU share, CPU and memory.
+
+Everything lives in numpy arrays indexed by node (and GPU slot) so that a placement can
+score every node in one vectorized pass. Nodes with fewer GPUs than the widest node have
+padding slots: ``gpu_exists`` is False there and their free milli is 0, so they never fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+
+# Columns of ``kind_count``: 0 counts fractional ("sharing") tasks, k counts k-GPU tasks.
+SHARING_KIND = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Where a job runs: one node, the GPU slots it uses there and what it holds."""
+
+    job_id: int
+    node: int
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+
+    @property
+    def kind(self) -> int:
+        """GpuClustering's task kind: 0 = sharing (fractional), k = k whole GPUs."""
+        if len(self.gpus) == 1 and self.gpu_milli < MILLI_PER_GPU:
+            return SHARING_KIND
+        return len(self.gpus)
+
+
+class BookkeepingError(RuntimeError):
+    """An allocation would break an invariant (a bug in the caller, never user input)."""
+
+
+class ClusterState:
+    """Free resources per node and GPU, and the assignment of every running job."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        nodes = spec.nodes
+        n = len(nodes)
+        width = max((nd.num_gpus for nd in nodes), default=0)
+        self.model_names: tuple[str, ...] = tuple(m.name for m in spec.gpu_models)
+        index = {name: i for i, name in enumerate(self.model_names)}
+        self.node_model = np.array([index[nd.gpu.name] for nd in nodes], dtype=np.int16)
+        self.num_gpus = np.array([nd.num_gpus for nd in nodes], dtype=np.int32)
+        self.gpu_exists = np.arange(width)[None, :] < self.num_gpus[:, None]
+        self.gpu_capacity = np.where(self.gpu_exists, MILLI_PER_GPU, 0).astype(np.int32)
+        self.gpu_free = self.gpu_capacity.copy()
+        self.cpu_capacity = np.array([nd.cpu_milli for nd in nodes], dtype=np.int64)
+        self.cpu_free = self.cpu_capacity.copy()
+        self.memory_capacity = np.array([nd.memory_mib for nd in nodes], dtype=np.int64)
+        self.memory_free = self.memory_capacity.copy()
+        # Tasks per GPU slot and per node and kind: the power model and GpuClustering need them.
+        self.gpu_tasks = np.zeros((n, width), dtype=np.int32)
+        self.kind_count = np.zeros((n, width + 1), dtype=np.int32)
+        # Bumped on every change to a node, so callers can keep per-node caches.
+        self.node_version = np.zeros(n, dtype=np.int64)
+        self.assignments: dict[int, Assignment] = {}
+        self._model_mask_cache: dict[frozenset[str] | None, npt.NDArray[np.bool_]] = {}
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.num_gpus)
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return int(self.gpu_capacity.sum())
+
+    @property
+    def allocated_gpu_milli(self) -> int:
+        return int(self.gpu_capacity.sum() - self.gpu_free.sum())
+
+    def model_mask(self, allowed: frozenset[str] | None) -> npt.NDArray[np.bool_]:
+        """Nodes whose GPU model the job allows (cached per distinct constraint)."""
+        mask = self._model_mask_cache.get(allowed)
+        if mask is None:
+            if allowed is None:
+                mask = np.ones(self.num_nodes, dtype=bool)
+            else:
+                ok = np.array([m.upper() in allowed for m in self.model_names], dtype=bool)
+                mask = ok[self.node_model] if len(ok) else np.zeros(self.num_nodes, bool)
+            mask.setflags(write=False)
+            self._model_mask_cache[allowed] = mask
+        return mask
+
+    def allocate(self, assignment: Assignment) -> None:
+        a = assignment
+        if a.job_id in self.assignments:
+            raise BookkeepingError(f"job {a.job_id} is already placed")
+        gpus = np.asarray(a.gpus, dtype=np.intp)
+        if len(set(a.gpus)) != len(a.gpus):
+            raise BookkeepingError(f"job {a.job_id}: a GPU slot is listed twice")
+        if len(gpus) and not self.gpu_exists[a.node, gpus].all():
+            raise BookkeepingError(f"job {a.job_id}: node {a.node} has no GPU slot {a.gpus}")
+        if len(gpus) and (self.gpu_free[a.node, gpus] < a.gpu_milli).any():
+            raise BookkeepingError(f"job {a.job_id}: GPU share over 1000 milli on node {a.node}")
+        if self.cpu_free[a.node] < a.cpu_milli or self.memory_free[a.node] < a.memory_mib:
+            raise BookkeepingError(f"job {a.job_id}: CPU or memory over capacity on {a.node}")
+        self.gpu_free[a.node, gpus] -= a.gpu_milli
+        self.gpu_tasks[a.node, gpus] += 1
+        self.cpu_free[a.node] -= a.cpu_milli
+        self.memory_free[a.node] -= a.memory_mib
+        if len(gpus):
+            self.kind_count[a.node, a.kind] += 1
+        self.node_version[a.node] += 1
+        self.assignments[a.job_id] = a
+
+    def release(self, job_id: int) -> Assignment:
+        a = self.assignments.pop(job_id, None)
+        if a is None:
+            raise BookkeepingError(f"job {job_id} holds nothing to release")
+        gpus = np.asarray(a.gpus, dtype=np.intp)
+        self.gpu_free[a.node, gpus] += a.gpu_milli
+        self.gpu_tasks[a.node, gpus] -= 1
+        self.cpu_free[a.node] += a.cpu_milli
+        self.memory_free[a.node] += a.memory_mib
+        if len(gpus):
+            self.kind_count[a.node, a.kind] -= 1
+        self.node_version[a.node] += 1
+        return a
+
+    def check_invariants(self) -> None:
+        """Raise BookkeepingError if any invariant is broken (used by tests and debug runs)."""
+        if (self.gpu_free < 0).any() or (self.gpu_free > self.gpu_capacity).any():
+            raise BookkeepingError("a GPU's free milli left 0..1000")
+        if (self.cpu_free < 0).any() or (self.cpu_free > self.cpu_capacity).any():
+            raise BookkeepingError("CPU over capacity")
+        if (self.memory_free < 0).any() or (self.memory_free > self.memory_capacity).any():
+            raise BookkeepingError("memory over capacity")
+        used = np.zeros_like(self.gpu_free)
+        for a in self.assignments.values():
+            used[a.node, list(a.gpus)] += a.gpu_milli
+        if not np.array_equal(used, self.gpu_capacity - self.gpu_free):
+            raise BookkeepingError("GPU bookkeeping disagrees with the assignments")
+
+    def fits_when_empty(self, job: JobSpec) -> bool:
+        """Could the job run on some node of an empty cluster? False means never."""
+        if job.num_gpu == 0:
+            ok = (self.cpu_capacity >= job.cpu_milli) & (self.memory_capacity >= job.memory_mib)
+            return bool(ok.any())
+        ok = (
+            self.model_mask(job.allowed_models)
+            & (self.cpu_capacity >= job.cpu_milli)
+            & (self.memory_capacity >= job.memory_mib)
+            & (self.num_gpus >= job.num_gpu)
+        )
+        return bool(ok.any())

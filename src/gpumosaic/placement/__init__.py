@@ -1,0 +1,1 @@
+"""Where jobs go: filter -> score -> pick GPUs, one vectorized pass over nodes."""

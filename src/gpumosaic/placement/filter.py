@@ -1,0 +1,74 @@
+"""Filter stage: which nodes can hold a job now, and why not when none can."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import ClusterState
+
+
+class Reason(str, Enum):
+    """Why a job is not placed. The value is the code shown to users."""
+
+    GPU_MODEL = "gpu_model"  # no node has a GPU model the job allows
+    CPU = "cpu"  # allowed nodes lack free CPU
+    MEMORY = "memory"  # ... lack free memory
+    GPU = "gpu"  # ... lack num_gpu GPUs with gpu_milli free each
+    NEVER_FITS = "never_fits"  # no node could hold it even when the cluster is empty
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to "why is job N not running?"."""
+
+    job_id: int
+    reason: Reason
+    detail: str
+
+
+def feasible_nodes(state: ClusterState, job: JobSpec) -> npt.NDArray[np.bool_]:
+    """Boolean mask over nodes that can hold ``job`` now (one vectorized pass)."""
+    ok = (state.cpu_free >= job.cpu_milli) & (state.memory_free >= job.memory_mib)
+    if job.num_gpu == 0:
+        return ok
+    ok &= state.model_mask(job.allowed_models)
+    fitting = (state.gpu_free >= job.gpu_milli).sum(axis=1)
+    return ok & (fitting >= job.num_gpu)
+
+
+def explain(state: ClusterState, job: JobSpec) -> Verdict:
+    """Name the first filter that leaves no node, in the order GPU model, CPU, memory, GPU."""
+    if not state.fits_when_empty(job):
+        return Verdict(job.id, Reason.NEVER_FITS, _never_fits_detail(state, job))
+    mask = state.model_mask(job.allowed_models) if job.num_gpu else np.ones(state.num_nodes, bool)
+    if not mask.any():
+        allowed = ",".join(sorted(job.allowed_models or ()))
+        return Verdict(job.id, Reason.GPU_MODEL, f"no node has a GPU model in {{{allowed}}}")
+    mask = mask & (state.cpu_free >= job.cpu_milli)
+    if not mask.any():
+        return Verdict(job.id, Reason.CPU, f"no allowed node has {job.cpu_milli} milli-CPU free")
+    mask = mask & (state.memory_free >= job.memory_mib)
+    if not mask.any():
+        return Verdict(job.id, Reason.MEMORY, f"no node has {job.memory_mib} MiB free")
+    return Verdict(
+        job.id,
+        Reason.GPU,
+        f"no node has {job.num_gpu} GPU(s) with {job.gpu_milli} milli free",
+    )
+
+
+def _never_fits_detail(state: ClusterState, job: JobSpec) -> str:
+    parts = [f"num_gpu={job.num_gpu}", f"gpu_milli={job.gpu_milli}"]
+    if job.cpu_milli:
+        parts.append(f"cpu_milli={job.cpu_milli}")
+    if job.memory_mib:
+        parts.append(f"memory_mib={job.memory_mib}")
+    if job.allowed_models is not None:
+        parts.append("gpu_spec=" + "|".join(sorted(job.allowed_models)))
+    widest = int(state.num_gpus.max()) if state.num_nodes else 0
+    return f"no node can ever hold {' '.join(parts)} (widest node: {widest} GPUs)"

@@ -1,0 +1,1 @@
+"""Event engine and the simulators that wire traces, policies, placements and sharing."""
