@@ -1,0 +1,1 @@
+"""Readers that turn trace files into JobSpecs and ClusterSpecs."""
