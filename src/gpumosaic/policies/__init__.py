@@ -1,0 +1,1 @@
+"""How much: allocation policies over jobs x GPU types, and queue orders."""

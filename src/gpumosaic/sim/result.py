@@ -1,0 +1,120 @@
+"""What a simulation run returns: one record per job, a timeline and run counters.
+
+Every simulator (event-driven, round-based, Gandiva) returns this same shape, and the
+metrics module only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import numpy.typing as npt
+
+
+class JobStatus(str, Enum):
+    COMPLETED = "completed"
+    RUNNING = "running"
+    QUEUED = "queued"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """The fate of one job that arrived. Times are NaN where they did not happen."""
+
+    job_id: int
+    name: str
+    job_type: str
+    arrival_s: float
+    start_s: float
+    finish_s: float
+    num_gpu: int
+    gpu_milli: int
+    status: JobStatus
+    reason: str = ""  # why rejected (or why still queued at the end)
+    gpu_model: str = ""  # GPU model of its first placement
+    measured: bool = True  # inside the measurement window
+    gpu_milli_seconds: float = 0.0  # milli-GPU held x seconds held
+    alone_s: float = float("nan")  # run time it would take alone on its first GPU model
+    suspended_s: float = 0.0
+    migrations: int = 0
+    thrashing_s: float = 0.0
+    handovers: int = 0
+
+    @property
+    def jct_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def queueing_s(self) -> float:
+        return self.start_s - self.arrival_s
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Cluster state sampled at every change (piecewise constant from each time on)."""
+
+    time_s: npt.NDArray[np.float64]
+    allocated_milli: npt.NDArray[np.float64]
+    running: npt.NDArray[np.int64]
+    queued: npt.NDArray[np.int64]
+    fragmentation_rate: npt.NDArray[np.float64]  # NaN where not sampled
+    power_gpu_w: npt.NDArray[np.float64]
+    power_cpu_w: npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    events: int = 0
+    rounds: int = 0
+    policy_solves: int = 0
+    policy_solve_s: float = 0.0
+    policy_fallbacks: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    records: tuple[JobRecord, ...]
+    timeline: Timeline
+    stats: RunStats
+    total_gpu_milli: int
+    end_s: float  # simulated time when the run stopped
+    extra: tuple[tuple[str, float], ...] = field(default=())  # model-specific counters
+
+
+class TimelineRecorder:
+    """Collects timeline samples in lists; ``freeze`` turns them into arrays once."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[float, float, int, int, float, float, float]] = []
+
+    def record(
+        self,
+        time_s: float,
+        allocated_milli: float,
+        running: int,
+        queued: int,
+        fragmentation_rate: float,
+        power_gpu_w: float,
+        power_cpu_w: float,
+    ) -> None:
+        row = (time_s, allocated_milli, running, queued, fragmentation_rate, power_gpu_w, power_cpu_w)
+        if self._rows and self._rows[-1][0] == time_s:
+            self._rows[-1] = row  # several changes at one instant: keep the last
+        else:
+            self._rows.append(row)
+
+    def freeze(self) -> Timeline:
+        cols = list(zip(*self._rows, strict=True)) if self._rows else [()] * 7
+        return Timeline(
+            time_s=np.asarray(cols[0], dtype=np.float64),
+            allocated_milli=np.asarray(cols[1], dtype=np.float64),
+            running=np.asarray(cols[2], dtype=np.int64),
+            queued=np.asarray(cols[3], dtype=np.int64),
+            fragmentation_rate=np.asarray(cols[4], dtype=np.float64),
+            power_gpu_w=np.asarray(cols[5], dtype=np.float64),
+            power_cpu_w=np.asarray(cols[6], dtype=np.float64),
+        )

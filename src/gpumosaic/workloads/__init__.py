@@ -1,0 +1,1 @@
+"""Job sources: Gavel's generator, throughput tables, workload specs from the CLI."""

@@ -1,0 +1,120 @@
+"""Training throughput (steps/s) per job type, scale factor and GPU type.
+
+Gavel's measured table (``data/gavel/simulation_throughputs.json``) keys jobs by
+``"('<job type>', <scale factor>)"`` and GPU types by ``v100``/``p100``/``k80``; values are
+the isolated throughput (``"null"``) and, for single-GPU jobs, the pair throughputs when
+two jobs are packed on the same GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+from gpumosaic.model.gpu import GpuModel
+from gpumosaic.model.job import JobSpec
+from gpumosaic.traces.errors import InputError
+
+GAVEL_GPU_TYPES = ("v100", "p100", "k80")
+
+
+class Throughputs(Protocol):
+    """Steps per second of a job on one GPU model (all its GPUs of that model)."""
+
+    def rate(self, job: JobSpec, gpu: GpuModel) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantThroughputs:
+    """Every job runs ``steps_per_s`` on every GPU: for traces that give durations."""
+
+    steps_per_s: float = 1.0
+
+    def rate(self, job: JobSpec, gpu: GpuModel) -> float:
+        return self.steps_per_s
+
+
+JobKey = tuple[str, int]
+
+
+class GavelThroughputTable:
+    """Gavel's measured throughputs, isolated and packed."""
+
+    def __init__(
+        self,
+        isolated: dict[str, dict[JobKey, float]],
+        packed: dict[str, dict[tuple[JobKey, JobKey], tuple[float, float]]],
+        source: str,
+    ) -> None:
+        self._isolated = isolated
+        self._packed = packed
+        self.source = source
+        self.gpu_types: tuple[str, ...] = tuple(isolated)
+        first = next(iter(isolated.values()))
+        self.job_types: tuple[str, ...] = tuple(dict.fromkeys(jt for jt, _ in first))
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> GavelThroughputTable:
+        """Load the packaged simulation table, or a JSON file of the same shape."""
+        if path is None:
+            ref = resources.files("gpumosaic") / "data" / "gavel" / "simulation_throughputs.json"
+            text, source = ref.read_text(), "simulation_throughputs.json"
+        else:
+            try:
+                text, source = Path(path).read_text(), str(path)
+            except OSError as err:
+                raise InputError(f"cannot read throughput table: {err.strerror}", path=path) from None
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"not JSON: {err.msg}", path=source, row=err.lineno) from None
+        isolated: dict[str, dict[JobKey, float]] = {}
+        packed: dict[str, dict[tuple[JobKey, JobKey], tuple[float, float]]] = {}
+        for gpu_type in GAVEL_GPU_TYPES:
+            if gpu_type not in raw:
+                continue
+            isolated[gpu_type] = {}
+            packed[gpu_type] = {}
+            for job_key_text, entries in raw[gpu_type].items():
+                job_key = _parse_job_key(job_key_text, source)
+                isolated[gpu_type][job_key] = float(entries["null"])
+                for other_text, pair in entries.items():
+                    if other_text == "null":
+                        continue
+                    other = _parse_job_key(other_text, source)
+                    if pair[0] > 0 or pair[1] > 0:
+                        packed[gpu_type][(job_key, other)] = (float(pair[0]), float(pair[1]))
+        if not isolated:
+            raise InputError("no GPU type v100/p100/k80 in the table", path=source)
+        return cls(isolated, packed, source)
+
+    def isolated(self, job_type: str, scale_factor: int, gpu_type: str) -> float:
+        """Steps/s of the job alone; KeyError if the table lacks it."""
+        return self._isolated[gpu_type][(job_type, scale_factor)]
+
+    def has(self, job_type: str, scale_factor: int, gpu_type: str) -> bool:
+        return (job_type, scale_factor) in self._isolated.get(gpu_type, {})
+
+    def packed(
+        self, job_type_a: str, sf_a: int, job_type_b: str, sf_b: int, gpu_type: str
+    ) -> tuple[float, float] | None:
+        """(throughput of a, throughput of b) when packed together; None if not measured."""
+        return self._packed.get(gpu_type, {}).get(((job_type_a, sf_a), (job_type_b, sf_b)))
+
+    def rate(self, job: JobSpec, gpu: GpuModel) -> float:
+        if gpu.throughput_key is None:
+            raise KeyError(f"Gavel's table does not measure GPU model {gpu.name}")
+        return self.isolated(job.job_type, max(job.num_gpu, 1), gpu.throughput_key)
+
+
+def _parse_job_key(text: str, source: str) -> JobKey:
+    try:
+        value = ast.literal_eval(text)
+        job_type, scale_factor = value
+        return str(job_type), int(scale_factor)
+    except (ValueError, SyntaxError, TypeError):
+        raise InputError(f"bad job key {text!r}", path=source) from None
