@@ -68,6 +68,8 @@ class ClusterState:
         # Bumped on every change to a node, so callers can keep per-node caches.
         self.node_version = np.zeros(n, dtype=np.int64)
         self.assignments: dict[int, Assignment] = {}
+        # Jobs whose GPUs span several nodes (Gavel's one-GPU servers): one part per node.
+        self.gangs: dict[int, tuple[Assignment, ...]] = {}
         self._model_mask_cache: dict[frozenset[str] | None, npt.NDArray[np.bool_]] = {}
 
     @property
@@ -117,6 +119,42 @@ class ClusterState:
         self.node_version[a.node] += 1
         self.assignments[a.job_id] = a
 
+    def allocate_gang(self, parts: tuple[Assignment, ...]) -> None:
+        """Place one job on several nodes at once (all parts carry the job's id).
+
+        All-or-nothing: if any part does not fit, nothing is allocated.
+        """
+        if not parts:
+            raise BookkeepingError("a gang needs at least one part")
+        job_id = parts[0].job_id
+        if job_id in self.gangs or job_id in self.assignments:
+            raise BookkeepingError(f"job {job_id} is already placed")
+        if any(p.job_id != job_id for p in parts) or len({p.node for p in parts}) != len(parts):
+            raise BookkeepingError(f"job {job_id}: gang parts must be one per node, same job")
+        done: list[Assignment] = []
+        try:
+            for part in parts:
+                self.allocate(part)
+                done.append(self.assignments.pop(job_id))
+        except BookkeepingError:
+            for part in done:
+                self.assignments[job_id] = part
+                self.release(job_id)
+            raise
+        self.gangs[job_id] = parts
+
+    def release_gang(self, job_id: int) -> tuple[Assignment, ...]:
+        parts = self.gangs.pop(job_id, None)
+        if parts is None:
+            raise BookkeepingError(f"job {job_id} holds no gang to release")
+        for part in parts:
+            self.assignments[job_id] = part
+            self.release(job_id)
+        return parts
+
+    def holds(self, job_id: int) -> bool:
+        return job_id in self.assignments or job_id in self.gangs
+
     def release(self, job_id: int) -> Assignment:
         a = self.assignments.pop(job_id, None)
         if a is None:
@@ -140,7 +178,8 @@ class ClusterState:
         if (self.memory_free < 0).any() or (self.memory_free > self.memory_capacity).any():
             raise BookkeepingError("memory over capacity")
         used = np.zeros_like(self.gpu_free)
-        for a in self.assignments.values():
+        parts = [*self.assignments.values(), *(p for g in self.gangs.values() for p in g)]
+        for a in parts:
             used[a.node, list(a.gpus)] += a.gpu_milli
         if not np.array_equal(used, self.gpu_capacity - self.gpu_free):
             raise BookkeepingError("GPU bookkeeping disagrees with the assignments")
