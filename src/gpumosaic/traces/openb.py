@@ -1,0 +1,255 @@
+"""Readers for the Alibaba openb trace (cluster-trace-gpu-v2023) used by FGD and PWR.
+
+Specs: ``openb:gpu`` / ``openb:all`` name the packaged node lists, ``openb:NAME`` the
+packaged ``openb_pod_list_NAME.csv`` (``default``, ``gpushare40``, ``multigpu20``, ...);
+anything else is a file path.
+
+Every bad value raises ``InputError`` naming the file, the 1-based data row (the header is
+not a row, so data row N is on line N + 1 of the file; the message says both) and the field.
+
+Pods become JobSpecs:
+
+- ``id`` = data row index (0-based), ``name`` = pod name, ``job_type`` = ``"openb"``;
+- ``gpu_milli`` per GPU as in the file (1000 for multi-GPU pods, 0 for CPU-only pods);
+- ``gpu_spec`` ``"A|B"`` -> ``allowed_models = {"A", "B"}``; empty -> any model;
+- ``arrival_s`` = creation_time (0 when the file has no times: the multigpu variants);
+- ``work`` = run time in seconds: deletion_time - scheduled_time, or deletion_time -
+  creation_time for pods never scheduled (Pending), clamped at 0; 0 without times.
+  The raw times stay available in ``OpenbTrace.times`` for replays that need them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from gpumosaic.model.cluster import ClusterSpec, NodeSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
+from gpumosaic.model.job import JobSpec
+from gpumosaic.traces.errors import InputError
+
+# Packaged copy of the trace (see data/alibaba/SOURCE.md); never read from outside the package.
+_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "alibaba"
+_NODE_LISTS = {"gpu": "openb_node_list_gpu_node.csv", "all": "openb_node_list_all_node.csv"}
+_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+_POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+_TIME_COLUMNS = ("creation_time", "deletion_time", "scheduled_time")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbPodTimes:
+    """Raw per-pod times (seconds from trace start; NaN where the file leaves it empty)
+    and phases, aligned with ``OpenbTrace.jobs``. All NaN / "" for files without times."""
+
+    creation_s: npt.NDArray[np.float64]
+    scheduled_s: npt.NDArray[np.float64]
+    deletion_s: npt.NDArray[np.float64]
+    pod_phase: tuple[str, ...]
+    qos: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbTrace:
+    path: str
+    jobs: tuple[JobSpec, ...]
+    times: OpenbPodTimes
+
+
+def packaged_task_lists() -> tuple[str, ...]:
+    """Names accepted as ``openb:NAME`` for task lists."""
+    names = (
+        p.name[len("openb_pod_list_") : -len(".csv")]
+        for p in _DATA_DIR.glob("openb_pod_list_*.csv")
+    )
+    return tuple(sorted(names))
+
+
+def load_openb_nodes(spec: str) -> ClusterSpec:
+    """``openb:gpu`` (the 1,213-node cluster of the papers), ``openb:all`` or a CSV path."""
+    path = _resolve(spec, kind="nodes")
+    frame = _read(path, _NODE_COLUMNS)
+    cpu = _ints(frame, "cpu_milli", path)
+    mem = _ints(frame, "memory_mib", path)
+    gpus = _ints(frame, "gpu", path)
+    models = frame["model"].str.strip().tolist()
+    known: dict[str, GpuModel] = {}
+    for row, name in enumerate(models, start=1):
+        if name and name not in known:
+            known[name] = _model(name, path, row, "model")
+    # CPU-only nodes (gpu = 0, empty model) still need a GpuModel: they borrow the first
+    # model of the file, which changes nothing since they have no GPU slot to use or power.
+    filler = next(iter(known.values()), None)
+    nodes: list[NodeSpec] = []
+    for row, name in enumerate(models, start=1):
+        if gpus[row - 1] > 0 and not name:
+            raise InputError(
+                "a node with GPUs needs a GPU model", path=path, row=row, field="model"
+            )
+        model = known[name] if name else filler
+        if model is None:
+            raise InputError("the node list has no GPU node", path=path, row=row, field="model")
+        nodes.append(
+            NodeSpec(
+                name=str(frame["sn"].iat[row - 1]),
+                gpu=model,
+                num_gpus=int(gpus[row - 1]),
+                cpu_milli=int(cpu[row - 1]),
+                memory_mib=int(mem[row - 1]),
+            )
+        )
+    if not nodes:
+        raise InputError("the node list is empty", path=path)
+    return ClusterSpec(tuple(nodes))
+
+
+def load_openb_tasks(spec: str) -> list[JobSpec]:
+    """``openb:default``, ``openb:gpushare40``, ... or a CSV path -> JobSpecs in file order."""
+    return list(read_openb_trace(spec).jobs)
+
+
+def read_openb_trace(spec: str) -> OpenbTrace:
+    """The pods of a task list as JobSpecs, plus their raw times and phases."""
+    path = _resolve(spec, kind="tasks")
+    frame = _read(path, _POD_COLUMNS)
+    n = len(frame)
+    cpu = _ints(frame, "cpu_milli", path)
+    mem = _ints(frame, "memory_mib", path)
+    num_gpu = _ints(frame, "num_gpu", path)
+    milli = _ints(frame, "gpu_milli", path)
+    gpu_task = num_gpu > 0
+    bad = np.flatnonzero(gpu_task & ((milli < 1) | (milli > MILLI_PER_GPU)))
+    if len(bad):
+        raise _row_error(
+            path, bad[0], "gpu_milli", f"must be in 1..1000 for a GPU task, got {milli[bad[0]]}"
+        )
+    bad = np.flatnonzero((num_gpu > 1) & (milli != MILLI_PER_GPU))
+    if len(bad):
+        raise _row_error(path, bad[0], "gpu_milli", "a multi-GPU task must ask for 1000 per GPU")
+    milli = np.where(gpu_task, milli, 0)
+    allowed = _gpu_specs(frame, path)
+    has_times = all(c in frame.columns for c in _TIME_COLUMNS)
+    if has_times:
+        creation = _floats(frame, "creation_time", path)
+        scheduled = _floats(frame, "scheduled_time", path)
+        deletion = _floats(frame, "deletion_time", path)
+    else:
+        creation = scheduled = deletion = np.full(n, np.nan)
+    start = np.where(np.isnan(scheduled), creation, scheduled)
+    work = np.nan_to_num(np.maximum(deletion - start, 0.0), nan=0.0)
+    arrival = np.nan_to_num(creation, nan=0.0)
+    names = frame["name"].tolist()
+    jobs = tuple(
+        JobSpec(
+            id=i,
+            arrival_s=float(arrival[i]),
+            job_type="openb",
+            num_gpu=int(num_gpu[i]),
+            gpu_milli=int(milli[i]),
+            work=float(work[i]),
+            cpu_milli=int(cpu[i]),
+            memory_mib=int(mem[i]),
+            allowed_models=allowed[i],
+            name=str(names[i]),
+        )
+        for i in range(n)
+    )
+    text = {c: frame[c].tolist() if c in frame.columns else [""] * n for c in ("pod_phase", "qos")}
+    times = OpenbPodTimes(
+        creation, scheduled, deletion, tuple(text["pod_phase"]), tuple(text["qos"])
+    )
+    return OpenbTrace(str(path), jobs, times)
+
+
+def _resolve(spec: str, *, kind: str) -> Path:
+    """Map ``openb:NAME`` to the packaged file; anything else is a path that must exist."""
+    if spec.startswith("openb:"):
+        name = spec[len("openb:") :].strip()
+        if kind == "nodes":
+            if name not in _NODE_LISTS:
+                raise InputError(f"unknown node list {spec!r} (known: openb:gpu, openb:all)")
+            file_name = _NODE_LISTS[name]
+        else:
+            if name not in packaged_task_lists():
+                known = ", ".join(f"openb:{n}" for n in packaged_task_lists())
+                raise InputError(f"unknown task list {spec!r} (known: {known})")
+            file_name = f"openb_pod_list_{name}.csv"
+        return _DATA_DIR / file_name
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"no such {kind} file", path=path)
+    return path
+
+
+def _read(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
+    """Read every cell as text (so bad values can be reported, not silently coerced)."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise InputError(f"not a readable CSV file ({err})", path=path) from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise InputError("missing column", path=path, field=missing[0])
+    return frame
+
+
+def _numbers(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.float64]:
+    """Column as floats; empty cells are NaN; non-numbers and negatives are errors."""
+    text = frame[column].str.strip()
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(np.isnan(values) & (text != "").to_numpy())
+    if len(bad):
+        raise _row_error(path, bad[0], column, f"not a number: {text.iat[bad[0]]!r}")
+    bad = np.flatnonzero(values < 0)
+    if len(bad):
+        raise _row_error(path, bad[0], column, f"must not be negative, got {text.iat[bad[0]]}")
+    return values
+
+
+def _ints(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.int64]:
+    values = _numbers(frame, column, path)
+    bad = np.flatnonzero(np.isnan(values))
+    if len(bad):
+        raise _row_error(path, bad[0], column, "empty value")
+    bad = np.flatnonzero(values != np.floor(values))
+    if len(bad):
+        raise _row_error(path, bad[0], column, f"must be a whole number, got {values[bad[0]]}")
+    return values.astype(np.int64)
+
+
+def _floats(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.float64]:
+    return _numbers(frame, column, path)
+
+
+def _gpu_specs(frame: pd.DataFrame, path: Path) -> list[frozenset[str] | None]:
+    """``gpu_spec`` cells as allowed-model sets; each distinct text is checked once."""
+    if "gpu_spec" not in frame.columns:
+        return [None] * len(frame)
+    cells = frame["gpu_spec"].str.strip().tolist()
+    parsed: dict[str, frozenset[str] | None] = {"": None}
+    for row, text in enumerate(cells, start=1):
+        if text in parsed:
+            continue
+        names = [part.strip() for part in text.split("|") if part.strip()]
+        parsed[text] = frozenset(_model(n, path, row, "gpu_spec").name.upper() for n in names)
+    return [parsed[t] for t in cells]
+
+
+def _model(name: str, path: Path, row: int, field: str) -> GpuModel:
+    try:
+        return gpu_model(name)
+    except UnknownGpuModelError as err:
+        raise InputError(
+            f"{err} (data row {row}, line {row + 1})", path=path, row=row, field=field
+        ) from None
+
+
+def _row_error(path: Path, index: int | np.integer, field: str, message: str) -> InputError:
+    row = int(index) + 1
+    return InputError(
+        f"{message} (data row {row}, line {row + 1})", path=path, row=row, field=field
+    )
