@@ -75,6 +75,9 @@ class Allocation:
 
 
 class Policy(Protocol):
-    name: str
+    """``name`` is read-only so that frozen dataclasses satisfy the protocol."""
+
+    @property
+    def name(self) -> str: ...
 
     def allocate(self, inp: PolicyInput) -> Allocation: ...

@@ -1,0 +1,211 @@
+"""The base constraints every LP policy shares, over one flat variable vector.
+
+Variables, in order: X (n_jobs x n_types, row-major): the time fraction job j runs alone
+on type t; Y (n_pairs x n_types): the time fraction candidate pair k runs packed on
+type t; then the policy's own scalars (e.g. the max-min level z).
+
+Base constraints (Gavel's, with GPU demand instead of the scale factor):
+
+- 0 <= X, Y <= 1; X[j, t] = 0 where job j has no throughput on type t; Y[k, t] = 0 where
+  either job of pair k has no packed throughput on t or their scale factors differ;
+- each job's time over its single and pair variables is at most 1;
+- per type t: sum_j demand_j X[j, t] + sum_k demand_k Y[k, t] <= capacity_t, where
+  demand = num_gpu * gpu_milli / 1000 and a pair occupies the GPUs of its larger member.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+
+
+@dataclass(frozen=True, slots=True)
+class VariableLayout:
+    """Where X, Y and the extra scalars sit in the flat variable vector."""
+
+    n_jobs: int
+    n_types: int
+    n_pairs: int = 0
+    n_extra: int = 0
+
+    @property
+    def n_single(self) -> int:
+        return self.n_jobs * self.n_types
+
+    @property
+    def pair_offset(self) -> int:
+        return self.n_single
+
+    @property
+    def extra_offset(self) -> int:
+        return self.n_single + self.n_pairs * self.n_types
+
+    @property
+    def num_vars(self) -> int:
+        return self.extra_offset + self.n_extra
+
+    def split(self, values: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(X, Y, extras) views of a solution vector."""
+        x = values[: self.n_single].reshape(self.n_jobs, self.n_types)
+        y = values[self.pair_offset : self.extra_offset].reshape(self.n_pairs, self.n_types)
+        return x, y, values[self.extra_offset :]
+
+
+@dataclass(frozen=True, slots=True)
+class BaseConstraints:
+    """a_ub @ v <= b_ub and 0 <= v <= upper for the X and Y parts of the layout."""
+
+    layout: VariableLayout
+    a_ub: sp.csr_array
+    b_ub: FloatArray
+    upper: FloatArray  # (n_single + n_pairs * n_types,)
+
+
+def usable_pairs(inp: PolicyInput, use_pairs: bool) -> PackedPairs | None:
+    """The input's candidate pairs when the policy packs, else None."""
+    if not use_pairs or inp.packed is None or len(inp.packed.pairs) == 0:
+        return None
+    return inp.packed
+
+
+def job_pair_incidence(n_jobs: int, pairs: PackedPairs | None) -> sp.csr_array:
+    """(n_jobs, n_pairs) 0/1 matrix: job j is a member of pair k."""
+    if pairs is None:
+        return sp.csr_array((n_jobs, 0))
+    n_pairs = len(pairs.pairs)
+    rows = pairs.pairs.reshape(-1)
+    cols = np.repeat(np.arange(n_pairs), 2)
+    return sp.csr_array((np.ones(2 * n_pairs), (rows, cols)), shape=(n_jobs, n_pairs))
+
+
+def build_base_constraints(
+    inp: PolicyInput, pairs: PackedPairs | None = None, n_extra: int = 0
+) -> BaseConstraints:
+    """The shared constraints, vectorized (no per-job Python loops)."""
+    n, t = inp.num_jobs, len(inp.gpu_types)
+    n_pairs = 0 if pairs is None else len(pairs.pairs)
+    layout = VariableLayout(n, t, n_pairs, n_extra)
+    ones_t = sp.csr_array(np.ones((1, t)))
+    incidence = job_pair_incidence(n, pairs)
+    # Job time: row j sums X[j, :] and Y[k, :] over the pairs k that hold job j.
+    time_single = sp.kron(sp.identity(n, format="csr"), ones_t, format="csr")
+    time_pair = sp.kron(incidence, ones_t, format="csr")
+    # Capacity: row t sums demand-weighted X[:, t] and Y[:, t].
+    demand = np.asarray(inp.demand, dtype=np.float64)
+    cap_single = sp.kron(sp.csr_array(demand.reshape(1, n)), sp.identity(t), format="csr")
+    pair_demand = _pair_demand(demand, pairs)
+    cap_pair = sp.kron(sp.csr_array(pair_demand.reshape(1, n_pairs)), sp.identity(t), format="csr")
+    extra_cols = sp.csr_array((n + t, n_extra))
+    a_ub = sp.vstack(
+        [
+            sp.hstack([time_single, time_pair, extra_cols[:n]]),
+            sp.hstack([cap_single, cap_pair, extra_cols[n:]]),
+        ],
+        format="csr",
+    )
+    b_ub = np.concatenate([np.ones(n), np.asarray(inp.capacity, dtype=np.float64)])
+    upper_single = (inp.throughputs > 0).astype(np.float64).reshape(-1)
+    upper_pair = _pair_upper(inp, pairs).reshape(-1)
+    return BaseConstraints(layout, a_ub, b_ub, np.concatenate([upper_single, upper_pair]))
+
+
+def _pair_demand(demand: FloatArray, pairs: PackedPairs | None) -> FloatArray:
+    if pairs is None:
+        return np.zeros(0)
+    return np.maximum(demand[pairs.pairs[:, 0]], demand[pairs.pairs[:, 1]])
+
+
+def _pair_upper(inp: PolicyInput, pairs: PackedPairs | None) -> FloatArray:
+    if pairs is None:
+        return np.zeros((0, len(inp.gpu_types)))
+    a, b = pairs.pairs[:, 0], pairs.pairs[:, 1]
+    same_scale = inp.scale_factors[a] == inp.scale_factors[b]
+    measured = (pairs.throughputs[:, :, 0] > 0) & (pairs.throughputs[:, :, 1] > 0)
+    return (measured & same_scale[:, None]).astype(np.float64)
+
+
+def job_rate_matrix(
+    layout: VariableLayout, single: FloatArray, pair: FloatArray | None, pairs: PackedPairs | None
+) -> sp.csr_array:
+    """(n_jobs, num_vars) matrix R with (R @ v)[j] = sum_t single[j,t] X[j,t] + pair terms.
+
+    ``pair[k, t, s]`` is the coefficient of Y[k, t] for the job on side s of pair k.
+    """
+    n, t = layout.n_jobs, layout.n_types
+    rows = [np.repeat(np.arange(n), t)]
+    cols = [np.arange(layout.n_single)]
+    vals = [single.reshape(-1)]
+    if pairs is not None and pair is not None and layout.n_pairs:
+        k_idx = np.repeat(np.arange(layout.n_pairs), t)
+        t_idx = np.tile(np.arange(t), layout.n_pairs)
+        col = layout.pair_offset + k_idx * t + t_idx
+        for side in (0, 1):
+            rows.append(pairs.pairs[k_idx, side])
+            cols.append(col)
+            vals.append(pair[:, :, side].reshape(-1))
+    return sp.csr_array(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n, layout.num_vars),
+    )
+
+
+def proportional_throughputs(inp: PolicyInput, throughputs: FloatArray) -> FloatArray:
+    """Each job's throughput under the equal ("proportional") share of the cluster.
+
+    Gavel normalizes by this: every job gets the same share capacity_t / sum(capacity) of
+    every type, so it is the capacity-weighted mean of the job's throughputs.
+    """
+    capacity = np.asarray(inp.capacity, dtype=np.float64)
+    total = capacity.sum()
+    if total <= 0:
+        return np.zeros(inp.num_jobs)
+    return np.asarray(throughputs @ (capacity / total), dtype=np.float64)
+
+
+def weighted_scale(inp: PolicyInput) -> FloatArray:
+    """scale_factor / priority_weight per job: Gavel's per-job objective multiplier."""
+    weights = np.asarray(inp.priority_weights, dtype=np.float64)
+    return np.asarray(inp.scale_factors, dtype=np.float64) / np.where(weights > 0, weights, 1.0)
+
+
+def pair_coefficients(pairs: PackedPairs | None, per_job: FloatArray) -> FloatArray | None:
+    """Pair throughputs times the per-job factor of the job on each side."""
+    if pairs is None:
+        return None
+    factor = np.stack([per_job[pairs.pairs[:, 0]], per_job[pairs.pairs[:, 1]]], axis=1)
+    return np.asarray(pairs.throughputs * factor[:, None, :], dtype=np.float64)
+
+
+def allocation_from_solution(
+    inp: PolicyInput,
+    layout: VariableLayout,
+    values: FloatArray,
+    pairs: PackedPairs | None,
+    objective: float,
+    notes: tuple[str, ...] = (),
+) -> Allocation:
+    """Wrap a solution vector as an Allocation, clipped into [0, 1] like Gavel's."""
+    x, y, _ = layout.split(values)
+    return Allocation(
+        job_ids=inp.job_ids,
+        gpu_types=inp.gpu_types,
+        matrix=np.clip(x, 0.0, 1.0),
+        pair_matrix=None if pairs is None else np.clip(y, 0.0, 1.0),
+        packed=pairs,
+        objective=objective,
+        notes=notes,
+    )
+
+
+def empty_allocation(inp: PolicyInput, notes: tuple[str, ...] = ()) -> Allocation:
+    return Allocation(
+        job_ids=inp.job_ids,
+        gpu_types=inp.gpu_types,
+        matrix=np.zeros((inp.num_jobs, len(inp.gpu_types))),
+        objective=0.0,
+        notes=notes,
+    )

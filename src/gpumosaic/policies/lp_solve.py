@@ -1,0 +1,182 @@
+"""Solve a linear program given as sparse matrices, with one of three back ends.
+
+Policies build their LP as plain arrays (``LinearProgram``) instead of cvxpy
+expressions: at 1,024 jobs cvxpy spends most of its time compiling the problem, while
+the solvers themselves take a fraction of a second (see ``bench/bench_policies.py``).
+
+Back ends (the ``backend`` option of every LP policy):
+
+- ``"clarabel"`` (default): interior point, like the ECOS solver Gavel uses, so a max-min
+  LP with many optimal allocations returns a central one rather than a vertex that
+  starves the jobs the objective does not bind;
+- ``"highs"``: HiGHS dual simplex through scipy (a vertex solution); also the only back
+  end for mixed-integer programs (water filling's bottleneck detection);
+- ``"cvxpy"`` or ``"cvxpy:<SOLVER>"``: the same LP through cvxpy, for cross-checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+from gpumosaic.policies.base import FloatArray
+
+BACKENDS = ("clarabel", "highs", "cvxpy")
+
+
+class PolicySolveError(RuntimeError):
+    """A policy's optimization problem could not be solved (infeasible, or solver failure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinearProgram:
+    """minimize c @ v  s.t.  a_ub @ v <= b_ub,  a_eq @ v == b_eq,  lower <= v <= upper.
+
+    ``integer`` marks variables that must be integral (only the ``highs`` back end).
+    """
+
+    c: FloatArray
+    a_ub: sp.csr_array
+    b_ub: FloatArray
+    lower: FloatArray
+    upper: FloatArray
+    a_eq: sp.csr_array | None = None
+    b_eq: FloatArray | None = None
+    integer: npt.NDArray[np.bool_] | None = None
+
+    @property
+    def num_vars(self) -> int:
+        return int(self.c.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class LpSolution:
+    values: FloatArray
+    objective: float
+    backend: str
+
+
+def solve(lp: LinearProgram, backend: str = "clarabel") -> LpSolution:
+    """Solve ``lp``; raise PolicySolveError naming the back end and status on failure."""
+    fixed = lp.lower == lp.upper
+    if fixed.all():
+        values = lp.lower.copy()
+        return LpSolution(values, float(lp.c @ values), backend)
+    # Variables pinned by their bounds (e.g. X[j, t] = 0 where job j cannot run on type t)
+    # are substituted out so the solver sees a smaller problem.
+    keep = np.flatnonzero(~fixed)
+    fixed_values = np.where(fixed, lp.lower, 0.0)
+    a_ub = sp.csr_array(lp.a_ub)
+    reduced = LinearProgram(
+        c=lp.c[keep],
+        a_ub=a_ub[:, keep],
+        b_ub=lp.b_ub - a_ub @ fixed_values,
+        lower=lp.lower[keep],
+        upper=lp.upper[keep],
+        a_eq=None if lp.a_eq is None else sp.csr_array(lp.a_eq)[:, keep],
+        b_eq=None if lp.a_eq is None or lp.b_eq is None else lp.b_eq - lp.a_eq @ fixed_values,
+        integer=None if lp.integer is None else lp.integer[keep],
+    )
+    if reduced.integer is not None and reduced.integer.any():
+        sub = _solve_highs(reduced)
+    elif backend == "clarabel":
+        sub = _solve_clarabel(reduced)
+    elif backend == "highs":
+        sub = _solve_highs(reduced)
+    elif backend == "cvxpy" or backend.startswith("cvxpy:"):
+        sub = _solve_cvxpy(reduced, backend.partition(":")[2] or "CLARABEL")
+    else:
+        raise ValueError(f"unknown LP backend {backend!r} (known: {', '.join(BACKENDS)})")
+    values = fixed_values.copy()
+    values[keep] = sub
+    return LpSolution(values, float(lp.c @ values), backend)
+
+
+def _solve_highs(lp: LinearProgram) -> FloatArray:
+    if lp.integer is not None and lp.integer.any():
+        constraints = [LinearConstraint(lp.a_ub, -np.inf, lp.b_ub)]
+        if lp.a_eq is not None and lp.b_eq is not None:
+            constraints.append(LinearConstraint(lp.a_eq, lp.b_eq, lp.b_eq))
+        result = milp(
+            lp.c,
+            constraints=constraints,
+            integrality=lp.integer.astype(np.int64),
+            bounds=Bounds(lp.lower, lp.upper),
+        )
+        if result.status != 0 or result.x is None:
+            raise PolicySolveError(f"HiGHS MILP failed: status {result.status} ({result.message})")
+        return np.asarray(result.x, dtype=np.float64)
+    result = linprog(
+        lp.c,
+        A_ub=lp.a_ub,
+        b_ub=lp.b_ub,
+        A_eq=lp.a_eq,
+        b_eq=lp.b_eq,
+        bounds=np.column_stack([lp.lower, lp.upper]),
+        method="highs",
+    )
+    if result.status != 0 or result.x is None:
+        raise PolicySolveError(f"HiGHS LP failed: status {result.status} ({result.message})")
+    return np.asarray(result.x, dtype=np.float64)
+
+
+def _solve_clarabel(lp: LinearProgram) -> FloatArray:
+    import clarabel
+
+    n = lp.num_vars
+    eye = sp.identity(n, format="csr")
+    has_upper = np.isfinite(lp.upper)
+    has_lower = np.isfinite(lp.lower)
+    blocks: list[sp.csr_array] = []
+    rhs: list[FloatArray] = []
+    m_eq = 0
+    if lp.a_eq is not None and lp.b_eq is not None:
+        blocks.append(sp.csr_array(lp.a_eq))
+        rhs.append(lp.b_eq)
+        m_eq = lp.a_eq.shape[0]
+    blocks += [sp.csr_array(lp.a_ub), eye[has_upper], -eye[has_lower]]
+    rhs += [lp.b_ub, lp.upper[has_upper], -lp.lower[has_lower]]
+    a = sp.vstack(blocks, format="csc")
+    b = np.concatenate(rhs)
+    cones = []
+    if m_eq:
+        cones.append(clarabel.ZeroConeT(m_eq))
+    cones.append(clarabel.NonnegativeConeT(a.shape[0] - m_eq))
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    solver = clarabel.DefaultSolver(
+        sp.csc_matrix((n, n)), lp.c, sp.csc_matrix(a), b, cones, settings
+    )
+    solution = solver.solve()
+    status = str(solution.status)
+    if status not in ("Solved", "AlmostSolved"):
+        raise PolicySolveError(f"Clarabel LP failed: status {status}")
+    # Interior-point iterates sit a hair outside the bounds; clip to them.
+    return np.clip(np.asarray(solution.x, dtype=np.float64), lp.lower, lp.upper)
+
+
+def _solve_cvxpy(lp: LinearProgram, solver: str) -> FloatArray:
+    import cvxpy as cp
+
+    v = cp.Variable(lp.num_vars)
+    constraints = [lp.a_ub @ v <= lp.b_ub]
+    if lp.a_eq is not None and lp.b_eq is not None:
+        constraints.append(lp.a_eq @ v == lp.b_eq)
+    finite_lo = np.isfinite(lp.lower)
+    finite_hi = np.isfinite(lp.upper)
+    if finite_lo.any():
+        constraints.append(v[finite_lo] >= lp.lower[finite_lo])
+    if finite_hi.any():
+        constraints.append(v[finite_hi] <= lp.upper[finite_hi])
+    problem = cp.Problem(cp.Minimize(lp.c @ v), constraints)
+    try:
+        problem.solve(solver=solver)
+    except cp.error.SolverError as err:
+        raise PolicySolveError(f"cvxpy/{solver} failed: {err}") from None
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or v.value is None:
+        raise PolicySolveError(f"cvxpy/{solver} failed: status {problem.status}")
+    return np.clip(np.asarray(v.value, dtype=np.float64), lp.lower, lp.upper)

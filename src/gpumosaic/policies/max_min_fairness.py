@@ -1,0 +1,125 @@
+"""Max-min fairness (Gavel's ``max_min_fairness``, ``_perf`` and ``_packed``).
+
+``_perf``: maximize min_j  sf_j / (w_j * prop_j) * sum_t thr[j, t] X[j, t], where prop_j is
+the job's throughput under an equal share of the cluster (``proportional_throughputs``),
+sf_j its scale factor and w_j its priority weight. A job with twice the weight gets
+(about) twice the normalized throughput.
+
+``max_min_fairness`` (LAS) is the same LP with every throughput set to 1 (so prop_j = 1
+and each job's objective is its weighted GPU time share); X stays 0 where the job cannot
+run at all.
+
+``_packed`` adds the candidate pairs of ``PolicyInput.packed``: a job's effective
+throughput also counts Y[k, t] times its rate inside pair k. Gavel normalizes pair rates
+a second time by the job's summed isolated throughputs; we use the ``_perf`` normalization
+so that ``_packed`` without pairs is exactly ``_perf``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.lp_base import (
+    BaseConstraints,
+    allocation_from_solution,
+    build_base_constraints,
+    empty_allocation,
+    job_rate_matrix,
+    pair_coefficients,
+    proportional_throughputs,
+    usable_pairs,
+    weighted_scale,
+)
+from gpumosaic.policies.lp_solve import LinearProgram, solve
+
+
+def max_min_program(
+    base: BaseConstraints,
+    objective_rates: sp.csr_array,
+    objective_offsets: FloatArray | None = None,
+    floor_rates: sp.csr_array | None = None,
+    floors: FloatArray | None = None,
+) -> LinearProgram:
+    """maximize z  s.t. base, objective_rates @ v - offsets >= z, floor_rates @ v >= floors.
+
+    The layout of ``base`` must reserve its last extra variable for z.
+    """
+    layout = base.layout
+    n_obj = objective_rates.shape[0]
+    offsets = np.zeros(n_obj) if objective_offsets is None else objective_offsets
+    z_col = sp.csr_array(
+        (np.ones(n_obj), (np.arange(n_obj), np.full(n_obj, layout.num_vars - 1))),
+        shape=(n_obj, layout.num_vars),
+    )
+    base_rows = sp.hstack(
+        [base.a_ub, sp.csr_array((base.a_ub.shape[0], layout.num_vars - base.a_ub.shape[1]))]
+    )
+    blocks = [base_rows, z_col - objective_rates]
+    rhs = [base.b_ub, -offsets]
+    if floor_rates is not None and floors is not None and floor_rates.shape[0]:
+        blocks.append(-floor_rates)
+        rhs.append(-floors)
+    c = np.zeros(layout.num_vars)
+    c[-1] = -1.0
+    n_extra = layout.num_vars - base.upper.shape[0]
+    return LinearProgram(
+        c=c,
+        a_ub=sp.csr_array(sp.vstack(blocks, format="csr")),
+        b_ub=np.concatenate(rhs),
+        lower=np.concatenate([np.zeros(base.upper.shape[0]), np.full(n_extra, -np.inf)]),
+        upper=np.concatenate([base.upper, np.full(n_extra, np.inf)]),
+    )
+
+
+def normalized_rates(
+    inp: PolicyInput, heterogeneity_aware: bool, pairs: PackedPairs | None
+) -> tuple[FloatArray, FloatArray | None]:
+    """Per-job objective coefficients for X and (if packing) Y: thr * sf / (w * prop)."""
+    if heterogeneity_aware:
+        throughputs = np.asarray(inp.throughputs, dtype=np.float64)
+        prop = proportional_throughputs(inp, throughputs)
+    else:
+        throughputs = (inp.throughputs > 0).astype(np.float64)
+        prop = np.ones(inp.num_jobs)
+    factor = weighted_scale(inp) / np.where(prop > 0, prop, 1.0)
+    factor = np.where(prop > 0, factor, 0.0)
+    single = throughputs * factor[:, None]
+    if pairs is None:
+        return single, None
+    pair_rates = np.asarray(
+        pairs.throughputs if heterogeneity_aware else pairs.throughputs > 0, dtype=np.float64
+    )
+    return single, pair_coefficients(PackedPairs(pairs.pairs, pair_rates), factor)
+
+
+@dataclass(frozen=True, slots=True)
+class MaxMinFairness:
+    """Weighted max-min fairness over normalized throughputs (see the module docstring)."""
+
+    name: str = "max_min_fairness_perf"
+    heterogeneity_aware: bool = True
+    use_pairs: bool = False
+    backend: str = "clarabel"
+
+    def allocate(self, inp: PolicyInput) -> Allocation:
+        if inp.num_jobs == 0:
+            return empty_allocation(inp)
+        pairs = usable_pairs(inp, self.use_pairs)
+        base = build_base_constraints(inp, pairs, n_extra=1)
+        single, pair = normalized_rates(inp, self.heterogeneity_aware, pairs)
+        rates = job_rate_matrix(base.layout, single, pair, pairs)
+        # A job that can run nowhere would pin the minimum at 0; leave it out and say so.
+        runnable = np.asarray(abs(rates).sum(axis=1)).reshape(-1) > 0
+        notes: tuple[str, ...] = ()
+        if not runnable.all():
+            notes = (f"{int((~runnable).sum())} job(s) have no throughput on any type",)
+        if not runnable.any():
+            return empty_allocation(inp, notes)
+        program = max_min_program(base, sp.csr_array(rates[np.flatnonzero(runnable)]))
+        solution = solve(program, self.backend)
+        level = float(solution.values[-1])
+        return allocation_from_solution(inp, base.layout, solution.values, pairs, level, notes)
