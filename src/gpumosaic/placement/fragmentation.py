@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -47,3 +49,122 @@ def fragmentation_rate(state: ClusterState, workload: TargetWorkload) -> float:
     """Cluster fragmentation / total free GPU milli (0 when nothing is free)."""
     free = float(state.gpu_free.sum())
     return cluster_fragmentation(state, workload) / free if free > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClassArrays:
+    """The target workload as arrays, aligned with one cluster's nodes.
+
+    ``milli`` is the per-GPU request (0 for CPU-only classes); ``model_ok[n, m]`` says
+    whether node n's GPU model is allowed by class m.
+    """
+
+    milli: npt.NDArray[np.int64]
+    num_gpu: npt.NDArray[np.int64]
+    cpu: npt.NDArray[np.int64]
+    weight: npt.NDArray[np.float64]
+    gpu_class: npt.NDArray[np.bool_]
+    model_ok: npt.NDArray[np.bool_]
+
+    @classmethod
+    def build(cls, state: ClusterState, workload: TargetWorkload) -> ClassArrays:
+        classes = workload.classes
+        model_ok = np.stack([state.model_mask(c.allowed_models) for c in classes], axis=1)
+        num_gpu = np.array([c.num_gpu for c in classes], dtype=np.int64)
+        return cls(
+            milli=np.array([c.gpu_milli if c.num_gpu else 0 for c in classes], dtype=np.int64),
+            num_gpu=num_gpu,
+            cpu=np.array([c.cpu_milli for c in classes], dtype=np.int64),
+            weight=np.asarray(workload.popularity, dtype=np.float64),
+            gpu_class=num_gpu > 0,
+            model_ok=model_ok,
+        )
+
+
+def gpu_change_deltas(
+    classes: ClassArrays, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """How one GPU going from ``before`` to ``after`` free milli changes, per class, the
+    count of GPUs that fit the class and the free milli stranded below it.
+
+    Shapes: ``before``/``after`` (...,), results (..., M).
+    """
+    t = classes.milli
+    b = before[..., None]
+    a = after[..., None]
+    d_fit = (a >= t).astype(np.int64) - (b >= t)
+    d_below = np.where(a < t, a, 0) - np.where(b < t, b, 0)
+    return d_fit, d_below
+
+
+class FragmentationTracker:
+    """FGD's per-node fragmentation F_n, kept current incrementally.
+
+    For every node and class m it keeps ``fit_count`` (GPUs with free >= the class's milli)
+    and ``below`` (free milli on the GPUs below it). Only nodes whose
+    ``state.node_version`` moved since the last ``refresh`` are recomputed, so a replay
+    that touches one node per task pays for one node per task. ``frag_after`` evaluates
+    hypothetical changes from these counts without copying any node.
+    """
+
+    def __init__(self, state: ClusterState, workload: TargetWorkload) -> None:
+        self.state = state
+        self.classes = ClassArrays.build(state, workload)
+        n, m = state.num_nodes, len(workload.classes)
+        self.fit_count = np.zeros((n, m), dtype=np.int64)
+        self.below = np.zeros((n, m), dtype=np.int64)
+        self.free = np.zeros(n, dtype=np.int64)
+        self.frag = np.zeros(n, dtype=np.float64)
+        self._version = np.full(n, -1, dtype=np.int64)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the nodes that changed since the last call."""
+        state = self.state
+        stale = np.flatnonzero(self._version != state.node_version)
+        if not len(stale):
+            return
+        g = state.gpu_free[stale].astype(np.int64)
+        fits = g[:, :, None] >= self.classes.milli
+        self.fit_count[stale] = fits.sum(axis=1)
+        self.below[stale] = np.where(fits, 0, g[:, :, None]).sum(axis=1)
+        self.free[stale] = g.sum(axis=1)
+        zero = np.zeros((len(stale), 1, 1), dtype=np.int64)
+        cpu = state.cpu_free[stale]
+        self.frag[stale] = self.frag_after(stale, zero, zero, zero[:, :, 0], cpu)[:, 0]
+        self._version[stale] = state.node_version[stale]
+
+    def frag_after(
+        self,
+        nodes: npt.NDArray[np.intp],
+        d_fit: npt.NDArray[np.int64],
+        d_below: npt.NDArray[np.int64],
+        d_free: npt.NDArray[np.int64],
+        cpu_after: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.float64]:
+        """F_n for ``nodes`` (K) under C candidate changes each: deltas (K, C, M) for the
+        counts, (K, C) for free milli; CPU left (K,). Returns (K, C) milli-GPU.
+
+        ``refresh`` uses this same function with zero deltas, so an unchanged node gives
+        bit-identical F and FGD sees a Delta of exactly 0.
+        """
+        c = self.classes
+        fit = self.fit_count[nodes][:, None, :] + d_fit
+        below = self.below[nodes][:, None, :] + d_below
+        free = (self.free[nodes][:, None] + d_free)[:, :, None]
+        ok = (
+            c.gpu_class
+            & c.model_ok[nodes][:, None, :]
+            & (fit >= c.num_gpu)
+            & (cpu_after[:, None, None] >= c.cpu)
+        )
+        return (np.where(ok, below, free) * c.weight).sum(axis=-1)
+
+    def total(self) -> float:
+        """Cluster fragmentation in milli-GPU (call ``refresh`` first)."""
+        return float(self.frag.sum())
+
+    def rate(self) -> float:
+        """Cluster fragmentation / total free milli, 0 when nothing is free."""
+        free = int(self.free.sum())
+        return self.total() / free if free > 0 else 0.0

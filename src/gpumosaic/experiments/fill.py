@@ -1,0 +1,213 @@
+"""The "fill the cluster" replay of FGD/PWR (shared/reference/fgd_openb.md).
+
+Shuffle the task list with the seed, append tasks sampled with replacement until the GPU
+requested by all tasks reaches ``inflate`` x the cluster's GPUs (the task that crosses the
+target is the last one; a list that already exceeds it is cut the same way), then place
+the tasks one by one. Tasks never depart; a task that cannot be placed fails at once with
+the filter's reason (no queue, no retry). After every task record the arrived workload,
+the GPU allocation rate, FGD's fragmentation (rate and amount) and the cluster power.
+
+The target workload M of FGD comes from the task list before inflation. Fragmentation
+and power are updated for the touched node only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.power import node_power_w
+from gpumosaic.model.state import ClusterState
+from gpumosaic.placement.filter import Reason, explain
+from gpumosaic.placement.fragmentation import FragmentationTracker
+from gpumosaic.placement.registry import build_placement
+from gpumosaic.placement.workload import TargetWorkload
+
+FAIL_REASONS: tuple[Reason, ...] = tuple(Reason)
+PLACED = -1  # fail_reason code of a placed task
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class FillPoint:
+    """The cluster after some task. Percentages are of the cluster's GPU milli, except
+    the fragmentation rate, which is of the free GPU milli (FGD's definition)."""
+
+    arrived_pct: float
+    allocation_rate_pct: float
+    fragmentation_rate_pct: float
+    fragmentation_pct: float
+    power_gpu_w: float
+    power_cpu_w: float
+
+    @property
+    def power_w(self) -> float:
+        return self.power_gpu_w + self.power_cpu_w
+
+
+@dataclass(frozen=True, slots=True)
+class FillResult:
+    """Per-task curves of one fill run (index i = after the i-th task of the replay)."""
+
+    placement: str
+    seed: int
+    inflate: float
+    cluster_gpu_milli: int
+    arrived_pct: Floats
+    allocation_rate_pct: Floats
+    fragmentation_rate_pct: Floats
+    fragmentation_pct: Floats
+    power_gpu_w: Floats
+    power_cpu_w: Floats
+    fail_reason: npt.NDArray[np.int8]  # index into FAIL_REASONS, PLACED (-1) if placed
+    elapsed_s: float
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.arrived_pct)
+
+    @property
+    def failed(self) -> npt.NDArray[np.bool_]:
+        return self.fail_reason != PLACED
+
+    @property
+    def power_w(self) -> Floats:
+        return self.power_gpu_w + self.power_cpu_w
+
+    def point(self, i: int) -> FillPoint:
+        return FillPoint(
+            float(self.arrived_pct[i]),
+            float(self.allocation_rate_pct[i]),
+            float(self.fragmentation_rate_pct[i]),
+            float(self.fragmentation_pct[i]),
+            float(self.power_gpu_w[i]),
+            float(self.power_cpu_w[i]),
+        )
+
+    @property
+    def final(self) -> FillPoint:
+        return self.point(self.num_tasks - 1)
+
+    def at_arrived(self, pct: float) -> FillPoint:
+        """The cluster once ``pct`` % of its GPUs have arrived: the first point at or past
+        ``pct``, or the last point if the replay never got there."""
+        i = int(np.searchsorted(self.arrived_pct, pct, side="left"))
+        return self.point(min(i, self.num_tasks - 1))
+
+    def failed_by_reason(self) -> tuple[tuple[Reason, int], ...]:
+        """Failed tasks per reason, reasons with no failure left out."""
+        counts = np.bincount(self.fail_reason[self.failed], minlength=len(FAIL_REASONS))
+        return tuple((r, int(c)) for r, c in zip(FAIL_REASONS, counts, strict=True) if c)
+
+    def sample_indices(self, step_pct: float = 1.0) -> npt.NDArray[np.intp]:
+        """Indices of the first point past every ``step_pct`` of arrived workload, plus
+        the last point (for compact curves)."""
+        grid = np.arange(step_pct, self.arrived_pct[-1] + step_pct, step_pct)
+        idx = np.searchsorted(self.arrived_pct, grid, side="left")
+        idx = np.unique(np.append(idx[idx < self.num_tasks], self.num_tasks - 1))
+        return idx.astype(np.intp)
+
+
+def fill_order(
+    tasks: Sequence[JobSpec], cluster_gpu_milli: int, inflate: float, rng: np.random.Generator
+) -> npt.NDArray[np.intp]:
+    """Indices into ``tasks`` of the replay: shuffled trace, then samples with replacement,
+    stopping at the first task whose cumulative GPU request reaches the target."""
+    if not tasks:
+        raise ValueError("the task list is empty")
+    demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
+    order = rng.permutation(len(tasks))
+    target = inflate * cluster_gpu_milli
+    if demand.sum() == 0:
+        return order.astype(np.intp)  # nothing asks for GPUs: inflation cannot progress
+    chunks = [order]
+    total = int(demand.sum())
+    while total < target:
+        extra = rng.integers(0, len(tasks), size=len(tasks))
+        chunks.append(extra)
+        total += int(demand[extra].sum())
+    order = np.concatenate(chunks)
+    crossed = np.flatnonzero(np.cumsum(demand[order]) >= target)
+    return order[: crossed[0] + 1].astype(np.intp) if len(crossed) else order.astype(np.intp)
+
+
+def run_fill(
+    nodes: ClusterSpec,
+    tasks: Sequence[JobSpec],
+    placement: str,
+    seed: int,
+    inflate: float = 1.3,
+    progress: Callable[[float], None] | None = None,
+) -> FillResult:
+    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate)."""
+    start = time.perf_counter()
+    if inflate <= 0:
+        raise ValueError(f"inflate must be > 0, got {inflate}")
+    workload = TargetWorkload.from_jobs(tasks)
+    state = ClusterState(nodes)
+    capacity = state.total_gpu_milli
+    rng = np.random.default_rng(seed)
+    order = fill_order(tasks, capacity, inflate, rng)
+    strategy = build_placement(placement, workload)
+    frag = FragmentationTracker(state, workload)
+    node_gpu_w, node_cpu_w = node_power_w(state)
+    gpu_w, cpu_w = float(node_gpu_w.sum()), float(node_cpu_w.sum())
+
+    n = len(order)
+    arrived = np.zeros(n)
+    allocated = np.zeros(n)
+    frag_milli = np.zeros(n)
+    free_milli = np.zeros(n)
+    power_gpu = np.zeros(n)
+    power_cpu = np.zeros(n)
+    reason = np.full(n, PLACED, dtype=np.int8)
+    reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
+    arrived_milli = allocated_milli = 0
+    report_every = max(1, n // 100)
+    for i, task_index in enumerate(order):
+        job = replace(tasks[task_index], id=i)  # sampled copies need ids of their own
+        arrived_milli += job.total_gpu_milli
+        assignment = strategy.place(state, job, rng)
+        if assignment is None:
+            reason[i] = reason_code[explain(state, job).reason]
+        else:
+            state.allocate(assignment)
+            allocated_milli += assignment.gpu_milli * len(assignment.gpus)
+            frag.refresh()
+            touched = np.array([assignment.node], dtype=np.intp)
+            new_gpu, new_cpu = node_power_w(state, nodes=touched)
+            gpu_w += float(new_gpu[0] - node_gpu_w[assignment.node])
+            cpu_w += float(new_cpu[0] - node_cpu_w[assignment.node])
+            node_gpu_w[assignment.node], node_cpu_w[assignment.node] = new_gpu[0], new_cpu[0]
+        arrived[i] = arrived_milli
+        allocated[i] = allocated_milli
+        frag_milli[i] = frag.total()
+        free_milli[i] = capacity - allocated_milli
+        power_gpu[i], power_cpu[i] = gpu_w, cpu_w
+        if progress is not None and i % report_every == 0:
+            progress(i / n)
+    if progress is not None:
+        progress(1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(free_milli > 0, frag_milli / np.maximum(free_milli, 1), 0.0)
+    return FillResult(
+        placement=strategy.name,
+        seed=seed,
+        inflate=inflate,
+        cluster_gpu_milli=capacity,
+        arrived_pct=100.0 * arrived / capacity,
+        allocation_rate_pct=100.0 * allocated / capacity,
+        fragmentation_rate_pct=100.0 * rate,
+        fragmentation_pct=100.0 * frag_milli / capacity,
+        power_gpu_w=power_gpu,
+        power_cpu_w=power_cpu,
+        fail_reason=reason,
+        elapsed_s=time.perf_counter() - start,
+    )

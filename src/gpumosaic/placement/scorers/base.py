@@ -1,0 +1,73 @@
+"""What a scorer is: node-local raw scores, a normalization across feasible nodes, and the
+GPU choice it makes inside the chosen node.
+
+Raw scores depend only on the node's own state and the job's shape (cpu, gpu_milli,
+num_gpu), so ``ScoredPlacement`` caches them per node and recomputes a node only when its
+``node_version`` moves. Normalization (min-max for BestFit and PWR) needs all feasible
+nodes and is done after the cache, every time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.gpu_choice import best_fit_gpu, node_gpus
+
+# The reference normalizes resource vectors by the largest node of the Alibaba cluster.
+MAX_SPEC_CPU = 128_000  # milli-CPU
+MAX_SPEC_GPU = 8_000  # milli-GPU (8 GPUs)
+MAX_SCORE = 100
+
+Scores = npt.NDArray[np.float64]
+Nodes = npt.NDArray[np.intp]
+
+
+class Scorer:
+    """Base class: identity normalization and best-fit GPU choice. Subclasses override
+    ``raw_scores`` (and the rest where the reference does something else)."""
+
+    name = "scorer"
+
+    def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
+        """Scores (higher is better) for ``nodes``, all of which can hold ``job``."""
+        raise NotImplementedError
+
+    def normalize(self, raw: Scores) -> Scores:
+        """Scores across all feasible nodes of one decision; identity by default."""
+        return raw
+
+    def fractional_slot(
+        self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator
+    ) -> int:
+        """The GPU a fractional job takes on ``node``; best fit by default."""
+        return best_fit_gpu(state.gpu_free[node], job.gpu_milli)
+
+    def assignment(
+        self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator
+    ) -> Assignment:
+        slot = self.fractional_slot(state, job, node, rng) if job.is_fractional else -1
+        return Assignment(
+            job_id=job.id,
+            node=node,
+            gpus=node_gpus(state, job, node, slot),
+            gpu_milli=job.gpu_milli if job.num_gpu else 0,
+            cpu_milli=job.cpu_milli,
+            memory_mib=job.memory_mib,
+        )
+
+
+def minmax(raw: Scores, all_equal: float) -> Scores:
+    """The reference's integer min-max normalization to 0..100:
+    ``(s - lowest) * 100 // (highest - lowest)``; ``all_equal`` when the range is 0."""
+    lowest, highest = raw.min(), raw.max()
+    if highest == lowest:
+        return np.full_like(raw, all_equal)
+    return np.floor((raw - lowest) * MAX_SCORE / (highest - lowest))
+
+
+def trunc_div(numerator: npt.NDArray[np.int64], denominator: int) -> npt.NDArray[np.int64]:
+    """Integer division truncating toward zero, as Go's ``/`` on int64 does."""
+    return np.sign(numerator) * (np.abs(numerator) // denominator)
