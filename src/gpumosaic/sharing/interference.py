@@ -1,0 +1,201 @@
+"""Interference models: how fast a job runs when other jobs share its GPU.
+
+Every model answers one question, ``speed_factors(jobs_on_gpu)``: each job's throughput
+relative to running alone on that GPU (1.0 = no slowdown). A run picks one by name with
+``build_interference``:
+
+* ``none`` -- ideal shares: co-located jobs run at their isolated throughput;
+* ``parametric[:alpha=A]`` -- compute contention. A job alone keeps the GPU busy a share
+  ``d`` of the time (``gpu_milli/1000 * gpu_time_fraction``); the hardware time-slices the
+  co-located contexts, so while the summed demand ``D`` stays <= 1 everyone fits in the
+  idle gaps, and above 1 every job slows by ``1/D``. Each extra context also costs ``alpha``
+  (context switches, L2 and TLB pollution), default 5%:
+  ``speed = 1 / (max(1, D) * (1 + alpha * (k - 1)))`` for ``k`` jobs;
+* ``measured[:alpha=A]`` -- Gavel's measured pair throughputs: a job packed with one other
+  runs at its pair throughput over its isolated throughput. Anything the table lacks (an
+  unmeasured pair, three or more jobs, an unknown GPU) falls back to ``parametric`` with
+  the same ``alpha``; ``fallbacks`` counts those cases so a run can report them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+from gpumosaic.traces.errors import InputError
+
+DEFAULT_ALPHA = 0.05
+
+Speeds = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class CoLocatedJob:
+    """A job sharing a GPU, as the interference models see it.
+
+    ``gpu_share`` is the fraction of the GPU's compute the job keeps busy when alone.
+    """
+
+    job_type: str = ""
+    scale_factor: int = 1
+    gpu_share: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gpu_share <= 1.0:
+            raise ValueError(f"gpu_share must be in [0, 1], got {self.gpu_share}")
+
+    @classmethod
+    def from_spec(cls, job: JobSpec) -> CoLocatedJob:
+        share = job.gpu_milli / MILLI_PER_GPU if job.is_fractional else 1.0
+        return cls(job.job_type, max(job.num_gpu, 1), share * job.gpu_time_fraction)
+
+
+class InterferenceModel(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def speed_factors(
+        self, jobs_on_gpu: Sequence[CoLocatedJob], gpu_key: str | None = None
+    ) -> Speeds:
+        """Each job's throughput on this GPU relative to running alone on it."""
+        ...
+
+
+class PairThroughputs(Protocol):
+    """The part of Gavel's table the measured model reads."""
+
+    def isolated(self, job_type: str, scale_factor: int, gpu_type: str) -> float: ...
+
+    def packed(
+        self, job_type_a: str, sf_a: int, job_type_b: str, sf_b: int, gpu_type: str
+    ) -> tuple[float, float] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NoInterference:
+    name: str = "none"
+
+    def speed_factors(
+        self, jobs_on_gpu: Sequence[CoLocatedJob], gpu_key: str | None = None
+    ) -> Speeds:
+        return np.ones(len(jobs_on_gpu), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class ParametricInterference:
+    alpha: float = DEFAULT_ALPHA
+    name: str = "parametric"
+
+    def __post_init__(self) -> None:
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+
+    def speed_factors(
+        self, jobs_on_gpu: Sequence[CoLocatedJob], gpu_key: str | None = None
+    ) -> Speeds:
+        k = len(jobs_on_gpu)
+        if k <= 1:
+            return np.ones(k, dtype=np.float64)
+        demand = float(sum(j.gpu_share for j in jobs_on_gpu))
+        speed = 1.0 / (max(1.0, demand) * (1.0 + self.alpha * (k - 1)))
+        return np.full(k, speed, dtype=np.float64)
+
+
+class MeasuredInterference:
+    """Gavel's pair throughputs, parametric where the table is silent (counted)."""
+
+    __slots__ = ("fallback", "fallbacks", "lookups", "table")
+
+    name = "measured"
+
+    def __init__(self, table: PairThroughputs, fallback: ParametricInterference) -> None:
+        self.table = table
+        self.fallback = fallback
+        self.fallbacks = 0
+        self.lookups = 0
+
+    def speed_factors(
+        self, jobs_on_gpu: Sequence[CoLocatedJob], gpu_key: str | None = None
+    ) -> Speeds:
+        if len(jobs_on_gpu) <= 1:
+            return np.ones(len(jobs_on_gpu), dtype=np.float64)
+        self.lookups += 1
+        measured = self._pair(jobs_on_gpu, gpu_key) if len(jobs_on_gpu) == 2 else None
+        if measured is None:
+            self.fallbacks += 1
+            return self.fallback.speed_factors(jobs_on_gpu, gpu_key)
+        return measured
+
+    def _pair(self, jobs: Sequence[CoLocatedJob], gpu_key: str | None) -> Speeds | None:
+        if gpu_key is None:
+            return None
+        a, b = jobs
+        try:
+            pair = self.table.packed(
+                a.job_type, a.scale_factor, b.job_type, b.scale_factor, gpu_key
+            )
+            if pair is None:
+                return None
+            alone_a = self.table.isolated(a.job_type, a.scale_factor, gpu_key)
+            alone_b = self.table.isolated(b.job_type, b.scale_factor, gpu_key)
+        except KeyError:
+            return None
+        if alone_a <= 0 or alone_b <= 0:
+            return None
+        return np.array([pair[0] / alone_a, pair[1] / alone_b], dtype=np.float64)
+
+
+def parse_spec(spec: str, what: str) -> tuple[str, dict[str, str]]:
+    """``name[:key=value,key=value]`` -> (name, {key: value}); InputError when malformed."""
+    name, _, rest = spec.strip().partition(":")
+    options: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise InputError(f"bad option {item!r} in {spec!r}: expected key=value", field=what)
+        options[key.strip().lower()] = value.strip()
+    return name.strip().lower(), options
+
+
+def _alpha(options: dict[str, str], spec: str) -> float:
+    unknown = set(options) - {"alpha"}
+    if unknown:
+        raise InputError(f"unknown option(s) {sorted(unknown)} in {spec!r}", field="interference")
+    try:
+        alpha = float(options.get("alpha", DEFAULT_ALPHA))
+    except ValueError:
+        raise InputError(f"alpha must be a number in {spec!r}", field="interference") from None
+    if not alpha >= 0:
+        raise InputError(f"alpha must be >= 0 in {spec!r}", field="interference")
+    return alpha
+
+
+def build_interference(spec: str, table: PairThroughputs | None = None) -> InterferenceModel:
+    """Build a model from ``none``, ``parametric:alpha=0.1`` or ``measured``.
+
+    ``measured`` reads ``table`` or, when none is given, Gavel's packaged table.
+    """
+    name, options = parse_spec(spec, "interference")
+    if name == "none":
+        if options:
+            raise InputError(f"'none' takes no options: {spec!r}", field="interference")
+        return NoInterference()
+    if name == "parametric":
+        return ParametricInterference(_alpha(options, spec))
+    if name == "measured":
+        fallback = ParametricInterference(_alpha(options, spec))
+        if table is None:
+            from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+            table = GavelThroughputTable.load()
+        return MeasuredInterference(table, fallback)
+    raise InputError(
+        f"unknown interference model {name!r} (known: none, parametric, measured)",
+        field="interference",
+    )
