@@ -1,0 +1,155 @@
+"""``gpumosaic reproduce EXPERIMENT``: rerun a published measurement with our models."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpumosaic.cli.app import app, user_errors
+from gpumosaic.experiments.nvshare_repro import (
+    JOBS,
+    REFERENCE_TQS,
+    ReproRow,
+    ordering_checks,
+    reproduce_nvshare,
+)
+from gpumosaic.sharing.nvshare import NvshareModel
+from gpumosaic.sharing.paging import PagingModel
+from gpumosaic.traces.errors import InputError
+
+reproduce_app = typer.Typer(
+    help="Reproduce published measurements and print ours beside theirs.",
+    no_args_is_help=True,
+)
+app.add_typer(reproduce_app, name="reproduce")
+
+_DEFAULTS = NvshareModel()
+
+
+def parse_tqs(text: str) -> tuple[float, ...]:
+    """``"1000,60,30"`` -> (1000.0, 60.0, 30.0); every TQ must be a positive number."""
+    values: list[float] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise InputError(f"TQ {item!r} is not a number", field="--tq") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise InputError(f"TQ must be a positive number of seconds, got {item}", field="--tq")
+        values.append(value)
+    if not values:
+        raise InputError("give at least one TQ, e.g. --tq 1000,60,30", field="--tq")
+    return tuple(dict.fromkeys(values))
+
+
+@reproduce_app.command("nvshare")
+@user_errors
+def nvshare(
+    tq: Annotated[
+        str, typer.Option(help="time quanta in seconds for the anti-thrashing rows")
+    ] = ",".join(f"{t:g}" for t in REFERENCE_TQS),
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    link_gb_s: Annotated[
+        float, typer.Option(help="host-GPU link bandwidth for write-backs, GB/s")
+    ] = _DEFAULTS.paging.link_gb_s,
+    fault_gb_s: Annotated[
+        float, typer.Option(help="demand-paging (page fault) bandwidth, GB/s")
+    ] = _DEFAULTS.paging.fault_gb_s,
+    sweep_s: Annotated[
+        float, typer.Option(help="GPU seconds between re-touches of the working set")
+    ] = _DEFAULTS.paging.sweep_s,
+    handover_s: Annotated[
+        float, typer.Option(help="fixed sync cost of a lock hand-over, s")
+    ] = _DEFAULTS.handover_s,
+    gpu_busy: Annotated[
+        float, typer.Option(help="share of a GPU phase the GPU is busy")
+    ] = _DEFAULTS.gpu_busy,
+) -> None:
+    """nvshare thesis Table 12.2: two identical jobs on one P100 (serial, off, on per TQ)."""
+    tqs = parse_tqs(tq)
+    try:
+        model = NvshareModel(
+            paging=PagingModel(link_gb_s=link_gb_s, fault_gb_s=fault_gb_s, sweep_s=sweep_s),
+            handover_s=handover_s,
+            gpu_busy=gpu_busy,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    rows = reproduce_nvshare(tqs, model)
+    checks = ordering_checks(rows)
+    if json_out:
+        payload = {
+            "experiment": "nvshare",
+            "gpu": "P100",
+            "parameters": {
+                "link_gb_s": model.paging.link_gb_s,
+                "fault_gb_s": model.paging.fault_gb_s,
+                "sweep_s": model.paging.sweep_s,
+                "handover_s": model.handover_s,
+                "idle_release_s": model.idle_release_s,
+                "gpu_busy": model.gpu_busy,
+            },
+            "table": [r.as_dict() for r in rows],
+            "orderings": [
+                {
+                    "job": c.job,
+                    "question": c.question,
+                    "ours": c.ours,
+                    "reference": c.reference,
+                    "agrees": c.agrees,
+                }
+                for c in checks
+            ],
+        }
+        typer.echo(json.dumps(payload))
+        return
+    console = Console()
+    console.print(_table(rows, tqs))
+    errors = [abs(r.error_pct) for r in rows if r.error_pct is not None and r.setup != "serial"]
+    if errors:
+        console.print(
+            f"max |error| over {len(errors)} modelled reference cells: {max(errors):.1f}% "
+            f"(serial rows are the calibration)"
+        )
+    disagree = [c for c in checks if not c.agrees]
+    console.print(
+        f"orderings: {len(checks) - len(disagree)}/{len(checks)} agree"
+        + "".join(
+            f"\n  {c.job}: {c.question}: ours {c.ours}, reference {c.reference}" for c in disagree
+        )
+    )
+
+
+def _table(rows: tuple[ReproRow, ...], tqs: tuple[float, ...]) -> Table:
+    table = Table(title="nvshare on a P100-16GB: total time of both jobs, s (ours / ref, error)")
+    table.add_column("setup")
+    for job in JOBS:
+        table.add_column(job, justify="right")
+    setups: list[tuple[str, float | None, str]] = [
+        ("serial", None, "serial (calibration)"),
+        ("off", None, "off (co-located)"),
+    ]
+    setups += [("on", t, f"on, TQ = {t:g} s") for t in tqs]
+    cells = {(r.job, r.setup, r.tq_s): r for r in rows}
+    for setup, tq_s, label in setups:
+        line = [label]
+        for job in JOBS:
+            r = cells[(job, setup, tq_s)]
+            if r.reference_s is None or r.error_pct is None:
+                line.append(f"{r.total_s:,.0f}")
+            else:
+                color = "green" if abs(r.error_pct) <= 15 else "red"
+                line.append(
+                    f"{r.total_s:,.0f} / {r.reference_s:,.0f} "
+                    f"[{color}]({r.error_pct:+.1f}%)[/{color}]"
+                )
+        table.add_row(*line)
+    return table
