@@ -57,7 +57,8 @@ class VariableLayout:
 
 @dataclass(frozen=True, slots=True)
 class BaseConstraints:
-    """a_ub @ v <= b_ub and 0 <= v <= upper for the X and Y parts of the layout."""
+    """a_ub @ v <= b_ub (over all layout.num_vars columns; extras have zero coefficients)
+    and 0 <= v <= upper for the X and Y parts of the layout."""
 
     layout: VariableLayout
     a_ub: sp.csr_array
@@ -188,13 +189,19 @@ def allocation_from_solution(
     objective: float,
     notes: tuple[str, ...] = (),
 ) -> Allocation:
-    """Wrap a solution vector as an Allocation, clipped into [0, 1] like Gavel's."""
+    """Wrap a solution vector as an Allocation, exactly feasible.
+
+    Interior-point solutions can overshoot a constraint by ~1e-8; clip into [0, 1] (as
+    Gavel does) and scale down any row or GPU type that still overshoots, so that the
+    mechanism can rely on the base constraints holding exactly.
+    """
     x, y, _ = layout.split(values)
+    x, y = repair_feasibility(inp, np.clip(x, 0.0, 1.0), np.clip(y, 0.0, 1.0), pairs)
     return Allocation(
         job_ids=inp.job_ids,
         gpu_types=inp.gpu_types,
-        matrix=np.clip(x, 0.0, 1.0),
-        pair_matrix=None if pairs is None else np.clip(y, 0.0, 1.0),
+        matrix=x,
+        pair_matrix=None if pairs is None else y,
         packed=pairs,
         objective=objective,
         notes=notes,
@@ -209,3 +216,21 @@ def empty_allocation(inp: PolicyInput, notes: tuple[str, ...] = ()) -> Allocatio
         objective=0.0,
         notes=notes,
     )
+
+
+def repair_feasibility(
+    inp: PolicyInput, x: FloatArray, y: FloatArray, pairs: PackedPairs | None
+) -> tuple[FloatArray, FloatArray]:
+    """Scale rows with time > 1 and types over capacity down onto the constraints."""
+    x, y = x.copy(), y.copy()
+    incidence = job_pair_incidence(inp.num_jobs, pairs)
+    time = x.sum(axis=1) + incidence @ y.sum(axis=1)
+    row_scale = 1.0 / np.maximum(time, 1.0)
+    x *= row_scale[:, None]
+    if pairs is not None and len(y):
+        y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
+    demand = np.asarray(inp.demand, dtype=np.float64)
+    used = demand @ x + _pair_demand(demand, pairs) @ y
+    capacity = np.asarray(inp.capacity, dtype=np.float64)
+    type_scale = np.where(used > capacity, capacity / np.where(used > 0, used, 1.0), 1.0)
+    return x * type_scale[None, :], y * type_scale[None, :]

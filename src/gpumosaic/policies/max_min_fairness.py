@@ -55,10 +55,7 @@ def max_min_program(
         (np.ones(n_obj), (np.arange(n_obj), np.full(n_obj, layout.num_vars - 1))),
         shape=(n_obj, layout.num_vars),
     )
-    base_rows = sp.hstack(
-        [base.a_ub, sp.csr_array((base.a_ub.shape[0], layout.num_vars - base.a_ub.shape[1]))]
-    )
-    blocks = [base_rows, z_col - objective_rates]
+    blocks = [base.a_ub, z_col - objective_rates]
     rhs = [base.b_ub, -offsets]
     if floor_rates is not None and floors is not None and floor_rates.shape[0]:
         blocks.append(-floor_rates)
