@@ -1,0 +1,414 @@
+"""Gandiva (OSDI'18) as a simulator: affinity placement, suspend-resume time-slicing,
+introspective packing and migration over the event engine and ClusterState.
+
+Each mechanism can be switched off (GandivaConfig). A GPU set held by a group appears in
+ClusterState as one assignment with the pseudo job id ``-(gid + 1)``: ClusterState keeps
+"which GPUs are held", the groups keep "which jobs take turns on them".
+
+Scheduling happens at arrivals, finishes and pack verdicts, in this order: place queued
+jobs (affinity order; a multi-GPU job that finds free GPUs only scattered triggers a
+defragmenting migration; then oversubscription), spread time-sliced jobs onto GPUs that
+became free (and split packed pairs when GPUs are free), then pack waiting jobs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.power import cluster_power_w
+from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.placement.filter import explain
+from gpumosaic.sim.engine import Engine
+from gpumosaic.sim.gandiva_config import GandivaConfig
+from gpumosaic.sim.gandiva_group import GpuGroup, JobRun, Ledger
+from gpumosaic.sim.gandiva_migration import GroupSlots, NodeSlots, plan_defrag
+from gpumosaic.sim.gandiva_pack_pass import PackCounters, pack_waiting_jobs
+from gpumosaic.sim.gandiva_packing import RateModel
+from gpumosaic.sim.gandiva_placement import ChoiceKind, ServerView, choose_server
+from gpumosaic.sim.gandiva_records import build_result
+from gpumosaic.sim.result import SimResult, TimelineRecorder
+from gpumosaic.workloads.workload import Workload
+
+ARRIVAL_PRIORITY = 1  # at equal times, finishes (priority 0) free GPUs before arrivals
+
+
+class GandivaSimulator:
+    def __init__(
+        self, cluster: ClusterSpec, workload: Workload, config: GandivaConfig, seed: int
+    ) -> None:
+        self.cluster = cluster
+        self.workload = workload
+        self.config = config
+        self.rng = np.random.default_rng(seed)
+        self.engine = Engine()
+        self.state = ClusterState(cluster)
+        self.rates = RateModel(workload.throughputs)
+        self.ledger = Ledger()
+        self.timeline = TimelineRecorder()
+        self.groups: dict[int, GpuGroup] = {}
+        self.node_groups: list[set[int]] = [set() for _ in cluster.nodes]
+        self.affinity = [0] * len(cluster.nodes)
+        # Seeded server order: ties between equally good servers follow it.
+        self.order = [int(i) for i in self.rng.permutation(len(cluster.nodes))]
+        self.runs: dict[int, JobRun] = {}
+        self.queue: list[JobRun] = []
+        self.rejected: dict[int, str] = {}
+        self.pack = PackCounters()
+        self.migrations = 0
+        self.defrags = 0
+        self.spread_moves = 0
+        self.held_gpu_s = 0.0
+        self._held_since = 0.0
+        self._next_gid = 0
+        self._jobs: Iterator[JobSpec] = iter(workload.jobs)
+        measure = workload.measure
+        self._measured_left: int | None = None if measure is None else measure[1] - measure[0]
+
+    # --- run --------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        self._schedule_next_arrival()
+        while self._measured_left != 0 and self.engine.step():
+            if self.config.check_invariants:
+                self.check()
+        now = self.engine.now
+        for group in self.groups.values():
+            group.settle(now)
+        self._advance_held(now)
+        return build_result(self, time.perf_counter() - started)
+
+    def check(self) -> None:
+        """Bookkeeping invariants: state, groups and jobs agree (tests run this always)."""
+        self.state.check_invariants()
+        placed = 0
+        for gid, group in self.groups.items():
+            a = self.state.assignments.get(-(gid + 1))
+            if a is None or a.node != group.node or a.gpus != group.gpus or not group.units:
+                raise BookkeepingError(f"group {gid} disagrees with ClusterState")
+            for job in group.jobs():
+                placed += 1
+                if job.group != gid or job.finished or job.done > job.spec.work * (1 + 1e-9):
+                    raise BookkeepingError(f"job {job.spec.id} misplaced in group {gid}")
+        active = sum(1 for r in self.runs.values() if r.group >= 0)
+        if active != placed or any(r.group >= 0 for r in self.queue):
+            raise BookkeepingError("a job is in two places or none")
+
+    # --- events -----------------------------------------------------------------------
+
+    def _schedule_next_arrival(self) -> None:
+        job = next(self._jobs, None)
+        if job is not None:
+            self.engine.schedule(job.arrival_s, lambda: self._on_arrival(job), ARRIVAL_PRIORITY)
+
+    def _on_arrival(self, job: JobSpec) -> None:
+        run = JobRun(job)
+        self.runs[job.id] = run
+        if job.num_gpu == 0:
+            self._reject(run, "cpu_only: gandiva schedules GPU jobs only")
+        elif not self.state.fits_when_empty(job):
+            verdict = explain(self.state, job)
+            self._reject(run, f"{verdict.reason.value}: {verdict.detail}")
+        else:
+            self.queue.append(run)
+            self._schedule_pass()
+        self._schedule_next_arrival()
+
+    def _reject(self, run: JobRun, reason: str) -> None:
+        self.rejected[run.spec.id] = reason
+        self._count_measured(run)
+
+    def _count_measured(self, run: JobRun) -> None:
+        if self._measured_left is not None and self.workload.is_measured(run.spec.id):
+            self._measured_left -= 1
+
+    def _on_group_event(self, gid: int) -> None:
+        group = self.groups[gid]
+        events = group.fire(self.engine.now)
+        for job in events.finished:
+            job.group = -1
+            self._count_measured(job)
+        self.pack.kept += len(events.kept)
+        for guest, host in events.undone:
+            self.pack.undone += 1
+            self.pack.bad_pairs.add((frozenset((guest.spec.id, host.spec.id)), group.gpu.name))
+            if not self.config.time_slicing:
+                group.remove(guest, self.engine.now)  # no time-slicing: back to the queue
+                self._requeue(guest)
+        if not group.units:
+            self._close_group(group)
+        else:
+            self._replan(group)
+        if events.finished or events.undone:
+            self._schedule_pass()
+
+    def _replan(self, group: GpuGroup) -> None:
+        if group.handle is not None:
+            group.handle.cancel()
+            group.handle = None
+        when = group.next_event()
+        if math.isfinite(when):
+            gid = group.gid
+            group.handle = self.engine.schedule(when, lambda: self._on_group_event(gid))
+
+    def _requeue(self, run: JobRun) -> None:
+        key = (run.spec.arrival_s, run.spec.id)
+        at = next(
+            (i for i, q in enumerate(self.queue) if (q.spec.arrival_s, q.spec.id) > key),
+            len(self.queue),
+        )
+        self.queue.insert(at, run)
+
+    # --- scheduling pass ----------------------------------------------------------------
+
+    def _schedule_pass(self) -> None:
+        now = self.engine.now
+        for run in list(self.queue):
+            if self._place(run, now):
+                self.queue.remove(run)
+        self._spread(now)
+        if self.config.packing and self.rates.measures_pairs:
+            for group in pack_waiting_jobs(self, now):
+                self._replan(group)
+        self._record(now)
+
+    def _place(self, run: JobRun, now: float) -> bool:
+        k = max(1, run.spec.num_gpu)
+        views = self._views(k, run.spec)
+        choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
+        if choice is None and self.config.migration and k > 1 and self._defragment(run.spec, k):
+            views = self._views(k, run.spec)
+            choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
+        if choice is None and self.config.time_slicing:
+            choice = choose_server(views, k, oversubscribe=True, max_share=self.config.max_share)
+        if choice is None:
+            return False
+        if choice.kind is ChoiceKind.OVERSUBSCRIBE:
+            group = self.groups[choice.group]
+            group.add(run, now, resume_cost_s=0.0)
+        else:
+            group = self._open_group(choice.node, k, now)
+            group.add(run, now, resume_cost_s=0.0)
+        self._started(run, group)
+        self._replan(group)
+        return True
+
+    def _started(self, run: JobRun, group: GpuGroup) -> None:
+        if math.isnan(run.start_s):
+            run.start_s = self.engine.now
+            run.first_model = group.gpu.name
+            run.alone_s = run.spec.work / self.rates.alone(run.spec, group.gpu)
+
+    def _views(self, k: int, job: JobSpec) -> list[ServerView]:
+        allowed = self.state.model_mask(job.allowed_models)
+        free = self._free_counts()
+        views: list[ServerView] = []
+        for node in self.order:
+            num = int(self.state.num_gpus[node])
+            if not allowed[node] or num < k:
+                continue
+            gids = self.node_groups[node]
+            jobs = sum(self.groups[g].num_jobs for g in gids)
+            shared = [(len(self.groups[g].units), g) for g in gids if self.groups[g].k == k]
+            units, gid = min(shared) if shared else (0, -1)
+            views.append(
+                ServerView(node, self.affinity[node], num, int(free[node]), jobs / num, gid, units)
+            )
+        return views
+
+    def _free_counts(self) -> np.ndarray:
+        return (self.state.gpu_exists & (self.state.gpu_free == MILLI_PER_GPU)).sum(axis=1)
+
+    # --- groups on GPUs -----------------------------------------------------------------
+
+    def _open_group(self, node: int, k: int, now: float) -> GpuGroup:
+        free = np.flatnonzero(
+            self.state.gpu_exists[node] & (self.state.gpu_free[node] == MILLI_PER_GPU)
+        )
+        if len(free) < k:
+            raise BookkeepingError(f"node {node} has {len(free)} free GPUs, needs {k}")
+        gid = self._next_gid
+        self._next_gid += 1
+        gpus = tuple(int(g) for g in free[:k])
+        self._advance_held(now)
+        self.state.allocate(Assignment(-(gid + 1), node, gpus, MILLI_PER_GPU, 0, 0))
+        if not self.node_groups[node]:
+            self.affinity[node] = k
+        model = self.cluster.nodes[node].gpu
+        group = GpuGroup(gid, node, gpus, model, self.rates, self.config, self.ledger, now)
+        self.groups[gid] = group
+        self.node_groups[node].add(gid)
+        return group
+
+    def _close_group(self, group: GpuGroup) -> None:
+        if group.handle is not None:
+            group.handle.cancel()
+        self._advance_held(self.engine.now)
+        self.state.release(-(group.gid + 1))
+        del self.groups[group.gid]
+        self.node_groups[group.node].discard(group.gid)
+        if not self.node_groups[group.node]:
+            self.affinity[group.node] = 0
+
+    def _advance_held(self, now: float) -> None:
+        held = self.state.allocated_gpu_milli / MILLI_PER_GPU
+        self.held_gpu_s += held * (now - self._held_since)
+        self._held_since = now
+
+    def _move_job(self, job: JobRun, dest_node: int, now: float) -> GpuGroup:
+        """Move one job to a new GPU set on ``dest_node`` (a resume here, a migration there)."""
+        src = self.groups[job.group]
+        src.remove(job, now)
+        if src.units:
+            self._replan(src)
+        else:
+            self._close_group(src)
+        same_node = dest_node == src.node
+        cost = self.config.switch_s if same_node else self.config.migration_cost_s
+        if same_node:
+            job.handovers += 1
+        else:
+            job.migrations += 1
+            self.migrations += 1
+        dest = self._open_group(dest_node, max(1, job.spec.num_gpu), now)
+        dest.add(job, now, resume_cost_s=cost)
+        self._replan(dest)
+        return dest
+
+    # --- migration and spreading --------------------------------------------------------
+
+    def _defragment(self, job: JobSpec, k: int) -> bool:
+        now = self.engine.now
+        free = self._free_counts()
+        nodes = [
+            NodeSlots(n, self.cluster.nodes[n].gpu.name, int(self.state.num_gpus[n]), int(free[n]))
+            for n in self.order
+        ]
+        groups = [GroupSlots(g.gid, g.node, g.k, g.num_jobs) for g in self.groups.values()]
+        allowed = set(np.flatnonzero(self.state.model_mask(job.allowed_models)).tolist())
+        plan = plan_defrag(nodes, groups, k, allowed)
+        if plan is None:
+            return False
+        self.defrags += 1
+        for move in plan.moves:
+            group = self.groups[move.gid]
+            group.settle(now)
+            self._relocate(group, move.dest_node, now)
+        return True
+
+    def _relocate(self, group: GpuGroup, dest_node: int, now: float) -> None:
+        """Move a whole GPU set, with every job in it, to another server."""
+        self._advance_held(now)
+        self.state.release(-(group.gid + 1))
+        self.node_groups[group.node].discard(group.gid)
+        if not self.node_groups[group.node]:
+            self.affinity[group.node] = 0
+        free = np.flatnonzero(
+            self.state.gpu_exists[dest_node] & (self.state.gpu_free[dest_node] == MILLI_PER_GPU)
+        )
+        gpus = tuple(int(g) for g in free[: group.k])
+        self.state.allocate(Assignment(-(group.gid + 1), dest_node, gpus, MILLI_PER_GPU, 0, 0))
+        if not self.node_groups[dest_node]:
+            self.affinity[dest_node] = group.k
+        self.node_groups[dest_node].add(group.gid)
+        group.node, group.gpus = dest_node, gpus
+        group.paused_until = max(group.paused_until, now + self.config.migration_cost_s)
+        group.slice_end = max(group.slice_end, group.paused_until + self.config.quantum_s)
+        for job in group.jobs():
+            job.migrations += 1
+            self.migrations += 1
+        self._replan(group)
+
+    def _spread(self, now: float) -> None:
+        """Move waiting time-sliced jobs, then packed partners, onto free GPUs."""
+        while self._free_counts().sum() > 0:
+            moved = False
+            crowded = sorted(
+                (g for g in self.groups.values() if len(g.units) > 1),
+                key=lambda g: (-len(g.units), g.gid),
+            )
+            paired = [g for g in self.groups.values() if len(g.units) == 1 and any(g.pairs())]
+            for group in [*crowded, *paired]:
+                job = self._movable(group)
+                dest = None if job is None else self._free_destination(job, group.node)
+                if job is not None and dest is not None:
+                    group.settle(now)
+                    self._move_job(job, dest, now)
+                    self.spread_moves += 1
+                    moved = True
+                    break
+            if not moved:
+                return
+
+    @staticmethod
+    def _movable(group: GpuGroup) -> JobRun | None:
+        if len(group.units) > 1:
+            singles = [u for u in group.units[1:] if len(u.jobs) == 1]
+            return singles[-1].jobs[0] if singles else None
+        pair = next(group.pairs(), None)
+        if pair is None:
+            return None
+        return pair.guest if pair.guest is not None else pair.jobs[-1]
+
+    def _free_destination(self, job: JobRun, src_node: int) -> int | None:
+        k = max(1, job.spec.num_gpu)
+        if self._free_counts()[src_node] >= k:
+            return src_node
+        if not self.config.migration:
+            return None
+        views = [v for v in self._views(k, job.spec) if v.node != src_node]
+        choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
+        return None if choice is None else choice.node
+
+    def _record(self, now: float) -> None:
+        running = sum(len(g.units[0].jobs) for g in self.groups.values() if now >= g.paused_until)
+        gpu_w, cpu_w = cluster_power_w(self.state)
+        allocated = float(self.state.allocated_gpu_milli)
+        queued = len(self.queue)
+        self.timeline.record(now, allocated, running, queued, math.nan, gpu_w, cpu_w)
+
+
+def simulate_gandiva(
+    cluster: ClusterSpec, workload: Workload, config: GandivaConfig, seed: int = 0
+) -> SimResult:
+    return GandivaSimulator(cluster, workload, config, seed).run()
+
+
+def run_gandiva(
+    cluster: ClusterSpec,
+    workload: Workload,
+    seed: int = 0,
+    packing: bool = True,
+    migration: bool = True,
+    time_slicing: bool = True,
+    quantum_s: float = 60.0,
+    switch_s: float = 1.0,
+    migration_cost_s: float = 30.0,
+    max_share: int = 4,
+    profile_s: float = 60.0,
+    pack_margin: float = 0.0,
+    max_pack_tries: int = 4,
+    check_invariants: bool = False,
+) -> SimResult:
+    """Run Gandiva on ``workload``; keyword names are GandivaConfig's fields."""
+    config = GandivaConfig(
+        packing=packing,
+        migration=migration,
+        time_slicing=time_slicing,
+        quantum_s=quantum_s,
+        switch_s=switch_s,
+        migration_cost_s=migration_cost_s,
+        max_share=max_share,
+        profile_s=profile_s,
+        pack_margin=pack_margin,
+        max_pack_tries=max_pack_tries,
+        check_invariants=check_invariants,
+    )
+    return simulate_gandiva(cluster, workload, config, seed)
