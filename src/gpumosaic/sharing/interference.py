@@ -5,16 +5,22 @@ relative to running alone on that GPU (1.0 = no slowdown). A run picks one by na
 ``build_interference``:
 
 * ``none`` -- ideal shares: co-located jobs run at their isolated throughput;
-* ``parametric[:alpha=A]`` -- compute contention. A job alone keeps the GPU busy a share
-  ``d`` of the time (``gpu_milli/1000 * gpu_time_fraction``); the hardware time-slices the
-  co-located contexts, so while the summed demand ``D`` stays <= 1 everyone fits in the
-  idle gaps, and above 1 every job slows by ``1/D``. Each extra context also costs ``alpha``
-  (context switches, L2 and TLB pollution), default 5%:
-  ``speed = 1 / (max(1, D) * (1 + alpha * (k - 1)))`` for ``k`` jobs;
-* ``measured[:alpha=A]`` -- Gavel's measured pair throughputs: a job packed with one other
-  runs at its pair throughput over its isolated throughput. Anything the table lacks (an
-  unmeasured pair, three or more jobs, an unknown GPU) falls back to ``parametric`` with
-  the same ``alpha``; ``fallbacks`` counts those cases so a run can report them.
+* ``parametric[:busy=B,alpha=A]`` -- compute contention. A job alone keeps the GPU busy a
+  share ``d = busy * gpu_share`` of the time, where ``gpu_share`` is
+  ``gpu_milli/1000 * gpu_time_fraction`` and ``busy`` (default 0.85) is how busy its GPU
+  work keeps the GPU: launch gaps, host synchronizations and input stalls leave the rest
+  idle. The hardware time-slices the co-located contexts, so while the summed demand
+  ``D`` stays <= 1 everyone fits in the idle gaps, and above 1 every job slows by ``1/D``.
+  Each extra context may also cost ``alpha`` (context switches, L2/TLB pollution; default
+  0, already inside ``busy`` as calibrated below):
+  ``speed = 1 / (max(1, D) * (1 + alpha * (k - 1)))`` for ``k`` jobs.
+  ``busy = 0.85`` is what Gavel's measured P100 pairs say: their median packed/isolated
+  throughput per job is 0.588 = 1 / (2 * 0.85) (V100 0.679, K80 0.536);
+* ``measured[:busy=B,alpha=A]`` -- Gavel's measured pair throughputs: a job packed with
+  one other runs at its pair throughput over its isolated throughput. Anything the table
+  lacks (an unmeasured pair, three or more jobs, an unknown GPU) falls back to
+  ``parametric`` with the same options; ``fallbacks`` counts those cases so a run can
+  report them.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.errors import InputError
 
-DEFAULT_ALPHA = 0.05
+DEFAULT_ALPHA = 0.0
+# Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.
+GPU_PHASE_BUSY = 0.85
 
 Speeds = npt.NDArray[np.float64]
 
@@ -90,11 +98,14 @@ class NoInterference:
 @dataclass(frozen=True, slots=True)
 class ParametricInterference:
     alpha: float = DEFAULT_ALPHA
+    busy: float = GPU_PHASE_BUSY
     name: str = "parametric"
 
     def __post_init__(self) -> None:
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if not 0.0 < self.busy <= 1.0:
+            raise ValueError(f"busy must be in (0, 1], got {self.busy}")
 
     def speed_factors(
         self, jobs_on_gpu: Sequence[CoLocatedJob], gpu_key: str | None = None
@@ -102,7 +113,7 @@ class ParametricInterference:
         k = len(jobs_on_gpu)
         if k <= 1:
             return np.ones(k, dtype=np.float64)
-        demand = float(sum(j.gpu_share for j in jobs_on_gpu))
+        demand = self.busy * float(sum(j.gpu_share for j in jobs_on_gpu))
         speed = 1.0 / (max(1.0, demand) * (1.0 + self.alpha * (k - 1)))
         return np.full(k, speed, dtype=np.float64)
 
@@ -163,21 +174,25 @@ def parse_spec(spec: str, what: str) -> tuple[str, dict[str, str]]:
     return name.strip().lower(), options
 
 
-def _alpha(options: dict[str, str], spec: str) -> float:
-    unknown = set(options) - {"alpha"}
+def _parametric(options: dict[str, str], spec: str) -> ParametricInterference:
+    unknown = set(options) - {"alpha", "busy"}
     if unknown:
         raise InputError(f"unknown option(s) {sorted(unknown)} in {spec!r}", field="interference")
     try:
         alpha = float(options.get("alpha", DEFAULT_ALPHA))
+        busy = float(options.get("busy", GPU_PHASE_BUSY))
     except ValueError:
-        raise InputError(f"alpha must be a number in {spec!r}", field="interference") from None
-    if not alpha >= 0:
-        raise InputError(f"alpha must be >= 0 in {spec!r}", field="interference")
-    return alpha
+        raise InputError(
+            f"alpha and busy must be numbers in {spec!r}", field="interference"
+        ) from None
+    try:
+        return ParametricInterference(alpha, busy)
+    except ValueError as err:
+        raise InputError(f"{err} in {spec!r}", field="interference") from None
 
 
 def build_interference(spec: str, table: PairThroughputs | None = None) -> InterferenceModel:
-    """Build a model from ``none``, ``parametric:alpha=0.1`` or ``measured``.
+    """Build a model from ``none``, ``parametric:alpha=0.1,busy=0.85`` or ``measured``.
 
     ``measured`` reads ``table`` or, when none is given, Gavel's packaged table.
     """
@@ -187,9 +202,9 @@ def build_interference(spec: str, table: PairThroughputs | None = None) -> Inter
             raise InputError(f"'none' takes no options: {spec!r}", field="interference")
         return NoInterference()
     if name == "parametric":
-        return ParametricInterference(_alpha(options, spec))
+        return _parametric(options, spec)
     if name == "measured":
-        fallback = ParametricInterference(_alpha(options, spec))
+        fallback = _parametric(options, spec)
         if table is None:
             from gpumosaic.workloads.throughputs import GavelThroughputTable
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.sharing.interference import GPU_PHASE_BUSY
 from gpumosaic.sharing.jobs import Phase, SharedJob
 from gpumosaic.sharing.outcome import JobOutcome, SharingOutcome
 from gpumosaic.sharing.paging import PagingModel
@@ -37,9 +38,6 @@ NVSHARE_IDLE_RELEASE_S = 5.0
 # DROP_LOCK -> cuCtxSynchronize -> LOCK_RELEASED -> LOCK_OK: socket round trips plus the
 # drain of in-flight kernels, a fraction of a second.
 HANDOVER_SYNC_S = 0.1
-# Share of a GPU phase the GPU is actually busy: launch gaps, host synchronizations and
-# Python overhead leave the rest idle, and a co-located context fills it.
-GPU_PHASE_BUSY = 0.85
 _MAX_EVENTS = 10_000_000
 
 

@@ -1,0 +1,44 @@
+"""``gpumosaic reproduce nvshare`` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+import gpumosaic.cli.reproduce  # noqa: F401  registers the command
+from gpumosaic.cli.app import app
+
+runner = CliRunner()
+
+
+def test_json_table_shape() -> None:
+    result = runner.invoke(app, ["reproduce", "nvshare", "--tq", "1000,60,30", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    table = payload["table"]
+    assert len(table) == 4 * (2 + 3)
+    for row in table:
+        assert {"job", "setup", "tq_s", "total_s"} <= set(row)
+        assert row["job"] in {"small_50", "small_90", "big_50", "big_90"}
+        assert row["setup"] in {"serial", "off", "on"}
+        assert (row["tq_s"] is None) == (row["setup"] != "on")
+        assert isinstance(row["total_s"], float) and row["total_s"] > 0
+    tqs = {row["tq_s"] for row in table if row["setup"] == "on"}
+    assert tqs == {1000, 60, 30}
+    assert all(abs(r["error_pct"]) <= 15 for r in table if r["error_pct"] is not None)
+
+
+def test_any_tq_and_rich_table() -> None:
+    result = runner.invoke(app, ["reproduce", "nvshare", "--tq", "12.5"])
+    assert result.exit_code == 0, result.output
+    assert "TQ = 12.5" in result.output
+    data = json.loads(runner.invoke(app, ["reproduce", "nvshare", "--tq", "7", "--json"]).output)
+    assert {r["tq_s"] for r in data["table"] if r["setup"] == "on"} == {7}
+
+
+def test_bad_tq_is_one_line_and_exit_2() -> None:
+    for bad in ("abc", "0", "-5", ","):
+        result = runner.invoke(app, ["reproduce", "nvshare", "--tq", bad])
+        assert result.exit_code == 2, (bad, result.output)
+        assert "Traceback" not in result.output
