@@ -32,7 +32,7 @@ def test_json_table_shape() -> None:
 def test_any_tq_and_rich_table() -> None:
     result = runner.invoke(app, ["reproduce", "nvshare", "--tq", "12.5"])
     assert result.exit_code == 0, result.output
-    assert "TQ = 12.5" in result.output
+    assert "12.5" in result.output and "small_50" in result.output
     data = json.loads(runner.invoke(app, ["reproduce", "nvshare", "--tq", "7", "--json"]).output)
     assert {r["tq_s"] for r in data["table"] if r["setup"] == "on"} == {7}
 

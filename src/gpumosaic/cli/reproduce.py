@@ -129,27 +129,37 @@ def nvshare(
 
 
 def _table(rows: tuple[ReproRow, ...], tqs: tuple[float, ...]) -> Table:
-    table = Table(title="nvshare on a P100-16GB: total time of both jobs, s (ours / ref, error)")
-    table.add_column("setup")
-    for job in JOBS:
-        table.add_column(job, justify="right")
-    setups: list[tuple[str, float | None, str]] = [
-        ("serial", None, "serial (calibration)"),
-        ("off", None, "off (co-located)"),
-    ]
-    setups += [("on", t, f"on, TQ = {t:g} s") for t in tqs]
-    cells = {(r.job, r.setup, r.tq_s): r for r in rows}
-    for setup, tq_s, label in setups:
-        line = [label]
-        for job in JOBS:
-            r = cells[(job, setup, tq_s)]
-            if r.reference_s is None or r.error_pct is None:
-                line.append(f"{r.total_s:,.0f}")
-            else:
-                color = "green" if abs(r.error_pct) <= 15 else "red"
-                line.append(
-                    f"{r.total_s:,.0f} / {r.reference_s:,.0f} "
-                    f"[{color}]({r.error_pct:+.1f}%)[/{color}]"
-                )
-        table.add_row(*line)
+    """One line per cell: ours beside the measurement, so any TQ fits in 80 columns."""
+    table = Table(title="nvshare, two identical jobs on a P100-16GB: total time of both, s")
+    for name, justify in (
+        ("job", "left"),
+        ("setup", "left"),
+        ("TQ s", "right"),
+        ("ours", "right"),
+        ("reference", "right"),
+        ("error", "right"),
+        ("hand-overs", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    order = {"serial": 0, "off": 1, "on": 2}
+    tq_rank = {t: i for i, t in enumerate(tqs)}
+    for r in sorted(
+        rows, key=lambda r: (JOBS.index(r.job), order[r.setup], tq_rank.get(r.tq_s or 0.0, -1))
+    ):
+        if r.error_pct is None:
+            error = ""
+        elif r.setup == "serial":
+            error = "calibration"
+        else:
+            color = "green" if abs(r.error_pct) <= 15 else "red"
+            error = f"[{color}]{r.error_pct:+.1f}%[/{color}]"
+        table.add_row(
+            r.job,
+            r.setup,
+            "" if r.tq_s is None else f"{r.tq_s:g}",
+            f"{r.total_s:,.0f}",
+            "" if r.reference_s is None else f"{r.reference_s:,.0f}",
+            error,
+            str(r.handovers),
+        )
     return table
