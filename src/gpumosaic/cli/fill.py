@@ -1,0 +1,144 @@
+"""``gpumosaic fill``: one "fill the cluster" replay (FGD/PWR evaluation) of one placement."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.experiments.fill import FillPoint, FillResult, run_fill
+from gpumosaic.experiments.fill_plots import plot_fill_run
+from gpumosaic.experiments.fill_sweep import TABLE_POINTS_PCT
+from gpumosaic.traces.errors import InputError
+from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+TASKS_HELP = "openb:NAME (default, gpushare40, multigpu20, ...) or a task-list CSV"
+NODES_HELP = "openb:gpu (1,213 GPU nodes), openb:all, or a node-list CSV"
+PLACEMENT_HELP = (
+    "random, dotprod, gpuclustering, gpupacking, bestfit, fgd, fgd-exact, pwr, firstfit, "
+    "worstfit/strided, or weights like pwr=200,fgd=800"
+)
+
+
+@contextmanager
+def stderr_progress(enabled: bool, label: str, total: float) -> Iterator[Callable[[float], None]]:
+    """A rich progress bar on stderr; ``update(done)`` sets the completed amount."""
+    if not enabled:
+        yield lambda _done: None
+        return
+    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda done: progress.update(task, completed=done)
+
+
+def point_json(point: FillPoint) -> dict[str, float]:
+    return {
+        "arrived_pct": round(point.arrived_pct, 4),
+        "allocation_rate_pct": round(point.allocation_rate_pct, 4),
+        "fragmentation_rate_pct": round(point.fragmentation_rate_pct, 4),
+        "fragmentation_pct": round(point.fragmentation_pct, 4),
+        "power_w": round(point.power_w, 1),
+        "power_gpu_w": round(point.power_gpu_w, 1),
+        "power_cpu_w": round(point.power_cpu_w, 1),
+    }
+
+
+def result_json(result: FillResult, tasks: str, nodes: str) -> dict[str, Any]:
+    """The one JSON object of ``gpumosaic fill --json`` (curve sampled every 1% arrived)."""
+    failed = result.failed_by_reason()
+    return {
+        "placement": result.placement,
+        "seed": result.seed,
+        "inflate": result.inflate,
+        "tasks": tasks,
+        "nodes": nodes,
+        "num_tasks": result.num_tasks,
+        "curve": [point_json(result.point(int(i))) for i in result.sample_indices(1.0)],
+        "final": point_json(result.final),
+        "failed_tasks": {
+            "count": int(result.failed.sum()),
+            "by_reason": {reason.value: count for reason, count in failed},
+        },
+        "elapsed_s": round(result.elapsed_s, 3),
+    }
+
+
+def write_fill_outputs(result: FillResult, summary: dict[str, Any], out: Path) -> None:
+    """Full per-task curve (CSV), the summary JSON and a plot."""
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(
+        {
+            "task": range(result.num_tasks),
+            "arrived_pct": result.arrived_pct,
+            "allocation_rate_pct": result.allocation_rate_pct,
+            "fragmentation_rate_pct": result.fragmentation_rate_pct,
+            "fragmentation_pct": result.fragmentation_pct,
+            "power_gpu_w": result.power_gpu_w,
+            "power_cpu_w": result.power_cpu_w,
+            "failed": result.failed,
+        }
+    )
+    frame.to_csv(out / "curve.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot_fill_run(result, out / "fill.png")
+
+
+@app.command()
+@user_errors
+def fill(
+    tasks: Annotated[str, typer.Option(help=TASKS_HELP)] = "openb:default",
+    nodes: Annotated[str, typer.Option(help=NODES_HELP)] = "openb:gpu",
+    placement: Annotated[str, typer.Option(help=PLACEMENT_HELP)] = "fgd",
+    seed: Annotated[int, typer.Option(help="seed of the shuffle, the inflation and ties")] = 42,
+    inflate: Annotated[
+        float, typer.Option(help="stop when requested GPUs reach this x cluster GPUs")
+    ] = 1.3,
+    out: Annotated[Path | None, typer.Option(help="folder for curve.csv, summary, plot")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Fill the cluster with tasks that never leave and record allocation, fragmentation
+    and power against the arrived workload (the FGD / PWR experiment)."""
+    if not inflate > 0:
+        raise InputError("must be > 0", field="--inflate")
+    cluster = load_openb_nodes(nodes)
+    jobs = load_openb_tasks(tasks)
+    with stderr_progress(not json_out and sys.stderr.isatty(), "filling", 100.0) as update:
+        result = run_fill(
+            cluster, jobs, placement, seed, inflate, progress=lambda f: update(100.0 * f)
+        )
+    summary = result_json(result, tasks, nodes)
+    if out is not None:
+        write_fill_outputs(result, summary, out)
+    if json_out:
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    print_summary(result, Console())
+
+
+def print_summary(result: FillResult, console: Console) -> None:
+    table = Table(title=f"fill: {result.placement}, seed {result.seed}, {result.num_tasks} tasks")
+    for column in ("arrived %", "allocation %", "frag. rate %", "frag. % of GPUs", "power kW"):
+        table.add_column(column, justify="right")
+    points = [result.at_arrived(p) for p in TABLE_POINTS_PCT if p < result.final.arrived_pct]
+    for point in (*points, result.final):
+        table.add_row(
+            f"{point.arrived_pct:.1f}",
+            f"{point.allocation_rate_pct:.2f}",
+            f"{point.fragmentation_rate_pct:.1f}",
+            f"{point.fragmentation_pct:.2f}",
+            f"{point.power_w / 1000:.1f}",
+        )
+    console.print(table)
+    failed = ", ".join(f"{r.value}: {c}" for r, c in result.failed_by_reason()) or "none"
+    console.print(f"failed tasks: {int(result.failed.sum())} ({failed}); {result.elapsed_s:.2f} s")
