@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpumosaic.sharing import NvshareModel, PagingModel, SharedJob
 from gpumosaic.sharing.paging import MIB_PER_GB
@@ -142,3 +144,34 @@ def test_rejects_bad_parameters() -> None:
         NvshareModel().simulate([gpu_only("A", 1), gpu_only("A", 1)], GPU_MIB)
     with pytest.raises(ValueError):
         SharedJob("x", 10, 0.0, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(
+            st.floats(1.0, 200.0),  # solo_s
+            st.sampled_from([0.1, 0.5, 0.9, 1.0]),  # gpu_fraction
+            st.floats(0.0, 20_000.0),  # working set, MiB
+            st.sampled_from([None, 5.0, 40.0]),  # cycle_s
+            st.floats(0.0, 100.0),  # arrival_s
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    tq_s=st.floats(0.1, 500.0),
+    anti_thrashing=st.booleans(),
+)
+def test_random_gpus_finish_and_never_beat_solo(jobs, tq_s, anti_thrashing) -> None:
+    specs = [
+        SharedJob(f"j{i}", solo, g, ws, cycle, arrival)
+        for i, (solo, g, ws, cycle, arrival) in enumerate(jobs)
+    ]
+    model = NvshareModel(tq_s=tq_s, anti_thrashing=anti_thrashing)
+    out = model.simulate(specs, GPU_MIB)
+    for spec, j in zip(specs, out.jobs, strict=True):
+        assert j.finish_s >= spec.arrival_s + spec.solo_s - 1e-6
+        assert j.lock_wait_s >= 0 and j.refill_s >= 0 and j.thrash_s >= 0
+        if not anti_thrashing:
+            assert j.lock_wait_s == 0
+    assert out.handovers == 0 or anti_thrashing
