@@ -178,16 +178,20 @@ class WaterFilling:
         z = sp.hstack([sp.csr_array((n, n_x)), sp.identity(n, format="csr")], format="csr")
         target = level * self.slack
         floors = np.where(frozen, final, level)
+        # Indicator rows only for active jobs: Gavel also writes them for frozen and
+        # zero-weight jobs (z = 0), which makes the MILP infeasible whenever such a job's
+        # level is below eps / (slack - 1), e.g. the queued jobs of a FIFO entity.
+        act = np.flatnonzero(active)
         a_ub = sp.vstack(
             [
                 base.a_ub,
-                rates - big_m * z,  # z_j = 0  =>  n_j <= target_j - eps
-                big_m * z - rates,  # z_j = 1  =>  n_j >= target_j
+                rates[act] - big_m * z[act],  # z_j = 0  =>  n_j <= target_j - eps
+                big_m * z[act] - rates[act],  # z_j = 1  =>  n_j >= target_j
                 -rates,  # n_j >= floor_j
             ],
             format="csr",
         )
-        b_ub = np.concatenate([base.b_ub, target - self.epsilon, big_m - target, -floors])
+        b_ub = np.concatenate([base.b_ub, target[act] - self.epsilon, big_m - target[act], -floors])
         c = np.concatenate([np.zeros(n_x), -np.ones(n)])
         program = LinearProgram(
             c=c,
