@@ -76,6 +76,7 @@ def compare_fill(
             "table": [asdict(r) for r in rows],
             "runs": len(results),
             "run_elapsed_s": [round(r.elapsed_s, 3) for r in results],
+            "run_cpu_s": [round(r.cpu_s, 3) for r in results],
             "elapsed_s": round(elapsed, 3),
             "out": str(out),
             "figures": [str(f) for f in figures],

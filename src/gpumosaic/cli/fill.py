@@ -71,6 +71,7 @@ def result_json(result: FillResult, tasks: str, nodes: str) -> dict[str, Any]:
             "by_reason": {reason.value: count for reason, count in failed},
         },
         "elapsed_s": round(result.elapsed_s, 3),
+        "cpu_s": round(result.cpu_s, 3),
     }
 
 

@@ -67,7 +67,8 @@ class FillResult:
     power_gpu_w: Floats
     power_cpu_w: Floats
     fail_reason: npt.NDArray[np.int8]  # index into FAIL_REASONS, PLACED (-1) if placed
-    elapsed_s: float
+    elapsed_s: float  # wall clock
+    cpu_s: float  # CPU time of this process (stable when the machine is shared)
 
     @property
     def num_tasks(self) -> int:
@@ -147,7 +148,7 @@ def run_fill(
     progress: Callable[[float], None] | None = None,
 ) -> FillResult:
     """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate)."""
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     if inflate <= 0:
         raise ValueError(f"inflate must be > 0, got {inflate}")
     workload = TargetWorkload.from_jobs(tasks)
@@ -210,4 +211,5 @@ def run_fill(
         power_cpu_w=power_cpu,
         fail_reason=reason,
         elapsed_s=time.perf_counter() - start,
+        cpu_s=time.process_time() - start_cpu,
     )
