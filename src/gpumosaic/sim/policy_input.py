@@ -1,0 +1,112 @@
+"""Build the policy's view of the active jobs (PolicyInput) from the round simulator's arrays.
+
+Kept apart from the mechanism so that the arrays-to-policy translation is one small,
+testable function: rows of the active jobs in, a PolicyInput (plus candidate pairs for
+packing policies) out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+from gpumosaic.policies.base import FloatArray, PackedPairs, PolicyInput
+from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+IntArray = npt.NDArray[np.int64]
+
+# Candidate partners per job for packed policies (Gavel uses every pair: O(N^2)).
+DEFAULT_PAIR_PARTNERS = 4
+
+
+def uses_pairs(policy_name: str) -> bool:
+    """Gavel packs job pairs for its ``_packed`` policies and for Gandiva."""
+    name = policy_name.lower()
+    return "packed" in name or name.startswith("gandiva")
+
+
+def fixed_type_order(policy_name: str) -> bool:
+    """Gavel visits GPU types in a fixed order for ``_perf`` and packing policies and
+    shuffles them every round for the heterogeneity-agnostic ones."""
+    name = policy_name.lower()
+    return "perf" in name or uses_pairs(name)
+
+
+@dataclass(frozen=True, slots=True)
+class JobColumns:
+    """Per-job columns the policy reads, gathered for the active rows."""
+
+    specs: Sequence[JobSpec]
+    rates: FloatArray  # (rows, T) isolated steps/s
+    total_steps: FloatArray
+    done_steps: FloatArray
+    attained_s: FloatArray
+
+
+def build_policy_input(
+    rows: IntArray,
+    cols: JobColumns,
+    gpu_types: tuple[str, ...],
+    capacity_gpus: FloatArray,
+    now_s: float,
+    packed: PackedPairs | None,
+) -> PolicyInput:
+    specs = [cols.specs[r] for r in rows.tolist()]
+    num_gpu = np.array([max(s.num_gpu, 1) for s in specs], dtype=np.int64)
+    demand = np.array([s.gpu_demand for s in specs], dtype=np.float64)
+    slo = np.array([np.nan if s.slo_s is None else s.slo_s for s in specs], dtype=np.float64)
+    return PolicyInput(
+        job_ids=tuple(s.id for s in specs),
+        job_types=tuple(s.job_type for s in specs),
+        gpu_types=gpu_types,
+        throughputs=cols.rates[rows],
+        scale_factors=num_gpu,
+        demand=demand,
+        capacity=capacity_gpus,
+        priority_weights=np.array([s.priority_weight for s in specs], dtype=np.float64),
+        remaining_steps=cols.total_steps[rows] - cols.done_steps[rows],
+        total_steps=cols.total_steps[rows].copy(),
+        arrival_s=np.array([s.arrival_s for s in specs], dtype=np.float64),
+        attained_service_s=cols.attained_s[rows].copy(),
+        now_s=now_s,
+        entities=tuple(s.entity for s in specs),
+        slo_s=slo if np.isfinite(slo).any() else None,
+        packed=packed,
+    )
+
+
+def candidate_pairs(
+    specs: Sequence[JobSpec],
+    table: GavelThroughputTable,
+    throughput_keys: Sequence[str | None],
+    top_k: int,
+) -> PackedPairs | None:
+    """Candidate pairs among the whole-GPU jobs (a fractional job already shares its GPU
+    by space; packing it again is not modelled). Rows index ``specs``."""
+    from gpumosaic.policies.packing_pairs import build_packed_pairs
+
+    whole = np.array(
+        [s.gpu_milli == MILLI_PER_GPU and s.job_type in table.job_types for s in specs], bool
+    )
+    idx = np.flatnonzero(whole)
+    if len(idx) < 2:
+        return None
+    keys = [(specs[i].job_type, max(specs[i].num_gpu, 1)) for i in idx.tolist()]
+    known = [k for k in throughput_keys if k is not None]
+    if not known:
+        return None
+    sub = build_packed_pairs(keys, table, known, top_k)
+    if len(sub.pairs) == 0:
+        return None
+    # Spread the measured types back onto the cluster's types (0 where unmeasured).
+    n_types = len(throughput_keys)
+    rates = np.zeros((len(sub.pairs), n_types, 2))
+    for t, key in enumerate(throughput_keys):
+        if key is not None:
+            rates[:, t, :] = sub.throughputs[:, known.index(key), :]
+    return PackedPairs(idx[sub.pairs].astype(np.int64), rates)

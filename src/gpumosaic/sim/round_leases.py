@@ -1,0 +1,183 @@
+"""Leases of the round mechanism: who holds which GPUs this round, through the placement layer.
+
+An entity (a job, or a packed pair) that runs again on the same GPU type keeps its GPUs:
+its lease is extended and it pays no restart. Every other holder is released at the round
+boundary and the newly chosen entities are placed by the placement strategy (largest
+demand first, as Gavel assigns the largest scale factors first). A multi-GPU job that no
+single node can hold may span nodes (Gavel's servers have one GPU each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.sim.round_tracker import RoundTracker
+
+EntityKey = tuple[int, int]  # (row of job a, row of job b or -1)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    key: EntityKey
+    type_index: int
+    holder: int  # the id the ClusterState knows the holder by
+    nodes: tuple[int, ...]
+    gang: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseCounts:
+    extensions: int
+    opportunities: int
+    failures: int
+
+
+class LeaseBook:
+    """Owns the ClusterState of the round simulator and the current leases."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        tracker: RoundTracker,
+        strategy: PlacementStrategy,
+        type_names: tuple[str, ...],
+        rng: np.random.Generator,
+        span_nodes: bool,
+    ) -> None:
+        self.state = state
+        self.tracker = tracker
+        self.strategy = strategy
+        self.allowed = tuple(frozenset({name.upper()}) for name in type_names)
+        self.rng = rng
+        self.span_nodes = span_nodes
+        self.leases: dict[EntityKey, Lease] = {}
+        # The spec placed for (entity, type): built once, as entities move between types.
+        self._typed: dict[tuple[EntityKey, int], JobSpec] = {}
+        self.extensions = 0
+        self.opportunities = 0
+        self.failures = 0
+
+    def counts(self) -> LeaseCounts:
+        return LeaseCounts(self.extensions, self.opportunities, self.failures)
+
+    def start_round(
+        self, chosen: list[tuple[EntityKey, int, JobSpec]], active: np.ndarray
+    ) -> list[int]:
+        """Apply this round's choice; returns the indices into ``chosen`` that got GPUs.
+
+        ``chosen`` holds (entity key, type index, the spec to place) in priority order;
+        ``active`` flags job rows still running (only their leases count as extension
+        opportunities, as in Gavel).
+        """
+        kept: dict[EntityKey, Lease] = {}
+        placed: list[int] = []
+        to_place: list[int] = []
+        for key in self.leases:
+            if active[key[0]] or (key[1] >= 0 and active[key[1]]):
+                self.opportunities += 1
+        for i, (key, t, _) in enumerate(chosen):
+            lease = self.leases.get(key)
+            if lease is not None and lease.type_index == t:
+                kept[key] = lease
+                placed.append(i)
+                self.extensions += 1
+            else:
+                to_place.append(i)
+        for key, lease in self.leases.items():
+            if key not in kept:
+                self._release(lease)
+        self.leases = kept
+        to_place.sort(key=lambda i: -chosen[i][2].total_gpu_milli)
+        for i in to_place:
+            key, t, spec = chosen[i]
+            lease = self._place(key, t, spec)
+            if lease is None:
+                self.failures += 1
+                continue
+            self.leases[key] = lease
+            placed.append(i)
+        placed.sort()
+        return placed
+
+    def forget(self, rows: list[int]) -> None:
+        """Drop cached specs of finished jobs."""
+        done = set(rows)
+        self._typed = {
+            k: v for k, v in self._typed.items() if k[0][0] not in done and k[0][1] not in done
+        }
+
+    def release_all(self) -> None:
+        for lease in self.leases.values():
+            self._release(lease)
+        self.leases = {}
+
+    def _release(self, lease: Lease) -> None:
+        if lease.gang:
+            self.state.release_gang(lease.holder)
+        else:
+            self.state.release(lease.holder)
+        for node in lease.nodes:
+            self.tracker.touched(node)
+
+    def _place(self, key: EntityKey, t: int, spec: JobSpec) -> Lease | None:
+        holder = holder_id(key)
+        job = self._typed.get((key, t))
+        if job is None:
+            job = replace(spec, id=holder, allowed_models=self.allowed[t])
+            self._typed[(key, t)] = job
+        a = self.strategy.place(self.state, job, self.rng)
+        if a is not None:
+            self.state.allocate(a)
+            self.tracker.touched(a.node)
+            return Lease(key, t, holder, (a.node,), gang=False)
+        if not (self.span_nodes and job.num_gpu > 1):
+            return None
+        return self._place_gang(key, t, job)
+
+    def _place_gang(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
+        """One GPU at a time through the strategy, then one gang (all or nothing)."""
+        k = job.num_gpu
+        piece_ids = [-(2**62) - i for i in range(k)]  # never a real holder id
+        pieces: list[Assignment] = []
+        for pid in piece_ids:
+            piece = replace(
+                job, id=pid, num_gpu=1, cpu_milli=job.cpu_milli // k, memory_mib=job.memory_mib // k
+            )
+            a = self.strategy.place(self.state, piece, self.rng)
+            if a is None:
+                break
+            self.state.allocate(a)
+            pieces.append(a)
+        for a in pieces:
+            self.state.release(a.job_id)
+        if len(pieces) < k:
+            return None
+        by_node: dict[int, list[Assignment]] = {}
+        for a in pieces:
+            by_node.setdefault(a.node, []).append(a)
+        parts = tuple(
+            Assignment(
+                job_id=job.id,
+                node=node,
+                gpus=tuple(g for a in group for g in a.gpus),
+                gpu_milli=job.gpu_milli,
+                cpu_milli=sum(a.cpu_milli for a in group),
+                memory_mib=sum(a.memory_mib for a in group),
+            )
+            for node, group in by_node.items()
+        )
+        self.state.allocate_gang(parts)
+        for part in parts:
+            self.tracker.touched(part.node)
+        return Lease(key, t, job.id, tuple(by_node), gang=True)
+
+
+def holder_id(key: EntityKey) -> int:
+    """A single job holds its GPUs under its row; a pair under a negative id."""
+    a, b = key
+    return a if b < 0 else -(1 + a * (1 << 31) + b)

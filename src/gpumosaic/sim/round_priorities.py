@@ -1,0 +1,138 @@
+"""Gavel's round mechanism, the pure part: who runs next round, by priority.
+
+An *entity* is what the allocation gives time to: a single job or, with space sharing, a
+pair of jobs packed on the same GPUs. Between two policy solves the set of entities is
+fixed (jobs that arrive later are not in the allocation and wait for the next solve), so
+everything here is a fixed-size array indexed by entity and GPU type.
+
+Gavel's accounting, kept exactly because its published numbers depend on it:
+
+- every entity starts each accounting period (a "reset", done with every solve) with a
+  credit of half a round on every type, and the type's total starts at the sum of those
+  credits; a run adds its execution time to the entity and to the type's total;
+- priority(e, t) = X[e, t] / (time[e, t] / total[t]); X[e, t] * 1e9 when the fraction is
+  0 (nothing received yet), 0 when X[e, t] is 0;
+- at a reset, deficit(e, t) += X_old[e, t] * elapsed - (time[e, t] - credit);
+- each type's queue is sorted by (priority, deficit, allocation), descending, ties by
+  arrival order; types are visited in a fixed order for ``_perf`` and packed policies and
+  in a random order for the others; a greedy pass takes every entity whose jobs are not
+  yet scheduled and whose GPU demand still fits the type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+NEW_ENTITY_PRIORITY = 1e9  # Gavel: "don't use inf so 2 * new_priority > new_priority"
+
+
+@dataclass(slots=True)
+class EntityTable:
+    """The entities of the allocation in force, and their accounting since the last reset.
+
+    Owned by the round simulator; rebuilt at every solve. ``rows_b`` is -1 for a single
+    job. ``rate_a``/``rate_b`` are each member's steps/s on each type (packed rates for a
+    pair). ``demand_milli`` is the GPU milli the entity occupies on its type.
+    """
+
+    rows_a: IntArray
+    rows_b: IntArray
+    x: FloatArray  # (E, T) allocation
+    time: FloatArray  # (E, T) seconds received since the last reset, plus the credit
+    deficit: FloatArray  # (E, T)
+    rate_a: FloatArray  # (E, T)
+    rate_b: FloatArray  # (E, T), 0 for singles
+    demand_milli: IntArray  # (E,)
+    type_total: FloatArray  # (T,) Gavel's per-type "worker time so far"
+
+    @property
+    def size(self) -> int:
+        return len(self.rows_a)
+
+    @property
+    def is_pair(self) -> npt.NDArray[np.bool_]:
+        return self.rows_b >= 0
+
+    def runnable(self) -> npt.NDArray[np.bool_]:
+        """(E, T): every member has a positive rate on the type."""
+        ok = self.rate_a > 0
+        return ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
+
+
+def priorities(table: EntityTable) -> FloatArray:
+    """(E, T) Gavel priorities: X / fraction of the type's time received."""
+    x = table.x
+    total = table.type_total[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(total > 0, table.time / np.where(total > 0, total, 1.0), 0.0)
+        prio = np.where(
+            fraction > 0, x / np.where(fraction > 0, fraction, 1.0), x * NEW_ENTITY_PRIORITY
+        )
+    prio[x == 0] = 0.0
+    return np.asarray(prio, dtype=np.float64)
+
+
+def reset_accounting(table: EntityTable, elapsed_s: float, credit_s: float) -> FloatArray:
+    """Deficits after a reset: deficit += X * elapsed - (time - credit). Returns (E, T)."""
+    return np.asarray(table.deficit + table.x * elapsed_s - (table.time - credit_s), np.float64)
+
+
+def select_entities(
+    table: EntityTable,
+    alive: npt.NDArray[np.bool_],
+    type_order: list[int],
+    capacity_milli: list[int],
+    skip_zero_priority: bool,
+) -> list[tuple[int, int]]:
+    """Greedy pass of Gavel's ``_schedule_jobs_on_workers_helper``: (entity, type) pairs.
+
+    ``alive`` masks entities whose jobs are all still active. ``capacity_milli[t]`` is the
+    type's GPU capacity in milli (fractional jobs share GPUs). FIFO skips entities of
+    priority 0, every other policy also runs them when GPUs are left (work conserving).
+    """
+    if table.size == 0:
+        return []
+    prio = priorities(table)
+    runnable = table.runnable() & alive[:, None]
+    order_key = np.arange(table.size)
+    rows_a = table.rows_a.tolist()
+    rows_b = table.rows_b.tolist()
+    demand = table.demand_milli.tolist()
+    scheduled: set[int] = set()
+    chosen: list[tuple[int, int]] = []
+    for t in type_order:
+        left = capacity_milli[t]
+        if left <= 0:
+            continue
+        mask = runnable[:, t]
+        if skip_zero_priority:
+            mask = mask & (prio[:, t] > 0)
+        idx = np.flatnonzero(mask)
+        if len(idx) == 0:
+            continue
+        # lexsort: last key is primary. Descending priority, deficit, allocation; then
+        # ascending arrival order (Python's stable sort in Gavel).
+        order = np.lexsort(
+            (order_key[idx], -table.x[idx, t], -table.deficit[idx, t], -prio[idx, t])
+        )
+        for e in idx[order].tolist():
+            a, b = rows_a[e], rows_b[e]
+            if a in scheduled or (b >= 0 and b in scheduled):
+                continue
+            need = demand[e]
+            if need > left:
+                continue
+            left -= need
+            scheduled.add(a)
+            if b >= 0:
+                scheduled.add(b)
+            chosen.append((e, t))
+            if left <= 0:
+                break
+    return chosen

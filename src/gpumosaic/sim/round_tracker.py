@@ -1,0 +1,57 @@
+"""Cluster-wide figures for the round timeline, refreshed once per round for the nodes
+whose allocation changed (a round moves several jobs; one vectorized pass over the
+touched nodes is much cheaper than one per change)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumosaic.model.power import node_power_w
+from gpumosaic.model.state import ClusterState
+from gpumosaic.placement.fragmentation import node_fragmentation
+from gpumosaic.placement.workload import TargetWorkload
+
+
+class RoundTracker:
+    def __init__(self, state: ClusterState, workload: TargetWorkload | None) -> None:
+        self.state = state
+        self.workload = workload
+        self.dirty: set[int] = set()
+        self.node_fragmentation = (
+            node_fragmentation(state, workload) if workload is not None else None
+        )
+        self.node_gpu_w, self.node_cpu_w = node_power_w(state)
+        self.node_free_milli = state.gpu_free.sum(axis=1).astype(np.float64)
+
+    def touched(self, node: int) -> None:
+        self.dirty.add(node)
+
+    def refresh(self) -> None:
+        """Re-evaluate every node touched since the last refresh."""
+        if not self.dirty:
+            return
+        idx = np.fromiter(self.dirty, dtype=np.intp, count=len(self.dirty))
+        self.dirty.clear()
+        state = self.state
+        if self.node_fragmentation is not None and self.workload is not None:
+            self.node_fragmentation[idx] = node_fragmentation(state, self.workload, nodes=idx)
+        gpu_w, cpu_w = node_power_w(state, nodes=idx)
+        self.node_gpu_w[idx] = gpu_w
+        self.node_cpu_w[idx] = cpu_w
+        self.node_free_milli[idx] = state.gpu_free[idx].sum(axis=1)
+
+    @property
+    def allocated_milli(self) -> float:
+        return self.state.total_gpu_milli - float(self.node_free_milli.sum())
+
+    @property
+    def fragmentation_rate(self) -> float:
+        """Cluster fragmentation / free milli; NaN without a target workload."""
+        if self.node_fragmentation is None:
+            return float("nan")
+        free = float(self.node_free_milli.sum())
+        return float(self.node_fragmentation.sum()) / free if free > 0 else 0.0
+
+    @property
+    def power_w(self) -> tuple[float, float]:
+        return float(self.node_gpu_w.sum()), float(self.node_cpu_w.sum())
