@@ -15,6 +15,7 @@ accepts priority weights here but does not use them; neither do we.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -76,11 +77,16 @@ class FinishTimeFairness:
             cp.Minimize(cp.max(rho)), [base.a_ub @ v <= base.b_ub, v <= base.upper]
         )
         try:
-            problem.solve(solver=self.conic_solver)
+            with warnings.catch_warnings():
+                # cvxpy warns on OPTIMAL_INACCURATE; we record that in the notes instead.
+                warnings.simplefilter("ignore", UserWarning)
+                problem.solve(solver=self.conic_solver)
         except cp.error.SolverError as err:
             raise PolicySolveError(f"{self.name}: {self.conic_solver} failed: {err}") from None
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or v.value is None:
             raise PolicySolveError(f"{self.name}: {self.conic_solver} status {problem.status}")
+        if problem.status == cp.OPTIMAL_INACCURATE:
+            notes = (*notes, f"{self.conic_solver}: optimal_inaccurate")
         values = np.clip(np.asarray(v.value, dtype=np.float64), 0.0, base.upper)
         return allocation_from_solution(
             inp, base.layout, values, pairs, float(problem.value), notes
