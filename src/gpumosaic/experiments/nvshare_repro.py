@@ -99,7 +99,8 @@ def _row(
         total, outcomes = run.makespan_s, list(run.jobs)
         handovers, pressure = run.handovers, run.memory_pressure
         slowdown = sum(o.slowdown for o in outcomes) / len(outcomes)
-    reference = REFERENCE_S.get((job, setup, tq_s))
+    measured = REFERENCE_S.get((job, setup, tq_s))
+    reference = None if measured is None else float(measured)
     error = None if reference is None else 100.0 * (total - reference) / reference
     return ReproRow(
         job=job,
