@@ -105,7 +105,9 @@ class RoundSimulator:
         if isinstance(policy, str):
             from gpumosaic.policies.registry import build_policy
 
-            policy = build_policy(policy)
+            # Gandiva pairs jobs at random: its stream follows the run's seed.
+            options = {"seed": seed} if policy.startswith("gandiva") else {}
+            policy = build_policy(policy, **options)
         self.policy = policy
         self.pack = uses_pairs(policy.name)
         self.fixed_order = fixed_type_order(policy.name)
@@ -184,6 +186,7 @@ class RoundSimulator:
             ("lease_extensions", float(counts.extensions)),
             ("lease_opportunities", float(counts.opportunities)),
             ("placement_failures", float(counts.failures)),
+            ("placement_s", self.leases.seconds),
         )
         return SimResult(
             records=self.jobs.records(self.type_names),
@@ -281,7 +284,11 @@ class RoundSimulator:
         if self.pack and isinstance(table, GavelThroughputTable) and len(rows) > 1:
             keys = [m.throughput_key for m in self.models]
             specs = [self.jobs.specs[r] for r in rows.tolist()]
-            packed = candidate_pairs(specs, table, keys, self.config.pair_partners)
+            # Gandiva groups jobs at random among every pair (it solves no LP): all pairs.
+            top_k = (
+                len(rows) if self.policy.name.startswith("gandiva") else self.config.pair_partners
+            )
+            packed = candidate_pairs(specs, table, keys, top_k)
         inp = build_policy_input(
             rows, self.jobs.columns(), self.type_names, self.capacity_gpus, now, packed
         )
