@@ -15,12 +15,14 @@ Base constraints (Gavel's, with GPU demand instead of the scale factor):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.lp_solve import coo
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,7 @@ class BaseConstraints:
     and 0 <= v <= upper for the X and Y parts of the layout."""
 
     layout: VariableLayout
-    a_ub: sp.csr_array
+    a_ub: sp.coo_array
     b_ub: FloatArray
     upper: FloatArray  # (n_single + n_pairs * n_types,)
 
@@ -86,27 +88,30 @@ def job_pair_incidence(n_jobs: int, pairs: PackedPairs | None) -> sp.csr_array:
 def build_base_constraints(
     inp: PolicyInput, pairs: PackedPairs | None = None, n_extra: int = 0
 ) -> BaseConstraints:
-    """The shared constraints, vectorized (no per-job Python loops)."""
+    """The shared constraints, built from index arrays (no per-job Python loops).
+
+    Rows 0..n-1: job time; rows n..n+T-1: capacity of each type.
+    """
     n, t = inp.num_jobs, len(inp.gpu_types)
     n_pairs = 0 if pairs is None else len(pairs.pairs)
     layout = VariableLayout(n, t, n_pairs, n_extra)
-    ones_t = sp.csr_array(np.ones((1, t)))
-    incidence = job_pair_incidence(n, pairs)
-    # Job time: row j sums X[j, :] and Y[k, :] over the pairs k that hold job j.
-    time_single = sp.kron(sp.identity(n, format="csr"), ones_t, format="csr")
-    time_pair = sp.kron(incidence, ones_t, format="csr")
-    # Capacity: row t sums demand-weighted X[:, t] and Y[:, t].
     demand = np.asarray(inp.demand, dtype=np.float64)
-    cap_single = sp.kron(sp.csr_array(demand.reshape(1, n)), sp.identity(t), format="csr")
-    pair_demand = _pair_demand(demand, pairs)
-    cap_pair = sp.kron(sp.csr_array(pair_demand.reshape(1, n_pairs)), sp.identity(t), format="csr")
-    extra_cols = sp.csr_array((n + t, n_extra))
-    a_ub = sp.vstack(
-        [
-            sp.hstack([time_single, time_pair, extra_cols[:n]]),
-            sp.hstack([cap_single, cap_pair, extra_cols[n:]]),
-        ],
-        format="csr",
+    single_cols = np.arange(layout.n_single)
+    single_job = single_cols // t
+    single_type = single_cols % t
+    rows = [single_job, n + single_type]
+    cols = [single_cols, single_cols]
+    vals = [np.ones(layout.n_single), demand[single_job]]
+    if pairs is not None and n_pairs:
+        pair_cols = layout.pair_offset + np.arange(n_pairs * t)
+        pair_k = np.arange(n_pairs * t) // t
+        pair_type = np.arange(n_pairs * t) % t
+        # A pair's time counts against both members; it occupies its larger member's GPUs.
+        rows += [pairs.pairs[pair_k, 0], pairs.pairs[pair_k, 1], n + pair_type]
+        cols += [pair_cols, pair_cols, pair_cols]
+        vals += [np.ones(n_pairs * t), np.ones(n_pairs * t), _pair_demand(demand, pairs)[pair_k]]
+    a_ub = coo(
+        np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n + t, layout.num_vars)
     )
     b_ub = np.concatenate([np.ones(n), np.asarray(inp.capacity, dtype=np.float64)])
     upper_single = (inp.throughputs > 0).astype(np.float64).reshape(-1)
@@ -148,10 +153,10 @@ def job_rate_matrix(
             rows.append(pairs.pairs[k_idx, side])
             cols.append(col)
             vals.append(pair[:, :, side].reshape(-1))
-    return sp.csr_array(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(n, layout.num_vars),
+    matrix = coo(
+        np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, layout.num_vars)
     )
+    return sp.csr_array(matrix)
 
 
 def proportional_throughputs(inp: PolicyInput, throughputs: FloatArray) -> FloatArray:
@@ -234,3 +239,63 @@ def repair_feasibility(
     capacity = np.asarray(inp.capacity, dtype=np.float64)
     type_scale = np.where(used > capacity, capacity / np.where(used > 0, used, 1.0), 1.0)
     return x * type_scale[None, :], y * type_scale[None, :]
+
+
+@dataclass(frozen=True, slots=True)
+class JobClasses:
+    """Jobs that are interchangeable in an LP, merged into one row each.
+
+    For a symmetric LP (identical objective coefficients, bounds and demand), some
+    optimal allocation gives identical jobs identical rows, so one row per class with
+    the class's total demand (count x demand) and a per-job time limit of 1 solves the
+    same problem. With Gavel's 26 job types the LP then has at most a few dozen rows
+    whatever the number of jobs. The optimum is the same; among equally good
+    allocations, identical jobs get identical shares.
+    """
+
+    reduced: PolicyInput
+    class_of_job: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64]
+
+    def expand(self, inp: PolicyInput, alloc: Allocation) -> Allocation:
+        return Allocation(
+            job_ids=inp.job_ids,
+            gpu_types=inp.gpu_types,
+            matrix=alloc.matrix[self.class_of_job],
+            objective=alloc.objective,
+            notes=(*alloc.notes, f"{len(self.counts)} job class(es) for {inp.num_jobs} jobs"),
+        )
+
+
+def aggregate_identical_jobs(inp: PolicyInput, key: FloatArray) -> JobClasses:
+    """Group jobs whose ``key`` rows (what the LP sees of them) and demand are equal."""
+    full_key = np.ascontiguousarray(np.column_stack([key, inp.throughputs > 0, inp.demand]))
+    # A dict over row bytes: classes in order of first appearance, and faster than
+    # np.unique(axis=0) at the sizes a round sees.
+    index: dict[bytes, int] = {}
+    inverse = np.empty(inp.num_jobs, dtype=np.int64)
+    first: list[int] = []
+    for j, row in enumerate(full_key):
+        c = index.setdefault(row.tobytes(), len(first))
+        if c == len(first):
+            first.append(j)
+        inverse[j] = c
+    rows = np.asarray(first, dtype=np.int64)
+    counts = np.bincount(inverse, minlength=len(rows))
+    reduced = replace(
+        inp,
+        job_ids=tuple(range(len(rows))),
+        job_types=tuple(inp.job_types[r] for r in rows),
+        throughputs=inp.throughputs[rows],
+        scale_factors=inp.scale_factors[rows],
+        demand=inp.demand[rows] * counts,
+        priority_weights=inp.priority_weights[rows],
+        remaining_steps=inp.remaining_steps[rows],
+        total_steps=inp.total_steps[rows],
+        arrival_s=inp.arrival_s[rows],
+        attained_service_s=inp.attained_service_s[rows],
+        entities=tuple(inp.entities[r] for r in rows) if inp.entities else (),
+        slo_s=None if inp.slo_s is None else inp.slo_s[rows],
+        packed=None,
+    )
+    return JobClasses(reduced, inverse, counts)

@@ -40,11 +40,11 @@ class LinearProgram:
     """
 
     c: FloatArray
-    a_ub: sp.csr_array
+    a_ub: sp.sparray  # any scipy sparse array (COO is cheapest to build)
     b_ub: FloatArray
     lower: FloatArray
     upper: FloatArray
-    a_eq: sp.csr_array | None = None
+    a_eq: sp.sparray | None = None
     b_eq: FloatArray | None = None
     integer: npt.NDArray[np.bool_] | None = None
 
@@ -60,6 +60,35 @@ class LpSolution:
     backend: str
 
 
+def coo(
+    rows: npt.ArrayLike, cols: npt.ArrayLike, vals: npt.ArrayLike, shape: tuple[int, int]
+) -> sp.coo_array:
+    """A COO matrix from triplets (duplicates add up)."""
+    return sp.coo_array(
+        (np.asarray(vals, dtype=np.float64), (np.asarray(rows), np.asarray(cols))), shape=shape
+    )
+
+
+def stack_rows(blocks: list[sp.coo_array], n_cols: int) -> sp.coo_array:
+    """Stack COO blocks vertically by concatenating triplets (scipy's vstack is slow)."""
+    offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
+    return coo(
+        np.concatenate([b.row + off for b, off in zip(blocks, offsets, strict=False)]),
+        np.concatenate([b.col for b in blocks]),
+        np.concatenate([b.data for b in blocks]),
+        (int(offsets[-1]), n_cols),
+    )
+
+
+def _keep_columns(a: sp.sparray, keep: npt.NDArray[np.int64], n_cols: int) -> sp.coo_array:
+    m = sp.coo_array(a)
+    remap = np.full(n_cols, -1, dtype=np.int64)
+    remap[keep] = np.arange(len(keep))
+    new_col = remap[m.col]
+    mask = new_col >= 0
+    return coo(m.row[mask], new_col[mask], m.data[mask], (m.shape[0], len(keep)))
+
+
 def solve(lp: LinearProgram, backend: str = "clarabel") -> LpSolution:
     """Solve ``lp``; raise PolicySolveError naming the back end and status on failure."""
     fixed = lp.lower == lp.upper
@@ -70,14 +99,15 @@ def solve(lp: LinearProgram, backend: str = "clarabel") -> LpSolution:
     # are substituted out so the solver sees a smaller problem.
     keep = np.flatnonzero(~fixed)
     fixed_values = np.where(fixed, lp.lower, 0.0)
-    a_ub = sp.csr_array(lp.a_ub)
+    n = lp.num_vars
+    shift_ub = lp.a_ub @ fixed_values if fixed_values.any() else 0.0
     reduced = LinearProgram(
         c=lp.c[keep],
-        a_ub=a_ub[:, keep],
-        b_ub=lp.b_ub - a_ub @ fixed_values,
+        a_ub=_keep_columns(lp.a_ub, keep, n),
+        b_ub=lp.b_ub - shift_ub,
         lower=lp.lower[keep],
         upper=lp.upper[keep],
-        a_eq=None if lp.a_eq is None else sp.csr_array(lp.a_eq)[:, keep],
+        a_eq=None if lp.a_eq is None else _keep_columns(lp.a_eq, keep, n),
         b_eq=None if lp.a_eq is None or lp.b_eq is None else lp.b_eq - lp.a_eq @ fixed_values,
         integer=None if lp.integer is None else lp.integer[keep],
     )
@@ -128,19 +158,22 @@ def _solve_clarabel(lp: LinearProgram) -> FloatArray:
     import clarabel
 
     n = lp.num_vars
-    eye = sp.identity(n, format="csr")
-    has_upper = np.isfinite(lp.upper)
-    has_lower = np.isfinite(lp.lower)
-    blocks: list[sp.csr_array] = []
+    upper_idx = np.flatnonzero(np.isfinite(lp.upper))
+    lower_idx = np.flatnonzero(np.isfinite(lp.lower))
+    blocks: list[sp.coo_array] = []
     rhs: list[FloatArray] = []
     m_eq = 0
     if lp.a_eq is not None and lp.b_eq is not None:
-        blocks.append(sp.csr_array(lp.a_eq))
+        blocks.append(sp.coo_array(lp.a_eq))
         rhs.append(lp.b_eq)
         m_eq = lp.a_eq.shape[0]
-    blocks += [sp.csr_array(lp.a_ub), eye[has_upper], -eye[has_lower]]
-    rhs += [lp.b_ub, lp.upper[has_upper], -lp.lower[has_lower]]
-    a = sp.vstack(blocks, format="csc")
+    blocks += [
+        sp.coo_array(lp.a_ub),
+        coo(np.arange(len(upper_idx)), upper_idx, np.ones(len(upper_idx)), (len(upper_idx), n)),
+        coo(np.arange(len(lower_idx)), lower_idx, -np.ones(len(lower_idx)), (len(lower_idx), n)),
+    ]
+    rhs += [lp.b_ub, lp.upper[upper_idx], -lp.lower[lower_idx]]
+    a = stack_rows(blocks, n).tocsc()
     b = np.concatenate(rhs)
     cones = []
     if m_eq:
@@ -148,9 +181,8 @@ def _solve_clarabel(lp: LinearProgram) -> FloatArray:
     cones.append(clarabel.NonnegativeConeT(a.shape[0] - m_eq))
     settings = clarabel.DefaultSettings()
     settings.verbose = False
-    solver = clarabel.DefaultSolver(
-        sp.csc_matrix((n, n)), lp.c, sp.csc_matrix(a), b, cones, settings
-    )
+    p = sp.csc_matrix((n, n))
+    solver = clarabel.DefaultSolver(p, lp.c, sp.csc_matrix(a), b, cones, settings)
     solution = solver.solve()
     status = str(solution.status)
     if status not in ("Solved", "AlmostSolved"):

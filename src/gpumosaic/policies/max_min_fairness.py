@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
 from gpumosaic.policies.lp_base import (
     BaseConstraints,
+    aggregate_identical_jobs,
     allocation_from_solution,
     build_base_constraints,
     empty_allocation,
@@ -34,7 +35,7 @@ from gpumosaic.policies.lp_base import (
     usable_pairs,
     weighted_scale,
 )
-from gpumosaic.policies.lp_solve import LinearProgram, solve
+from gpumosaic.policies.lp_solve import LinearProgram, coo, solve, stack_rows
 
 
 def max_min_program(
@@ -51,21 +52,26 @@ def max_min_program(
     layout = base.layout
     n_obj = objective_rates.shape[0]
     offsets = np.zeros(n_obj) if objective_offsets is None else objective_offsets
-    z_col = sp.csr_array(
-        (np.ones(n_obj), (np.arange(n_obj), np.full(n_obj, layout.num_vars - 1))),
-        shape=(n_obj, layout.num_vars),
+    # Rows z - rates_j @ v <= -offset_j: the z entry and the negated rates share each row.
+    rates = sp.coo_array(objective_rates)
+    objective_rows = coo(
+        np.concatenate([np.arange(n_obj), rates.row]),
+        np.concatenate([np.full(n_obj, layout.num_vars - 1), rates.col]),
+        np.concatenate([np.ones(n_obj), -rates.data]),
+        (n_obj, layout.num_vars),
     )
-    blocks = [base.a_ub, z_col - objective_rates]
+    blocks = [base.a_ub, objective_rows]
     rhs = [base.b_ub, -offsets]
     if floor_rates is not None and floors is not None and floor_rates.shape[0]:
-        blocks.append(-floor_rates)
+        fr = sp.coo_array(floor_rates)
+        blocks.append(coo(fr.row, fr.col, -fr.data, fr.shape))
         rhs.append(-floors)
     c = np.zeros(layout.num_vars)
     c[-1] = -1.0
     n_extra = layout.num_vars - base.upper.shape[0]
     return LinearProgram(
         c=c,
-        a_ub=sp.csr_array(sp.vstack(blocks, format="csr")),
+        a_ub=stack_rows(blocks, layout.num_vars),
         b_ub=np.concatenate(rhs),
         lower=np.concatenate([np.zeros(base.upper.shape[0]), np.full(n_extra, -np.inf)]),
         upper=np.concatenate([base.upper, np.full(n_extra, np.inf)]),
@@ -101,22 +107,35 @@ class MaxMinFairness:
     heterogeneity_aware: bool = True
     use_pairs: bool = False
     backend: str = "clarabel"
+    aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
             return empty_allocation(inp)
         pairs = usable_pairs(inp, self.use_pairs)
+        if pairs is None and self.aggregate:
+            single, _ = normalized_rates(inp, self.heterogeneity_aware, None)
+            classes = aggregate_identical_jobs(inp, single)
+            if len(classes.counts) < inp.num_jobs:
+                return classes.expand(inp, self._solve(classes.reduced, None))
+        return self._solve(inp, pairs)
+
+    def _solve(self, inp: PolicyInput, pairs: PackedPairs | None) -> Allocation:
         base = build_base_constraints(inp, pairs, n_extra=1)
         single, pair = normalized_rates(inp, self.heterogeneity_aware, pairs)
         rates = job_rate_matrix(base.layout, single, pair, pairs)
         # A job that can run nowhere would pin the minimum at 0; leave it out and say so.
-        runnable = np.asarray(abs(rates).sum(axis=1)).reshape(-1) > 0
+        runnable = np.asarray((single > 0).any(axis=1), dtype=bool)
+        if pair is not None and pairs is not None:
+            paired = pairs.pairs[(pair > 0).any(axis=(1, 2))]
+            runnable[paired.reshape(-1)] = True
         notes: tuple[str, ...] = ()
         if not runnable.all():
             notes = (f"{int((~runnable).sum())} job(s) have no throughput on any type",)
         if not runnable.any():
             return empty_allocation(inp, notes)
-        program = max_min_program(base, sp.csr_array(rates[np.flatnonzero(runnable)]))
+        objective_rates = rates if runnable.all() else sp.csr_array(rates[np.flatnonzero(runnable)])
+        program = max_min_program(base, objective_rates)
         solution = solve(program, self.backend)
         level = float(solution.values[-1])
         return allocation_from_solution(inp, base.layout, solution.values, pairs, level, notes)
