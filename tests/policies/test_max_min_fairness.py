@@ -67,3 +67,22 @@ def test_job_that_runs_nowhere_is_noted_not_pinning_the_minimum() -> None:
     assert alloc.matrix[0, 0] == 0.0
     assert alloc.objective == pytest.approx(1.0, abs=1e-6)
     assert any("no throughput" in note for note in alloc.notes)
+
+
+@pytest.mark.parametrize(
+    "name", ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_water_filling_perf"]
+)
+def test_merging_identical_jobs_keeps_the_optimum(name: str) -> None:
+    from gpumosaic.policies.synthetic import gavel_policy_input
+
+    inp = gavel_policy_input(60, np.random.default_rng(5), multi_gpu=True)
+    merged = build_policy(name).allocate(inp)
+    separate = build_policy(name, aggregate=False).allocate(inp)
+    assert_feasible(merged, inp)
+    assert merged.objective == pytest.approx(separate.objective, rel=1e-5, abs=1e-6)
+    assert "job class" in merged.notes[0]
+    # Identical jobs (same type and scale factor here) get identical rows.
+    first_row: dict[tuple[str, int], np.ndarray] = {}
+    for j, key in enumerate(zip(inp.job_types, inp.scale_factors.tolist(), strict=True)):
+        row = first_row.setdefault(key, merged.matrix[j])
+        assert merged.matrix[j] == pytest.approx(row)

@@ -26,11 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
 from gpumosaic.policies.lp_base import (
     VariableLayout,
+    aggregate_identical_jobs,
     allocation_from_solution,
     build_base_constraints,
     empty_allocation,
@@ -55,12 +57,47 @@ class WaterFilling:
     backend: str = "clarabel"
     slack: float = 1.0001
     epsilon: float = 1e-5
+    aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
             return empty_allocation(inp)
-        n = inp.num_jobs
         pairs = usable_pairs(inp, self.use_pairs)
+        if pairs is None and self.aggregate:
+            classes = aggregate_identical_jobs(inp, self._class_key(inp))
+            if len(classes.counts) < inp.num_jobs:
+                reduced = self._water_fill(classes.reduced, None, classes.counts)
+                return classes.expand(inp, reduced)
+        return self._water_fill(inp, pairs, np.ones(inp.num_jobs, dtype=np.int64))
+
+    def _class_key(self, inp: PolicyInput) -> FloatArray:
+        """What water filling sees of a job: its rates, scale, weight, entity (and, under
+        a FIFO entity, its place in line, so that those jobs never merge)."""
+        if self.heterogeneity_aware:
+            rates = np.asarray(inp.throughputs, dtype=np.float64)
+            prop = proportional_throughputs(inp, rates)
+            rates = rates / np.where(prop > 0, prop, 1.0)[:, None]
+        else:
+            rates = (inp.throughputs > 0).astype(np.float64)
+        entity_ids = {e: i for i, e in enumerate(dict.fromkeys(inp.entities))}
+        overrides = dict(self.entity_policies)
+        entity = np.array([entity_ids.get(e, -1) for e in inp.entities] or [-1] * inp.num_jobs)
+        in_line = np.array(
+            [
+                j
+                if inp.entities and overrides.get(inp.entities[j], self.entity_policy) == "fifo"
+                else -1
+                for j in range(inp.num_jobs)
+            ]
+        )
+        return np.column_stack(
+            [rates, inp.scale_factors, inp.priority_weights, entity, in_line]
+        ).astype(np.float64)
+
+    def _water_fill(
+        self, inp: PolicyInput, pairs: PackedPairs | None, counts: npt.NDArray[np.int64]
+    ) -> Allocation:
+        n = inp.num_jobs
         base = build_base_constraints(inp, pairs, n_extra=1)
         norm_rates = self._normalized_rates(inp, base.layout, pairs)
         scale = np.asarray(inp.scale_factors, dtype=np.float64)
@@ -73,7 +110,7 @@ class WaterFilling:
         notes: list[str] = []
         fallbacks = rounds = 0
         while not frozen.all():
-            weights = self._weights(inp, frozen)
+            weights = self._weights(inp, frozen, counts)
             active = ~frozen & (weights > 0)
             if not active.any():
                 break
@@ -135,8 +172,14 @@ class WaterFilling:
             pair = (pair > 0).astype(np.float64)
         return job_rate_matrix(layout, throughputs * inv_prop[:, None], pair, pairs)
 
-    def _weights(self, inp: PolicyInput, frozen: np.ndarray) -> FloatArray:
-        """This round's weight per job (0 for frozen jobs and FIFO jobs not yet at the head)."""
+    def _weights(
+        self, inp: PolicyInput, frozen: np.ndarray, counts: npt.NDArray[np.int64]
+    ) -> FloatArray:
+        """This round's weight per job (0 for frozen jobs and FIFO jobs not yet at the head).
+
+        ``counts[j]``: how many identical jobs row j stands for (an entity's weight is
+        split over jobs, not rows).
+        """
         priority = np.asarray(inp.priority_weights, dtype=np.float64)
         if not inp.entities:
             return np.where(frozen, 0.0, priority)
@@ -153,7 +196,8 @@ class WaterFilling:
                 head = min(members, key=lambda j: (float(inp.arrival_s[j]), inp.job_ids[j]))
                 weights[head] = total
             elif policy == "fairness":
-                share = priority[members] / max(float(priority[members].sum()), 1e-12)
+                total_priority = float((priority[members] * counts[members]).sum())
+                share = priority[members] / max(total_priority, 1e-12)
                 weights[members] = total * share
             else:
                 raise ValueError(f"entity policy must be one of {ENTITY_POLICIES}, got {policy!r}")

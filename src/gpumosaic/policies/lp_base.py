@@ -263,7 +263,7 @@ class JobClasses:
             gpu_types=inp.gpu_types,
             matrix=alloc.matrix[self.class_of_job],
             objective=alloc.objective,
-            notes=(*alloc.notes, f"{len(self.counts)} job class(es) for {inp.num_jobs} jobs"),
+            notes=(f"{len(self.counts)} job class(es) for {inp.num_jobs} jobs", *alloc.notes),
         )
 
 
