@@ -91,3 +91,35 @@ def test_finish_time_fairness_counts_time_already_spent() -> None:
     alloc = build_policy("finish_time_fairness_perf").allocate(inp)
     assert_feasible(alloc, inp)
     assert alloc.objective == pytest.approx(350 / (300 + 100 / 1.5), abs=1e-4)
+
+
+def test_water_filling_counts_a_failed_bottleneck_milp(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpumosaic.policies.hierarchical as hierarchical
+    from gpumosaic.policies.lp_solve import PolicySolveError
+
+    real_solve = hierarchical.solve
+
+    def failing_milp(program, backend="clarabel"):  # type: ignore[no-untyped-def]
+        if program.integer is not None:
+            raise PolicySolveError("HiGHS MILP failed: status 1 (injected)")
+        return real_solve(program, backend)
+
+    monkeypatch.setattr(hierarchical, "solve", failing_milp)
+    inp = make_input([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [1.0, 1.0], gpu_types=("a", "b"))
+    alloc = build_policy("max_min_fairness_water_filling", aggregate=False).allocate(inp)
+    assert_feasible(alloc, inp)
+    assert "fallbacks=1" in alloc.notes[-1]
+    assert any("bottleneck MILP failed" in note for note in alloc.notes)
+
+
+def test_water_filling_first_lp_failure_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpumosaic.policies.hierarchical as hierarchical
+    from gpumosaic.policies.lp_solve import PolicySolveError
+
+    def failing(program, backend="clarabel"):  # type: ignore[no-untyped-def]
+        raise PolicySolveError("Clarabel LP failed: status PrimalInfeasible (injected)")
+
+    monkeypatch.setattr(hierarchical, "solve", failing)
+    inp = make_input([[1.0], [1.0]], [1.0])
+    with pytest.raises(PolicySolveError, match="first water-filling LP"):
+        build_policy("max_min_fairness_water_filling").allocate(inp)
