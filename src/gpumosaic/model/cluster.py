@@ -45,9 +45,7 @@ class ClusterSpec:
         return out
 
     @classmethod
-    def from_counts(
-        cls, counts: Iterable[tuple[str, int]], gpus_per_node: int = 1
-    ) -> ClusterSpec:
+    def from_counts(cls, counts: Iterable[tuple[str, int]], gpus_per_node: int = 1) -> ClusterSpec:
         """``[("v100", 4)]`` -> 4 one-GPU V100 servers (Gavel's default of 1 GPU per server).
 
         A count that is not a multiple of ``gpus_per_node`` leaves a smaller last node.

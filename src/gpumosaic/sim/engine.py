@@ -81,7 +81,7 @@ class Engine:
 
     def run(self, until: float = float("inf")) -> None:
         """Run events with time <= ``until``."""
-        while self.peek() <= until:
+        while (next_time := self.peek()) <= until and next_time != float("inf"):
             self.step()
         if until != float("inf"):
             self.now = max(self.now, until)

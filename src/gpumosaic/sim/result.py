@@ -7,13 +7,13 @@ metrics module only reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
 
-class JobStatus(str, Enum):
+class JobStatus(StrEnum):
     COMPLETED = "completed"
     RUNNING = "running"
     QUEUED = "queued"
@@ -101,7 +101,15 @@ class TimelineRecorder:
         power_gpu_w: float,
         power_cpu_w: float,
     ) -> None:
-        row = (time_s, allocated_milli, running, queued, fragmentation_rate, power_gpu_w, power_cpu_w)
+        row = (
+            time_s,
+            allocated_milli,
+            running,
+            queued,
+            fragmentation_rate,
+            power_gpu_w,
+            power_cpu_w,
+        )
         if self._rows and self._rows[-1][0] == time_s:
             self._rows[-1] = row  # several changes at one instant: keep the last
         else:

@@ -61,9 +61,7 @@ class GavelGenerator:
     """A re-iterable, deterministic stream of JobSpecs: each ``iter()`` starts afresh
     from the seed, so the target workload can be sampled without disturbing the run."""
 
-    def __init__(
-        self, config: GavelWorkloadConfig, table: GavelThroughputTable, seed: int
-    ) -> None:
+    def __init__(self, config: GavelWorkloadConfig, table: GavelThroughputTable, seed: int) -> None:
         self.config = config
         self.table = table
         self.seed = seed

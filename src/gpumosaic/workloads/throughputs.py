@@ -67,7 +67,9 @@ class GavelThroughputTable:
             try:
                 text, source = Path(path).read_text(), str(path)
             except OSError as err:
-                raise InputError(f"cannot read throughput table: {err.strerror}", path=path) from None
+                raise InputError(
+                    f"cannot read throughput table: {err.strerror}", path=path
+                ) from None
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as err:

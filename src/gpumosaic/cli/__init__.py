@@ -1,0 +1,18 @@
+"""Command-line entry point: ``gpumosaic COMMAND``. Each command lives in its own module."""
+
+from __future__ import annotations
+
+from gpumosaic.cli.app import app
+
+# Importing a command module registers its commands on ``app``.
+from gpumosaic.cli import simulate as _simulate  # noqa: F401  isort: skip
+from gpumosaic.cli import compare as _compare  # noqa: F401  isort: skip
+from gpumosaic.cli import reproduce as _reproduce  # noqa: F401  isort: skip
+from gpumosaic.cli import fill as _fill  # noqa: F401  isort: skip
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

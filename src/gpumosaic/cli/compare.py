@@ -1,0 +1,227 @@
+"""``gpumosaic compare``: many runs on the same workload, one table and one figure.
+
+Modes: ``sim`` (placements x seeds through ``simulate``), ``fill`` (the FGD/PWR
+fill-the-cluster replay of Alibaba openb) and, when ``--policies`` is given, a Gavel-style
+sweep of policies x arrival rates x seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
+from gpumosaic.experiments.plots import plot_comparison
+from gpumosaic.experiments.runner import RunRequest
+from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
+from gpumosaic.traces.errors import InputError
+
+DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
+
+
+def _split(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+@app.command()
+@user_errors
+def compare(
+    mode: Annotated[
+        str, typer.Option(help="sim (simulate runs) or fill (openb fill replay)")
+    ] = "sim",
+    placements: Annotated[str, typer.Option(help="comma-separated placements")] = DEMO_PLACEMENTS,
+    policies: Annotated[
+        str | None, typer.Option(help="comma-separated policies: sweep policies x --rates")
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="e.g. 0-9 or 0,1,2")] = "0-9",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "v100:4",
+    workload: Annotated[
+        str, typer.Option(help=WORKLOAD_HELP)
+    ] = "gavel:jobs=50,rate=0,milli=spatial",
+    policy: Annotated[str, typer.Option(help="policy for every run of a placement sweep")] = "fifo",
+    rates: Annotated[str, typer.Option(help="jobs/hour for a policy sweep, e.g. 1,2,3")] = "",
+    tasks: Annotated[
+        str, typer.Option(help="fill mode: openb:NAME or a task CSV")
+    ] = "openb:default",
+    nodes: Annotated[str, typer.Option(help="fill mode: openb:gpu or a node CSV")] = "openb:gpu",
+    inflate: Annotated[float, typer.Option(help="fill mode: stop at this x cluster GPUs")] = 1.3,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per server for MODEL:COUNT")] = 1,
+    out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
+        "runs/compare"
+    ),
+    workers: Annotated[int, typer.Option(help="parallel processes (default: all cores)")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="print results as JSON")] = False,
+) -> None:
+    """Compare placements (or policies) over seeds: table, CSV and plots."""
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as err:
+        raise InputError(str(err), field="--seeds") from None
+    n_workers = workers if workers > 0 else default_workers()
+    out.mkdir(parents=True, exist_ok=True)
+    if mode == "fill":
+        from gpumosaic.cli.compare_fill import compare_fill
+
+        compare_fill(_split(placements), seed_list, tasks, nodes, inflate, out, n_workers, json_out)
+        return
+    if mode != "sim":
+        raise InputError("must be sim or fill", field="--mode")
+    if policies is not None:
+        from gpumosaic.cli.compare_policies import compare_policies
+
+        try:
+            rate_list = [float(r) for r in _split(rates)]
+        except ValueError:
+            raise InputError("rates must be numbers", field="--rates") from None
+        if not rate_list:
+            raise InputError("a policy sweep needs --rates", field="--rates")
+        placement = _split(placements)[0] if placements != DEMO_PLACEMENTS else "strided"
+        compare_policies(
+            _split(policies),
+            rate_list,
+            seed_list,
+            cluster,
+            workload,
+            placement,
+            out,
+            n_workers,
+            json_out,
+        )
+        return
+    requests = [
+        RunRequest(
+            cluster=cluster,
+            workload=workload,
+            policy=policy,
+            placement=p,
+            seed=s,
+            gpus_per_node=gpus_per_node,
+        )
+        for p in _split(placements)
+        for s in seed_list
+    ]
+    for p in {r.placement for r in requests}:
+        _check_placement(p)
+    runs = _run_with_progress(requests, n_workers, enabled=not json_out)
+    rows = _rows(runs, [p for p in _split(placements)])
+    _write_csv(runs, out / "runs.csv")
+    jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in _split(placements)}
+    avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
+    figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
+    (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
+    if json_out:
+        print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))
+    else:
+        _print_table(rows, f"{policy} on {cluster}, {workload}, seeds {seeds}")
+        Console().print(f"wrote {out / 'runs.csv'}, {figure}")
+
+
+def _check_placement(name: str) -> None:
+    from gpumosaic.placement.registry import build_placement
+
+    try:
+        build_placement(name, None)
+    except ValueError as err:
+        raise InputError(str(err), field="--placements") from None
+
+
+def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
+    if not enabled:
+        return run_sweep(requests, workers)
+    with Progress(
+        TextColumn("runs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("runs", total=len(requests))
+        return run_sweep(requests, workers, lambda done, _: progress.update(task, completed=done))
+
+
+def _rows(runs: list[SweepRun], labels: list[str]) -> list[dict[str, float | str | int]]:
+    base = [r.summary.avg_jct_s for r in runs if r.request.placement == labels[0]]
+    base_mean = float(np.mean(base))
+    rows: list[dict[str, float | str | int]] = []
+    for label in labels:
+        mine = [r for r in runs if r.request.placement == label]
+        avg = np.array([r.summary.avg_jct_s for r in mine])
+        rows.append(
+            {
+                "placement": label,
+                "seeds": len(mine),
+                "avg_jct_s_mean": float(avg.mean()),
+                "avg_jct_s_sd": float(avg.std(ddof=1)) if len(avg) > 1 else 0.0,
+                "p99_jct_s_mean": float(np.mean([r.summary.p99_jct_s for r in mine])),
+                "makespan_s_mean": float(np.mean([r.summary.makespan_s for r in mine])),
+                "utilization_mean": float(np.mean([r.summary.utilization for r in mine])),
+                "fragmentation_rate_mean": float(
+                    np.nanmean([r.summary.fragmentation_rate_mean for r in mine])
+                ),
+                f"vs_{labels[0]}_pct": 100.0 * (float(avg.mean()) - base_mean) / base_mean,
+            }
+        )
+    return rows
+
+
+def _write_csv(runs: list[SweepRun], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        summary_keys = list(runs[0].summary.to_json())
+        writer.writerow(["placement", "policy", "seed", *summary_keys])
+        for r in runs:
+            values = r.summary.to_json()
+            writer.writerow(
+                [
+                    r.request.placement,
+                    r.request.policy,
+                    r.request.seed,
+                    *(values[k] for k in summary_keys),
+                ]
+            )
+
+
+def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
+    table = Table(title=title)
+    base_key = next(k for k in rows[0] if str(k).startswith("vs_"))
+    for column in (
+        "placement",
+        "seeds",
+        "avg JCT (h)",
+        "sd (h)",
+        "p99 JCT (h)",
+        "makespan (h)",
+        "util",
+        "frag rate",
+        base_key.replace("_pct", " %"),
+    ):
+        table.add_column(column, justify="left" if column == "placement" else "right")
+
+    def h(value: float | str | int) -> str:
+        v = float(value)
+        return "-" if math.isnan(v) else f"{v / 3600:,.2f}"
+
+    for row in rows:
+        table.add_row(
+            str(row["placement"]),
+            str(row["seeds"]),
+            h(row["avg_jct_s_mean"]),
+            h(row["avg_jct_s_sd"]),
+            h(row["p99_jct_s_mean"]),
+            h(row["makespan_s_mean"]),
+            f"{float(row['utilization_mean']):.1%}",
+            f"{float(row['fragmentation_rate_mean']):.1%}",
+            f"{float(row[base_key]):+.1f}",
+        )
+    Console().print(table)

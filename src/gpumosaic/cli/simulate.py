@@ -1,0 +1,121 @@
+"""``gpumosaic simulate``: one run of one policy and placement on one workload."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.progress import progress_bar
+from gpumosaic.experiments.runner import RunRequest, run_request
+from gpumosaic.experiments.store import write_run
+from gpumosaic.metrics.summary import Summary
+
+WORKLOAD_HELP = (
+    "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
+    "(measure job ids A..B-1, generate until they finish), multigpu=on|off, "
+    "milli=spatial|none; or gavel-trace:PATH, openb:NAME, or a .csv/.yaml job list"
+)
+CLUSTER_HELP = "MODEL:COUNT,... (e.g. v100:36,p100:36,k80:36), openb:gpu, or a node CSV"
+
+
+@app.command()
+@user_errors
+def simulate(
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "v100:4",
+    workload: Annotated[
+        str, typer.Option(help=WORKLOAD_HELP)
+    ] = "gavel:jobs=50,rate=0,milli=spatial",
+    policy: Annotated[
+        str, typer.Option(help="queue order (fifo, sjf, priority) or a Gavel policy name")
+    ] = "fifo",
+    placement: Annotated[
+        str, typer.Option(help="fgd, pwr, bestfit, firstfit, worstfit/strided, random, ...")
+    ] = "fgd",
+    seed: Annotated[int, typer.Option(help="seed of every random choice")] = 0,
+    out: Annotated[Path | None, typer.Option(help="folder for jobs, summary.json, plot")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    table_format: Annotated[str, typer.Option("--format", help="csv or parquet")] = "csv",
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per server for MODEL:COUNT")] = 1,
+    mechanism: Annotated[
+        str, typer.Option(help="auto, event (non-preemptive) or rounds (Gavel)")
+    ] = "auto",
+    backfill: Annotated[bool, typer.Option(help="let later jobs that fit jump the queue")] = False,
+    round_s: Annotated[float, typer.Option(help="round length (rounds mechanism)")] = 360.0,
+    resolve_interval_s: Annotated[
+        float, typer.Option(help="least time between policy solves (rounds mechanism)")
+    ] = 1920.0,
+    sharing: Annotated[
+        str, typer.Option(help="none, or gandiva:packing=on,migration=on (see docs/sharing.md)")
+    ] = "none",
+    allow_rejects: Annotated[
+        bool, typer.Option(help="exit 0 even when some jobs can never fit")
+    ] = False,
+) -> None:
+    """Simulate one policy + placement on a workload and report JCT, utilization, etc."""
+    if table_format not in ("csv", "parquet"):
+        from gpumosaic.traces.errors import InputError
+
+        raise InputError("must be csv or parquet", field="--format")
+    request = RunRequest(
+        cluster=cluster,
+        workload=workload,
+        policy=policy,
+        placement=placement,
+        seed=seed,
+        gpus_per_node=gpus_per_node,
+        mechanism=mechanism,
+        backfill=backfill,
+        round_s=round_s,
+        resolve_interval_s=resolve_interval_s,
+        sharing=sharing,
+    )
+    with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
+        outcome = run_request(request, progress=progress)
+    summary = outcome.summary
+    if out is not None:
+        write_run(outcome.result, summary, out, table_format, meta=request.to_json())
+    if json_out:
+        print(json.dumps({**request.to_json(), **summary.to_json()}))
+    else:
+        _print_summary(summary, request)
+        if out is not None:
+            Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    for line in outcome.never_fit_lines:
+        err_console.print(f"[yellow]rejected:[/yellow] {line}", highlight=False, soft_wrap=True)
+    if outcome.never_fit_lines and not allow_rejects:
+        raise typer.Exit(3)
+
+
+def _print_summary(summary: Summary, request: RunRequest) -> None:
+    table = Table(title=f"{request.policy} + {request.placement} on {request.workload}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+
+    def hours(v: float) -> str:
+        return "-" if math.isnan(v) else f"{v / 3600:,.2f} h"
+
+    rows = [
+        (
+            "jobs (completed / rejected)",
+            f"{summary.jobs} ({summary.completed} / {summary.rejected})",
+        ),
+        ("avg JCT", hours(summary.avg_jct_s)),
+        ("p50 / p99 JCT", f"{hours(summary.p50_jct_s)} / {hours(summary.p99_jct_s)}"),
+        ("avg queueing", hours(summary.avg_queueing_s)),
+        ("makespan", hours(summary.makespan_s)),
+        ("GPU utilization", f"{summary.utilization:.1%}"),
+        ("fragmentation rate (time avg)", f"{summary.fragmentation_rate_mean:.1%}"),
+        ("energy", f"{summary.energy_kwh:,.1f} kWh"),
+        ("wall time", f"{summary.elapsed_s:.2f} s"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)

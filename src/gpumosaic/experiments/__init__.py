@@ -1,0 +1,1 @@
+"""Sweeps of runs, result files, tables and plots."""

@@ -1,0 +1,130 @@
+"""One run from its command-line description: parse, pick the mechanism, summarize.
+
+The same function serves ``simulate`` and every sweep worker process, so a sweep's runs
+are exactly what ``simulate`` would do with the same arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from gpumosaic.metrics.summary import Summary, summarize
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import ClusterState
+from gpumosaic.placement.filter import explain
+from gpumosaic.policies.ordering import QUEUE_ORDERS
+from gpumosaic.sim.result import SimResult
+from gpumosaic.sim.simulator import simulate
+from gpumosaic.traces.errors import InputError
+from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
+
+MECHANISMS = ("auto", "event", "rounds")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    cluster: str
+    workload: str
+    policy: str = "fifo"
+    placement: str = "fgd"
+    seed: int = 0
+    gpus_per_node: int = 1
+    mechanism: str = "auto"
+    backfill: bool = False
+    round_s: float = 360.0
+    resolve_interval_s: float = 1920.0
+    sharing: str = "none"
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    def resolved_mechanism(self) -> str:
+        if self.mechanism not in MECHANISMS:
+            raise InputError(f"must be one of {', '.join(MECHANISMS)}", field="--mechanism")
+        if self.mechanism != "auto":
+            return self.mechanism
+        return "event" if self.policy.lower() in QUEUE_ORDERS else "rounds"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    result: SimResult
+    summary: Summary
+    never_fit_lines: tuple[str, ...]
+
+
+def run_request(request: RunRequest, progress: Callable[[float], None] | None = None) -> RunOutcome:
+    cluster = parse_cluster(request.cluster, request.gpus_per_node)
+    parsed = parse_workload(request.workload, request.seed)
+    workload = parsed.workload
+    sharing = request.sharing.strip().lower()
+    if sharing.startswith("gandiva"):
+        from gpumosaic.sim.gandiva import parse_gandiva_options, run_gandiva
+
+        options = parse_gandiva_options(request.sharing)
+        result = run_gandiva(cluster, workload, seed=request.seed, **options)
+    elif sharing != "none":
+        raise InputError(f"unknown sharing model {request.sharing!r}", field="--sharing")
+    elif request.resolved_mechanism() == "event":
+        try:
+            result = simulate(
+                cluster,
+                workload,
+                placement=request.placement,
+                order=request.policy,
+                seed=request.seed,
+                backfill=request.backfill,
+                progress=progress,
+            )
+        except ValueError as err:
+            raise InputError(str(err)) from None
+    else:
+        from gpumosaic.sim.rounds import run_rounds
+
+        result = run_rounds(
+            cluster,
+            workload,
+            policy=request.policy,
+            placement=request.placement,
+            seed=request.seed,
+            round_s=request.round_s,
+            resolve_interval_s=request.resolve_interval_s,
+            progress=progress,
+        )
+    return RunOutcome(result, summarize(result), _never_fit_lines(result, parsed, cluster))
+
+
+def _never_fit_lines(
+    result: SimResult, parsed: ParsedWorkload, cluster: ClusterSpec
+) -> tuple[str, ...]:
+    """One line per job rejected as never fitting, naming file, row and field if known."""
+    rejected = [r for r in result.records if r.reason.startswith("never_fits")]
+    if not rejected:
+        return ()
+    state = ClusterState(cluster)
+    jobs = {j.id: j for j in parsed.job_list.jobs} if parsed.job_list else {}
+    lines = []
+    for record in rejected:
+        job = jobs.get(record.job_id)
+        where = record.name or f"job {record.job_id}"
+        field = "num_gpu"
+        if parsed.job_list is not None and job is not None:
+            row = parsed.job_list.row(job.id)
+            field = _never_fit_field(state, job)
+            where = f"{parsed.job_list.path}, row {row}, field {field!r}"
+        lines.append(f"{where}: {record.reason}")
+    return tuple(lines)
+
+
+def _never_fit_field(state: ClusterState, job: JobSpec) -> str:
+    if job.num_gpu and not state.model_mask(job.allowed_models).any():
+        return "gpu_spec"
+    if job.num_gpu > int(state.num_gpus.max()):
+        return "num_gpu"
+    if job.cpu_milli > int(state.cpu_capacity.max()):
+        return "cpu_milli"
+    if job.memory_mib > int(state.memory_capacity.max()):
+        return "memory_mib"
+    return explain(state, job).reason.value

@@ -1,0 +1,91 @@
+"""Write one run's results: the per-job table, the summary JSON, the timeline, a plot."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpumosaic.metrics.summary import Summary
+from gpumosaic.sim.result import SimResult
+
+
+def jobs_frame(result: SimResult) -> pd.DataFrame:
+    rows = [
+        {
+            "job_id": r.job_id,
+            "name": r.name,
+            "job_type": r.job_type,
+            "arrival_s": r.arrival_s,
+            "start_s": r.start_s,
+            "finish_s": r.finish_s,
+            "jct_s": r.jct_s,
+            "queueing_s": r.queueing_s,
+            "num_gpu": r.num_gpu,
+            "gpu_milli": r.gpu_milli,
+            "status": r.status.value,
+            "reason": r.reason,
+            "gpu_model": r.gpu_model,
+            "measured": r.measured,
+            "gpu_milli_seconds": r.gpu_milli_seconds,
+            "alone_s": r.alone_s,
+            "suspended_s": r.suspended_s,
+            "migrations": r.migrations,
+            "thrashing_s": r.thrashing_s,
+            "handovers": r.handovers,
+        }
+        for r in result.records
+    ]
+    return pd.DataFrame(rows)
+
+
+def timeline_frame(result: SimResult) -> pd.DataFrame:
+    t = result.timeline
+    return pd.DataFrame(
+        {
+            "time_s": t.time_s,
+            "allocated_milli": t.allocated_milli,
+            "running": t.running,
+            "queued": t.queued,
+            "fragmentation_rate": t.fragmentation_rate,
+            "power_gpu_w": t.power_gpu_w,
+            "power_cpu_w": t.power_cpu_w,
+        }
+    )
+
+
+def write_run(
+    result: SimResult,
+    summary: Summary,
+    out: Path,
+    table_format: str = "csv",
+    meta: dict[str, Any] | None = None,
+) -> list[Path]:
+    """Write jobs.{csv,parquet}, timeline.{csv,parquet}, summary.json and run.png."""
+    from gpumosaic.experiments.plots import plot_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, frame in (("jobs", jobs_frame(result)), ("timeline", timeline_frame(result))):
+        if table_format == "parquet":
+            path = out / f"{name}.parquet"
+            frame.to_parquet(path, index=False)
+        else:
+            path = out / f"{name}.csv"
+            frame.to_csv(path, index=False)
+        written.append(path)
+    summary_path = out / "summary.json"
+    payload = {**(meta or {}), **summary.to_json()}
+    summary_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    written.append(summary_path)
+    written.append(plot_run(result, out / "run.png"))
+    return written
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)

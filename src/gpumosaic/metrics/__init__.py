@@ -1,0 +1,1 @@
+"""Pure functions over a SimResult: JCT, makespan, utilization, fragmentation, energy."""

@@ -1,0 +1,128 @@
+"""The run summary: the numbers people compare runs by, as a frozen value."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.sim.result import JobRecord, JobStatus, SimResult, Timeline
+
+JOULES_PER_KWH = 3.6e6
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    jobs: int
+    completed: int
+    running: int
+    queued: int
+    rejected: int
+    measured_jobs: int
+    avg_jct_s: float
+    p50_jct_s: float
+    p95_jct_s: float
+    p99_jct_s: float
+    avg_queueing_s: float
+    makespan_s: float
+    utilization: float
+    fragmentation_rate_mean: float
+    energy_kwh: float
+    avg_slowdown: float
+    rounds: int
+    policy_solves: int
+    policy_solve_s: float
+    events: int
+    elapsed_s: float
+
+    def to_json(self) -> dict[str, float | int | None]:
+        """JSON-safe dict: NaN (no completed job, no sample) becomes null."""
+        out: dict[str, float | int | None] = {}
+        for key, value in asdict(self).items():
+            out[key] = None if isinstance(value, float) and math.isnan(value) else value
+        return out
+
+
+def jct_values(records: tuple[JobRecord, ...]) -> npt.NDArray[np.float64]:
+    """JCTs of measured, completed jobs."""
+    return np.array(
+        [r.jct_s for r in records if r.measured and r.status is JobStatus.COMPLETED],
+        dtype=np.float64,
+    )
+
+
+def makespan_s(records: tuple[JobRecord, ...]) -> float:
+    """Last completion minus first arrival, over all jobs (NaN if none completed)."""
+    finishes = [r.finish_s for r in records if r.status is JobStatus.COMPLETED]
+    if not finishes:
+        return math.nan
+    return max(finishes) - min(r.arrival_s for r in records)
+
+
+def time_average(timeline: Timeline, values: npt.NDArray[np.float64], end_s: float) -> float:
+    """Average of a piecewise-constant series over [first sample, end_s], skipping NaN."""
+    t = timeline.time_s
+    if len(t) == 0 or end_s <= t[0]:
+        return math.nan
+    widths = np.diff(np.append(t, max(end_s, t[-1])))
+    ok = ~np.isnan(values) & (widths > 0)
+    if not ok.any():
+        return math.nan
+    return float((values[ok] * widths[ok]).sum() / widths[ok].sum())
+
+
+def integral(timeline: Timeline, values: npt.NDArray[np.float64], end_s: float) -> float:
+    t = timeline.time_s
+    if len(t) == 0:
+        return 0.0
+    widths = np.diff(np.append(t, max(end_s, t[-1])))
+    return float((np.nan_to_num(values) * widths).sum())
+
+
+def summarize(result: SimResult) -> Summary:
+    records = result.records
+    jcts = jct_values(records)
+    count = {s: sum(r.status is s for r in records) for s in JobStatus}
+    measured = [r for r in records if r.measured]
+    queueing = [r.queueing_s for r in measured if not math.isnan(r.start_s)]
+    span = makespan_s(records)
+    timeline = result.timeline
+    start = float(timeline.time_s[0]) if len(timeline.time_s) else 0.0
+    end = start + span if not math.isnan(span) else result.end_s
+    alloc_integral = integral(timeline, timeline.allocated_milli, end)
+    capacity = result.total_gpu_milli * (end - start)
+    power = timeline.power_gpu_w + timeline.power_cpu_w
+    slowdowns = [
+        r.jct_s / r.alone_s
+        for r in measured
+        if r.status is JobStatus.COMPLETED and r.alone_s > 0 and not math.isnan(r.alone_s)
+    ]
+
+    def pct(q: float) -> float:
+        return float(np.percentile(jcts, q)) if len(jcts) else math.nan
+
+    return Summary(
+        jobs=len(records),
+        completed=count[JobStatus.COMPLETED],
+        running=count[JobStatus.RUNNING],
+        queued=count[JobStatus.QUEUED],
+        rejected=count[JobStatus.REJECTED],
+        measured_jobs=len(measured),
+        avg_jct_s=float(jcts.mean()) if len(jcts) else math.nan,
+        p50_jct_s=pct(50),
+        p95_jct_s=pct(95),
+        p99_jct_s=pct(99),
+        avg_queueing_s=float(np.mean(queueing)) if queueing else math.nan,
+        makespan_s=span,
+        utilization=alloc_integral / capacity if capacity > 0 else math.nan,
+        fragmentation_rate_mean=time_average(timeline, timeline.fragmentation_rate, end),
+        energy_kwh=integral(timeline, power, end) / JOULES_PER_KWH,
+        avg_slowdown=float(np.mean(slowdowns)) if slowdowns else math.nan,
+        rounds=result.stats.rounds,
+        policy_solves=result.stats.policy_solves,
+        policy_solve_s=result.stats.policy_solve_s,
+        events=result.stats.events,
+        elapsed_s=result.stats.elapsed_s,
+    )

@@ -1,0 +1,140 @@
+"""Parse the command line's cluster and workload spellings into typed objects.
+
+Cluster: ``MODEL:COUNT,...`` (e.g. ``v100:36,p100:36,k80:36``), ``openb:gpu`` /
+``openb:all``, or a node CSV file (``sn,cpu_milli,memory_mib,gpu,model``).
+Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli), ``gavel-trace:PATH``,
+``openb:NAME`` (an Alibaba task list replayed in time) or a job-list file (.csv/.yaml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import UnknownGpuModelError
+from gpumosaic.traces.errors import InputError
+from gpumosaic.traces.joblist import JobList, load_job_list
+from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
+from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable
+from gpumosaic.workloads.workload import Workload
+
+GAVEL_KEYS = ("jobs", "rate", "window", "multigpu", "milli")
+
+
+def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
+    text = spec.strip()
+    if text.startswith("openb:") or Path(text).suffix.lower() == ".csv":
+        from gpumosaic.traces.openb import load_openb_nodes
+
+        return load_openb_nodes(text)
+    counts: list[tuple[str, int]] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        model, sep, count = part.partition(":")
+        if not sep or not count.strip().isdigit():
+            raise InputError(
+                f"cluster part {part!r} is not MODEL:COUNT (e.g. v100:4)", field="--cluster"
+            )
+        counts.append((model, int(count)))
+    if not counts:
+        raise InputError("empty cluster spec", field="--cluster")
+    try:
+        return ClusterSpec.from_counts(counts, gpus_per_node=gpus_per_node)
+    except (UnknownGpuModelError, ValueError) as err:
+        raise InputError(str(err), field="--cluster") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedWorkload:
+    workload: Workload
+    job_list: JobList | None = None  # set when it came from our job-list format
+
+
+def parse_workload(spec: str, seed: int) -> ParsedWorkload:
+    text = spec.strip()
+    kind, sep, rest = text.partition(":")
+    if sep and kind == "gavel":
+        return ParsedWorkload(_gavel(rest, seed))
+    if sep and kind == "gavel-trace":
+        from gpumosaic.traces.gavel_trace import load_gavel_trace
+
+        table = GavelThroughputTable.load()
+        jobs = load_gavel_trace(rest, table)
+        return ParsedWorkload(Workload(f"gavel-trace:{Path(rest).name}", tuple(jobs), table))
+    if sep and kind == "openb":
+        from gpumosaic.traces.openb import load_openb_tasks
+
+        jobs = sorted(load_openb_tasks(text), key=lambda j: (j.arrival_s, j.id))
+        return ParsedWorkload(Workload(text, tuple(jobs), ConstantThroughputs()))
+    path = Path(text)
+    if path.suffix.lower() == ".trace":
+        return parse_workload(f"gavel-trace:{text}", seed)
+    if path.suffix.lower() in (".csv", ".yaml", ".yml"):
+        job_list = load_job_list(path)
+        throughputs = GavelThroughputTable.load() if job_list.uses_steps else ConstantThroughputs()
+        if job_list.uses_steps:
+            _check_job_types(job_list, throughputs)  # type: ignore[arg-type]
+        return ParsedWorkload(Workload(path.name, job_list.jobs, throughputs), job_list)
+    raise InputError(
+        f"unknown workload {text!r}: use gavel:..., gavel-trace:PATH, openb:NAME or a "
+        ".csv/.yaml job list",
+        field="--workload",
+    )
+
+
+def _check_job_types(job_list: JobList, table: GavelThroughputTable) -> None:
+    for job in job_list.jobs:
+        if job.job_type not in table.job_types:
+            raise InputError(
+                f"job type {job.job_type!r} is not in Gavel's throughput table",
+                path=job_list.path,
+                row=job_list.row(job.id),
+                field="job_type",
+            )
+
+
+def _gavel(args: str, seed: int) -> Workload:
+    values: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in args.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in GAVEL_KEYS:
+            raise InputError(
+                f"bad gavel workload option {part!r} (keys: {', '.join(GAVEL_KEYS)})",
+                field="--workload",
+            )
+        values[key] = value.strip()
+    try:
+        jobs = int(values["jobs"]) if "jobs" in values else None
+        rate = float(values.get("rate", "0"))
+        window = None
+        if "window" in values:
+            start, dash, end = values["window"].partition("-")
+            if not dash:
+                raise ValueError("window must be A-B, e.g. 4000-5000")
+            window = (int(start), int(end))
+        multigpu = _on_off(values.get("multigpu", "off"), "multigpu")
+        milli = values.get("milli", "none")
+        if milli not in ("spatial", "none"):
+            raise ValueError("milli must be 'spatial' or 'none'")
+        config = GavelWorkloadConfig(
+            jobs=jobs,
+            rate_per_hour=rate,
+            window=window,
+            multigpu=multigpu,
+            spatial_milli=milli == "spatial",
+        )
+    except ValueError as err:
+        raise InputError(f"gavel workload: {err}", field="--workload") from None
+    table = GavelThroughputTable.load()
+    name = f"gavel:{args}"
+    generator = GavelGenerator(config, table, seed)
+    jobs_source = generator if config.jobs is None else tuple(generator)
+    return Workload(name, jobs_source, table, measure=window)
+
+
+def _on_off(value: str, key: str) -> bool:
+    if value in ("on", "true", "1", "yes"):
+        return True
+    if value in ("off", "false", "0", "no"):
+        return False
+    raise ValueError(f"{key} must be on or off")
