@@ -22,10 +22,16 @@ import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.power import node_power_w
+from gpumosaic.model.power import (
+    SOCKET_FULL_W,
+    SOCKET_IDLE_W,
+    gpu_power_table,
+    node_power_w,
+    sockets,
+)
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import Reason, explain
-from gpumosaic.placement.fragmentation import FragmentationTracker
+from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 
@@ -116,6 +122,32 @@ class FillResult:
         return idx.astype(np.intp)
 
 
+class _ClusterPower:
+    """Cluster power (model.power's model) kept current one touched node at a time."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        idle, full = gpu_power_table(state)
+        self._idle, self._full = idle.tolist(), full.tolist()
+        self._sockets = sockets(state.cpu_capacity).tolist()
+        gpu_w, cpu_w = node_power_w(state)
+        self._node_gpu_w, self._node_cpu_w = gpu_w.tolist(), cpu_w.tolist()
+        self.gpu_w, self.cpu_w = float(gpu_w.sum()), float(cpu_w.sum())
+
+    def update(self, node: int) -> None:
+        state = self.state
+        gpus = int(state.num_gpus[node])
+        busy = int(np.count_nonzero(state.gpu_free[node, :gpus] < state.gpu_capacity[node, :gpus]))
+        gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
+        used = state.cpu_capacity[node : node + 1] - state.cpu_free[node : node + 1]
+        total = self._sockets[node]
+        active = min(int(sockets(used)[0]), total)
+        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+        self.gpu_w += gpu_w - self._node_gpu_w[node]
+        self.cpu_w += cpu_w - self._node_cpu_w[node]
+        self._node_gpu_w[node], self._node_cpu_w[node] = gpu_w, cpu_w
+
+
 def fill_order(
     tasks: Sequence[JobSpec], cluster_gpu_milli: int, inflate: float, rng: np.random.Generator
 ) -> npt.NDArray[np.intp]:
@@ -157,9 +189,8 @@ def run_fill(
     rng = np.random.default_rng(seed)
     order = fill_order(tasks, capacity, inflate, rng)
     strategy = build_placement(placement, workload)
-    frag = FragmentationTracker(state, workload)
-    node_gpu_w, node_cpu_w = node_power_w(state)
-    gpu_w, cpu_w = float(node_gpu_w.sum()), float(node_cpu_w.sum())
+    frag = shared_tracker(state, workload)  # the same one FGD scores with
+    power = _ClusterPower(state)
 
     n = len(order)
     arrived = np.zeros(n)
@@ -182,16 +213,12 @@ def run_fill(
             state.allocate(assignment)
             allocated_milli += assignment.gpu_milli * len(assignment.gpus)
             frag.refresh()
-            touched = np.array([assignment.node], dtype=np.intp)
-            new_gpu, new_cpu = node_power_w(state, nodes=touched)
-            gpu_w += float(new_gpu[0] - node_gpu_w[assignment.node])
-            cpu_w += float(new_cpu[0] - node_cpu_w[assignment.node])
-            node_gpu_w[assignment.node], node_cpu_w[assignment.node] = new_gpu[0], new_cpu[0]
+            power.update(assignment.node)
         arrived[i] = arrived_milli
         allocated[i] = allocated_milli
         frag_milli[i] = frag.total()
         free_milli[i] = capacity - allocated_milli
-        power_gpu[i], power_cpu[i] = gpu_w, cpu_w
+        power_gpu[i], power_cpu[i] = power.gpu_w, power.cpu_w
         if progress is not None and i % report_every == 0:
             progress(i / n)
     if progress is not None:

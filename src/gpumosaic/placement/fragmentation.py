@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,6 +110,7 @@ class FragmentationTracker:
 
     def __init__(self, state: ClusterState, workload: TargetWorkload) -> None:
         self.state = state
+        self.workload = workload
         self.classes = ClassArrays.build(state, workload)
         n, m = state.num_nodes, len(workload.classes)
         self.fit_count = np.zeros((n, m), dtype=np.int64)
@@ -168,3 +170,23 @@ class FragmentationTracker:
         """Cluster fragmentation / total free milli, 0 when nothing is free."""
         free = int(self.free.sum())
         return self.total() / free if free > 0 else 0.0
+
+
+_SHARED: weakref.WeakKeyDictionary[ClusterState, dict[int, FragmentationTracker]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_tracker(state: ClusterState, workload: TargetWorkload) -> FragmentationTracker:
+    """The one tracker of ``state`` for ``workload`` (by identity), refreshed.
+
+    The FGD scorer and the fill replay that records fragmentation both ask for it, so the
+    touched node is recomputed once per task, not once per user.
+    """
+    trackers = _SHARED.setdefault(state, {})
+    tracker = trackers.get(id(workload))
+    if tracker is None or tracker.workload is not workload:
+        tracker = FragmentationTracker(state, workload)
+        trackers[id(workload)] = tracker
+    tracker.refresh()
+    return tracker

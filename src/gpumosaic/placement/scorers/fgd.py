@@ -17,7 +17,11 @@ import numpy.typing as npt
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
-from gpumosaic.placement.fragmentation import FragmentationTracker, gpu_change_deltas
+from gpumosaic.placement.fragmentation import (
+    FragmentationTracker,
+    gpu_change_deltas,
+    shared_tracker,
+)
 from gpumosaic.placement.scorers.base import MAX_SCORE, Nodes, Scorer, Scores
 from gpumosaic.placement.workload import TargetWorkload
 
@@ -29,14 +33,10 @@ class FgdScorer(Scorer):
         self.workload = workload
         self.exact = exact
         self.name = "fgd-exact" if exact else "fgd"
-        self._tracker: FragmentationTracker | None = None
 
     def tracker(self, state: ClusterState) -> FragmentationTracker:
         """Per-node fragmentation of ``state``, brought up to date."""
-        if self._tracker is None or self._tracker.state is not state:
-            self._tracker = FragmentationTracker(state, self.workload)
-        self._tracker.refresh()
-        return self._tracker
+        return shared_tracker(state, self.workload)
 
     def candidate_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         """(K, C) scores of each candidate GPU choice; -inf where the GPU does not fit.
