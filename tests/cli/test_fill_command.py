@@ -39,7 +39,8 @@ def test_fill_json(tmp_path: Path) -> None:
     assert keys <= set(payload["final"]) and all(keys <= set(p) for p in payload["curve"])
     assert payload["curve"][-1] == payload["final"]
     assert payload["final"]["arrived_pct"] >= 130
-    assert payload["failed_tasks"]["count"] == sum(payload["failed_tasks"]["by_reason"].values())
+    failed = payload["failed_tasks"]
+    assert failed["count"] == sum(failed["by_reason"].values()) == sum(failed["by_kind"].values())
     assert payload["elapsed_s"] >= 0 and payload["placement"] == "pwr=200,fgd=800"
     assert {p.name for p in (tmp_path / "o").iterdir()} == {"curve.csv", "summary.json", "fill.png"}
 

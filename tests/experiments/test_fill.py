@@ -34,6 +34,7 @@ def test_fill_by_hand() -> None:
     np.testing.assert_allclose(result.allocation_rate_pct, [30, 60, 60, 60])
     assert result.failed.tolist() == [False, False, True, True]
     assert result.failed_by_reason() == ((Reason.GPU, 2),)
+    assert result.failed_by_kind() == (("sharing", 2),)
     # M = {1 x 600 milli, 1000 CPU}, p = 1.
     # after task 1: 1000 still fits, 400 stranded: F = 400; rate 400 / 1400 free; 20% of GPUs
     # after task 2: nothing fits, F = all free = 800: rate 100%, 40% of GPUs
@@ -59,6 +60,7 @@ def test_failure_reasons() -> None:
     result = run_fill(ONE_T4_NODE, tasks, "fgd", seed=0, inflate=2.5)
     assert result.num_tasks == 3
     assert result.failed_by_reason() == ((Reason.NEVER_FITS, 2),)
+    assert result.failed_by_kind() == (("sharing", 1), ("4-gpu", 1))
     assert result.final.allocation_rate_pct == 25.0 and result.final.arrived_pct == 250.0
 
 

@@ -69,6 +69,7 @@ def result_json(result: FillResult, tasks: str, nodes: str) -> dict[str, Any]:
         "failed_tasks": {
             "count": int(result.failed.sum()),
             "by_reason": {reason.value: count for reason, count in failed},
+            "by_kind": dict(result.failed_by_kind()),
         },
         "elapsed_s": round(result.elapsed_s, 3),
         "cpu_s": round(result.cpu_s, 3),
@@ -142,4 +143,7 @@ def print_summary(result: FillResult, console: Console) -> None:
         )
     console.print(table)
     failed = ", ".join(f"{r.value}: {c}" for r, c in result.failed_by_reason()) or "none"
+    kinds = ", ".join(f"{k}: {c}" for k, c in result.failed_by_kind())
+    if kinds:
+        failed += f"; by kind {kinds}"
     console.print(f"failed tasks: {int(result.failed.sum())} ({failed}); {result.elapsed_s:.2f} s")

@@ -37,6 +37,19 @@ from gpumosaic.placement.workload import TargetWorkload
 
 FAIL_REASONS: tuple[Reason, ...] = tuple(Reason)
 PLACED = -1  # fail_reason code of a placed task
+CPU_ONLY_KIND = -1  # task_kind of a task without GPUs; 0 = sharing, k = k whole GPUs
+
+
+def task_kind(job: JobSpec) -> int:
+    """GpuClustering's kinds, plus CPU-only: -1 no GPU, 0 a GPU fraction, k = k GPUs."""
+    if job.num_gpu == 0:
+        return CPU_ONLY_KIND
+    return 0 if job.is_fractional else job.num_gpu
+
+
+def kind_label(kind: int) -> str:
+    return {CPU_ONLY_KIND: "cpu-only", 0: "sharing"}.get(kind, f"{kind}-gpu")
+
 
 Floats = npt.NDArray[np.float64]
 
@@ -73,6 +86,7 @@ class FillResult:
     power_gpu_w: Floats
     power_cpu_w: Floats
     fail_reason: npt.NDArray[np.int8]  # index into FAIL_REASONS, PLACED (-1) if placed
+    task_kind: npt.NDArray[np.int8]  # see task_kind()
     elapsed_s: float  # wall clock
     cpu_s: float  # CPU time of this process (stable when the machine is shared)
 
@@ -112,6 +126,11 @@ class FillResult:
         """Failed tasks per reason, reasons with no failure left out."""
         counts = np.bincount(self.fail_reason[self.failed], minlength=len(FAIL_REASONS))
         return tuple((r, int(c)) for r, c in zip(FAIL_REASONS, counts, strict=True) if c)
+
+    def failed_by_kind(self) -> tuple[tuple[str, int], ...]:
+        """Failed tasks per task kind (cpu-only, sharing, 1-gpu, ...), in kind order."""
+        kinds, counts = np.unique(self.task_kind[self.failed], return_counts=True)
+        return tuple((kind_label(int(k)), int(c)) for k, c in zip(kinds, counts, strict=True))
 
     def sample_indices(self, step_pct: float = 1.0) -> npt.NDArray[np.intp]:
         """Indices of the first point past every ``step_pct`` of arrived workload, plus
@@ -200,12 +219,14 @@ def run_fill(
     power_gpu = np.zeros(n)
     power_cpu = np.zeros(n)
     reason = np.full(n, PLACED, dtype=np.int8)
+    kind = np.zeros(n, dtype=np.int8)
     reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
     arrived_milli = allocated_milli = 0
     report_every = max(1, n // 100)
     for i, task_index in enumerate(order):
         job = replace(tasks[task_index], id=i)  # sampled copies need ids of their own
         arrived_milli += job.total_gpu_milli
+        kind[i] = task_kind(job)
         assignment = strategy.place(state, job, rng)
         if assignment is None:
             reason[i] = reason_code[explain(state, job).reason]
@@ -237,6 +258,7 @@ def run_fill(
         power_gpu_w=power_gpu,
         power_cpu_w=power_cpu,
         fail_reason=reason,
+        task_kind=kind,
         elapsed_s=time.perf_counter() - start,
         cpu_s=time.process_time() - start_cpu,
     )
