@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
@@ -41,9 +42,19 @@ ARRIVAL_PRIORITY = 1  # at equal times, finishes (priority 0) free GPUs before a
 
 class GandivaSimulator:
     def __init__(
-        self, cluster: ClusterSpec, workload: Workload, config: GandivaConfig, seed: int
+        self,
+        cluster: ClusterSpec,
+        workload: Workload,
+        config: GandivaConfig,
+        seed: int,
+        horizon_s: float | None = None,
     ) -> None:
         self.cluster = cluster
+        # GPU-seconds are also snapshot at this time, so utilization can be measured over
+        # the busy part of a run rather than to the last straggler's finish.
+        self.horizon_s = horizon_s
+        self.horizon: Ledger | None = None
+        self.horizon_held_gpu_s = 0.0
         self.workload = workload
         self.config = config
         self.rng = np.random.default_rng(seed)
@@ -76,14 +87,27 @@ class GandivaSimulator:
     def run(self) -> SimResult:
         started = time.perf_counter()
         self._schedule_next_arrival()
+        if self.horizon_s is not None:
+            self.engine.schedule(self.horizon_s, self._snapshot, priority=-1)
         while self._measured_left != 0 and self.engine.step():
             if self.config.check_invariants:
                 self.check()
+        self._settle_all()
+        if self.horizon is None:
+            self._snapshot()
+        return build_result(self, time.perf_counter() - started)
+
+    def _settle_all(self) -> None:
         now = self.engine.now
         for group in self.groups.values():
             group.settle(now)
         self._advance_held(now)
-        return build_result(self, time.perf_counter() - started)
+
+    def _snapshot(self) -> None:
+        self._settle_all()
+        self.horizon = replace(self.ledger)
+        self.horizon_s = self.engine.now
+        self.horizon_held_gpu_s = self.held_gpu_s
 
     def check(self) -> None:
         """Bookkeeping invariants: state, groups and jobs agree (tests run this always)."""
@@ -376,9 +400,14 @@ class GandivaSimulator:
 
 
 def simulate_gandiva(
-    cluster: ClusterSpec, workload: Workload, config: GandivaConfig, seed: int = 0
+    cluster: ClusterSpec,
+    workload: Workload,
+    config: GandivaConfig,
+    seed: int = 0,
+    horizon_s: float | None = None,
 ) -> SimResult:
-    return GandivaSimulator(cluster, workload, config, seed).run()
+    """Run Gandiva; ``horizon_s`` also snapshots GPU-seconds then (``horizon_*`` extras)."""
+    return GandivaSimulator(cluster, workload, config, seed, horizon_s).run()
 
 
 def run_gandiva(
@@ -394,6 +423,7 @@ def run_gandiva(
     max_share: int = 4,
     profile_s: float = 60.0,
     pack_margin: float = 0.0,
+    pack_util_limit: float = 1.0,
     max_pack_tries: int = 4,
     check_invariants: bool = False,
 ) -> SimResult:
@@ -408,6 +438,7 @@ def run_gandiva(
         max_share=max_share,
         profile_s=profile_s,
         pack_margin=pack_margin,
+        pack_util_limit=pack_util_limit,
         max_pack_tries=max_pack_tries,
         check_invariants=check_invariants,
     )

@@ -16,6 +16,8 @@ Defaults and where they come from (docs/gandiva.md has the long version):
 - ``profile_s`` 60 s: how long a new pair runs together before introspection decides.
 - ``pack_margin`` 0: keep a pair if the sum of its normalized throughputs exceeds
   1 + margin (time-slicing gives the two jobs a sum of 1).
+- ``pack_util_limit`` 1.0: a pair is tried only if the two jobs' profiled utilizations add
+  up to at most this (they should fit in one GPU's compute); ``inf`` tries any pair.
 - ``max_pack_tries`` 4: packing attempts per job, so that a job that packs badly with
   everyone does not spend its life in trials.
 """
@@ -39,6 +41,7 @@ class GandivaConfig:
     max_share: int = 4
     profile_s: float = 60.0
     pack_margin: float = 0.0
+    pack_util_limit: float = 1.0
     max_pack_tries: int = 4
     check_invariants: bool = False  # verify bookkeeping after every event (tests)
 
@@ -53,6 +56,8 @@ class GandivaConfig:
             raise GandivaOptionError("max_share must be >= 1")
         if self.profile_s <= 0:
             raise GandivaOptionError("profile_s must be > 0")
+        if self.pack_util_limit <= 0:
+            raise GandivaOptionError("pack_util_limit must be > 0")
         if self.max_pack_tries < 0:
             raise GandivaOptionError("max_pack_tries must be >= 0")
 
@@ -78,6 +83,7 @@ _ALIASES: dict[str, str] = {
     "margin": "pack_margin",
     "pack_margin": "pack_margin",
     "pack_tries": "max_pack_tries",
+    "util_limit": "pack_util_limit",
     "check": "check_invariants",
 }
 _FIELD_TYPES: dict[str, type] = {
@@ -95,7 +101,8 @@ def parse_gandiva_options(spec: str, base: GandivaConfig | None = None) -> Gandi
 
     The ``gandiva:`` prefix is optional; ``gandiva`` alone gives the defaults. Keys:
     packing, migration, time_slicing (or ts) take on/off; quantum, switch,
-    migration_cost, profile (seconds), margin, max_share and pack_tries take numbers.
+    migration_cost, profile (seconds), margin, util_limit, max_share and pack_tries take
+    numbers.
     Every config field name is accepted as a key too.
     """
     text = spec.strip()

@@ -172,7 +172,7 @@ class GpuGroup:
         if unit.on_trial:
             best = min(best, start + unit.trial_left_s)
         if len(self.units) > 1:
-            best = min(best, max(self.last, self.slice_end))
+            best = min(best, max(start, self.slice_end))
         return best
 
     def fire(self, now: float) -> GroupEvents:
@@ -235,6 +235,7 @@ class GpuGroup:
         if host_unit is self.units[0]:
             # The guest's state comes back onto the GPU: one resume's worth of idle time.
             self.paused_until = max(self.paused_until, now + self._config.switch_s)
+            self.slice_end = max(self.slice_end, self.paused_until)
             guest.handovers += 1
             self._refresh()
 

@@ -104,9 +104,12 @@ def _best_host(
             host = unit.jobs[0]
             if (frozenset((guest.spec.id, host.spec.id)), gpu.name) in sim.pack.bad_pairs:
                 continue
+            host_util = rates.utilization(host.spec, gpu)
+            if rates.utilization(guest.spec, gpu) + host_util > sim.config.pack_util_limit:
+                continue  # together they would want more than one GPU's compute
             if not rates.can_pack(guest.spec, host.spec, gpu):
                 continue
-            key = (group_util, rates.utilization(host.spec, gpu), host.spec.id)
+            key = (group_util, host_util, host.spec.id)
             if best is None or key < best[:3]:
                 best = (*key, group, host)
     return None if best is None else (best[3], best[4])

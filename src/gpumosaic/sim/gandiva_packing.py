@@ -5,10 +5,13 @@ a GPU-utilization proxy for choosing whom to pack, and GPU memory working sets.
   (``GavelThroughputTable.packed``). A pair the table does not measure is never packed:
   Gandiva learns a pair's speed by running it, and we have nothing to replay.
 - Utilization proxy, for "pack the lowest-utilization job onto the lowest-utilization GPU":
-  ``gpu_time_fraction`` when the job declares one (< 1); otherwise how much of the GPU the
-  job takes from a partner, ``1 - mean_b(packed rate of b beside it / rate of b alone)``
-  over every partner b the table measures on that GPU type. A job that barely slows its
-  partners behaves like one that leaves the GPU idle much of the time.
+  ``gpu_time_fraction`` when the job declares one (< 1); otherwise how much speed the job
+  loses when it shares, ``1 - mean_b(its packed rate beside b / its rate alone)`` over
+  every partner b the table measures on that GPU type. A job that keeps its speed beside
+  anyone leaves the GPU idle much of the time; one that halves needs the whole GPU.
+  Since a pair's gain is the sum of the two members' retained speeds, the sum of two
+  utilizations predicts ``2 - gain`` on average over partners -- a better predictor than
+  a real profiler's utilization would be (it comes from the same table).
 - Working sets: ``gpu_memory_mib`` when the job gives one, else a per-job-type estimate
   (below); a pair is packed only if both working sets fit in the GPU's memory together.
   Suspended jobs' memory lives in host memory, so time-slicing needs no such check.
@@ -118,11 +121,12 @@ class RateModel:
         if table is None or gpu.throughput_key is None:
             return 1.0
         key = gpu.throughput_key
-        slowdowns: list[float] = []
+        alone = table.isolated(job_type, 1, key) if table.has(job_type, 1, key) else 0.0
+        retained: list[float] = []
         for other in table.job_types:
-            rates = table.packed(other, 1, job_type, 1, key)
-            if rates is not None and table.has(other, 1, key):
-                slowdowns.append(rates[0] / table.isolated(other, 1, key))
-        if not slowdowns:
+            rates = table.packed(job_type, 1, other, 1, key)
+            if rates is not None and alone > 0:
+                retained.append(rates[0] / alone)
+        if not retained:
             return 1.0  # nothing measured: assume it fills the GPU
-        return min(1.0, max(MIN_UTILIZATION, 1.0 - sum(slowdowns) / len(slowdowns)))
+        return min(1.0, max(MIN_UTILIZATION, 1.0 - sum(retained) / len(retained)))

@@ -24,7 +24,7 @@ def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:
     )
     ledger = sim.ledger
     suspended = sum(r.suspended_s for r in records)
-    extra = (
+    extra: tuple[tuple[str, float], ...] = (
         ("handovers", float(sum(r.handovers for r in records))),
         ("migrations", float(sim.migrations)),
         ("defragmentations", float(sim.defrags)),
@@ -39,6 +39,15 @@ def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:
         ("effective_gpu_s", ledger.effective_gpu_s),
         ("max_progress_residual", ledger.max_residual),
     )
+    horizon = sim.horizon
+    if horizon is not None and sim.horizon_s is not None:
+        extra += (
+            ("horizon_s", sim.horizon_s),
+            ("horizon_busy_gpu_s", horizon.busy_gpu_s),
+            ("horizon_overhead_gpu_s", horizon.overhead_gpu_s),
+            ("horizon_effective_gpu_s", horizon.effective_gpu_s),
+            ("horizon_held_gpu_s", sim.horizon_held_gpu_s),
+        )
     stats = RunStats(events=sim.engine.events_processed, elapsed_s=elapsed_s)
     return SimResult(
         records=records,
