@@ -16,6 +16,8 @@ import numpy.typing as npt
 from gpumosaic.experiments.fill import FillResult
 from gpumosaic.experiments.fill_sweep import on_grid
 
+ZOOM_FROM_PCT = 80.0
+
 Metric = Callable[[FillResult], npt.NDArray[np.float64]]
 
 FIGURES: tuple[tuple[str, str, Metric], ...] = (
@@ -35,17 +37,28 @@ def plot_fill_comparison(results: Sequence[FillResult], out: Path) -> list[Path]
     grid = arrived_grid(results)
     paths = []
     for file_name, label, metric in FIGURES:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        # Left: the whole replay; right: the saturated end, where placements differ.
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        zoom = grid >= ZOOM_FROM_PCT
         for placement in dict.fromkeys(r.placement for r in results):
             runs = [r for r in results if r.placement == placement]
             curves = np.stack([metric(r)[on_grid(r, grid)] for r in runs])
             mean, sd = curves.mean(axis=0), curves.std(axis=0)
-            (line,) = ax.plot(grid, mean, label=f"{placement} (n={len(runs)})")
-            ax.fill_between(grid, mean - sd, mean + sd, color=line.get_color(), alpha=0.2)
-        ax.set_xlabel("arrived workload (% of cluster GPUs)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+            for ax, keep in zip(axes, (np.ones_like(zoom), zoom), strict=True):
+                (line,) = ax.plot(grid[keep], mean[keep], label=f"{placement} (n={len(runs)})")
+                ax.fill_between(
+                    grid[keep],
+                    (mean - sd)[keep],
+                    (mean + sd)[keep],
+                    color=line.get_color(),
+                    alpha=0.2,
+                )
+        for ax in axes:
+            ax.set_xlabel("arrived workload (% of cluster GPUs)")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+        axes[1].set_title(f"from {ZOOM_FROM_PCT:.0f}% arrived")
+        axes[0].legend(fontsize="small")
         fig.tight_layout()
         path = out / file_name
         fig.savefig(path, dpi=120)
