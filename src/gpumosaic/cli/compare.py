@@ -33,6 +33,18 @@ def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+def split_placements(text: str) -> list[str]:
+    """Comma-separated placements, where consecutive ``name=weight`` parts form one
+    weighted combination: ``fgd,pwr=200,fgd=800`` -> ``[fgd, pwr=200,fgd=800]``."""
+    out: list[str] = []
+    for part in _split(text):
+        if "=" in part and out and "=" in out[-1]:
+            out[-1] = f"{out[-1]},{part}"
+        else:
+            out.append(part)
+    return out
+
+
 @app.command()
 @user_errors
 def compare(
@@ -56,6 +68,9 @@ def compare(
     nodes: Annotated[str, typer.Option(help="fill mode: openb:gpu or a node CSV")] = "openb:gpu",
     inflate: Annotated[float, typer.Option(help="fill mode: stop at this x cluster GPUs")] = 1.3,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per server for MODEL:COUNT")] = 1,
+    backfill: Annotated[
+        bool, typer.Option(help="--no-backfill: strict FIFO, stop at the first job that waits")
+    ] = True,
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
@@ -72,7 +87,8 @@ def compare(
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 
-        compare_fill(_split(placements), seed_list, tasks, nodes, inflate, out, n_workers, json_out)
+        labels = split_placements(placements)
+        compare_fill(labels, seed_list, tasks, nodes, inflate, out, n_workers, json_out)
         return
     if mode != "sim":
         raise InputError("must be sim or fill", field="--mode")
@@ -85,7 +101,7 @@ def compare(
             raise InputError("rates must be numbers", field="--rates") from None
         if not rate_list:
             raise InputError("a policy sweep needs --rates", field="--rates")
-        placement = _split(placements)[0] if placements != DEMO_PLACEMENTS else "strided"
+        placement = split_placements(placements)[0] if placements != DEMO_PLACEMENTS else "strided"
         compare_policies(
             _split(policies),
             rate_list,
@@ -106,16 +122,18 @@ def compare(
             placement=p,
             seed=s,
             gpus_per_node=gpus_per_node,
+            backfill=backfill,
         )
-        for p in _split(placements)
+        for p in split_placements(placements)
         for s in seed_list
     ]
     for p in {r.placement for r in requests}:
         _check_placement(p)
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
-    rows = _rows(runs, [p for p in _split(placements)])
+    labels = split_placements(placements)
+    rows = _rows(runs, labels)
     _write_csv(runs, out / "runs.csv")
-    jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in _split(placements)}
+    jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
@@ -127,10 +145,14 @@ def compare(
 
 
 def _check_placement(name: str) -> None:
+    """Fail before any run starts if a placement name is unknown."""
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
+    from gpumosaic.placement.workload import TargetWorkload
 
+    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
     try:
-        build_placement(name, None)
+        build_placement(name, probe)
     except ValueError as err:
         raise InputError(str(err), field="--placements") from None
 
@@ -204,7 +226,7 @@ def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
         "makespan (h)",
         "util",
         "frag rate",
-        base_key.replace("_pct", " %"),
+        "vs " + base_key.removeprefix("vs_").removesuffix("_pct") + " %",
     ):
         table.add_column(column, justify="left" if column == "placement" else "right")
 
@@ -224,4 +246,6 @@ def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
             f"{float(row['fragmentation_rate_mean']):.1%}",
             f"{float(row[base_key]):+.1f}",
         )
-    Console().print(table)
+    console = Console()
+    # Wide enough for the whole table even when stdout is not a terminal (make demo | tee).
+    Console(width=max(console.width, 120)).print(table)

@@ -47,7 +47,13 @@ def simulate(
     mechanism: Annotated[
         str, typer.Option(help="auto, event (non-preemptive) or rounds (Gavel)")
     ] = "auto",
-    backfill: Annotated[bool, typer.Option(help="let later jobs that fit jump the queue")] = False,
+    backfill: Annotated[
+        bool,
+        typer.Option(
+            help="try every pending job in queue order (Kubernetes-style); "
+            "--no-backfill stops at the first job that does not fit (strict FIFO)"
+        ),
+    ] = True,
     round_s: Annotated[float, typer.Option(help="round length (rounds mechanism)")] = 360.0,
     resolve_interval_s: Annotated[
         float, typer.Option(help="least time between policy solves (rounds mechanism)")

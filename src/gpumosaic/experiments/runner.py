@@ -32,7 +32,7 @@ class RunRequest:
     seed: int = 0
     gpus_per_node: int = 1
     mechanism: str = "auto"
-    backfill: bool = False
+    backfill: bool = True
     round_s: float = 360.0
     resolve_interval_s: float = 1920.0
     sharing: str = "none"

@@ -64,7 +64,7 @@ class EventSimulator:
         placement: PlacementStrategy,
         order: QueueOrder,
         seed: int = 0,
-        backfill: bool = False,
+        backfill: bool = True,
         target: TargetWorkload | None = None,
         until_s: float = math.inf,
         progress: ProgressCallback | None = None,
@@ -255,7 +255,7 @@ def simulate(
     placement: PlacementStrategy | str = "fgd",
     order: QueueOrder | str = "fifo",
     seed: int = 0,
-    backfill: bool = False,
+    backfill: bool = True,
     until_s: float = math.inf,
     progress: ProgressCallback | None = None,
 ) -> SimResult:

@@ -1,0 +1,143 @@
+"""``gpumosaic simulate`` and ``compare`` as a user calls them."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpumosaic.cli import app
+
+runner = CliRunner()
+
+
+def test_simulate_json_has_the_documented_keys(tmp_path: Path) -> None:
+    out = tmp_path / "x"
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--cluster",
+            "v100:4",
+            "--workload",
+            "gavel:jobs=12,rate=0,milli=spatial",
+            "--policy",
+            "fifo",
+            "--placement",
+            "fgd",
+            "--seed",
+            "0",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    for key in (
+        "jobs",
+        "completed",
+        "avg_jct_s",
+        "p50_jct_s",
+        "p99_jct_s",
+        "makespan_s",
+        "utilization",
+        "elapsed_s",
+    ):
+        assert key in summary
+    assert summary["jobs"] == summary["completed"] == 12
+    assert 0 < summary["utilization"] <= 1
+    assert {p.name for p in out.iterdir()} >= {
+        "jobs.csv",
+        "summary.json",
+        "run.png",
+        "timeline.csv",
+    }
+    written = json.loads((out / "summary.json").read_text())
+    assert written["avg_jct_s"] == summary["avg_jct_s"]
+
+
+def test_parquet_output(tmp_path: Path) -> None:
+    import pandas as pd
+
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--workload",
+            "gavel:jobs=5,rate=10",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "parquet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    jobs = pd.read_parquet(tmp_path / "jobs.parquet")
+    assert len(jobs) == 5 and set(jobs["status"]) == {"completed"}
+
+
+def test_bad_job_list_is_one_line_naming_file_row_field(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("arrival_s,num_gpu,gpu_milli,duration_s\n0,1,500,10\n0,1,abc,10\n")
+    result = runner.invoke(app, ["simulate", "--workload", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert str(path) in result.output.replace("\n", "") or "jobs.csv" in lines[0]
+    assert "row 3" in lines[0] and "gpu_milli" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_never_fitting_job_is_rejected_counted_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("arrival_s,num_gpu,gpu_milli,duration_s\n0,1,500,10\n0,8,1000,10\n")
+    result = runner.invoke(
+        app, ["simulate", "--cluster", "v100:2", "--workload", str(path), "--json"]
+    )
+    assert result.exit_code == 3
+    summary = json.loads(result.stdout)
+    assert (summary["jobs"], summary["completed"], summary["rejected"]) == (2, 1, 1)
+    assert "row 3" in result.stderr and "num_gpu" in result.stderr
+    allowed = runner.invoke(
+        app, ["simulate", "--cluster", "v100:2", "--workload", str(path), "--allow-rejects"]
+    )
+    assert allowed.exit_code == 0
+
+
+def test_unknown_placement_and_model_are_user_errors() -> None:
+    bad_model = runner.invoke(app, ["simulate", "--cluster", "h900:4"])
+    assert bad_model.exit_code == 2 and "unknown GPU model" in bad_model.output
+    bad_placement = runner.invoke(app, ["simulate", "--placement", "tetris"])
+    assert bad_placement.exit_code == 2 and "tetris" in bad_placement.output
+
+
+def test_compare_writes_table_csv_and_figure(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            "--workload",
+            "gavel:jobs=10,rate=0,milli=spatial",
+            "--placements",
+            "strided,fgd",
+            "--seeds",
+            "0-1",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert [row["placement"] for row in payload["rows"]] == ["strided", "fgd"]
+    assert payload["rows"][0]["seeds"] == 2
+    assert (tmp_path / "runs.csv").read_text().count("\n") == 5  # header + 2 x 2 runs
+    assert (tmp_path / "compare.png").stat().st_size > 0
+
+
+def test_split_placements_keeps_weighted_combinations_whole() -> None:
+    from gpumosaic.cli.compare import split_placements
+
+    assert split_placements("fgd,pwr=200,fgd=800,bestfit") == ["fgd", "pwr=200,fgd=800", "bestfit"]

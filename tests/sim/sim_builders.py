@@ -1,0 +1,48 @@
+"""Small builders for simulator tests: clusters, duration jobs and workloads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpumosaic.model import ClusterSpec, JobSpec, NodeSpec, gpu_model
+from gpumosaic.workloads.throughputs import ConstantThroughputs
+from gpumosaic.workloads.workload import Workload
+
+
+def node(
+    name: str, gpus: int = 1, model: str = "V100", cpu: int = 64_000, mem: int = 262_144
+) -> NodeSpec:
+    return NodeSpec(name, gpu_model(model), gpus, cpu, mem)
+
+
+def cluster(*nodes: NodeSpec) -> ClusterSpec:
+    return ClusterSpec(tuple(nodes))
+
+
+def job(
+    job_id: int,
+    arrival: float = 0.0,
+    duration: float = 100.0,
+    num_gpu: int = 1,
+    milli: int = 1000,
+    cpu: int = 0,
+    mem: int = 0,
+    models: frozenset[str] | None = None,
+) -> JobSpec:
+    return JobSpec(
+        id=job_id,
+        arrival_s=arrival,
+        job_type="t",
+        num_gpu=num_gpu,
+        gpu_milli=milli if num_gpu else 0,
+        work=duration,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        allowed_models=models,
+        name=f"job{job_id}",
+    )
+
+
+def workload(jobs: Sequence[JobSpec], measure: tuple[int, int] | None = None) -> Workload:
+    ordered = tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.id)))
+    return Workload("test", ordered, ConstantThroughputs(), measure)
