@@ -1,0 +1,86 @@
+"""Suspend-resume time-slicing on one GPU, against schedules worked out by hand.
+
+One V100 server with one GPU, every job 1 step/s alone, quantum 60 s, each hand-over
+(suspend one job, resume the next) leaves the GPU idle for 1 s.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gandiva_builders import constant_workload, job, v100s
+
+from gpumosaic.sim.gandiva import run_gandiva
+from gpumosaic.sim.result import JobStatus, SimResult
+
+QUANTUM, SWITCH = 60.0, 1.0
+
+
+def run(jobs: list, **kw: object) -> SimResult:
+    return run_gandiva(
+        v100s(1, 1),
+        constant_workload(jobs),
+        quantum_s=QUANTUM,
+        switch_s=SWITCH,
+        check_invariants=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def finish(result: SimResult) -> dict[int, float]:
+    assert all(r.status is JobStatus.COMPLETED for r in result.records)
+    return {r.job_id: r.finish_s for r in result.records}
+
+
+def test_two_jobs_take_turns() -> None:
+    # A and B, 100 steps each, both at t=0 (A first).
+    #   A runs   0-60   (A: 60 done)     hand-over 60-61
+    #   B runs  61-121  (B: 60 done)     hand-over 121-122
+    #   A runs 122-162  (A: 100, done at 162)
+    #   B resumes after a hand-over 162-163, runs 163-203 (B: 100, done at 203)
+    result = run([job(0, 100), job(1, 100)])
+    assert finish(result) == pytest.approx({0: 162.0, 1: 203.0})
+    by_id = {r.job_id: r for r in result.records}
+    # Suspended = time placed but not holding the GPU: A 162 - 100 = 62, B 203 - 100 = 103.
+    assert by_id[0].suspended_s == pytest.approx(62.0)
+    assert by_id[1].suspended_s == pytest.approx(103.0)
+    assert (by_id[0].handovers, by_id[1].handovers) == (1, 2)  # resumes into the GPU
+    extra = dict(result.extra)
+    assert extra["overhead_gpu_s"] == pytest.approx(3 * SWITCH)
+    assert extra["busy_gpu_s"] == pytest.approx(200.0)
+
+
+def test_three_jobs_round_robin() -> None:
+    # A 100, B 50, C 150 steps, all at t=0, in the order A, B, C.
+    #   A   0-60   (A 60)     switch 60-61
+    #   B  61-111  (B 50, done at 111: finishes inside its slice)   switch 111-112
+    #   C 112-172  (C 60)     switch 172-173
+    #   A 173-213  (A 100, done at 213)                              switch 213-214
+    #   C 214-274  (C 120); C is alone now: no quantum, no switch, runs on
+    #   C 274-304  (C 150, done at 304)
+    result = run([job(0, 100), job(1, 50), job(2, 150)])
+    assert finish(result) == pytest.approx({0: 213.0, 1: 111.0, 2: 304.0})
+    assert dict(result.extra)["overhead_gpu_s"] == pytest.approx(4 * SWITCH)
+
+
+def test_newcomer_gets_the_gpu_once_the_incumbent_used_its_quantum() -> None:
+    # A (200 steps) runs alone from 0; B (30 steps) arrives at 90, when A has already had
+    # more than a quantum: A is suspended at once.
+    #   switch 90-91, B 91-121 (done), switch 121-122, A 122-232 (110 left, done at 232)
+    result = run([job(0, 200), job(1, 30, arrival=90.0)])
+    assert finish(result) == pytest.approx({0: 232.0, 1: 121.0})
+
+
+def test_without_time_slicing_jobs_queue_first_come_first_served() -> None:
+    # No oversubscription: B waits until A is done, with no switching cost at all.
+    result = run([job(0, 100), job(1, 100)], time_slicing=False)
+    assert finish(result) == pytest.approx({0: 100.0, 1: 200.0})
+    assert dict(result.extra)["handovers"] == 0
+
+
+def test_max_share_bounds_oversubscription() -> None:
+    # max_share=2: the third job queues until a unit leaves; B finishes at 111 as in the
+    # three-job case, then C is placed (112 onwards it takes turns with A).
+    result = run([job(0, 100), job(1, 50), job(2, 150)], max_share=2)
+    records = {r.job_id: r for r in result.records}
+    assert records[2].start_s == pytest.approx(111.0)
+    assert all(r.status is JobStatus.COMPLETED for r in result.records)
