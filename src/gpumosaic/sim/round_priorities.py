@@ -101,18 +101,17 @@ def select_entities(
     prio = priorities(table)
     runnable = table.runnable() & alive[:, None]
     order_key = np.arange(table.size)
-    rows_a = table.rows_a.tolist()
-    rows_b = table.rows_b.tolist()
-    demand = table.demand_milli.tolist()
-    scheduled: set[int] = set()
+    rows_a, rows_b = table.rows_a, table.rows_b
+    pair = rows_b >= 0
+    taken = np.zeros(int(max(rows_a.max(), rows_b.max())) + 1, dtype=bool)  # by job row
     chosen: list[tuple[int, int]] = []
     for t in type_order:
         left = capacity_milli[t]
         if left <= 0:
             continue
-        mask = runnable[:, t]
+        mask = runnable[:, t] & ~taken[rows_a] & ~(pair & taken[np.maximum(rows_b, 0)])
         if skip_zero_priority:
-            mask = mask & (prio[:, t] > 0)
+            mask &= prio[:, t] > 0
         idx = np.flatnonzero(mask)
         if len(idx) == 0:
             continue
@@ -121,18 +120,42 @@ def select_entities(
         order = np.lexsort(
             (order_key[idx], -table.x[idx, t], -table.deficit[idx, t], -prio[idx, t])
         )
-        for e in idx[order].tolist():
-            a, b = rows_a[e], rows_b[e]
-            if a in scheduled or (b >= 0 and b in scheduled):
-                continue
-            need = demand[e]
-            if need > left:
-                continue
-            left -= need
-            scheduled.add(a)
-            if b >= 0:
-                scheduled.add(b)
-            chosen.append((e, t))
-            if left <= 0:
-                break
+        ranked = idx[order]
+        demand = table.demand_milli[ranked]
+        if not pair[ranked].any() and (demand == demand[0]).all():
+            # Singles of one size (the common case): the greedy takes the top ones.
+            take = ranked[: left // int(demand[0])]
+            taken[rows_a[take]] = True
+            chosen.extend((int(e), t) for e in take)
+            continue
+        chosen.extend(_greedy(ranked.tolist(), t, left, rows_a, rows_b, table, taken))
     return chosen
+
+
+def _greedy(
+    ranked: list[int],
+    t: int,
+    left: int,
+    rows_a: IntArray,
+    rows_b: IntArray,
+    table: EntityTable,
+    taken: npt.NDArray[np.bool_],
+) -> list[tuple[int, int]]:
+    """Gavel's loop: skip entities whose jobs already run or that do not fit what is left."""
+    out: list[tuple[int, int]] = []
+    demand = table.demand_milli
+    for e in ranked:
+        a, b = int(rows_a[e]), int(rows_b[e])
+        if taken[a] or (b >= 0 and taken[b]):
+            continue
+        need = int(demand[e])
+        if need > left:
+            continue
+        left -= need
+        taken[a] = True
+        if b >= 0:
+            taken[b] = True
+        out.append((e, t))
+        if left <= 0:
+            break
+    return out
