@@ -40,7 +40,7 @@ def main() -> None:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result = run_rounds(cluster, workload, args.policy, args.placement, seed=args.seed)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    jct_h, makespan_h, completed = summarize(result)
+    jct_h, _makespan_h, completed = summarize(result)
     extra = dict(result.extra)
     stats = result.stats
     print(
