@@ -61,10 +61,14 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
     workload = parsed.workload
     sharing = request.sharing.strip().lower()
     if sharing.startswith("gandiva"):
-        from gpumosaic.sim.gandiva import parse_gandiva_options, run_gandiva
+        from gpumosaic.sim.gandiva import simulate_gandiva
+        from gpumosaic.sim.gandiva_config import parse_gandiva_options
 
-        options = parse_gandiva_options(request.sharing)
-        result = run_gandiva(cluster, workload, seed=request.seed, **options)
+        try:
+            config = parse_gandiva_options(request.sharing)
+        except ValueError as err:
+            raise InputError(str(err), field="--sharing") from None
+        result = simulate_gandiva(cluster, workload, config, seed=request.seed)
     elif sharing != "none":
         raise InputError(f"unknown sharing model {request.sharing!r}", field="--sharing")
     elif request.resolved_mechanism() == "event":

@@ -11,6 +11,7 @@ Round-based scheduling (Gavel) lives in ``sim/rounds.py``; both return ``SimResu
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,12 @@ from gpumosaic.workloads.workload import Workload
 _COMPLETION, _ARRIVAL, _PASS = 0, 1, 2
 
 ProgressCallback = Callable[[float], None]
+Shape = tuple[int, int, int, int, frozenset[str] | None]
+
+
+def _shape(job: JobSpec) -> Shape:
+    """What placement sees of a job: two jobs of one shape fit exactly the same nodes."""
+    return (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
 
 
 @dataclass(slots=True)
@@ -81,7 +88,11 @@ class EventSimulator:
         self.tracker = ClusterTracker(self.state, target)
         self.timeline = TimelineRecorder()
         self.runs: dict[int, _JobRun] = {}
-        self._pending: list[tuple[SortKey, int]] = []
+        # Pending jobs grouped by shape, each group sorted by queue key: a pass visits
+        # groups in key order and drops a group at its first failure (see _scheduling_pass).
+        self._pending: dict[int, list[tuple[SortKey, int]]] = {}
+        self._shape_ids: dict[Shape, int] = {}
+        self._pending_count = 0
         self._running = 0
         self._pass_scheduled = False
         self._arrivals: Iterator[JobSpec] = iter(workload.jobs)
@@ -109,15 +120,16 @@ class EventSimulator:
             run.status, run.reason = JobStatus.REJECTED, f"{verdict.reason.value}: {verdict.detail}"
             self._job_done(job)
         else:
-            bisect.insort(self._pending, (self.order.key(job), job.id))
+            shape_id = self._shape_ids.setdefault(_shape(job), len(self._shape_ids))
+            bisect.insort(self._pending.setdefault(shape_id, []), (self.order.key(job), job.id))
+            self._pending_count += 1
             self._request_pass()
         if not self._stop_reached():
             self._schedule_next_arrival()
 
     def _on_completion(self, job_id: int) -> None:
         run = self.runs[job_id]
-        assignment = self.state.release(job_id)
-        self.tracker.touched(assignment.node)
+        self.state.release(job_id)
         run.status = JobStatus.COMPLETED
         self._running -= 1
         self._job_done(run.job)
@@ -134,26 +146,37 @@ class EventSimulator:
             self.engine.schedule(self.engine.now, self._scheduling_pass, _PASS)
 
     def _scheduling_pass(self) -> None:
+        """Try pending jobs in queue order. Within one pass free resources only shrink,
+        so once a job of some shape finds no node, no later job of that shape will: the
+        pass merges the per-shape queues by key and drops a shape at its first failure.
+        Without backfill the first failure ends the pass (strict FIFO)."""
         self._pass_scheduled = False
-        still_pending: list[tuple[SortKey, int]] = []
-        blocked = False
-        for entry in self._pending:
-            job = self.runs[entry[1]].job
-            if blocked:
-                still_pending.append(entry)
-                continue
+        heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
+        heapq.heapify(heads)
+        taken: dict[int, int] = {}
+        while heads:
+            _, shape_id = heapq.heappop(heads)
+            group = self._pending[shape_id]
+            index = taken.get(shape_id, 0)
+            job = self.runs[group[index][1]].job
             assignment = self.placement.place(self.state, job, self.rng)
             if assignment is None:
-                still_pending.append(entry)
-                blocked = not self.backfill
+                if not self.backfill:
+                    break
                 continue
             self._start(job, assignment)
-        self._pending = still_pending
+            taken[shape_id] = index + 1
+            if index + 1 < len(group):
+                heapq.heappush(heads, (group[index + 1][0], shape_id))
+        for shape_id, count in taken.items():
+            del self._pending[shape_id][:count]
+            if not self._pending[shape_id]:
+                del self._pending[shape_id]
+            self._pending_count -= count
         self._record()
 
     def _start(self, job: JobSpec, assignment: Assignment) -> None:
         self.state.allocate(assignment)
-        self.tracker.touched(assignment.node)
         run = self.runs[job.id]
         now = self.engine.now
         gpu = self.state.spec.nodes[assignment.node].gpu
@@ -172,7 +195,7 @@ class EventSimulator:
             self.engine.now,
             self.tracker.allocated_milli,
             self._running,
-            len(self._pending),
+            self._pending_count,
             self.tracker.fragmentation_rate,
             gpu_w,
             cpu_w,
@@ -212,7 +235,7 @@ class EventSimulator:
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
         out: list[JobRecord] = []
-        pending_ids = {job_id for _, job_id in self._pending}
+        pending_ids = {job_id for group in self._pending.values() for _, job_id in group}
         for job_id in sorted(self.runs):
             run = self.runs[job_id]
             job = run.job

@@ -1,8 +1,8 @@
 """Keeps cluster-wide figures (allocation, fragmentation, power) current as nodes change.
 
-Only the touched node is re-evaluated after an allocation or release, so recording a
-timeline point costs O(one node), not O(cluster). Sums are kept as per-node arrays and
-summed on read (no drifting running totals).
+Only nodes whose ``state.node_version`` moved since the last read are re-evaluated, so a
+timeline point costs O(touched nodes), not O(cluster). Fragmentation comes from the
+shared incremental FGD tracker, so a run with FGD placement computes it once.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 
 from gpumosaic.model.power import node_power_w
 from gpumosaic.model.state import ClusterState
-from gpumosaic.placement.fragmentation import node_fragmentation
+from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.placement.workload import TargetWorkload
 
 
@@ -19,35 +19,29 @@ class ClusterTracker:
     def __init__(self, state: ClusterState, workload: TargetWorkload | None) -> None:
         self.state = state
         self.workload = workload
-        self.node_fragmentation = (
-            node_fragmentation(state, workload) if workload is not None else None
-        )
         self.node_gpu_w, self.node_cpu_w = node_power_w(state)
-        self.node_free_milli = state.gpu_free.sum(axis=1).astype(np.float64)
+        self._version = state.node_version.copy()
 
-    def touched(self, node: int) -> None:
-        """Re-evaluate one node after its allocation changed."""
-        state = self.state
-        idx = np.array([node])
-        if self.node_fragmentation is not None and self.workload is not None:
-            self.node_fragmentation[node] = node_fragmentation(state, self.workload, nodes=idx)[0]
-        gpu_w, cpu_w = node_power_w(state, nodes=idx)
-        self.node_gpu_w[node] = gpu_w[0]
-        self.node_cpu_w[node] = cpu_w[0]
-        self.node_free_milli[node] = state.gpu_free[node].sum()
+    def _refresh_power(self) -> None:
+        stale = np.flatnonzero(self._version != self.state.node_version)
+        if len(stale):
+            gpu_w, cpu_w = node_power_w(self.state, nodes=stale)
+            self.node_gpu_w[stale] = gpu_w
+            self.node_cpu_w[stale] = cpu_w
+            self._version[stale] = self.state.node_version[stale]
 
     @property
     def allocated_milli(self) -> float:
-        return self.state.total_gpu_milli - float(self.node_free_milli.sum())
+        return float(self.state.allocated_gpu_milli)
 
     @property
     def fragmentation_rate(self) -> float:
         """Cluster fragmentation / free milli; NaN without a target workload."""
-        if self.node_fragmentation is None:
+        if self.workload is None:
             return float("nan")
-        free = float(self.node_free_milli.sum())
-        return float(self.node_fragmentation.sum()) / free if free > 0 else 0.0
+        return shared_tracker(self.state, self.workload).rate()
 
     @property
     def power_w(self) -> tuple[float, float]:
+        self._refresh_power()
         return float(self.node_gpu_w.sum()), float(self.node_cpu_w.sum())
