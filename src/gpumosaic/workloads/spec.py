@@ -62,10 +62,9 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
         jobs = load_gavel_trace(rest, table)
         return ParsedWorkload(Workload(f"gavel-trace:{Path(rest).name}", tuple(jobs), table))
     if sep and kind == "openb":
-        from gpumosaic.traces.openb import load_openb_tasks
+        from gpumosaic.traces.openb_replay import openb_time_workload
 
-        jobs = sorted(load_openb_tasks(text), key=lambda j: (j.arrival_s, j.id))
-        return ParsedWorkload(Workload(text, tuple(jobs), ConstantThroughputs()))
+        return ParsedWorkload(openb_time_workload(text, seed))
     path = Path(text)
     if path.suffix.lower() == ".trace":
         return parse_workload(f"gavel-trace:{text}", seed)
