@@ -15,6 +15,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import explain
 from gpumosaic.policies.ordering import QUEUE_ORDERS
+from gpumosaic.sharing.speed import build_speed_model
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.simulator import simulate
 from gpumosaic.traces.errors import InputError
@@ -69,9 +70,8 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
         except ValueError as err:
             raise InputError(str(err), field="--sharing") from None
         result = simulate_gandiva(cluster, workload, config, seed=request.seed)
-    elif sharing != "none":
-        raise InputError(f"unknown sharing model {request.sharing!r}", field="--sharing")
     elif request.resolved_mechanism() == "event":
+        speed = build_speed_model(request.sharing)
         try:
             result = simulate(
                 cluster,
@@ -81,6 +81,7 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
                 seed=request.seed,
                 backfill=request.backfill,
                 progress=progress,
+                speed=speed,
             )
         except ValueError as err:
             raise InputError(str(err)) from None

@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -26,7 +27,9 @@ from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder, SortKey, build_queue_order
-from gpumosaic.sim.engine import Engine
+from gpumosaic.sharing.interference import NoInterference
+from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
+from gpumosaic.sim.engine import Engine, EventHandle
 from gpumosaic.sim.result import (
     JobRecord,
     JobStatus,
@@ -61,6 +64,14 @@ class _JobRun:
     alone_s: float = math.nan
     status: JobStatus = JobStatus.QUEUED
     reason: str = ""
+    # Progress under a non-ideal sharing model: work left as of ``last_s`` at ``rate``.
+    node: int = -1
+    gpus: tuple[int, ...] = ()
+    alone_rate: float = math.nan
+    rate: float = math.nan
+    remaining: float = math.nan
+    last_s: float = math.nan
+    completion: EventHandle | None = None
 
 
 class EventSimulator:
@@ -75,8 +86,11 @@ class EventSimulator:
         target: TargetWorkload | None = None,
         until_s: float = math.inf,
         progress: ProgressCallback | None = None,
+        speed: SpeedModel | None = None,
     ) -> None:
         self.state = ClusterState(cluster)
+        self.speed: SpeedModel = speed or InterferenceSpeed(NoInterference())
+        self._node_jobs: dict[int, list[int]] = {}
         self.workload = workload
         self.placement = placement
         self.order = order
@@ -113,6 +127,7 @@ class EventSimulator:
         if job.id in self.runs:
             raise ValueError(f"job id {job.id} arrives twice")
         self._arrived += 1
+        job = self.speed.admit(job)
         run = _JobRun(job)
         self.runs[job.id] = run
         if not self.state.fits_when_empty(job):
@@ -131,7 +146,11 @@ class EventSimulator:
         run = self.runs[job_id]
         self.state.release(job_id)
         run.status = JobStatus.COMPLETED
+        run.finish_s = self.engine.now
         self._running -= 1
+        if not self.speed.ideal:
+            self._node_jobs[run.node].remove(job_id)
+            self._rerate(run.node)
         self._job_done(run.job)
         self._request_pass()
 
@@ -185,9 +204,48 @@ class EventSimulator:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
         run.start_s, run.gpu_model, run.status = now, gpu.name, JobStatus.RUNNING
         run.alone_s = job.work / rate
-        run.finish_s = now + run.alone_s
         self._running += 1
-        self.engine.schedule(run.finish_s, lambda: self._on_completion(job.id), _COMPLETION)
+        if self.speed.ideal:
+            run.finish_s = now + run.alone_s
+            self.engine.schedule(run.finish_s, lambda: self._on_completion(job.id), _COMPLETION)
+            return
+        run.node, run.gpus = assignment.node, assignment.gpus
+        run.alone_rate, run.rate, run.remaining, run.last_s = rate, rate, job.work, now
+        self._node_jobs.setdefault(assignment.node, []).append(job.id)
+        self._rerate(assignment.node)
+
+    def _rerate(self, node: int) -> None:
+        """Co-location on ``node`` changed: settle each job's progress at its old speed,
+        ask the sharing model for new speeds (a job spanning several GPUs runs at its
+        slowest GPU's pace) and move its completion to match."""
+        now = self.engine.now
+        job_ids = self._node_jobs.get(node, [])
+        factor = dict.fromkeys(job_ids, 1.0)
+        gpu = self.state.spec.nodes[node].gpu
+        for slot in {g for job_id in job_ids for g in self.runs[job_id].gpus}:
+            on_slot = [self.runs[j] for j in job_ids if slot in self.runs[j].gpus]
+            for run in on_slot:
+                run.remaining = max(run.remaining - run.rate * (now - run.last_s), 0.0)
+                run.last_s = now
+            if len(on_slot) < 2:
+                continue
+            speeds = self.speed.factors(
+                [r.job for r in on_slot], [r.remaining / r.alone_rate for r in on_slot], gpu
+            )
+            for run, speed in zip(on_slot, speeds, strict=True):
+                factor[run.job.id] = min(factor[run.job.id], float(speed))
+        for job_id in job_ids:
+            run = self.runs[job_id]
+            rate = run.alone_rate * max(factor[job_id], 1e-12)
+            if run.completion is not None and rate == run.rate:
+                continue
+            if run.completion is not None:
+                run.completion.cancel()
+            run.rate = rate
+            finish = now + run.remaining / rate
+            run.completion = self.engine.schedule(
+                finish, partial(self._on_completion, job_id), _COMPLETION
+            )
 
     def _record(self) -> None:
         gpu_w, cpu_w = self.tracker.power_w
@@ -242,8 +300,12 @@ class EventSimulator:
             reason = run.reason
             if job_id in pending_ids and not reason:
                 reason = _pending_reason(self.state, job)
-            held_until = min(run.finish_s, end_s) if not math.isnan(run.start_s) else math.nan
-            held_s = held_until - run.start_s if not math.isnan(held_until) else 0.0
+            if run.status is JobStatus.COMPLETED:
+                held_s = run.finish_s - run.start_s
+            elif run.status is JobStatus.RUNNING:
+                held_s = end_s - run.start_s
+            else:
+                held_s = 0.0
             out.append(
                 JobRecord(
                     job_id=job.id,
@@ -281,6 +343,7 @@ def simulate(
     backfill: bool = True,
     until_s: float = math.inf,
     progress: ProgressCallback | None = None,
+    speed: SpeedModel | None = None,
 ) -> SimResult:
     """Run the event-driven simulator. String placements are built with the target
     workload taken from the workload's jobs (what FGD needs)."""
@@ -301,5 +364,6 @@ def simulate(
         target=target,
         until_s=until_s,
         progress=progress,
+        speed=speed,
     )
     return sim.run()

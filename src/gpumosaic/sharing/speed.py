@@ -1,0 +1,127 @@
+"""Sharing models as the cluster simulator uses them: how a job's demand is admitted
+and how fast co-located jobs run, whatever policy and placement chose them.
+
+``--sharing`` spellings (documented in docs/sharing.md):
+
+* ``none`` -- ideal shares: a job runs at its isolated throughput whatever shares its GPU;
+* ``parametric[:busy=B,alpha=A]`` / ``measured[:...]`` -- the interference models;
+* ``nvshare[:tq=30,anti_thrashing=on,jobs_per_gpu=2]`` -- time-sharing: a whole-GPU,
+  single-GPU job is admitted as a 1/jobs_per_gpu time share of a GPU (so up to that many
+  jobs hold one GPU), and co-located jobs progress at the average rates nvshare's
+  time-quantum model gives them (hand-overs, refills, thrashing when their working sets
+  overflow GPU memory and anti-thrashing is off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
+from gpumosaic.model.job import JobSpec
+from gpumosaic.sharing.interference import (
+    CoLocatedJob,
+    InterferenceModel,
+    PairThroughputs,
+    build_interference,
+    parse_spec,
+)
+from gpumosaic.sharing.jobs import SharedJob
+from gpumosaic.sharing.nvshare import NvshareModel
+from gpumosaic.traces.errors import InputError
+
+Speeds = npt.NDArray[np.float64]
+
+
+class SpeedModel(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ideal(self) -> bool:
+        """True when co-location never changes speed (the simulator can skip re-rating)."""
+        ...
+
+    def admit(self, job: JobSpec) -> JobSpec:
+        """The demand the placement sees for ``job`` under this model."""
+        ...
+
+    def factors(
+        self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
+    ) -> Speeds:
+        """Each job's speed on this GPU relative to running alone (1.0 = no slowdown)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class InterferenceSpeed:
+    model: InterferenceModel
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def ideal(self) -> bool:
+        return self.model.name == "none"
+
+    def admit(self, job: JobSpec) -> JobSpec:
+        return job
+
+    def factors(
+        self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
+    ) -> Speeds:
+        if len(jobs) == 1:
+            return np.ones(1)
+        colocated = [CoLocatedJob.from_spec(j) for j in jobs]
+        return self.model.speed_factors(colocated, gpu.throughput_key)
+
+
+@dataclass(frozen=True, slots=True)
+class NvshareSpeed:
+    model: NvshareModel
+    jobs_per_gpu: int = 2
+    name: str = "nvshare"
+    ideal: bool = False
+
+    def admit(self, job: JobSpec) -> JobSpec:
+        if job.num_gpu == 1 and job.gpu_milli == MILLI_PER_GPU:
+            return replace(job, gpu_milli=MILLI_PER_GPU // self.jobs_per_gpu)
+        return job
+
+    def factors(
+        self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
+    ) -> Speeds:
+        if len(jobs) == 1:
+            return np.ones(1)
+        shared = [
+            replace(SharedJob.from_spec(job, max(solo, 1e-9)), name=f"{job.id}")
+            for job, solo in zip(jobs, solo_left_s, strict=True)
+        ]
+        return self.model.effective_rates(shared, gpu.memory_mib)
+
+
+def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:
+    name, options = parse_spec(spec, "--sharing")
+    if name != "nvshare":
+        return InterferenceSpeed(build_interference(spec, table))
+    unknown = set(options) - {"tq", "anti_thrashing", "jobs_per_gpu"}
+    if unknown:
+        raise InputError(f"unknown nvshare option(s) {sorted(unknown)}", field="--sharing")
+    try:
+        tq = float(options.get("tq", "30"))
+        per_gpu = int(options.get("jobs_per_gpu", "2"))
+        anti = options.get("anti_thrashing", "on")
+        if anti not in ("on", "off") or per_gpu < 1:
+            raise ValueError
+        model = NvshareModel(tq_s=tq, anti_thrashing=anti == "on")
+    except ValueError:
+        raise InputError(
+            "nvshare options: tq=SECONDS>0, anti_thrashing=on|off, jobs_per_gpu=N>=1",
+            field="--sharing",
+        ) from None
+    return NvshareSpeed(model, per_gpu)

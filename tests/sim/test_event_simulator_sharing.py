@@ -1,0 +1,71 @@
+"""Sharing models inside the event simulator: speeds change as co-location changes."""
+
+import pytest
+from sim_builders import cluster, job, node, workload
+
+from gpumosaic.model import JobSpec
+from gpumosaic.sharing.speed import build_speed_model
+from gpumosaic.sim.simulator import simulate
+from gpumosaic.traces.errors import InputError
+from gpumosaic.workloads.throughputs import GavelThroughputTable
+from gpumosaic.workloads.workload import Workload
+
+TABLE = GavelThroughputTable.load()
+
+
+def test_measured_pair_slows_both_jobs_then_the_survivor_speeds_up() -> None:
+    a = TABLE.isolated("A3C", 1, "v100")
+    b = TABLE.isolated("LM (batch size 5)", 1, "v100")
+    pair_a, pair_b = TABLE.packed("A3C", 1, "LM (batch size 5)", 1, "v100")  # type: ignore[misc]
+    # 100 s of work each alone; A3C gets 100 s of LM for company and then some alone.
+    jobs = (
+        JobSpec(0, 0, "A3C", 1, 500, a * 100),
+        JobSpec(1, 0, "LM (batch size 5)", 1, 500, b * 50),
+    )
+    result = simulate(
+        cluster(node("n0")),
+        Workload("pair", jobs, TABLE),
+        "fgd",
+        speed=build_speed_model("measured"),
+    )
+    finish = {r.job_id: r.finish_s for r in result.records}
+    # LM runs at pair_b/b of its speed until it is done: 50 / (pair_b / b) seconds.
+    lm_done = 50 / (pair_b / b)
+    assert finish[1] == pytest.approx(lm_done)
+    # A3C did lm_done * pair_a/a of its 100 s by then, the rest alone at full speed.
+    assert finish[0] == pytest.approx(lm_done + (100 - lm_done * pair_a / a))
+
+
+def test_parametric_model_matches_ideal_when_shares_fit() -> None:
+    jobs = [job(i, arrival=3.0 * i, duration=20 + i, milli=300) for i in range(9)]
+    ideal = simulate(cluster(node("n0"), node("n1")), workload(jobs), "fgd")
+    parametric = simulate(
+        cluster(node("n0"), node("n1")),
+        workload(jobs),
+        "fgd",
+        speed=build_speed_model("parametric"),
+    )
+    assert [r.finish_s for r in ideal.records] == pytest.approx(
+        [r.finish_s for r in parametric.records]
+    )
+
+
+def test_nvshare_admits_whole_gpu_jobs_as_time_shares() -> None:
+    jobs = [job(i, duration=100, milli=1000) for i in range(4)]
+    result = simulate(
+        cluster(node("n0"), node("n1")),
+        workload(jobs),
+        "best-fit",
+        speed=build_speed_model("nvshare:tq=30,jobs_per_gpu=2"),
+    )
+    # All four start at once, two per GPU, each holding a 500-milli time share...
+    assert all(r.start_s == 0 and r.gpu_milli == 500 for r in result.records)
+    # ...and, GPU-bound and sharing, each takes longer than alone but less than serial.
+    for r in result.records:
+        assert 100 < r.finish_s <= 205
+
+
+@pytest.mark.parametrize("spec", ["nvshare:tq=-1", "nvshare:colour=blue", "magic"])
+def test_bad_sharing_specs_are_user_errors(spec: str) -> None:
+    with pytest.raises(InputError):
+        build_speed_model(spec)
