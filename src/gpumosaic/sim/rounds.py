@@ -35,20 +35,17 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.base import Allocation, Policy
+from gpumosaic.policies.base import Policy
 from gpumosaic.sim.policy_input import (
     DEFAULT_PAIR_PARTNERS,
-    build_policy_input,
-    candidate_pairs,
     fixed_type_order,
-    uses_pairs,
 )
 from gpumosaic.sim.result import RunStats, SimResult, TimelineRecorder
 from gpumosaic.sim.round_jobs import JobStore
 from gpumosaic.sim.round_leases import LeaseBook
-from gpumosaic.sim.round_priorities import EntityTable, reset_accounting, select_entities
+from gpumosaic.sim.round_priorities import select_entities
+from gpumosaic.sim.round_solver import AllocationBook
 from gpumosaic.sim.round_tracker import RoundTracker
-from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 
 # Steps below this are a finished job (the arithmetic of float step counts).
@@ -109,7 +106,6 @@ class RoundSimulator:
             options = {"seed": seed} if policy.startswith("gandiva") else {}
             policy = build_policy(policy, **options)
         self.policy = policy
-        self.pack = uses_pairs(policy.name)
         self.fixed_order = fixed_type_order(policy.name)
         self.skip_zero_priority = policy.name.lower().startswith("fifo")
         self.target = TargetWorkload.from_jobs(workload.target_sample())
@@ -131,13 +127,10 @@ class RoundSimulator:
         self.capacity_milli = [int(c) * MILLI_PER_GPU for c in self.capacity_gpus]
         self.jobs = JobStore(len(self.models))
         self.timeline = TimelineRecorder()
-        # Accounting of the allocation in force (Gavel's priorities and deficits).
-        self.entities: EntityTable | None = None
-        self.deficits: dict[tuple[int, int], np.ndarray] = {}
-        self.last_reset_s = 0.0
+        self.book = AllocationBook(
+            policy, self.models, self.capacity_gpus, config.round_s, config.pair_partners
+        )
         self.need_solve = False
-        self.solves = 0
-        self.solve_s = 0.0
         self.rounds = 0
         self.events = 0
         # Arrivals.
@@ -177,8 +170,8 @@ class RoundSimulator:
         stats = RunStats(
             events=self.events,
             rounds=self.rounds,
-            policy_solves=self.solves,
-            policy_solve_s=self.solve_s,
+            policy_solves=self.book.solves,
+            policy_solve_s=self.book.solve_s,
             elapsed_s=time.perf_counter() - started,
         )
         counts = self.leases.counts()
@@ -261,87 +254,19 @@ class RoundSimulator:
     # ---- policy ----------------------------------------------------------------------
 
     def _solve_allowed(self, now: float) -> bool:
-        elapsed = now - self.last_reset_s
+        last = self.book.last_reset_s
         # Gavel also re-solves while its last reset is still the one at time 0.
-        return elapsed >= self.config.resolve_interval_s or self.last_reset_s == 0.0
+        return now - last >= self.config.resolve_interval_s or last == 0.0
 
     def _solve(self, now: float) -> None:
-        credit = self.config.round_s / 2.0
-        if self.entities is not None:
-            carried = reset_accounting(self.entities, now - self.last_reset_s, credit)
-            ent = self.entities
-            active = self.jobs.is_active
-            self.deficits = {
-                (a, b): carried[e]
-                for e, (a, b) in enumerate(
-                    zip(ent.rows_a.tolist(), ent.rows_b.tolist(), strict=True)
-                )
-                if active[a] and (b < 0 or active[b])
-            }
-        rows = np.array(self.jobs.active_rows, dtype=np.int64)
-        packed = None
-        table = self.workload.throughputs
-        if self.pack and isinstance(table, GavelThroughputTable) and len(rows) > 1:
-            keys = [m.throughput_key for m in self.models]
-            specs = [self.jobs.specs[r] for r in rows.tolist()]
-            # Gandiva groups jobs at random among every pair (it solves no LP): all pairs.
-            top_k = (
-                len(rows) if self.policy.name.startswith("gandiva") else self.config.pair_partners
-            )
-            packed = candidate_pairs(specs, table, keys, top_k)
-        inp = build_policy_input(
-            rows, self.jobs.columns(), self.type_names, self.capacity_gpus, now, packed
-        )
-        t0 = time.perf_counter()
-        allocation = self.policy.allocate(inp)
-        self.solve_s += time.perf_counter() - t0
-        self.solves += 1
+        self.book.solve(now, self.jobs, self.workload.throughputs)
         self.events += 1
-        self.entities = self._entity_table(rows, allocation, credit)
-        self.last_reset_s = now
         self.need_solve = False
-
-    def _entity_table(self, rows: np.ndarray, alloc: Allocation, credit: float) -> EntityTable:
-        n_types = len(self.models)
-        rows_a = [rows]
-        rows_b = [np.full(len(rows), -1, dtype=np.int64)]
-        xs = [np.asarray(alloc.matrix, dtype=np.float64).reshape(len(rows), n_types)]
-        rate_a = [self.jobs.rates[rows]]
-        rate_b = [np.zeros((len(rows), n_types))]
-        demand = [self.jobs.demand_milli[rows]]
-        if alloc.pair_matrix is not None and alloc.packed is not None and len(alloc.packed.pairs):
-            pa = rows[alloc.packed.pairs[:, 0]]
-            pb = rows[alloc.packed.pairs[:, 1]]
-            rows_a.append(pa)
-            rows_b.append(pb)
-            xs.append(np.asarray(alloc.pair_matrix, dtype=np.float64))
-            rate_a.append(alloc.packed.throughputs[:, :, 0])
-            rate_b.append(alloc.packed.throughputs[:, :, 1])
-            demand.append(np.maximum(self.jobs.demand_milli[pa], self.jobs.demand_milli[pb]))
-        ra = np.concatenate(rows_a)
-        rb = np.concatenate(rows_b)
-        deficit = np.zeros((len(ra), n_types))
-        if self.deficits:
-            for e, key in enumerate(zip(ra.tolist(), rb.tolist(), strict=True)):
-                carried = self.deficits.get(key)
-                if carried is not None:
-                    deficit[e] = carried
-        return EntityTable(
-            rows_a=ra,
-            rows_b=rb,
-            x=np.concatenate(xs),
-            time=np.full((len(ra), n_types), credit),
-            deficit=deficit,
-            rate_a=np.concatenate(rate_a),
-            rate_b=np.concatenate(rate_b),
-            demand_milli=np.concatenate(demand).astype(np.int64),
-            type_total=np.full(n_types, credit * len(ra)),
-        )
 
     # ---- one round -------------------------------------------------------------------
 
     def _choose_and_place(self) -> list[tuple[int, int]]:
-        ent = self.entities
+        ent = self.book.entities
         if ent is None or not self.jobs.active_rows:
             self.leases.start_round([], self.jobs.is_active)
             return []
@@ -364,7 +289,7 @@ class RoundSimulator:
         return [chosen[i] for i in placed]
 
     def _run_round(self, now: float, placed: list[tuple[int, int]]) -> float:
-        ent = self.entities
+        ent = self.book.entities
         assert ent is not None
         jobs = self.jobs
         r = self.config.round_s
@@ -432,7 +357,7 @@ class RoundSimulator:
         out_at.extend(finish[done].tolist())
 
     def _jobs_running(self, placed: list[tuple[int, int]]) -> int:
-        ent = self.entities
+        ent = self.book.entities
         if ent is None or not placed:
             return 0
         return len(placed) + sum(1 for e, _ in placed if ent.rows_b[e] >= 0)

@@ -1,0 +1,119 @@
+"""The allocation in force and Gavel's accounting of it, re-built at every policy solve.
+
+One owner (``AllocationBook``) holds the policy, the entity table of the current
+allocation (``round_priorities.EntityTable``), the deficits carried from one solve to the
+next, and the solve counters. The round simulator decides *when* to solve; this module
+does the solve: build the PolicyInput (with candidate pairs for packing policies), call
+the policy, and turn the Allocation into entities with a fresh accounting period.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpumosaic.model.gpu import GpuModel
+from gpumosaic.policies.base import Allocation, Policy
+from gpumosaic.sim.policy_input import build_policy_input, candidate_pairs, uses_pairs
+from gpumosaic.sim.round_jobs import JobStore
+from gpumosaic.sim.round_priorities import EntityTable, reset_accounting
+from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
+
+
+class AllocationBook:
+    def __init__(
+        self,
+        policy: Policy,
+        models: Sequence[GpuModel],
+        capacity_gpus: np.ndarray,
+        round_s: float,
+        pair_partners: int,
+    ) -> None:
+        self.policy = policy
+        self.models = tuple(models)
+        self.type_names = tuple(m.name for m in models)
+        self.capacity_gpus = capacity_gpus
+        # Gavel credits every entity half a round on every type at each reset.
+        self.credit_s = round_s / 2.0
+        self.pair_partners = pair_partners
+        self.pack = uses_pairs(policy.name)
+        self.entities: EntityTable | None = None
+        self.deficits: dict[tuple[int, int], np.ndarray] = {}
+        self.last_reset_s = 0.0
+        self.solves = 0
+        self.solve_s = 0.0
+
+    def solve(self, now: float, jobs: JobStore, throughputs: Throughputs) -> None:
+        """Re-solve for the active jobs and start a new accounting period at ``now``."""
+        if self.entities is not None:
+            self._carry_deficits(now, jobs)
+        rows = np.array(jobs.active_rows, dtype=np.int64)
+        packed = None
+        if self.pack and isinstance(throughputs, GavelThroughputTable) and len(rows) > 1:
+            keys = [m.throughput_key for m in self.models]
+            specs = [jobs.specs[r] for r in rows.tolist()]
+            # Gandiva groups jobs at random among every pair (it solves no LP): all pairs.
+            gandiva = self.policy.name.startswith("gandiva")
+            top_k = len(rows) if gandiva else self.pair_partners
+            packed = candidate_pairs(specs, throughputs, keys, top_k)
+        inp = build_policy_input(
+            rows, jobs.columns(), self.type_names, self.capacity_gpus, now, packed
+        )
+        t0 = time.perf_counter()
+        allocation = self.policy.allocate(inp)
+        self.solve_s += time.perf_counter() - t0
+        self.solves += 1
+        self.entities = self._entity_table(rows, allocation, jobs)
+        self.last_reset_s = now
+
+    def _carry_deficits(self, now: float, jobs: JobStore) -> None:
+        ent = self.entities
+        assert ent is not None
+        carried = reset_accounting(ent, now - self.last_reset_s, self.credit_s)
+        active = jobs.is_active
+        pairs = zip(ent.rows_a.tolist(), ent.rows_b.tolist(), strict=True)
+        self.deficits = {
+            (a, b): carried[e]
+            for e, (a, b) in enumerate(pairs)
+            if active[a] and (b < 0 or active[b])
+        }
+
+    def _entity_table(self, rows: np.ndarray, alloc: Allocation, jobs: JobStore) -> EntityTable:
+        n_types = len(self.models)
+        rows_a = [rows]
+        rows_b = [np.full(len(rows), -1, dtype=np.int64)]
+        xs = [np.asarray(alloc.matrix, dtype=np.float64).reshape(len(rows), n_types)]
+        rate_a = [jobs.rates[rows]]
+        rate_b = [np.zeros((len(rows), n_types))]
+        demand = [jobs.demand_milli[rows]]
+        if alloc.pair_matrix is not None and alloc.packed is not None and len(alloc.packed.pairs):
+            pa = rows[alloc.packed.pairs[:, 0]]
+            pb = rows[alloc.packed.pairs[:, 1]]
+            rows_a.append(pa)
+            rows_b.append(pb)
+            xs.append(np.asarray(alloc.pair_matrix, dtype=np.float64))
+            rate_a.append(alloc.packed.throughputs[:, :, 0])
+            rate_b.append(alloc.packed.throughputs[:, :, 1])
+            # A pair shares the GPUs of its members (equal scale factors, whole GPUs).
+            demand.append(np.maximum(jobs.demand_milli[pa], jobs.demand_milli[pb]))
+        ra = np.concatenate(rows_a)
+        rb = np.concatenate(rows_b)
+        deficit = np.zeros((len(ra), n_types))
+        if self.deficits:
+            for e, key in enumerate(zip(ra.tolist(), rb.tolist(), strict=True)):
+                carried = self.deficits.get(key)
+                if carried is not None:
+                    deficit[e] = carried
+        return EntityTable(
+            rows_a=ra,
+            rows_b=rb,
+            x=np.concatenate(xs),
+            time=np.full((len(ra), n_types), self.credit_s),
+            deficit=deficit,
+            rate_a=np.concatenate(rate_a),
+            rate_b=np.concatenate(rate_b),
+            demand_milli=np.concatenate(demand).astype(np.int64),
+            type_total=np.full(n_types, self.credit_s * len(ra)),
+        )
