@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -12,7 +12,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Why a job is not placed. The value is the code shown to users."""
 
     GPU_MODEL = "gpu_model"  # no node has a GPU model the job allows
