@@ -21,10 +21,11 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
-from gpumosaic.experiments.plots import plot_comparison
+from gpumosaic.experiments.plots import plot_comparison, plot_timelines
 from gpumosaic.experiments.runner import RunRequest
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.traces.errors import InputError
+from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
 
@@ -136,12 +137,16 @@ def compare(
     jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
+    # Over time, per placement: the first seed's run (seeds differ only in their draws).
+    first = {p: next(r for r in runs if r.request.placement == p) for p in labels}
+    total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
+    plot_timelines({p: r.timeline for p, r in first.items()}, total_milli, out / "timeline.png")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     if json_out:
         print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))
     else:
         _print_table(rows, f"{policy} on {cluster}, {workload}, seeds {seeds}")
-        Console().print(f"wrote {out / 'runs.csv'}, {figure}")
+        Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
 def _check_placement(name: str) -> None:

@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary, jct_values
+from gpumosaic.sim.result import Timeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,11 +20,13 @@ class SweepRun:
     request: RunRequest
     summary: Summary
     jcts_s: npt.NDArray[np.float64]
+    timeline: Timeline
 
 
 def _one(request: RunRequest) -> SweepRun:
     outcome = run_request(request)
-    return SweepRun(request, outcome.summary, jct_values(outcome.result.records))
+    result = outcome.result
+    return SweepRun(request, outcome.summary, jct_values(result.records), result.timeline)
 
 
 def default_workers() -> int:
