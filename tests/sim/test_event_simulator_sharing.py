@@ -69,3 +69,12 @@ def test_nvshare_admits_whole_gpu_jobs_as_time_shares() -> None:
 def test_bad_sharing_specs_are_user_errors(spec: str) -> None:
     with pytest.raises(InputError):
         build_speed_model(spec)
+
+
+def test_capped_shares_run_at_their_share_of_the_gpu() -> None:
+    # 30 s of work alone at 300 milli: 30 / 0.3 = 100 s; the whole-GPU job is unaffected.
+    jobs = [job(0, duration=30, milli=300), job(1, duration=30, milli=1000)]
+    result = simulate(
+        cluster(node("n0"), node("n1")), workload(jobs), "fgd", speed=build_speed_model("capped")
+    )
+    assert {r.job_id: r.finish_s for r in result.records} == pytest.approx({0: 100.0, 1: 30.0})

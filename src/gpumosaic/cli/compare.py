@@ -72,6 +72,10 @@ def compare(
     backfill: Annotated[
         bool, typer.Option(help="--no-backfill: strict FIFO, stop at the first job that waits")
     ] = True,
+    sharing: Annotated[
+        str, typer.Option(help="sharing model of every run: none, capped, measured, nvshare:...")
+    ] = "none",
+    mechanism: Annotated[str, typer.Option(help="auto, event or rounds")] = "auto",
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
@@ -124,6 +128,8 @@ def compare(
             seed=s,
             gpus_per_node=gpus_per_node,
             backfill=backfill,
+            sharing=sharing,
+            mechanism=mechanism,
         )
         for p in split_placements(placements)
         for s in seed_list

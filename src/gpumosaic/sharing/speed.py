@@ -4,6 +4,8 @@ and how fast co-located jobs run, whatever policy and placement chose them.
 ``--sharing`` spellings (documented in docs/sharing.md):
 
 * ``none`` -- ideal shares: a job runs at its isolated throughput whatever shares its GPU;
+* ``capped`` -- a fractional job's compute is capped at its share (like an MPS active
+  thread percentage): it runs at gpu_milli/1000 of its isolated throughput, alone or not;
 * ``parametric[:busy=B,alpha=A]`` / ``measured[:...]`` -- the interference models;
 * ``nvshare[:tq=30,anti_thrashing=on,jobs_per_gpu=2]`` -- time-sharing: a whole-GPU,
   single-GPU job is admitted as a 1/jobs_per_gpu time share of a GPU (so up to that many
@@ -50,6 +52,10 @@ class SpeedModel(Protocol):
         """The demand the placement sees for ``job`` under this model."""
         ...
 
+    def solo_factor(self, job: JobSpec) -> float:
+        """Speed of ``job`` alone on its GPU relative to the throughput table."""
+        ...
+
     def factors(
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
     ) -> Speeds:
@@ -72,6 +78,9 @@ class InterferenceSpeed:
     def admit(self, job: JobSpec) -> JobSpec:
         return job
 
+    def solo_factor(self, job: JobSpec) -> float:
+        return 1.0
+
     def factors(
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
     ) -> Speeds:
@@ -87,6 +96,9 @@ class NvshareSpeed:
     jobs_per_gpu: int = 2
     name: str = "nvshare"
     ideal: bool = False
+
+    def solo_factor(self, job: JobSpec) -> float:
+        return 1.0
 
     def admit(self, job: JobSpec) -> JobSpec:
         if job.num_gpu == 1 and job.gpu_milli == MILLI_PER_GPU:
@@ -105,8 +117,31 @@ class NvshareSpeed:
         return self.model.effective_rates(shared, gpu.memory_mib)
 
 
+@dataclass(frozen=True, slots=True)
+class CappedSpeed:
+    """Shares are compute caps: speed = share of the GPU, never more, never less."""
+
+    name: str = "capped"
+    ideal: bool = True  # co-location never changes a capped job's speed
+
+    def admit(self, job: JobSpec) -> JobSpec:
+        return job
+
+    def solo_factor(self, job: JobSpec) -> float:
+        return job.gpu_milli / MILLI_PER_GPU if job.is_fractional else 1.0
+
+    def factors(
+        self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
+    ) -> Speeds:
+        return np.ones(len(jobs))
+
+
 def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:
     name, options = parse_spec(spec, "--sharing")
+    if name == "capped":
+        if options:
+            raise InputError("'capped' takes no options", field="--sharing")
+        return CappedSpeed()
     if name != "nvshare":
         return InterferenceSpeed(build_interference(spec, table))
     unknown = set(options) - {"tq", "anti_thrashing", "jobs_per_gpu"}

@@ -199,7 +199,7 @@ class EventSimulator:
         run = self.runs[job.id]
         now = self.engine.now
         gpu = self.state.spec.nodes[assignment.node].gpu
-        rate = self.workload.throughputs.rate(job, gpu)
+        rate = self.workload.throughputs.rate(job, gpu) * self.speed.solo_factor(job)
         if rate <= 0:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
         run.start_s, run.gpu_model, run.status = now, gpu.name, JobStatus.RUNNING
