@@ -112,3 +112,19 @@ def test_job_that_never_fits_is_rejected_with_reason():
     )
     (rec,) = res.records
     assert rec.status is JobStatus.REJECTED and "never fits" in rec.reason
+
+
+def test_symmetric_fast_path_changes_nothing_observable():
+    # One-GPU identical nodes, whole-GPU jobs of 1, 2 and 4 GPUs, time-shared: with or
+    # without scoring the free nodes, every job and the timeline come out the same.
+    jobs = [job(i, 500.0 + 211.0 * i, arrival=30.0 * i, gpus=(1, 2, 4)[i % 3]) for i in range(18)]
+
+    def once(fast: bool):
+        return run_rounds(
+            v100s(6), workload(jobs), FixedPolicy(equal_share), WorstFit(), symmetric_fast_path=fast
+        )
+
+    slow, fast = once(False), once(True)
+    assert slow.records == fast.records
+    np.testing.assert_array_equal(slow.timeline.allocated_milli, fast.timeline.allocated_milli)
+    assert extra(fast, "fast_placements") > 0 and extra(slow, "fast_placements") == 0

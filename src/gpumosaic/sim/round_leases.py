@@ -5,6 +5,14 @@ its lease is extended and it pays no restart. Every other holder is released at 
 boundary and the newly chosen entities are placed by the placement strategy (largest
 demand first, as Gavel assigns the largest scale factors first). A multi-GPU job that no
 single node can hold may span nodes (Gavel's servers have one GPU each).
+
+Shortcut (``symmetric_fast_path``): on a GPU type whose nodes all hold exactly one GPU
+and have the same CPU and memory, a job asking for whole GPUs can only go to fully free
+nodes, and those are indistinguishable: whichever the strategy picks, the cluster ends
+in the same multiset of node states, so no simulated quantity (progress, JCT,
+utilization, fragmentation, power, later placements up to a relabelling of identical
+nodes) can differ. There the mechanism takes the lowest-index free nodes without
+scoring them; this is most of Gavel's experiments, where jobs change GPU type often.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
@@ -49,6 +58,7 @@ class LeaseBook:
         type_names: tuple[str, ...],
         rng: np.random.Generator,
         span_nodes: bool,
+        symmetric_fast_path: bool = True,
     ) -> None:
         self.state = state
         self.tracker = tracker
@@ -63,6 +73,11 @@ class LeaseBook:
         self.opportunities = 0
         self.failures = 0
         self.seconds = 0.0  # spent placing and releasing (reported by the benchmark)
+        self.fast_placements = 0
+        self._symmetric = [
+            _symmetric_nodes(state, t) if symmetric_fast_path else None
+            for t in range(len(type_names))
+        ]
 
     def counts(self) -> LeaseCounts:
         return LeaseCounts(self.extensions, self.opportunities, self.failures)
@@ -134,6 +149,9 @@ class LeaseBook:
         if job is None:
             job = replace(spec, id=holder, allowed_models=self.allowed[t])
             self._typed[(key, t)] = job
+        nodes = self._symmetric[t]
+        if nodes is not None and job.gpu_milli == MILLI_PER_GPU:
+            return self._place_symmetric(key, t, job, nodes)
         a = self.strategy.place(self.state, job, self.rng)
         if a is not None:
             self.state.allocate(a)
@@ -142,6 +160,36 @@ class LeaseBook:
         if not (self.span_nodes and job.num_gpu > 1):
             return None
         return self._place_gang(key, t, job)
+
+    def _place_symmetric(
+        self, key: EntityKey, t: int, job: JobSpec, nodes: np.ndarray
+    ) -> Lease | None:
+        """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc)."""
+        state = self.state
+        k = job.num_gpu
+        if k > 1 and not self.span_nodes:
+            return None
+        free = nodes[
+            (state.gpu_free[nodes, 0] == MILLI_PER_GPU)
+            & (state.cpu_free[nodes] >= job.cpu_milli // k)
+            & (state.memory_free[nodes] >= job.memory_mib // k)
+        ][:k]
+        if len(free) < k:
+            return None
+        parts = tuple(
+            Assignment(
+                job.id, int(node), (0,), MILLI_PER_GPU, job.cpu_milli // k, job.memory_mib // k
+            )
+            for node in free
+        )
+        if k == 1:
+            state.allocate(parts[0])
+        else:
+            state.allocate_gang(parts)
+        for part in parts:
+            self.tracker.touched(part.node)
+        self.fast_placements += 1
+        return Lease(key, t, job.id, tuple(p.node for p in parts), gang=k > 1)
 
     def _place_gang(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
         """One GPU at a time through the strategy, then one gang (all or nothing)."""
@@ -179,6 +227,16 @@ class LeaseBook:
         for part in parts:
             self.tracker.touched(part.node)
         return Lease(key, t, job.id, tuple(by_node), gang=True)
+
+
+def _symmetric_nodes(state: ClusterState, t: int) -> np.ndarray | None:
+    """Nodes of type ``t`` if they all hold one GPU and equal CPU and memory, else None."""
+    nodes = np.flatnonzero(state.node_model == t)
+    if len(nodes) == 0 or (state.num_gpus[nodes] != 1).any():
+        return None
+    if np.ptp(state.cpu_capacity[nodes]) or np.ptp(state.memory_capacity[nodes]):
+        return None
+    return nodes
 
 
 def holder_id(key: EntityKey) -> int:

@@ -58,6 +58,7 @@ class RoundConfig:
     resolve_interval_s: float = 1920.0
     span_nodes: bool = True  # a multi-GPU job may span nodes (Gavel's one-GPU servers)
     pair_partners: int = DEFAULT_PAIR_PARTNERS  # candidate partners per job when packing
+    symmetric_fast_path: bool = True  # see round_leases: identical one-GPU nodes
 
     def __post_init__(self) -> None:
         if self.round_s <= 0:
@@ -78,9 +79,12 @@ def run_rounds(
     *,
     span_nodes: bool = True,
     pair_partners: int = DEFAULT_PAIR_PARTNERS,
+    symmetric_fast_path: bool = True,
 ) -> SimResult:
     """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc)."""
-    config = RoundConfig(round_s, resolve_interval_s, span_nodes, pair_partners)
+    config = RoundConfig(
+        round_s, resolve_interval_s, span_nodes, pair_partners, symmetric_fast_path
+    )
     return RoundSimulator(cluster, workload, policy, placement, seed, config, progress).run()
 
 
@@ -120,7 +124,13 @@ class RoundSimulator:
         self.state = ClusterState(cluster)
         self.tracker = RoundTracker(self.state, self.target)
         self.leases = LeaseBook(
-            self.state, self.tracker, placement, self.type_names, place_rng, config.span_nodes
+            self.state,
+            self.tracker,
+            placement,
+            self.type_names,
+            place_rng,
+            config.span_nodes,
+            config.symmetric_fast_path,
         )
         per_model = cluster.gpus_per_model()
         self.capacity_gpus = np.array([float(per_model[n]) for n in self.type_names])
@@ -180,6 +190,7 @@ class RoundSimulator:
             ("lease_opportunities", float(counts.opportunities)),
             ("placement_failures", float(counts.failures)),
             ("placement_s", self.leases.seconds),
+            ("fast_placements", float(self.leases.fast_placements)),
         )
         return SimResult(
             records=self.jobs.records(self.type_names),
