@@ -47,14 +47,13 @@ class GandivaSimulator:
         workload: Workload,
         config: GandivaConfig,
         seed: int,
-        horizon_s: float | None = None,
+        window_s: tuple[float, float] | None = None,
     ) -> None:
         self.cluster = cluster
-        # GPU-seconds are also snapshot at this time, so utilization can be measured over
-        # the busy part of a run rather than to the last straggler's finish.
-        self.horizon_s = horizon_s
-        self.horizon: Ledger | None = None
-        self.horizon_held_gpu_s = 0.0
+        # GPU-seconds are also snapshot at the window's ends, so utilization can be measured
+        # over the loaded part of a run rather than up to the last straggler's finish.
+        self.window_s = window_s
+        self.snapshots: list[tuple[float, Ledger, float]] = []  # (time, ledger, held GPU-s)
         self.workload = workload
         self.config = config
         self.rng = np.random.default_rng(seed)
@@ -87,14 +86,16 @@ class GandivaSimulator:
     def run(self) -> SimResult:
         started = time.perf_counter()
         self._schedule_next_arrival()
-        if self.horizon_s is not None:
-            self.engine.schedule(self.horizon_s, self._snapshot, priority=-1)
+        if self.window_s is not None:
+            for edge in self.window_s:
+                if math.isfinite(edge):  # an infinite end means "when the run stops"
+                    self.engine.schedule(edge, self._snapshot, priority=-1)
         while self._measured_left != 0 and self.engine.step():
             if self.config.check_invariants:
                 self.check()
         self._settle_all()
-        if self.horizon is None:
-            self._snapshot()
+        while self.window_s is not None and len(self.snapshots) < 2:
+            self._snapshot()  # the run ended before the window did
         return build_result(self, time.perf_counter() - started)
 
     def _settle_all(self) -> None:
@@ -104,10 +105,9 @@ class GandivaSimulator:
         self._advance_held(now)
 
     def _snapshot(self) -> None:
-        self._settle_all()
-        self.horizon = replace(self.ledger)
-        self.horizon_s = self.engine.now
-        self.horizon_held_gpu_s = self.held_gpu_s
+        if len(self.snapshots) < 2:
+            self._settle_all()
+            self.snapshots.append((self.engine.now, replace(self.ledger), self.held_gpu_s))
 
     def check(self) -> None:
         """Bookkeeping invariants: state, groups and jobs agree (tests run this always)."""
@@ -194,9 +194,20 @@ class GandivaSimulator:
 
     def _schedule_pass(self) -> None:
         now = self.engine.now
-        for run in list(self.queue):
+        # A job shape that found no place will not find one for a later job in this pass.
+        no_place: set[tuple[int, frozenset[str] | None]] = set()
+        placed: list[JobRun] = []
+        for run in self.queue:
+            shape = (max(1, run.spec.num_gpu), run.spec.allowed_models)
+            if shape in no_place:
+                continue
             if self._place(run, now):
-                self.queue.remove(run)
+                placed.append(run)
+            else:
+                no_place.add(shape)
+        if placed:
+            done = {id(r) for r in placed}
+            self.queue = [r for r in self.queue if id(r) not in done]
         self._spread(now)
         if self.config.packing and self.rates.measures_pairs:
             for group in pack_waiting_jobs(self, now):
@@ -404,10 +415,10 @@ def simulate_gandiva(
     workload: Workload,
     config: GandivaConfig,
     seed: int = 0,
-    horizon_s: float | None = None,
+    window_s: tuple[float, float] | None = None,
 ) -> SimResult:
-    """Run Gandiva; ``horizon_s`` also snapshots GPU-seconds then (``horizon_*`` extras)."""
-    return GandivaSimulator(cluster, workload, config, seed, horizon_s).run()
+    """Run Gandiva; ``window_s`` adds the GPU-seconds spent inside it (``window_*`` extras)."""
+    return GandivaSimulator(cluster, workload, config, seed, window_s).run()
 
 
 def run_gandiva(

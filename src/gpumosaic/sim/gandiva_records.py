@@ -39,14 +39,15 @@ def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:
         ("effective_gpu_s", ledger.effective_gpu_s),
         ("max_progress_residual", ledger.max_residual),
     )
-    horizon = sim.horizon
-    if horizon is not None and sim.horizon_s is not None:
+    if len(sim.snapshots) == 2:
+        (t0, l0, held0), (t1, l1, held1) = sim.snapshots
         extra += (
-            ("horizon_s", sim.horizon_s),
-            ("horizon_busy_gpu_s", horizon.busy_gpu_s),
-            ("horizon_overhead_gpu_s", horizon.overhead_gpu_s),
-            ("horizon_effective_gpu_s", horizon.effective_gpu_s),
-            ("horizon_held_gpu_s", sim.horizon_held_gpu_s),
+            ("window_start_s", t0),
+            ("window_end_s", t1),
+            ("window_busy_gpu_s", l1.busy_gpu_s - l0.busy_gpu_s),
+            ("window_overhead_gpu_s", l1.overhead_gpu_s - l0.overhead_gpu_s),
+            ("window_effective_gpu_s", l1.effective_gpu_s - l0.effective_gpu_s),
+            ("window_held_gpu_s", held1 - held0),
         )
     stats = RunStats(events=sim.engine.events_processed, elapsed_s=elapsed_s)
     return SimResult(
