@@ -78,3 +78,26 @@ def test_capped_shares_run_at_their_share_of_the_gpu() -> None:
         cluster(node("n0"), node("n1")), workload(jobs), "fgd", speed=build_speed_model("capped")
     )
     assert {r.job_id: r.finish_s for r in result.records} == pytest.approx({0: 100.0, 1: 30.0})
+
+
+def test_nvshare_charges_thrashing_or_handovers_to_the_jobs() -> None:
+    from dataclasses import replace
+
+    # Two GPU-heavy jobs with 10 GiB working sets share one 16 GiB V100.
+    jobs = [
+        replace(job(i, duration=600), gpu_memory_mib=10_240, gpu_time_fraction=0.9) for i in (0, 1)
+    ]
+
+    def run(spec: str) -> list:  # type: ignore[type-arg]
+        return list(
+            simulate(
+                cluster(node("n0")), workload(jobs), "best-fit", speed=build_speed_model(spec)
+            ).records
+        )
+
+    off = run("nvshare:tq=30,anti_thrashing=off")
+    on = run("nvshare:tq=30,anti_thrashing=on")
+    assert all(r.thrashing_s > 0 and r.handovers == 0 for r in off)
+    assert all(r.thrashing_s == 0 and r.handovers > 0 and r.suspended_s > 0 for r in on)
+    # Serializing with a quantum beats thrashing by a wide margin (nvshare's point).
+    assert max(r.finish_s for r in on) < 0.5 * max(r.finish_s for r in off)

@@ -31,6 +31,10 @@ class Summary:
     fragmentation_rate_mean: float
     energy_kwh: float
     avg_slowdown: float
+    suspended_s: float  # summed over jobs: waiting for a GPU they hold a share of
+    thrashing_s: float
+    handovers: int
+    migrations: int
     rounds: int
     policy_solves: int
     policy_solve_s: float
@@ -120,6 +124,10 @@ def summarize(result: SimResult) -> Summary:
         fragmentation_rate_mean=time_average(timeline, timeline.fragmentation_rate, end),
         energy_kwh=integral(timeline, power, end) / JOULES_PER_KWH,
         avg_slowdown=float(np.mean(slowdowns)) if slowdowns else math.nan,
+        suspended_s=float(sum(r.suspended_s for r in records)),
+        thrashing_s=float(sum(r.thrashing_s for r in records)),
+        handovers=int(sum(r.handovers for r in records)),
+        migrations=int(sum(r.migrations for r in records)),
         rounds=result.stats.rounds,
         policy_solves=result.stats.policy_solves,
         policy_solve_s=result.stats.policy_solve_s,

@@ -39,6 +39,23 @@ from gpumosaic.traces.errors import InputError
 Speeds = npt.NDArray[np.float64]
 
 
+@dataclass(frozen=True, slots=True)
+class ShareSpeeds:
+    """Per co-located job: speed relative to alone, and the costs of sharing as shares of
+    wall time (waiting for the GPU, thrashing) and hand-overs per second, so the simulator
+    can charge each job for the time it spends in that company."""
+
+    speeds: Speeds
+    waiting_share: Speeds
+    thrashing_share: Speeds
+    handovers_per_s: Speeds
+
+    @classmethod
+    def plain(cls, speeds: Speeds) -> ShareSpeeds:
+        zero = np.zeros(len(speeds))
+        return cls(speeds, zero, zero, zero)
+
+
 class SpeedModel(Protocol):
     @property
     def name(self) -> str: ...
@@ -58,7 +75,7 @@ class SpeedModel(Protocol):
 
     def factors(
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
-    ) -> Speeds:
+    ) -> ShareSpeeds:
         """Each job's speed on this GPU relative to running alone (1.0 = no slowdown)."""
         ...
 
@@ -83,11 +100,11 @@ class InterferenceSpeed:
 
     def factors(
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
-    ) -> Speeds:
+    ) -> ShareSpeeds:
         if len(jobs) == 1:
-            return np.ones(1)
+            return ShareSpeeds.plain(np.ones(1))
         colocated = [CoLocatedJob.from_spec(j) for j in jobs]
-        return self.model.speed_factors(colocated, gpu.throughput_key)
+        return ShareSpeeds.plain(self.model.speed_factors(colocated, gpu.throughput_key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +124,24 @@ class NvshareSpeed:
 
     def factors(
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
-    ) -> Speeds:
+    ) -> ShareSpeeds:
         if len(jobs) == 1:
-            return np.ones(1)
+            return ShareSpeeds.plain(np.ones(1))
         shared = [
             replace(SharedJob.from_spec(job, max(solo, 1e-9)), name=f"{job.id}")
             for job, solo in zip(jobs, solo_left_s, strict=True)
         ]
-        return self.model.effective_rates(shared, gpu.memory_mib)
+        # The jobs' average rates and costs until each ends, if the company stayed the
+        # same; the simulator asks again whenever the company changes.
+        outcome = self.model.simulate(shared, gpu.memory_mib)
+        runs = np.array([max(j.run_s, 1e-12) for j in outcome.jobs])
+        solo = np.array([j.solo_s for j in outcome.jobs])
+        return ShareSpeeds(
+            speeds=np.where(runs > 1e-12, solo / runs, 1.0),
+            waiting_share=np.array([j.lock_wait_s for j in outcome.jobs]) / runs,
+            thrashing_share=np.array([j.thrash_s for j in outcome.jobs]) / runs,
+            handovers_per_s=np.array([j.handovers_in for j in outcome.jobs]) / runs,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +159,8 @@ class CappedSpeed:
 
     def factors(
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
-    ) -> Speeds:
-        return np.ones(len(jobs))
+    ) -> ShareSpeeds:
+        return ShareSpeeds.plain(np.ones(len(jobs)))
 
 
 def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:

@@ -72,6 +72,13 @@ class _JobRun:
     remaining: float = math.nan
     last_s: float = math.nan
     completion: EventHandle | None = None
+    # Costs of sharing charged per second in the current company, and their totals.
+    waiting_share: float = 0.0
+    thrashing_share: float = 0.0
+    handovers_per_s: float = 0.0
+    waiting_s: float = 0.0
+    thrashing_s: float = 0.0
+    handovers: float = 0.0
 
 
 class EventSimulator:
@@ -149,6 +156,7 @@ class EventSimulator:
         run.finish_s = self.engine.now
         self._running -= 1
         if not self.speed.ideal:
+            self._settle(run)
             self._node_jobs[run.node].remove(job_id)
             self._rerate(run.node)
         self._job_done(run.job)
@@ -214,6 +222,16 @@ class EventSimulator:
         self._node_jobs.setdefault(assignment.node, []).append(job.id)
         self._rerate(assignment.node)
 
+    def _settle(self, run: _JobRun) -> None:
+        """Charge progress and sharing costs since ``last_s`` at the current rates."""
+        now = self.engine.now
+        elapsed = now - run.last_s
+        run.remaining = max(run.remaining - run.rate * elapsed, 0.0)
+        run.waiting_s += run.waiting_share * elapsed
+        run.thrashing_s += run.thrashing_share * elapsed
+        run.handovers += run.handovers_per_s * elapsed
+        run.last_s = now
+
     def _rerate(self, node: int) -> None:
         """Co-location on ``node`` changed: settle each job's progress at its old speed,
         ask the sharing model for new speeds (a job spanning several GPUs runs at its
@@ -222,18 +240,22 @@ class EventSimulator:
         job_ids = self._node_jobs.get(node, [])
         factor = dict.fromkeys(job_ids, 1.0)
         gpu = self.state.spec.nodes[node].gpu
+        for job_id in job_ids:
+            run = self.runs[job_id]
+            self._settle(run)
+            run.waiting_share = run.thrashing_share = run.handovers_per_s = 0.0
         for slot in {g for job_id in job_ids for g in self.runs[job_id].gpus}:
             on_slot = [self.runs[j] for j in job_ids if slot in self.runs[j].gpus]
-            for run in on_slot:
-                run.remaining = max(run.remaining - run.rate * (now - run.last_s), 0.0)
-                run.last_s = now
             if len(on_slot) < 2:
                 continue
-            speeds = self.speed.factors(
+            shared = self.speed.factors(
                 [r.job for r in on_slot], [r.remaining / r.alone_rate for r in on_slot], gpu
             )
-            for run, speed in zip(on_slot, speeds, strict=True):
-                factor[run.job.id] = min(factor[run.job.id], float(speed))
+            for i, run in enumerate(on_slot):
+                factor[run.job.id] = min(factor[run.job.id], float(shared.speeds[i]))
+                run.waiting_share = max(run.waiting_share, float(shared.waiting_share[i]))
+                run.thrashing_share = max(run.thrashing_share, float(shared.thrashing_share[i]))
+                run.handovers_per_s += float(shared.handovers_per_s[i])
         for job_id in job_ids:
             run = self.runs[job_id]
             rate = run.alone_rate * max(factor[job_id], 1e-12)
@@ -322,6 +344,9 @@ class EventSimulator:
                     measured=self.workload.is_measured(job.id),
                     gpu_milli_seconds=job.total_gpu_milli * held_s,
                     alone_s=run.alone_s,
+                    suspended_s=run.waiting_s,
+                    thrashing_s=run.thrashing_s,
+                    handovers=round(run.handovers),
                 )
             )
         return tuple(out)
