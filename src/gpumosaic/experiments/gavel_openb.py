@@ -17,7 +17,7 @@ A10, G2    V100                   G2 uses the A10 profile; A10 trains about as a
 G3         V100 x 1.5             G3 uses the A100 profile; A100 ~1.5x V100 (FP32/TF32)
 =========  =====================  ==============================================
 
-``python -m gpumosaic.experiments.gavel_openb --rates 120,240,360 --window 500-1000``.
+``python -m gpumosaic.experiments.gavel_openb --rates 120,240 --window 100-130``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -126,8 +126,8 @@ def _task(args: tuple[str, float, tuple[int, int], int]) -> OpenbRun:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="120,240,360")
-    parser.add_argument("--window", default="500-1000")
+    parser.add_argument("--rates", default="120,240")
+    parser.add_argument("--window", default="100-130")
     parser.add_argument("--placements", default="strided,fgd")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
@@ -141,9 +141,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        runs = list(pool.map(_task, tasks))
-    for run in runs:
-        print(json.dumps(asdict(run)))
+        for future in as_completed([pool.submit(_task, task) for task in tasks]):
+            print(json.dumps(asdict(future.result())), flush=True)
     print(json.dumps({"total_wall_s": round(time.perf_counter() - t0, 1)}))
 
 
