@@ -128,3 +128,10 @@ def test_symmetric_fast_path_changes_nothing_observable():
     assert slow.records == fast.records
     np.testing.assert_array_equal(slow.timeline.allocated_milli, fast.timeline.allocated_milli)
     assert extra(fast, "fast_placements") > 0 and extra(slow, "fast_placements") == 0
+
+
+def test_progress_reports_fraction_done_up_to_one():
+    seen: list[float] = []
+    jobs = [job(i, 400.0 + 100.0 * i, arrival=20.0 * i) for i in range(10)]
+    run_rounds(v100s(2), workload(jobs), FixedPolicy(equal_share), WorstFit(), progress=seen.append)
+    assert seen and seen[-1] == 1.0 and seen == sorted(seen)
