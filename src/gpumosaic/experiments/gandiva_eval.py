@@ -80,7 +80,7 @@ class EvalRow:
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
-        "36:36:36", (("v100", 36), ("p100", 36), ("k80", 36)), 4, 8.0, False, (100, 400), None
+        "36:36:36", (("v100", 36), ("p100", 36), ("k80", 36)), 4, 6.0, False, (100, 300), None
     ),
     Scenario("8xV100 overload", (("v100", 8),), 4, 1.0, True, (0, 60), 60),
     Scenario("8xV100 1-GPU overload", (("v100", 8),), 4, 2.0, False, (0, 60), 60),
