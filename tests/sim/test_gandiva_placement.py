@@ -15,7 +15,7 @@ SAME, EMPTY, OTHER, OVER = (
 )
 
 # Each row: (k, servers, oversubscribe, expected choice). ServerView fields: node,
-# affinity (0 = empty), num_gpus, free_gpus, load (jobs per GPU), share group, its units.
+# affinity (0 = empty), num_gpus, free_gpus, load (jobs per GPU), least-shared k-GPU set, its jobs.
 ROWS = [
     # Same affinity beats an empty server, and the less loaded of two same-affinity servers
     # wins: node 1 (load 0.25) over node 0 (0.75). Node 2 stays empty for bigger jobs.
@@ -32,7 +32,7 @@ ROWS = [
         Choice(OTHER, 2),
     ),
     # Everything full: oversubscribe a 2-GPU set on an affinity-2 server, least loaded server
-    # first (node 1, load 0.75; both sets hold 2 units). Node 2 has affinity 1.
+    # first (node 1, load 0.75; both sets hold 2 jobs). Node 2 has affinity 1.
     (
         2,
         [S(0, 2, 4, 0, 1.0, 7, 2), S(1, 2, 4, 0, 0.75, 9, 2), S(2, 1, 4, 1, 1.0, 3, 1)],
@@ -41,7 +41,7 @@ ROWS = [
     ),
     # Oversubscription never goes to another affinity: node 1's 1-GPU set is not for k=2.
     (2, [S(0, 2, 4, 0, 1.0, 7, 4), S(1, 1, 4, 0, 1.0, 3, 1)], True, None),
-    # Every same-affinity set is at max_share (4 units): nowhere, the job queues.
+    # Every same-affinity set is at max_share (4 resident jobs): nowhere, the job queues.
     (1, [S(0, 1, 4, 0, 4.0, 2, 4), S(1, 1, 4, 0, 4.0, 5, 4)], True, None),
     # Without time-slicing a full cluster has no place even with shareable sets.
     (1, [S(0, 1, 4, 0, 1.0, 2, 1)], False, None),

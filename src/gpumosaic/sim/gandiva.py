@@ -251,10 +251,13 @@ class GandivaSimulator:
                 continue
             gids = self.node_groups[node]
             jobs = sum(self.groups[g].num_jobs for g in gids)
-            shared = [(len(self.groups[g].units), g) for g in gids if self.groups[g].k == k]
-            units, gid = min(shared) if shared else (0, -1)
+            # Sharing is bounded in resident jobs, so a packed pair counts as two.
+            shared = [(self.groups[g].num_jobs, g) for g in gids if self.groups[g].k == k]
+            resident, gid = min(shared) if shared else (0, -1)
             views.append(
-                ServerView(node, self.affinity[node], num, int(free[node]), jobs / num, gid, units)
+                ServerView(
+                    node, self.affinity[node], num, int(free[node]), jobs / num, gid, resident
+                )
             )
         return views
 

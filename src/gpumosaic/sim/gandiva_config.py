@@ -10,8 +10,8 @@ Defaults and where they come from (docs/gandiva.md has the long version):
 - ``migration_cost_s`` 30 s: checkpoint, move and restart a job on another server. The
   paper reports migrations from about a second to a few tens of seconds, dominated by
   framework restart; 30 s is the pessimistic end.
-- ``max_share`` 4: at most this many time-sliced units (a job or a packed pair) per GPU
-  set; beyond it a job waits in the queue. Gandiva bounds oversubscription by host memory
+- ``max_share`` 4: at most this many jobs resident on a GPU set (time-sliced or packed);
+  beyond it a job waits in the queue. Gandiva bounds oversubscription by host memory
   for the suspended jobs' state; a fixed bound keeps runs comparable.
 - ``profile_s`` 60 s: how long a new pair runs together before introspection decides.
 - ``pack_margin`` 0: keep a pair if the sum of its normalized throughputs exceeds

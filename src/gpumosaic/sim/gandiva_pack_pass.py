@@ -92,6 +92,8 @@ def _best_host(
             continue
         if not allowed[group.node]:
             continue
+        if group.gid != guest.group and group.num_jobs >= sim.config.max_share:
+            continue  # a guest from elsewhere would take the set past max_share jobs
         gpu = group.gpu
         group_util = sum(
             min(1.0, sum(rates.utilization(j.spec, gpu) for j in u.jobs)) for u in group.units

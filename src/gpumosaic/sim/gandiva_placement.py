@@ -8,7 +8,7 @@ same-size jobs can time-share a GPU set. A k-GPU job goes, in this order, to
 2. an unassigned (empty) server with at least k GPUs;
 3. a server of another affinity with k free GPUs, least loaded first;
 4. oversubscription: the least-shared k-GPU set on a server of affinity k, least loaded
-   server first (only with time-slicing, and below ``max_share`` units per set).
+   server first (only with time-slicing, and below ``max_share`` resident jobs per set).
 
 Ties keep the order of the ``servers`` sequence (the simulator passes its servers in a
 seeded random order, as the reference simulators break node ties).
@@ -35,8 +35,8 @@ class ServerView:
     """What placement needs to know of one server for a k-GPU job.
 
     ``load`` is jobs resident per GPU (time-sliced and packed jobs included);
-    ``share_group``/``share_units`` name the least-shared set of exactly k GPUs on the
-    server and how many time-sliced units it holds (-1/0 when there is none).
+    ``share_group``/``share_jobs`` name the least-shared set of exactly k GPUs on the
+    server and how many jobs it holds (-1/0 when there is none).
     """
 
     node: int
@@ -45,7 +45,7 @@ class ServerView:
     free_gpus: int
     load: float
     share_group: int = -1
-    share_units: int = 0
+    share_jobs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +76,10 @@ def choose_server(
         shared = [
             s
             for s in servers
-            if s.affinity == k and s.share_group >= 0 and s.share_units < max_share
+            if s.affinity == k and s.share_group >= 0 and s.share_jobs < max_share
         ]
         if shared:
-            best = min(shared, key=lambda s: (s.load, s.share_units))
+            best = min(shared, key=lambda s: (s.load, s.share_jobs))
             return Choice(ChoiceKind.OVERSUBSCRIBE, best.node, best.share_group)
     return None
 
