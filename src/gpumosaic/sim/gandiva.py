@@ -29,7 +29,7 @@ from gpumosaic.placement.filter import explain
 from gpumosaic.sim.engine import Engine
 from gpumosaic.sim.gandiva_config import GandivaConfig
 from gpumosaic.sim.gandiva_group import GpuGroup, JobRun, Ledger
-from gpumosaic.sim.gandiva_migration import GroupSlots, NodeSlots, plan_defrag
+from gpumosaic.sim.gandiva_moves import defragment, spread
 from gpumosaic.sim.gandiva_pack_pass import PackCounters, pack_waiting_jobs
 from gpumosaic.sim.gandiva_packing import RateModel
 from gpumosaic.sim.gandiva_placement import ChoiceKind, ServerView, choose_server
@@ -102,7 +102,7 @@ class GandivaSimulator:
         now = self.engine.now
         for group in self.groups.values():
             group.settle(now)
-        self._advance_held(now)
+        self.advance_held(now)
 
     def _snapshot(self) -> None:
         if len(self.snapshots) < 2:
@@ -167,13 +167,13 @@ class GandivaSimulator:
                 group.remove(guest, self.engine.now)  # no time-slicing: back to the queue
                 self._requeue(guest)
         if not group.units:
-            self._close_group(group)
+            self.close_group(group)
         else:
-            self._replan(group)
+            self.replan(group)
         if events.finished or events.undone:
             self._schedule_pass()
 
-    def _replan(self, group: GpuGroup) -> None:
+    def replan(self, group: GpuGroup) -> None:
         if group.handle is not None:
             group.handle.cancel()
             group.handle = None
@@ -208,18 +208,18 @@ class GandivaSimulator:
         if placed:
             done = {id(r) for r in placed}
             self.queue = [r for r in self.queue if id(r) not in done]
-        self._spread(now)
+        spread(self, now)
         if self.config.packing and self.rates.measures_pairs:
             for group in pack_waiting_jobs(self, now):
-                self._replan(group)
+                self.replan(group)
         self._record(now)
 
     def _place(self, run: JobRun, now: float) -> bool:
         k = max(1, run.spec.num_gpu)
-        views = self._views(k, run.spec)
+        views = self.views(k, run.spec)
         choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
-        if choice is None and self.config.migration and k > 1 and self._defragment(run.spec, k):
-            views = self._views(k, run.spec)
+        if choice is None and self.config.migration and k > 1 and defragment(self, run.spec, k):
+            views = self.views(k, run.spec)
             choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
         if choice is None and self.config.time_slicing:
             choice = choose_server(views, k, oversubscribe=True, max_share=self.config.max_share)
@@ -229,21 +229,21 @@ class GandivaSimulator:
             group = self.groups[choice.group]
             group.add(run, now, resume_cost_s=0.0)
         else:
-            group = self._open_group(choice.node, k, now)
+            group = self.open_group(choice.node, k, now)
             group.add(run, now, resume_cost_s=0.0)
-        self._started(run, group)
-        self._replan(group)
+        self.started(run, group)
+        self.replan(group)
         return True
 
-    def _started(self, run: JobRun, group: GpuGroup) -> None:
+    def started(self, run: JobRun, group: GpuGroup) -> None:
         if math.isnan(run.start_s):
             run.start_s = self.engine.now
             run.first_model = group.gpu.name
             run.alone_s = run.spec.work / self.rates.alone(run.spec, group.gpu)
 
-    def _views(self, k: int, job: JobSpec) -> list[ServerView]:
+    def views(self, k: int, job: JobSpec) -> list[ServerView]:
         allowed = self.state.model_mask(job.allowed_models)
-        free = self._free_counts()
+        free = self.free_counts()
         views: list[ServerView] = []
         for node in self.order:
             num = int(self.state.num_gpus[node])
@@ -261,12 +261,12 @@ class GandivaSimulator:
             )
         return views
 
-    def _free_counts(self) -> np.ndarray:
+    def free_counts(self) -> np.ndarray:
         return (self.state.gpu_exists & (self.state.gpu_free == MILLI_PER_GPU)).sum(axis=1)
 
     # --- groups on GPUs -----------------------------------------------------------------
 
-    def _open_group(self, node: int, k: int, now: float) -> GpuGroup:
+    def open_group(self, node: int, k: int, now: float) -> GpuGroup:
         free = np.flatnonzero(
             self.state.gpu_exists[node] & (self.state.gpu_free[node] == MILLI_PER_GPU)
         )
@@ -275,7 +275,7 @@ class GandivaSimulator:
         gid = self._next_gid
         self._next_gid += 1
         gpus = tuple(int(g) for g in free[:k])
-        self._advance_held(now)
+        self.advance_held(now)
         self.state.allocate(Assignment(-(gid + 1), node, gpus, MILLI_PER_GPU, 0, 0))
         if not self.node_groups[node]:
             self.affinity[node] = k
@@ -285,125 +285,20 @@ class GandivaSimulator:
         self.node_groups[node].add(gid)
         return group
 
-    def _close_group(self, group: GpuGroup) -> None:
+    def close_group(self, group: GpuGroup) -> None:
         if group.handle is not None:
             group.handle.cancel()
-        self._advance_held(self.engine.now)
+        self.advance_held(self.engine.now)
         self.state.release(-(group.gid + 1))
         del self.groups[group.gid]
         self.node_groups[group.node].discard(group.gid)
         if not self.node_groups[group.node]:
             self.affinity[group.node] = 0
 
-    def _advance_held(self, now: float) -> None:
+    def advance_held(self, now: float) -> None:
         held = self.state.allocated_gpu_milli / MILLI_PER_GPU
         self.held_gpu_s += held * (now - self._held_since)
         self._held_since = now
-
-    def _move_job(self, job: JobRun, dest_node: int, now: float) -> GpuGroup:
-        """Move one job to a new GPU set on ``dest_node`` (a resume here, a migration there)."""
-        src = self.groups[job.group]
-        src.remove(job, now)
-        if src.units:
-            self._replan(src)
-        else:
-            self._close_group(src)
-        same_node = dest_node == src.node
-        cost = self.config.switch_s if same_node else self.config.migration_cost_s
-        if same_node:
-            job.handovers += 1
-        else:
-            job.migrations += 1
-            self.migrations += 1
-        dest = self._open_group(dest_node, max(1, job.spec.num_gpu), now)
-        dest.add(job, now, resume_cost_s=cost)
-        self._replan(dest)
-        return dest
-
-    # --- migration and spreading --------------------------------------------------------
-
-    def _defragment(self, job: JobSpec, k: int) -> bool:
-        now = self.engine.now
-        free = self._free_counts()
-        nodes = [
-            NodeSlots(n, self.cluster.nodes[n].gpu.name, int(self.state.num_gpus[n]), int(free[n]))
-            for n in self.order
-        ]
-        groups = [GroupSlots(g.gid, g.node, g.k, g.num_jobs) for g in self.groups.values()]
-        allowed = set(np.flatnonzero(self.state.model_mask(job.allowed_models)).tolist())
-        plan = plan_defrag(nodes, groups, k, allowed)
-        if plan is None:
-            return False
-        self.defrags += 1
-        for move in plan.moves:
-            group = self.groups[move.gid]
-            group.settle(now)
-            self._relocate(group, move.dest_node, now)
-        return True
-
-    def _relocate(self, group: GpuGroup, dest_node: int, now: float) -> None:
-        """Move a whole GPU set, with every job in it, to another server."""
-        self._advance_held(now)
-        self.state.release(-(group.gid + 1))
-        self.node_groups[group.node].discard(group.gid)
-        if not self.node_groups[group.node]:
-            self.affinity[group.node] = 0
-        free = np.flatnonzero(
-            self.state.gpu_exists[dest_node] & (self.state.gpu_free[dest_node] == MILLI_PER_GPU)
-        )
-        gpus = tuple(int(g) for g in free[: group.k])
-        self.state.allocate(Assignment(-(group.gid + 1), dest_node, gpus, MILLI_PER_GPU, 0, 0))
-        if not self.node_groups[dest_node]:
-            self.affinity[dest_node] = group.k
-        self.node_groups[dest_node].add(group.gid)
-        group.node, group.gpus = dest_node, gpus
-        group.paused_until = max(group.paused_until, now + self.config.migration_cost_s)
-        group.slice_end = max(group.slice_end, group.paused_until + self.config.quantum_s)
-        for job in group.jobs():
-            job.migrations += 1
-            self.migrations += 1
-        self._replan(group)
-
-    def _spread(self, now: float) -> None:
-        """Move waiting time-sliced jobs, then packed partners, onto free GPUs."""
-        while self._free_counts().sum() > 0:
-            moved = False
-            crowded = sorted(
-                (g for g in self.groups.values() if len(g.units) > 1),
-                key=lambda g: (-len(g.units), g.gid),
-            )
-            paired = [g for g in self.groups.values() if len(g.units) == 1 and any(g.pairs())]
-            for group in [*crowded, *paired]:
-                job = self._movable(group)
-                dest = None if job is None else self._free_destination(job, group.node)
-                if job is not None and dest is not None:
-                    group.settle(now)
-                    self._move_job(job, dest, now)
-                    self.spread_moves += 1
-                    moved = True
-                    break
-            if not moved:
-                return
-
-    @staticmethod
-    def _movable(group: GpuGroup) -> JobRun | None:
-        if len(group.units) > 1:
-            singles = [u for u in group.units[1:] if len(u.jobs) == 1]
-            return singles[-1].jobs[0] if singles else None
-        pair = next(group.pairs(), None)
-        if pair is None:
-            return None
-        return pair.guest if pair.guest is not None else pair.jobs[-1]
-
-    def _free_destination(self, job: JobRun, src_node: int) -> int | None:
-        k = max(1, job.spec.num_gpu)
-        if self._free_counts()[src_node] >= k:
-            return src_node
-        if not self.config.migration:
-            return None
-        views = [v for v in self._views(k, job.spec) if v.node != src_node]
-        choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
-        return None if choice is None else choice.node
 
     def _record(self, now: float) -> None:
         running = sum(len(g.units[0].jobs) for g in self.groups.values() if now >= g.paused_until)

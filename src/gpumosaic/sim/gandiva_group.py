@@ -130,9 +130,6 @@ class GpuGroup:
                 return unit
         raise KeyError(f"job {job.spec.id} is not in group {self.gid}")
 
-    def is_running(self, job: JobRun, now: float) -> bool:
-        return bool(self.units) and now >= self.paused_until and job in self.units[0].jobs
-
     # --- progress -------------------------------------------------------------------
 
     def settle(self, now: float) -> None:

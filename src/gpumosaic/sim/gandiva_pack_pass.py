@@ -61,7 +61,7 @@ def pack_waiting_jobs(sim: GandivaSimulator, now: float) -> list[GpuGroup]:
         elif guest.group < 0:
             sim.queue.remove(guest)
         group.pack(guest, host, now)
-        sim._started(guest, group)
+        sim.started(guest, group)
         sim.pack.tried += 1
         changed[group.gid] = group
     return list(changed.values())
