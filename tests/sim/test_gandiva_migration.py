@@ -118,6 +118,26 @@ def test_jobs_and_gpu_time_are_conserved(
         extra["held_gpu_s"], rel=1e-9, abs=1e-6
     )
     assert extra["held_gpu_s"] <= 8 * result.end_s + 1e-6
+    assert extra["max_memory_pressure"] <= 1.0  # only pairs that fit are ever packed
     # Per job: alone time x GPUs = its GPU-seconds at full speed; packing can only stretch.
     for r in result.records:
         assert r.gpu_milli_seconds / 1000 >= r.num_gpu * r.alone_s * 0.5 * (1 - 1e-9)
+
+
+def test_a_job_type_without_throughputs_is_rejected_with_a_reason() -> None:
+    result = run_gandiva(v100s(1, 4), table_workload([job(0, 10.0, job_type="unknown")]))
+    [record] = result.records
+    assert record.status is JobStatus.REJECTED
+    assert record.reason.startswith("no_throughput")
+
+
+def test_same_seed_same_run() -> None:
+    kinds = (GOOD, BAD)
+    jobs = [
+        job(i, 50.0 + 37 * i, arrival=5.0 * i, k=(1, 2, 1, 4)[i % 4], job_type=kinds[i % 2])
+        for i in range(10)
+    ]
+    first = run_gandiva(v100s(2, 4), table_workload(jobs), seed=7)
+    again = run_gandiva(v100s(2, 4), table_workload(jobs), seed=7)
+    assert first.records == again.records
+    assert first.extra == again.extra

@@ -140,10 +140,23 @@ class GandivaSimulator:
         elif not self.state.fits_when_empty(job):
             verdict = explain(self.state, job)
             self._reject(run, f"{verdict.reason.value}: {verdict.detail}")
+        elif (unmeasured := self._unmeasured_model(job)) is not None:
+            self._reject(run, f"no_throughput: {job.job_type} has no speed on {unmeasured}")
         else:
             self.queue.append(run)
             self._schedule_pass()
         self._schedule_next_arrival()
+
+    def _unmeasured_model(self, job: JobSpec) -> str | None:
+        """A GPU model the job may land on but has no throughput for, or None."""
+        for model in self.cluster.gpu_models:
+            if not job.allows(model.name):
+                continue
+            try:
+                self.rates.alone(job, model)
+            except KeyError:
+                return model.name
+        return None
 
     def _reject(self, run: JobRun, reason: str) -> None:
         self.rejected[run.spec.id] = reason

@@ -21,7 +21,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.engine import EventHandle
 from gpumosaic.sim.gandiva_config import GandivaConfig
-from gpumosaic.sim.gandiva_packing import RateModel
+from gpumosaic.sim.gandiva_packing import RateModel, working_set_mib
 
 # A job whose remaining work is below this share of its work counts as finished (floating
 # point leaves residues of ~1e-12 after many piecewise-linear steps).
@@ -74,6 +74,10 @@ class Ledger:
     overhead_gpu_s: float = 0.0  # hand-overs and migrations: held, nothing runs
     effective_gpu_s: float = 0.0  # busy weighted by normalized speed (a good pair > 1)
     max_residual: float = 0.0  # largest |progress - work| / work at a finish, before snapping
+    # GPU memory pressure: working sets on a GPU / its memory, largest seen. Only the unit
+    # holding the GPUs counts (suspended jobs' memory is in host memory); packing keeps
+    # it <= 1, so it says how close to full the pairs ran.
+    max_memory_pressure: float = 0.0
 
 
 @dataclass(slots=True, eq=False)
@@ -285,6 +289,8 @@ class GpuGroup:
             self._rates = self._alone = ()
             return
         jobs = self.units[0].jobs
+        resident = sum(working_set_mib(j.spec) for j in jobs) / self.gpu.memory_mib
+        self._ledger.max_memory_pressure = max(self._ledger.max_memory_pressure, resident)
         alone = tuple(self._rates_model.alone(j.spec, self.gpu) for j in jobs)
         if len(jobs) == 2:
             pair = self._rates_model.pair(jobs[0].spec, jobs[1].spec, self.gpu)

@@ -38,6 +38,7 @@ def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:
         ("held_gpu_s", sim.held_gpu_s),
         ("effective_gpu_s", ledger.effective_gpu_s),
         ("max_progress_residual", ledger.max_residual),
+        ("max_memory_pressure", ledger.max_memory_pressure),
     )
     if len(sim.snapshots) == 2:
         (t0, l0, held0), (t1, l1, held1) = sim.snapshots
