@@ -86,6 +86,15 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
         except ValueError as err:
             raise InputError(str(err)) from None
     else:
+        if sharing != "none":
+            # Gavel's rounds share GPUs through the policy (``_packed`` pairs at measured
+            # rates) and fractional shares; other sharing models need the event mechanism.
+            raise InputError(
+                f"--sharing {request.sharing} runs with --mechanism event (queue orders "
+                "fifo, sjf, priority); round-based policies share GPUs through their "
+                "_packed variants",
+                field="--sharing",
+            )
         from gpumosaic.sim.rounds import run_rounds
 
         result = run_rounds(
