@@ -141,3 +141,27 @@ def test_split_placements_keeps_weighted_combinations_whole() -> None:
     from gpumosaic.cli.compare import split_placements
 
     assert split_placements("fgd,pwr=200,fgd=800,bestfit") == ["fgd", "pwr=200,fgd=800", "bestfit"]
+
+
+def test_sharing_models_from_the_command_line() -> None:
+    common = ["simulate", "--cluster", "v100:8", "--gpus-per-node", "4", "--json"]
+    gandiva = runner.invoke(
+        app,
+        [
+            *common,
+            "--workload",
+            "gavel:jobs=12,rate=30",
+            "--sharing",
+            "gandiva:packing=on,migration=on",
+        ],
+    )
+    assert gandiva.exit_code == 0, gandiva.output
+    assert json.loads(gandiva.stdout)["completed"] == 12
+    nvshare = runner.invoke(
+        app, [*common, "--workload", "gavel:jobs=12,rate=0", "--sharing", "nvshare:tq=30"]
+    )
+    assert nvshare.exit_code == 0, nvshare.output
+    summary = json.loads(nvshare.stdout)
+    assert summary["completed"] == 12 and summary["handovers"] > 0
+    rounds = runner.invoke(app, [*common, "--policy", "max_min_fairness", "--sharing", "capped"])
+    assert rounds.exit_code == 2 and "--mechanism event" in rounds.output
