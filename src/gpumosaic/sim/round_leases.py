@@ -169,17 +169,23 @@ class LeaseBook:
         k = job.num_gpu
         if k > 1 and not self.span_nodes:
             return None
-        free = nodes[
-            (state.gpu_free[nodes, 0] == MILLI_PER_GPU)
-            & (state.cpu_free[nodes] >= job.cpu_milli // k)
-            & (state.memory_free[nodes] >= job.memory_mib // k)
-        ][:k]
+        cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
+        # Nodes of one type are usually one contiguous block: a slice is a view, while
+        # fancy indexing copies (this runs for every placement of every round).
+        first, last = int(nodes[0]), int(nodes[-1])
+        if last - first + 1 == len(nodes):
+            idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU) + first
+        else:
+            idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
+        if cpu_need or memory_need:
+            idle = idle[
+                (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
+            ]
+        free = idle[:k]
         if len(free) < k:
             return None
         parts = tuple(
-            Assignment(
-                job.id, int(node), (0,), MILLI_PER_GPU, job.cpu_milli // k, job.memory_mib // k
-            )
+            Assignment(job.id, int(node), (0,), MILLI_PER_GPU, cpu_need, memory_need)
             for node in free
         )
         if k == 1:
