@@ -21,7 +21,6 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
-from gpumosaic.experiments.plots import plot_comparison, plot_timelines
 from gpumosaic.experiments.runner import RunRequest
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.traces.errors import InputError
@@ -142,6 +141,8 @@ def compare(
     _write_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
+    from gpumosaic.experiments.plots import plot_comparison, plot_timelines  # matplotlib: late
+
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
     first = {p: next(r for r in runs if r.request.placement == p) for p in labels}

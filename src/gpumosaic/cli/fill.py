@@ -17,7 +17,6 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.experiments.fill import FillPoint, FillResult, run_fill
-from gpumosaic.experiments.fill_plots import plot_fill_run
 from gpumosaic.experiments.fill_sweep import TABLE_POINTS_PCT
 from gpumosaic.traces.errors import InputError
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
@@ -78,6 +77,8 @@ def result_json(result: FillResult, tasks: str, nodes: str) -> dict[str, Any]:
 
 def write_fill_outputs(result: FillResult, summary: dict[str, Any], out: Path) -> None:
     """Full per-task curve (CSV), the summary JSON and a plot."""
+    from gpumosaic.experiments.fill_plots import plot_fill_run  # matplotlib: only if asked
+
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(
         {

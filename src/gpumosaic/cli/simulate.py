@@ -15,7 +15,6 @@ from rich.table import Table
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.progress import progress_bar
 from gpumosaic.experiments.runner import RunRequest, run_request
-from gpumosaic.experiments.store import write_run
 from gpumosaic.metrics.summary import Summary
 
 WORKLOAD_HELP = (
@@ -87,6 +86,8 @@ def simulate(
         outcome = run_request(request, progress=progress)
     summary = outcome.summary
     if out is not None:
+        from gpumosaic.experiments.store import write_run  # pandas + matplotlib: only if asked
+
         write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     if json_out:
         print(json.dumps({**request.to_json(), **summary.to_json()}))
