@@ -163,5 +163,11 @@ def test_sharing_models_from_the_command_line() -> None:
     assert nvshare.exit_code == 0, nvshare.output
     summary = json.loads(nvshare.stdout)
     assert summary["completed"] == 12 and summary["handovers"] > 0
-    rounds = runner.invoke(app, [*common, "--policy", "max_min_fairness", "--sharing", "capped"])
-    assert rounds.exit_code == 2 and "--mechanism event" in rounds.output
+    fractional = ["--workload", "gavel:jobs=8,rate=0,milli=spatial"]
+    rounds = runner.invoke(
+        app, [*common, *fractional, "--policy", "max_min_fairness", "--sharing", "capped"]
+    )
+    assert rounds.exit_code == 0, rounds.output
+    assert json.loads(rounds.stdout)["completed"] == 8
+    bad = runner.invoke(app, [*common, "--policy", "max_min_fairness", "--sharing", "nvshare:tq=0"])
+    assert bad.exit_code == 2 and "--sharing" in bad.output

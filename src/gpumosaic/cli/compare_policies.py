@@ -8,7 +8,7 @@ Runs policies x rates x seeds with the round mechanism in parallel processes, wr
 from __future__ import annotations
 
 import json
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from gpumosaic.experiments.policy_sweep import (
     sweep_points,
     write_csv,
 )
+from gpumosaic.experiments.pool import process_pool
 from gpumosaic.traces.errors import InputError
 
 
@@ -106,7 +107,7 @@ def _check(policies: list[str], cluster: str, workload: str, placement: str) -> 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[PolicyRun]:
     runs: list[PolicyRun] = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with process_pool(workers) as pool:
         futures = [pool.submit(run_point, p) for p in points]
         if not show_progress:
             return [f.result() for f in futures]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.experiments.fill import FillResult, run_fill
+from gpumosaic.experiments.pool import process_pool
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
@@ -72,7 +73,7 @@ def run_fill_sweep(
                 on_done(results[-1])
         return results
     out: list[FillResult | None] = [None] * len(specs)
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+    with process_pool(min(workers, len(specs))) as pool:
         futures = {pool.submit(run_one, spec): i for i, spec in enumerate(specs)}
         for future in as_completed(futures):
             result = future.result()

@@ -26,11 +26,12 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from gpumosaic.experiments.pool import process_pool
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.result import JobStatus
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for p in args.placements.split(",")
     ]
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    with process_pool(args.workers) as pool:
         for future in as_completed([pool.submit(_task, task) for task in tasks]):
             print(json.dumps(asdict(future.result())), flush=True)
     print(json.dumps({"total_wall_s": round(time.perf_counter() - t0, 1)}))

@@ -15,12 +15,12 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib import resources
 
 import numpy as np
 
+from gpumosaic.experiments.pool import process_pool
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows: list[ReproRow]
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    with process_pool(args.workers) as pool:
         if args.part == "static":
             policies = args.policies.split(",") if args.policies else list(STATIC_POLICIES)
             rows = list(pool.map(_static_task, [(p, args.placement) for p in policies]))

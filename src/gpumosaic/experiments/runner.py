@@ -86,15 +86,6 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
         except ValueError as err:
             raise InputError(str(err)) from None
     else:
-        if sharing != "none":
-            # Gavel's rounds share GPUs through the policy (``_packed`` pairs at measured
-            # rates) and fractional shares; other sharing models need the event mechanism.
-            raise InputError(
-                f"--sharing {request.sharing} runs with --mechanism event (queue orders "
-                "fifo, sjf, priority); round-based policies share GPUs through their "
-                "_packed variants",
-                field="--sharing",
-            )
         from gpumosaic.sim.rounds import run_rounds
 
         result = run_rounds(
@@ -106,6 +97,7 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
             round_s=request.round_s,
             resolve_interval_s=request.resolve_interval_s,
             progress=progress,
+            speed=None if sharing == "none" else build_speed_model(request.sharing),
         )
     return RunOutcome(result, summarize(result), _never_fit_lines(result, parsed, cluster))
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.experiments.pool import process_pool
 from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary, jct_values
 from gpumosaic.sim.result import Timeline
@@ -46,7 +47,7 @@ def run_sweep(
             if on_done:
                 on_done(i + 1, len(requests))
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with process_pool(workers) as pool:
             futures = {pool.submit(_one, r): i for i, r in enumerate(requests)}
             for done, future in enumerate(as_completed(futures), start=1):
                 results[futures[future]] = future.result()

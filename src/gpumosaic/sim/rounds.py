@@ -36,6 +36,7 @@ from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
+from gpumosaic.sharing.speed import SpeedModel
 from gpumosaic.sim.policy_input import (
     DEFAULT_PAIR_PARTNERS,
     fixed_type_order,
@@ -44,6 +45,7 @@ from gpumosaic.sim.result import RunStats, SimResult, TimelineRecorder
 from gpumosaic.sim.round_jobs import JobStore
 from gpumosaic.sim.round_leases import LeaseBook
 from gpumosaic.sim.round_priorities import select_entities
+from gpumosaic.sim.round_sharing import shared_rates
 from gpumosaic.sim.round_solver import AllocationBook
 from gpumosaic.sim.round_tracker import RoundTracker
 from gpumosaic.workloads.workload import Workload
@@ -80,12 +82,15 @@ def run_rounds(
     span_nodes: bool = True,
     pair_partners: int = DEFAULT_PAIR_PARTNERS,
     symmetric_fast_path: bool = True,
+    speed: SpeedModel | None = None,
 ) -> SimResult:
-    """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc)."""
+    """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc);
+    ``speed`` adds a sharing model (``sim/round_sharing.py``)."""
     config = RoundConfig(
         round_s, resolve_interval_s, span_nodes, pair_partners, symmetric_fast_path
     )
-    return RoundSimulator(cluster, workload, policy, placement, seed, config, progress).run()
+    simulator = RoundSimulator(cluster, workload, policy, placement, seed, config, progress, speed)
+    return simulator.run()
 
 
 class RoundSimulator:
@@ -98,7 +103,9 @@ class RoundSimulator:
         seed: int,
         config: RoundConfig,
         progress: Callable[[float], None] | None = None,
+        speed: SpeedModel | None = None,
     ) -> None:
+        self.speed = speed
         self.cluster = cluster
         self.workload = workload
         self.config = config
@@ -210,7 +217,7 @@ class RoundSimulator:
 
     def _admit(self, now: float) -> None:
         while self._next is not None and self._next.arrival_s <= now:
-            job = self._next
+            job = self._next if self.speed is None else self.speed.admit(self._next)
             self._next = next(self._stream, None)
             self.events += 1
             rates = np.array([self._rate(job, m) for m in self.models])
@@ -307,7 +314,12 @@ class RoundSimulator:
         es = np.array([e for e, _ in placed], dtype=np.int64)
         ts = np.array([t for _, t in placed], dtype=np.int64)
         rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
-        finish_a, steps_a = _steps(ent.rate_a[es, ts], jobs, rows_a, now, r)
+        rate_a = ent.rate_a[es, ts]
+        if self.speed is not None:
+            rate_a = shared_rates(
+                self.speed, self.leases, self.state, jobs, rows_a, rows_b, rate_a, r
+            )
+        finish_a, steps_a = _steps(rate_a, jobs, rows_a, now, r)
         pair = rows_b >= 0
         finish = finish_a.copy()
         if pair.any():
