@@ -9,6 +9,8 @@ nodes and is done after the cache, every time.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 import numpy.typing as npt
 
@@ -25,15 +27,15 @@ Scores = npt.NDArray[np.float64]
 Nodes = npt.NDArray[np.intp]
 
 
-class Scorer:
+class Scorer(ABC):
     """Base class: identity normalization and best-fit GPU choice. Subclasses override
     ``raw_scores`` (and the rest where the reference does something else)."""
 
     name = "scorer"
 
+    @abstractmethod
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         """Scores (higher is better) for ``nodes``, all of which can hold ``job``."""
-        raise NotImplementedError
 
     def normalize(self, raw: Scores) -> Scores:
         """Scores across all feasible nodes of one decision; identity by default."""

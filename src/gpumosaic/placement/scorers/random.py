@@ -8,11 +8,14 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import feasible_nodes
 from gpumosaic.placement.gpu_choice import random_gpu
-from gpumosaic.placement.scorers.base import Scorer
+from gpumosaic.placement.scorers.base import Nodes, Scorer, Scores
 
 
 class _RandomGpu(Scorer):
     name = "random"
+
+    def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
+        return np.zeros(len(nodes))  # no preference: the node is drawn uniformly
 
     def fractional_slot(
         self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator
