@@ -65,6 +65,13 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
         from gpumosaic.sim.gandiva import simulate_gandiva
         from gpumosaic.sim.gandiva_config import parse_gandiva_options
 
+        if request.policy.lower() != "fifo":
+            # Gandiva is a whole scheduler: FIFO queue, affinity placement, its own sharing.
+            raise InputError(
+                "gandiva schedules its queue first-come-first-served: use --policy fifo "
+                "(its placement is affinity-based; --placement does not apply)",
+                field="--policy",
+            )
         try:
             config = parse_gandiva_options(request.sharing)
         except ValueError as err:
