@@ -128,3 +128,15 @@ class JobStore:
 
 def _alone_s(work: float, rate: float) -> float:
     return work / rate if rate > 0 else float("nan")
+
+
+def round_steps(
+    rate: np.ndarray, jobs: JobStore, rows: np.ndarray, now: float, round_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(finish time, steps) of each job this round: min(int(rate x round), remaining)."""
+    whole = np.floor(rate * round_s)
+    # A job slower than one step per round would never progress with int(): let it
+    # run a fraction of a step instead (never happens with Gavel's table).
+    per_round = np.where(whole >= 1.0, whole, rate * round_s)
+    steps = np.minimum(per_round, jobs.total_steps[rows] - jobs.done_steps[rows])
+    return now + steps / rate, steps

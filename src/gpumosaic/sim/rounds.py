@@ -37,12 +37,9 @@ from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
 from gpumosaic.sharing.speed import SpeedModel
-from gpumosaic.sim.policy_input import (
-    DEFAULT_PAIR_PARTNERS,
-    fixed_type_order,
-)
+from gpumosaic.sim.policy_input import DEFAULT_PAIR_PARTNERS, fixed_type_order
 from gpumosaic.sim.result import RunStats, SimResult, TimelineRecorder
-from gpumosaic.sim.round_jobs import JobStore
+from gpumosaic.sim.round_jobs import JobStore, round_steps
 from gpumosaic.sim.round_leases import LeaseBook
 from gpumosaic.sim.round_priorities import select_entities
 from gpumosaic.sim.round_sharing import shared_rates
@@ -319,11 +316,13 @@ class RoundSimulator:
             rate_a = shared_rates(
                 self.speed, self.leases, self.state, jobs, rows_a, rows_b, rate_a, r
             )
-        finish_a, steps_a = _steps(rate_a, jobs, rows_a, now, r)
+        finish_a, steps_a = round_steps(rate_a, jobs, rows_a, now, r)
         pair = rows_b >= 0
         finish = finish_a.copy()
         if pair.any():
-            finish_b, steps_b = _steps(ent.rate_b[es[pair], ts[pair]], jobs, rows_b[pair], now, r)
+            finish_b, steps_b = round_steps(
+                ent.rate_b[es[pair], ts[pair]], jobs, rows_b[pair], now, r
+            )
             finish[pair] = np.maximum(finish_a[pair], finish_b)
         end = float(finish.max())
         if end <= now:  # only zero-step jobs (cannot happen with positive rates)
@@ -398,15 +397,3 @@ class RoundSimulator:
             gpu_w,
             cpu_w,
         )
-
-
-def _steps(
-    rate: np.ndarray, jobs: JobStore, rows: np.ndarray, now: float, round_s: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(finish time, steps) of each job this round: min(int(rate x round), remaining)."""
-    whole = np.floor(rate * round_s)
-    # A job slower than one step per round would never progress with int(): let it
-    # run a fraction of a step instead (never happens with Gavel's table).
-    per_round = np.where(whole >= 1.0, whole, rate * round_s)
-    steps = np.minimum(per_round, jobs.total_steps[rows] - jobs.done_steps[rows])
-    return now + steps / rate, steps
