@@ -109,6 +109,14 @@ def test_unknown_placement_and_model_are_user_errors() -> None:
     assert bad_model.exit_code == 2 and "unknown GPU model" in bad_model.output
     bad_placement = runner.invoke(app, ["simulate", "--placement", "tetris"])
     assert bad_placement.exit_code == 2 and "tetris" in bad_placement.output
+    bad_policy = runner.invoke(app, ["simulate", "--policy", "tetris"])
+    assert bad_policy.exit_code == 2 and "unknown policy 'tetris'" in bad_policy.output
+    wrong_mechanism = runner.invoke(
+        app, ["simulate", "--policy", "max_min_fairness", "--mechanism", "event"]
+    )
+    assert wrong_mechanism.exit_code == 2 and "queue order" in wrong_mechanism.output
+    unmeasured = runner.invoke(app, ["simulate", "--cluster", "t4:4", "--workload", "gavel:jobs=3"])
+    assert unmeasured.exit_code == 2 and "no rates for T4" in unmeasured.output
 
 
 def test_compare_writes_table_csv_and_figure(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.simulator import simulate
 from gpumosaic.traces.errors import InputError
 from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
+from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 MECHANISMS = ("auto", "event", "rounds")
 
@@ -78,21 +79,40 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
             raise InputError(str(err), field="--sharing") from None
         result = simulate_gandiva(cluster, workload, config, seed=request.seed)
     elif request.resolved_mechanism() == "event":
-        speed = build_speed_model(request.sharing)
-        try:
-            result = simulate(
-                cluster,
-                workload,
-                placement=request.placement,
-                order=request.policy,
-                seed=request.seed,
-                backfill=request.backfill,
-                progress=progress,
-                speed=speed,
+        if request.policy.lower() not in QUEUE_ORDERS:
+            known = ", ".join(QUEUE_ORDERS)
+            raise InputError(f"the event mechanism takes a queue order ({known})", field="--policy")
+        unmeasured = [
+            m.name
+            for m in cluster.gpu_models
+            if isinstance(workload.throughputs, GavelThroughputTable) and m.throughput_key is None
+        ]
+        if unmeasured:
+            # Rounds give such GPUs rate 0 (the policy avoids them); a placement cannot.
+            raise InputError(
+                f"Gavel's throughput table has no rates for {', '.join(unmeasured)}: use "
+                "v100/p100/k80 (or their V100M16/V100M32 variants), a duration-based job "
+                "list, or --mechanism rounds with a Gavel policy",
+                field="--cluster",
             )
-        except ValueError as err:
-            raise InputError(str(err)) from None
+        result = simulate(
+            cluster,
+            workload,
+            placement=request.placement,
+            order=request.policy,
+            seed=request.seed,
+            backfill=request.backfill,
+            progress=progress,
+            speed=build_speed_model(request.sharing),
+        )
     else:
+        from gpumosaic.policies.registry import POLICY_NAMES
+
+        if request.policy not in POLICY_NAMES:
+            known = ", ".join(dict.fromkeys((*QUEUE_ORDERS, *POLICY_NAMES)))
+            raise InputError(
+                f"unknown policy {request.policy!r} (known: {known})", field="--policy"
+            )
         from gpumosaic.sim.rounds import run_rounds
 
         result = run_rounds(
