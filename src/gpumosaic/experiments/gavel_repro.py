@@ -45,9 +45,12 @@ STATIC_REFERENCE: dict[str, tuple[float, float]] = {
     "min_total_duration": (19.99, 21.29),
     "min_total_duration_perf": (17.72, 17.98),
 }
-STATIC_POLICIES = (*STATIC_REFERENCE, "max_min_fairness_packed", "fifo_as_shipped")
-# Gavel's fifo with its flaw (experiments/gavel_quirks.py): evidence for the mechanism.
+# Gavel's fifo and gandiva as shipped (experiments/gavel_quirks.py): evidence for the
+# mechanism, compared with the reference row of the policy they re-implement.
 SHIPPED_FIFO = "fifo_as_shipped"
+SHIPPED_GANDIVA = "gandiva_as_shipped"
+SHIPPED = {SHIPPED_FIFO: "fifo", SHIPPED_GANDIVA: "gandiva"}
+STATIC_POLICIES = (*STATIC_REFERENCE, "max_min_fairness_packed", *SHIPPED)
 # (policy, jobs/hr) -> avg JCT h of the measured window (seed 0 where measured).
 CONTINUOUS_REFERENCE: dict[tuple[str, float], float] = {
     ("max_min_fairness", 3.0): 23.82,
@@ -119,10 +122,12 @@ def run_static(policy: str, placement: str = "strided", seed: int = 0) -> ReproR
 
 
 def _policy_object(policy: str, seed: int) -> Policy | str:
-    if policy == SHIPPED_FIFO:
-        from gpumosaic.experiments.gavel_quirks import GavelShippedFifo
+    from gpumosaic.experiments.gavel_quirks import GavelShippedFifo, GavelShippedGandiva
 
+    if policy == SHIPPED_FIFO:
         return GavelShippedFifo(seed)
+    if policy == SHIPPED_GANDIVA:
+        return GavelShippedGandiva(seed)
     return policy
 
 
@@ -149,7 +154,7 @@ def _row(
     cpu = time.process_time() - cpu0
     jct, makespan, completed = summarize(result)
     if experiment == "static":
-        ref_key = "fifo" if policy == SHIPPED_FIFO else policy
+        ref_key = SHIPPED.get(policy, policy)
         ref_jct, ref_makespan = STATIC_REFERENCE.get(ref_key, (float("nan"), float("nan")))
     else:
         ref_jct = CONTINUOUS_REFERENCE.get((policy, rate), float("nan"))
