@@ -42,3 +42,24 @@ def test_bad_tq_is_one_line_and_exit_2() -> None:
         result = runner.invoke(app, ["reproduce", "nvshare", "--tq", bad])
         assert result.exit_code == 2, (bad, result.output)
         assert "Traceback" not in result.output
+
+
+def test_reproduce_gavel_static_shipped_gandiva_within_5_percent() -> None:
+    import gpumosaic.cli.reproduce_gavel  # noqa: F401  registers the command
+
+    args = ["reproduce", "gavel", "static", "--policies", "gandiva_as_shipped", "--workers", "1"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["rows"]
+    assert row["policy"] == "gandiva_as_shipped" and row["completed"] == 100
+    # Gavel's Gandiva on minimize_makespan.trace: 9.74 h avg JCT, 21.11 h makespan.
+    assert abs(row["avg_jct_h"] / 9.74 - 1) < 0.05
+    assert abs(row["makespan_h"] / 21.11 - 1) < 0.05
+
+
+def test_reproduce_gavel_unknown_policy_is_one_line() -> None:
+    import gpumosaic.cli.reproduce_gavel  # noqa: F401
+
+    result = runner.invoke(app, ["reproduce", "gavel", "static", "--policies", "nope"])
+    assert result.exit_code == 2
+    assert "unknown policy 'nope'" in result.output and "Traceback" not in result.output

@@ -6,7 +6,8 @@
   LAS (``max_min_fairness``) and ``max_min_fairness_perf``; by default on Gavel's own job
   stream (``gavel_stream``), so seed 0 runs the very jobs of the reference numbers.
 
-``python -m gpumosaic.experiments.gavel_repro static|continuous [--workers N] [--json]``.
+``gpumosaic reproduce gavel static|continuous [--workers N] [--json]`` (or
+``python -m gpumosaic.experiments.gavel_repro``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +28,7 @@ from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.sim.rounds import run_rounds
+from gpumosaic.traces.errors import InputError
 from gpumosaic.traces.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import GavelThroughputTable
@@ -183,8 +187,59 @@ def _static_task(args: tuple[str, str]) -> ReproRow:
     return run_static(args[0], args[1])
 
 
-def _continuous_task(args: tuple[str, float, int, str]) -> ReproRow:
-    return run_continuous(args[0], args[1], args[2], args[3])
+def _continuous_task(args: tuple[str, float, int, str, str]) -> ReproRow:
+    return run_continuous(args[0], args[1], args[2], args[3], args[4])
+
+
+DEFAULT_CONTINUOUS_POLICIES = ("max_min_fairness", "max_min_fairness_perf")
+
+
+def run_part(
+    part: str,
+    policies: Sequence[str] = (),
+    rates: Sequence[float] = (3.0, 4.8),
+    seeds: Sequence[int] = (0, 1, 2),
+    jobs_source: str = "gavel",
+    placement: str = "strided",
+    workers: int = 2,
+    on_done: Callable[[int, int], None] | None = None,
+) -> list[ReproRow]:
+    """Every run of one part (``static`` or ``continuous``) in parallel, in task order.
+
+    ``on_done(done, total)`` is called as runs finish (for a progress bar).
+    """
+    from gpumosaic.policies.registry import POLICY_NAMES
+
+    if part not in ("static", "continuous"):
+        raise InputError(f"unknown part {part!r} (static, continuous)", field="PART")
+    known = (*POLICY_NAMES, *SHIPPED)
+    for policy in policies:
+        if policy not in known:
+            raise InputError(
+                f"unknown policy {policy!r} (known: {', '.join(known)})", field="--policies"
+            )
+    if jobs_source not in ("gavel", "gpumosaic"):
+        raise InputError("must be gavel or gpumosaic", field="--jobs-source")
+    tasks: list[tuple[Callable[[Any], ReproRow], Any]]
+    if part == "static":
+        chosen = list(policies) or list(STATIC_POLICIES)
+        tasks = [(_static_task, (p, placement)) for p in chosen]
+    else:
+        chosen = list(policies) or list(DEFAULT_CONTINUOUS_POLICIES)
+        tasks = [
+            (_continuous_task, (p, float(rate), int(seed), jobs_source, placement))
+            for p in chosen
+            for rate in rates
+            for seed in seeds
+        ]
+    rows: list[ReproRow | None] = [None] * len(tasks)
+    with process_pool(workers) as pool:
+        futures = {pool.submit(fn, args): i for i, (fn, args) in enumerate(tasks)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            rows[futures[future]] = future.result()
+            if on_done is not None:
+                on_done(done, len(tasks))
+    return [r for r in rows if r is not None]
 
 
 def format_rows(rows: Sequence[ReproRow]) -> str:
@@ -213,24 +268,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows: list[ReproRow]
-    with process_pool(args.workers) as pool:
-        if args.part == "static":
-            policies = args.policies.split(",") if args.policies else list(STATIC_POLICIES)
-            rows = list(pool.map(_static_task, [(p, args.placement) for p in policies]))
-        else:
-            policies = (
-                args.policies.split(",")
-                if args.policies
-                else ["max_min_fairness", "max_min_fairness_perf"]
-            )
-            tasks = [
-                (p, float(rate), int(seed), args.jobs_source)
-                for p in policies
-                for rate in args.rates.split(",")
-                for seed in args.seeds.split(",")
-            ]
-            rows = list(pool.map(_continuous_task, tasks))
+    rows = run_part(
+        args.part,
+        [p for p in args.policies.split(",") if p],
+        [float(r) for r in args.rates.split(",")],
+        [int(s) for s in args.seeds.split(",")],
+        args.jobs_source,
+        args.placement,
+        args.workers,
+    )
     if args.json:
         print(json.dumps([asdict(r) for r in rows], indent=1))
     else:

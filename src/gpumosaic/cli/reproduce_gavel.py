@@ -1,0 +1,99 @@
+"""``gpumosaic reproduce gavel static|continuous``: Gavel's simulator experiments, ours
+beside the reference numbers (``experiments/gavel_repro.py``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpumosaic.cli.app import err_console, user_errors
+from gpumosaic.cli.reproduce import reproduce_app
+from gpumosaic.experiments.gavel_repro import ReproRow, run_part
+from gpumosaic.traces.errors import InputError
+
+
+def _numbers(text: str, kind: type, field: str) -> list:
+    try:
+        return [kind(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {text!r}", field=field) from None
+
+
+@reproduce_app.command("gavel")
+@user_errors
+def gavel(
+    part: Annotated[str, typer.Argument(help="static (minimize_makespan.trace) or continuous")],
+    policies: Annotated[
+        str, typer.Option(help="comma-separated policy names (default: the reference's)")
+    ] = "",
+    rates: Annotated[str, typer.Option(help="jobs/hr for the continuous part")] = "3.0,4.8",
+    seeds: Annotated[str, typer.Option(help="seeds for the continuous part")] = "0,1,2",
+    jobs_source: Annotated[
+        str, typer.Option(help="gavel: Gavel's own job stream; gpumosaic: our generator")
+    ] = "gavel",
+    placement: Annotated[str, typer.Option(help="placement strategy")] = "strided",
+    workers: Annotated[int, typer.Option(help="parallel runs")] = 2,
+    json_out: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
+) -> None:
+    """Gavel's experiments (reference/gavel.md): avg JCT and makespan per policy."""
+    with Progress(
+        TextColumn(f"gavel {part}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("runs", total=None)
+        rows = run_part(
+            part.strip().lower(),
+            [p.strip() for p in policies.split(",") if p.strip()],
+            _numbers(rates, float, "--rates"),
+            _numbers(seeds, int, "--seeds"),
+            jobs_source,
+            placement,
+            workers,
+            on_done=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    if json_out:
+        print(json.dumps({"rows": [asdict(r) for r in rows]}, indent=1))
+        return
+    Console().print(_table(rows))
+
+
+def _table(rows: list[ReproRow]) -> Table:
+    continuous = any(r.experiment == "continuous" for r in rows)
+    table = Table(title="Gavel's experiments: ours beside the reference", box=box.SIMPLE)
+    table.add_column("policy", no_wrap=True)
+    names = ("jobs/hr", "seed") if continuous else ()
+    for name in (*names, "JCT h", "ref", "error", "makespan h", "ref", "error"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for r in rows:
+        lead = (f"{r.rate_per_hour:g}", str(r.seed)) if continuous else ()
+        table.add_row(
+            r.policy,
+            *lead,
+            f"{r.avg_jct_h:.2f}",
+            _number(r.reference_jct_h),
+            _error(r.jct_error),
+            f"{r.makespan_h:.2f}",
+            _number(r.reference_makespan_h),
+            _error(r.makespan_error),
+        )
+    return table
+
+
+def _number(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.2f}"
+
+
+def _error(error: float) -> str:
+    return "" if math.isnan(error) else f"{100 * error:+.1f}%"
