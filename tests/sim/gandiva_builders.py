@@ -21,6 +21,7 @@ def job(
     job_type: str = "x",
     memory: int | None = None,
     gpu_time: float = 1.0,
+    priority: float = 1.0,
 ) -> JobSpec:
     return JobSpec(
         id=job_id,
@@ -31,6 +32,7 @@ def job(
         work=work,
         gpu_memory_mib=memory,
         gpu_time_fraction=gpu_time,
+        priority_weight=priority,
         name=f"j{job_id}",
     )
 

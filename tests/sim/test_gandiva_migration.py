@@ -1,4 +1,5 @@
-"""Migration to defragment, and conservation of jobs and GPU time under every mechanism."""
+"""Migration to defragment, and conservation of jobs and GPU time under every mechanism,
+queue order and placement."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from gandiva_builders import BAD, GOOD, constant_workload, job, table_workload, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpumosaic.model import ClusterSpec
 from gpumosaic.sim.gandiva import run_gandiva
 from gpumosaic.sim.gandiva_migration import DefragPlan, GroupSlots, Move, NodeSlots, plan_defrag
 from gpumosaic.sim.result import JobStatus
+from gpumosaic.workloads.throughputs import GavelThroughputTable
+from gpumosaic.workloads.workload import Workload
 
 
 def test_planner_moves_the_fewest_jobs() -> None:
@@ -66,6 +70,7 @@ job_shapes = st.tuples(
     st.floats(0.0, 300.0),  # arrival
     st.sampled_from([GOOD, BAD]),
     st.sampled_from([1.0, 0.3]),  # declared GPU time fraction (utilization proxy)
+    st.sampled_from([1.0, 2.0]),  # priority weight
 )
 
 
@@ -76,18 +81,22 @@ job_shapes = st.tuples(
     migration=st.booleans(),
     time_slicing=st.booleans(),
     seed=st.integers(0, 3),
+    order=st.sampled_from(["fifo", "sjf", "priority"]),
+    placement=st.sampled_from([None, "bestfit", "strided", "fgd", "random"]),
 )
 def test_jobs_and_gpu_time_are_conserved(
-    shapes: list[tuple[int, float, float, str, float]],
+    shapes: list[tuple[int, float, float, str, float, float]],
     packing: bool,
     migration: bool,
     time_slicing: bool,
     seed: int,
+    order: str,
+    placement: str | None,
 ) -> None:
     ordered = sorted(shapes, key=lambda s: s[2])
     jobs = [
-        job(i, work, arrival=t, k=k, job_type=kind, gpu_time=frac)
-        for i, (k, work, t, kind, frac) in enumerate(ordered)
+        job(i, work, arrival=t, k=k, job_type=kind, gpu_time=frac, priority=weight)
+        for i, (k, work, t, kind, frac, weight) in enumerate(ordered)
     ]
     result = run_gandiva(
         v100s(2, 4),
@@ -100,6 +109,8 @@ def test_jobs_and_gpu_time_are_conserved(
         migration_cost_s=5.0,
         profile_s=10.0,
         check_invariants=True,  # ClusterState, groups and jobs agree after every event
+        order=order,
+        placement=placement,
     )
     extra = dict(result.extra)
     # Every job that arrived ends completed, with all of its work done.
@@ -129,6 +140,21 @@ def test_a_job_type_without_throughputs_is_rejected_with_a_reason() -> None:
     [record] = result.records
     assert record.status is JobStatus.REJECTED
     assert record.reason.startswith("no_throughput")
+
+
+def test_a_gpu_model_where_the_job_runs_at_speed_0_is_never_used() -> None:
+    # Gavel's table gives speed 0 where a job does not fit (ResNet-50 at batch 128 on two
+    # K80s). Placed there, a job would never finish (its first placement divided by 0).
+    table = GavelThroughputTable({"v100": {("z", 1): 1.0}, "k80": {("z", 1): 0.0}}, {}, "zero")
+    cluster = ClusterSpec.from_counts([("v100", 4), ("k80", 4)], gpus_per_node=4)
+    for seed in range(6):  # the seeded server order puts the K80 server first for some
+        workload = Workload("zero", [job(0, 10.0, job_type="z")], table)
+        [record] = run_gandiva(cluster, workload, seed=seed).records
+        assert (record.status, record.gpu_model) == (JobStatus.COMPLETED, "V100")
+    k80_only = ClusterSpec.from_counts([("k80", 4)], gpus_per_node=4)
+    workload = Workload("zero", [job(0, 10.0, job_type="z")], table)
+    [record] = run_gandiva(k80_only, workload).records
+    assert record.status is JobStatus.REJECTED and record.reason.startswith("no_throughput")
 
 
 def test_same_seed_same_run() -> None:

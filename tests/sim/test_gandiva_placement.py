@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from gpumosaic.sim.gandiva_placement import Choice, ChoiceKind, ServerView, choose_server
@@ -60,3 +62,30 @@ def test_affinity_order(
     k: int, servers: list[ServerView], oversubscribe: bool, expected: Choice | None
 ) -> None:
     assert choose_server(servers, k, oversubscribe=oversubscribe, max_share=4) == expected
+
+
+def prefer_last(servers: Sequence[ServerView]) -> list[float]:
+    # A rank that scores servers by their position: the last listed wins within a tier.
+    return [float(i) for i in range(len(servers))]
+
+
+@pytest.mark.parametrize(("k", "servers", "oversubscribe", "expected"), ROWS)
+def test_a_rank_changes_the_server_within_a_tier_only(
+    k: int, servers: list[ServerView], oversubscribe: bool, expected: Choice | None
+) -> None:
+    ranked = choose_server(servers, k, oversubscribe=oversubscribe, max_share=4, rank=prefer_last)
+    if expected is None or expected.kind is OVER:
+        # Nowhere stays nowhere; oversubscription keeps least loaded, least shared.
+        assert ranked == expected
+        return
+    assert ranked is not None and ranked.kind is expected.kind
+    tier = [s for s in servers if _in_tier(s, k, expected.kind)]
+    assert ranked.node == tier[-1].node
+
+
+def _in_tier(s: ServerView, k: int, kind: ChoiceKind) -> bool:
+    if kind is SAME:
+        return s.affinity == k and s.free_gpus >= k
+    if kind is EMPTY:
+        return s.affinity == 0 and s.num_gpus >= k and s.free_gpus == s.num_gpus
+    return s.affinity not in (k, 0) and s.free_gpus >= k

@@ -77,6 +77,39 @@ def test_without_time_slicing_jobs_queue_first_come_first_served() -> None:
     assert dict(result.extra)["handovers"] == 0
 
 
+def starts(result: SimResult) -> dict[int, float]:
+    return {r.job_id: r.start_s for r in result.records}
+
+
+def test_shortest_work_first_starts_the_short_job_first() -> None:
+    # One GPU, no oversubscription: A (100 s) runs; B (50 s, t=1) and C (10 s, t=2) queue.
+    # FIFO starts B at 100 and C at 150; SJF starts C at 100 (ends 110), then B at 110.
+    jobs = [job(0, 100), job(1, 50, arrival=1.0), job(2, 10, arrival=2.0)]
+    fifo = run(jobs, time_slicing=False)
+    assert starts(fifo) == pytest.approx({0: 0.0, 1: 100.0, 2: 150.0})
+    sjf = run(jobs, time_slicing=False, order="sjf")
+    assert starts(sjf) == pytest.approx({0: 0.0, 1: 110.0, 2: 100.0})
+    assert finish(sjf) == pytest.approx({0: 100.0, 1: 160.0, 2: 110.0})
+
+
+def test_priority_starts_the_heavier_job_first() -> None:
+    # B (weight 1, t=1) arrives before C (weight 3, t=2): FIFO starts B at 100, priority C.
+    jobs = [job(0, 100), job(1, 10, arrival=1.0), job(2, 10, arrival=2.0, priority=3.0)]
+    assert starts(run(jobs, time_slicing=False)) == pytest.approx({0: 0.0, 1: 100.0, 2: 110.0})
+    by_weight = run(jobs, time_slicing=False, order="priority")
+    assert starts(by_weight) == pytest.approx({0: 0.0, 1: 110.0, 2: 100.0})
+
+
+def test_queue_order_decides_who_joins_a_time_sliced_set() -> None:
+    # max_share=2: A and B take turns; C (50 s, t=2) and D (10 s, t=3) queue. The first
+    # free place goes to C under FIFO and to D under SJF.
+    jobs = [job(0, 100), job(1, 200, arrival=1.0), job(2, 50, arrival=2.0), job(3, 10, arrival=3.0)]
+    fifo = starts(run(jobs, max_share=2))
+    sjf = starts(run(jobs, max_share=2, order="sjf"))
+    assert fifo[2] < fifo[3] and sjf[3] < sjf[2]
+    assert sjf[3] == pytest.approx(fifo[2])  # the same place, given to the other job
+
+
 def test_max_share_bounds_oversubscription() -> None:
     # max_share=2: the third job queues until a unit leaves; B finishes at 111 as in the
     # three-job case, then C is placed (112 onwards it takes turns with A).

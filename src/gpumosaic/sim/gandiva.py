@@ -6,13 +6,17 @@ ClusterState as one assignment with the pseudo job id ``-(gid + 1)``: ClusterSta
 "which GPUs are held", the groups keep "which jobs take turns on them".
 
 Scheduling happens at arrivals, finishes and pack verdicts, in this order: place queued
-jobs (affinity order; a multi-GPU job that finds free GPUs only scattered triggers a
+jobs (in the queue order -- fifo, sjf or priority, the event simulator's objects --
+by affinity tier; a multi-GPU job that finds free GPUs only scattered triggers a
 defragmenting migration; then oversubscription), spread time-sliced jobs onto GPUs that
 became free (and split packed pairs when GPUs are free), then pack waiting jobs.
+Within a tier the server is the least loaded one, or the best by a named placement
+strategy's scores (``gandiva_scoring``).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Iterator
@@ -25,15 +29,18 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.power import cluster_power_w
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
+from gpumosaic.policies.ordering import QueueOrder, SortKey, build_queue_order
 from gpumosaic.sim.engine import Engine
 from gpumosaic.sim.gandiva_config import GandivaConfig
 from gpumosaic.sim.gandiva_group import GpuGroup, JobRun, Ledger
 from gpumosaic.sim.gandiva_moves import defragment, spread
 from gpumosaic.sim.gandiva_pack_pass import PackCounters, pack_waiting_jobs
 from gpumosaic.sim.gandiva_packing import RateModel
-from gpumosaic.sim.gandiva_placement import ChoiceKind, ServerView, choose_server
+from gpumosaic.sim.gandiva_placement import ChoiceKind, Rank, ServerView, choose_server
 from gpumosaic.sim.gandiva_records import build_result
+from gpumosaic.sim.gandiva_scoring import tier_ranker
 from gpumosaic.sim.result import SimResult, TimelineRecorder
 from gpumosaic.workloads.workload import Workload
 
@@ -48,6 +55,8 @@ class GandivaSimulator:
         config: GandivaConfig,
         seed: int,
         window_s: tuple[float, float] | None = None,
+        order: QueueOrder | str = "fifo",
+        placement: PlacementStrategy | str | None = None,
     ) -> None:
         self.cluster = cluster
         # GPU-seconds are also snapshot at the window's ends, so utilization can be measured
@@ -67,6 +76,9 @@ class GandivaSimulator:
         self.affinity = [0] * len(cluster.nodes)
         # Seeded server order: ties between equally good servers follow it.
         self.order = [int(i) for i in self.rng.permutation(len(cluster.nodes))]
+        self.queue_order = build_queue_order(order) if isinstance(order, str) else order
+        # None: least loaded first within a tier (Gandiva's own order).
+        self.ranker = tier_ranker(placement, workload, self.state, self.rng)
         self.runs: dict[int, JobRun] = {}
         self.queue: list[JobRun] = []
         self.rejected: dict[int, str] = {}
@@ -140,23 +152,14 @@ class GandivaSimulator:
         elif not self.state.fits_when_empty(job):
             verdict = explain(self.state, job)
             self._reject(run, f"{verdict.reason.value}: {verdict.detail}")
-        elif (unmeasured := self._unmeasured_model(job)) is not None:
+        elif (unmeasured := self.rates.unmeasured(job, self.cluster.gpu_models)) is not None:
             self._reject(run, f"no_throughput: {job.job_type} has no speed on {unmeasured}")
+        elif not self.usable(job).any():
+            self._reject(run, f"no_throughput: {job.job_type} runs at speed 0 on its GPU models")
         else:
-            self.queue.append(run)
+            self._enqueue(run)
             self._schedule_pass()
         self._schedule_next_arrival()
-
-    def _unmeasured_model(self, job: JobSpec) -> str | None:
-        """A GPU model the job may land on but has no throughput for, or None."""
-        for model in self.cluster.gpu_models:
-            if not job.allows(model.name):
-                continue
-            try:
-                self.rates.alone(job, model)
-            except KeyError:
-                return model.name
-        return None
 
     def _reject(self, run: JobRun, reason: str) -> None:
         self.rejected[run.spec.id] = reason
@@ -178,7 +181,7 @@ class GandivaSimulator:
             self.pack.bad_pairs.add((frozenset((guest.spec.id, host.spec.id)), group.gpu.name))
             if not self.config.time_slicing:
                 group.remove(guest, self.engine.now)  # no time-slicing: back to the queue
-                self._requeue(guest)
+                self._enqueue(guest)
         if not group.units:
             self.close_group(group)
         else:
@@ -195,13 +198,12 @@ class GandivaSimulator:
             gid = group.gid
             group.handle = self.engine.schedule(when, lambda: self._on_group_event(gid))
 
-    def _requeue(self, run: JobRun) -> None:
-        key = (run.spec.arrival_s, run.spec.id)
-        at = next(
-            (i for i, q in enumerate(self.queue) if (q.spec.arrival_s, q.spec.id) > key),
-            len(self.queue),
-        )
-        self.queue.insert(at, run)
+    def _enqueue(self, run: JobRun) -> None:
+        # The queue stays sorted by the queue order's key, then id, as the event simulator's.
+        bisect.insort(self.queue, run, key=self._queue_key)
+
+    def _queue_key(self, run: JobRun) -> tuple[SortKey, int]:
+        return (self.queue_order.key(run.spec), run.spec.id)
 
     # --- scheduling pass ----------------------------------------------------------------
 
@@ -230,12 +232,14 @@ class GandivaSimulator:
     def _place(self, run: JobRun, now: float) -> bool:
         k = max(1, run.spec.num_gpu)
         views = self.views(k, run.spec)
-        choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
+        share = self.config.max_share
+        rank = self.rank(run.spec, k)
+        choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
         if choice is None and self.config.migration and k > 1 and defragment(self, run.spec, k):
             views = self.views(k, run.spec)
-            choice = choose_server(views, k, oversubscribe=False, max_share=self.config.max_share)
+            choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
         if choice is None and self.config.time_slicing:
-            choice = choose_server(views, k, oversubscribe=True, max_share=self.config.max_share)
+            choice = choose_server(views, k, oversubscribe=True, max_share=share, rank=rank)
         if choice is None:
             return False
         if choice.kind is ChoiceKind.OVERSUBSCRIBE:
@@ -254,8 +258,17 @@ class GandivaSimulator:
             run.first_model = group.gpu.name
             run.alone_s = run.spec.work / self.rates.alone(run.spec, group.gpu)
 
+    def usable(self, job: JobSpec) -> np.ndarray:
+        """Servers whose GPU model the job allows and runs it on at a positive speed."""
+        runs = self.rates.runs_on(job, self.cluster.gpu_models)
+        return np.array(runs, dtype=bool)[self.state.node_model]
+
+    def rank(self, job: JobSpec, k: int) -> Rank | None:
+        """The order within an affinity tier: None (least loaded) or the named strategy's."""
+        return None if self.ranker is None else self.ranker.rank(job, k)
+
     def views(self, k: int, job: JobSpec) -> list[ServerView]:
-        allowed = self.state.model_mask(job.allowed_models)
+        allowed = self.usable(job)
         free = self.free_counts()
         views: list[ServerView] = []
         for node in self.order:
@@ -327,9 +340,15 @@ def simulate_gandiva(
     config: GandivaConfig,
     seed: int = 0,
     window_s: tuple[float, float] | None = None,
+    order: QueueOrder | str = "fifo",
+    placement: PlacementStrategy | str | None = None,
 ) -> SimResult:
-    """Run Gandiva; ``window_s`` adds the GPU-seconds spent inside it (``window_*`` extras)."""
-    return GandivaSimulator(cluster, workload, config, seed, window_s).run()
+    """Run Gandiva; ``window_s`` adds the GPU-seconds spent inside it (``window_*`` extras).
+
+    ``order`` is a queue order (``fifo``, ``sjf``, ``priority``); ``placement`` a registry
+    strategy that orders the servers within an affinity tier (None or ``affinity``:
+    least loaded first, Gandiva's own)."""
+    return GandivaSimulator(cluster, workload, config, seed, window_s, order, placement).run()
 
 
 def run_gandiva(
@@ -348,8 +367,11 @@ def run_gandiva(
     pack_util_limit: float = 1.0,
     max_pack_tries: int = 4,
     check_invariants: bool = False,
+    order: QueueOrder | str = "fifo",
+    placement: PlacementStrategy | str | None = None,
 ) -> SimResult:
-    """Run Gandiva on ``workload``; keyword names are GandivaConfig's fields."""
+    """Run Gandiva on ``workload``; keyword names are GandivaConfig's fields, plus
+    ``order`` and ``placement`` as in ``simulate_gandiva``."""
     config = GandivaConfig(
         packing=packing,
         migration=migration,
@@ -364,4 +386,4 @@ def run_gandiva(
         max_pack_tries=max_pack_tries,
         check_invariants=check_invariants,
     )
-    return simulate_gandiva(cluster, workload, config, seed)
+    return simulate_gandiva(cluster, workload, config, seed, order=order, placement=placement)

@@ -53,7 +53,7 @@ def defragment(sim: GandivaSimulator, job: JobSpec, k: int) -> bool:
         for n in sim.order
     ]
     groups = [GroupSlots(g.gid, g.node, g.k, g.num_jobs) for g in sim.groups.values()]
-    allowed = set(np.flatnonzero(sim.state.model_mask(job.allowed_models)).tolist())
+    allowed = set(np.flatnonzero(sim.usable(job)).tolist())
     plan = plan_defrag(nodes, groups, k, allowed)
     if plan is None:
         return False
@@ -128,5 +128,6 @@ def _free_destination(sim: GandivaSimulator, job: JobRun, src_node: int) -> int 
     if not sim.config.migration:
         return None
     views = [v for v in sim.views(k, job.spec) if v.node != src_node]
-    choice = choose_server(views, k, oversubscribe=False, max_share=sim.config.max_share)
+    share, rank = sim.config.max_share, sim.rank(job.spec, k)
+    choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
     return None if choice is None else choice.node

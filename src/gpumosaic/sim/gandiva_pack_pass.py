@@ -85,7 +85,7 @@ def _best_host(
     sim: GandivaSimulator, guest: JobRun, single_gpu: list[GpuGroup]
 ) -> tuple[GpuGroup, JobRun] | None:
     rates = sim.rates
-    allowed = sim.state.model_mask(guest.spec.allowed_models)
+    allowed = sim.usable(guest.spec)
     best: tuple[float, float, int, GpuGroup, JobRun] | None = None
     for group in single_gpu:
         if guest.group >= 0 and group.node != sim.groups[guest.group].node:

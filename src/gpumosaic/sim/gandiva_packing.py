@@ -19,6 +19,8 @@ a GPU-utilization proxy for choosing whom to pack, and GPU memory working sets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
@@ -81,6 +83,23 @@ class RateModel:
 
     def alone(self, job: JobSpec, gpu: GpuModel) -> float:
         return self.throughputs.rate(job, gpu)
+
+    def unmeasured(self, job: JobSpec, models: Sequence[GpuModel]) -> str | None:
+        """A GPU model the job may land on but has no throughput for, or None."""
+        for model in models:
+            if not job.allows(model.name):
+                continue
+            try:
+                self.alone(job, model)
+            except KeyError:
+                return model.name
+        return None
+
+    def runs_on(self, job: JobSpec, models: Sequence[GpuModel]) -> list[bool]:
+        """Per model: the job may use it and runs there at a positive speed. Gavel's table
+        has speed 0 where a job does not fit (ResNet-50 at batch 128 on 2 K80s); a job
+        placed there would never finish."""
+        return [job.allows(m.name) and self.alone(job, m) > 0 for m in models]
 
     def pair(self, a: JobSpec, b: JobSpec, gpu: GpuModel) -> tuple[float, float] | None:
         """(rate of a, rate of b) when packed on one GPU; None if unmeasured."""

@@ -10,13 +10,19 @@ same-size jobs can time-share a GPU set. A k-GPU job goes, in this order, to
 4. oversubscription: the least-shared k-GPU set on a server of affinity k, least loaded
    server first (only with time-slicing, and below ``max_share`` resident jobs per set).
 
+"Least loaded first" is Gandiva's own order within a tier. A caller may replace it with a
+``rank``: given a tier's candidate servers it returns one score per server (higher wins),
+e.g. a placement strategy's scores (``gandiva_scoring``). The tiers themselves never
+change, and oversubscription (4) keeps its least-loaded, least-shared order: a placement
+strategy scores servers that can hold the job, and a full server cannot.
+
 Ties keep the order of the ``servers`` sequence (the simulator passes its servers in a
 seeded random order, as the reference simulators break node ties).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -48,6 +54,10 @@ class ServerView:
     share_jobs: int = 0
 
 
+# Scores of a tier's candidate servers, in their order; higher is better.
+Rank = Callable[[Sequence["ServerView"]], Sequence[float]]
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     kind: ChoiceKind
@@ -61,17 +71,26 @@ def choose_server(
     *,
     oversubscribe: bool,
     max_share: int,
+    rank: Rank | None = None,
 ) -> Choice | None:
-    """Where a k-GPU job goes by Gandiva's affinity order, or None when nowhere."""
+    """Where a k-GPU job goes by Gandiva's affinity order, or None when nowhere.
+
+    Within tiers 1-3 the server is the least loaded one, or with ``rank`` the best ranked.
+    """
     same = [s for s in servers if s.affinity == k and s.free_gpus >= k]
     if same:
-        return Choice(ChoiceKind.SAME_AFFINITY, _least_loaded(same).node)
-    for s in servers:
-        if s.affinity == UNASSIGNED and s.num_gpus >= k and s.free_gpus == s.num_gpus:
-            return Choice(ChoiceKind.UNASSIGNED, s.node)
+        return Choice(ChoiceKind.SAME_AFFINITY, _best(same, rank).node)
+    # Empty servers all have load 0: without a rank the first in the given order wins.
+    empty = [
+        s
+        for s in servers
+        if s.affinity == UNASSIGNED and s.num_gpus >= k and s.free_gpus == s.num_gpus
+    ]
+    if empty:
+        return Choice(ChoiceKind.UNASSIGNED, _best(empty, rank).node)
     other = [s for s in servers if s.affinity not in (k, UNASSIGNED) and s.free_gpus >= k]
     if other:
-        return Choice(ChoiceKind.OTHER_AFFINITY, _least_loaded(other).node)
+        return Choice(ChoiceKind.OTHER_AFFINITY, _best(other, rank).node)
     if oversubscribe:
         shared = [
             s
@@ -84,6 +103,9 @@ def choose_server(
     return None
 
 
-def _least_loaded(servers: list[ServerView]) -> ServerView:
-    # min() keeps the first of equal keys, so ties follow the given server order.
-    return min(servers, key=lambda s: s.load)
+def _best(servers: list[ServerView], rank: Rank | None) -> ServerView:
+    # min() and max() keep the first of equal keys, so ties follow the given server order.
+    if rank is None:
+        return min(servers, key=lambda s: s.load)
+    scores = rank(servers)
+    return servers[max(range(len(servers)), key=scores.__getitem__)]
