@@ -179,3 +179,44 @@ def test_sharing_models_from_the_command_line() -> None:
     assert json.loads(rounds.stdout)["completed"] == 8
     bad = runner.invoke(app, [*common, "--policy", "max_min_fairness", "--sharing", "nvshare:tq=0"])
     assert bad.exit_code == 2 and "--sharing" in bad.output
+
+
+def test_gandiva_takes_any_queue_order_and_any_placement() -> None:
+    common = [
+        "simulate",
+        "--cluster",
+        "v100:8,k80:4",
+        "--gpus-per-node",
+        "4",
+        "--workload",
+        "gavel:jobs=12,rate=30",
+        "--sharing",
+        "gandiva:packing=on,migration=on",
+        "--json",
+    ]
+    runs = {}
+    for extra in ([], ["--policy", "sjf"], ["--policy", "priority", "--placement", "bestfit"]):
+        result = runner.invoke(app, [*common, *extra])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        assert summary["completed"] == 12
+        runs[(summary["policy"], summary["placement"])] = summary
+    # No --placement under --sharing gandiva means Gandiva's own order, and says so.
+    assert set(runs) == {("fifo", "affinity"), ("sjf", "affinity"), ("priority", "bestfit")}
+
+
+def test_gandiva_refuses_an_allocation_policy_in_one_line() -> None:
+    result = runner.invoke(
+        app, ["simulate", "--sharing", "gandiva", "--policy", "max_min_fairness_perf"]
+    )
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--policy" in lines[0] and "queue order" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_affinity_placement_is_gandivas_only() -> None:
+    result = runner.invoke(app, ["simulate", "--placement", "affinity"])
+    assert result.exit_code == 2 and "--sharing gandiva" in result.output
+    default = runner.invoke(app, ["simulate", "--workload", "gavel:jobs=4,rate=0", "--json"])
+    assert json.loads(default.stdout)["placement"] == "fgd"  # unchanged without gandiva

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
-from gpumosaic.experiments.runner import RunRequest
+from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.traces.errors import InputError
 from gpumosaic.workloads.spec import parse_cluster
@@ -133,8 +133,8 @@ def compare(
         for p in split_placements(placements)
         for s in seed_list
     ]
-    for p in {r.placement for r in requests}:
-        _check_placement(p)
+    for p in split_placements(placements):
+        _check_placement(p, gandiva=is_gandiva(sharing))
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     labels = split_placements(placements)
     rows = _rows(runs, labels)
@@ -156,12 +156,20 @@ def compare(
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
-def _check_placement(name: str) -> None:
+def _check_placement(name: str, gandiva: bool) -> None:
     """Fail before any run starts if a placement name is unknown."""
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.sim.gandiva_scoring import is_affinity
 
+    if is_affinity(name):
+        if gandiva:
+            return  # Gandiva's own order, not a registry strategy
+        raise InputError(
+            "affinity is Gandiva's own server order: only with --sharing gandiva",
+            field="--placements",
+        )
     probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
     try:
         build_placement(name, probe)

@@ -33,11 +33,19 @@ def simulate(
         str, typer.Option(help=WORKLOAD_HELP)
     ] = "gavel:jobs=50,rate=0,milli=spatial",
     policy: Annotated[
-        str, typer.Option(help="queue order (fifo, sjf, priority) or a Gavel policy name")
+        str,
+        typer.Option(
+            help="queue order (fifo, sjf, priority; the only kind --sharing gandiva takes) "
+            "or a Gavel policy name"
+        ),
     ] = "fifo",
     placement: Annotated[
-        str, typer.Option(help="fgd, pwr, bestfit, firstfit, worstfit/strided, random, ...")
-    ] = "fgd",
+        str | None,
+        typer.Option(
+            help="fgd, pwr, bestfit, firstfit, worstfit/strided, random, ... (default fgd; "
+            "with --sharing gandiva: affinity, Gandiva's least-loaded order)"
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="seed of every random choice")] = 0,
     out: Annotated[Path | None, typer.Option(help="folder for jobs, summary.json, plot")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
@@ -58,7 +66,11 @@ def simulate(
         float, typer.Option(help="least time between policy solves (rounds mechanism)")
     ] = 1920.0,
     sharing: Annotated[
-        str, typer.Option(help="none, or gandiva:packing=on,migration=on (see docs/sharing.md)")
+        str,
+        typer.Option(
+            help="none, capped, measured, nvshare:tq=30, or gandiva:packing=on,migration=on "
+            "(see docs/sharing.md, docs/gandiva.md)"
+        ),
     ] = "none",
     allow_rejects: Annotated[
         bool, typer.Option(help="exit 0 even when some jobs can never fit")
@@ -102,7 +114,7 @@ def simulate(
 
 
 def _print_summary(summary: Summary, request: RunRequest) -> None:
-    table = Table(title=f"{request.policy} + {request.placement} on {request.workload}")
+    table = Table(title=f"{request.policy} + {request.resolved_placement()} on {request.workload}")
     table.add_column("metric")
     table.add_column("value", justify="right")
 

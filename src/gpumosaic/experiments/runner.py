@@ -16,6 +16,7 @@ from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import explain
 from gpumosaic.policies.ordering import QUEUE_ORDERS
 from gpumosaic.sharing.speed import build_speed_model
+from gpumosaic.sim.gandiva_scoring import AFFINITY, is_affinity
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.simulator import simulate
 from gpumosaic.traces.errors import InputError
@@ -23,6 +24,9 @@ from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_worklo
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 MECHANISMS = ("auto", "event", "rounds")
+# Placement when none is named: FGD for the event and round mechanisms; under
+# ``--sharing gandiva`` Gandiva's own order (least loaded first within an affinity tier).
+DEFAULT_PLACEMENT = "fgd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +34,7 @@ class RunRequest:
     cluster: str
     workload: str
     policy: str = "fifo"
-    placement: str = "fgd"
+    placement: str | None = None  # None: the mechanism's default (resolved_placement)
     seed: int = 0
     gpus_per_node: int = 1
     mechanism: str = "auto"
@@ -40,7 +44,16 @@ class RunRequest:
     sharing: str = "none"
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        return {**asdict(self), "placement": self.resolved_placement()}
+
+    @property
+    def gandiva(self) -> bool:
+        return is_gandiva(self.sharing)
+
+    def resolved_placement(self) -> str:
+        if self.placement is not None:
+            return self.placement
+        return AFFINITY if self.gandiva else DEFAULT_PLACEMENT
 
     def resolved_mechanism(self) -> str:
         if self.mechanism not in MECHANISMS:
@@ -48,6 +61,11 @@ class RunRequest:
         if self.mechanism != "auto":
             return self.mechanism
         return "event" if self.policy.lower() in QUEUE_ORDERS else "rounds"
+
+
+def is_gandiva(sharing: str) -> bool:
+    """``--sharing gandiva[:...]`` runs Gandiva's own scheduler instead of a mechanism."""
+    return sharing.strip().lower().startswith("gandiva")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +80,31 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
     parsed = parse_workload(request.workload, request.seed)
     workload = parsed.workload
     sharing = request.sharing.strip().lower()
-    if sharing.startswith("gandiva"):
+    placement = request.resolved_placement()
+    if request.gandiva:
         from gpumosaic.sim.gandiva import simulate_gandiva
         from gpumosaic.sim.gandiva_config import parse_gandiva_options
 
-        if request.policy.lower() != "fifo":
-            # Gandiva is a whole scheduler: FIFO queue, affinity placement, its own sharing.
+        if request.policy.lower() not in QUEUE_ORDERS:
             raise InputError(
-                "gandiva schedules its queue first-come-first-served: use --policy fifo "
-                "(its placement is affinity-based; --placement does not apply)",
+                f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "
+                f"queue order ({', '.join(QUEUE_ORDERS)}), not {request.policy!r}; Gavel's "
+                "model of Gandiva as an allocation policy is --policy gandiva without "
+                "--sharing gandiva",
                 field="--policy",
             )
         try:
             config = parse_gandiva_options(request.sharing)
         except ValueError as err:
             raise InputError(str(err), field="--sharing") from None
-        result = simulate_gandiva(cluster, workload, config, seed=request.seed)
+        result = simulate_gandiva(
+            cluster, workload, config, seed=request.seed, order=request.policy, placement=placement
+        )
+    elif is_affinity(placement):
+        raise InputError(
+            "affinity is Gandiva's own server order: only with --sharing gandiva",
+            field="--placement",
+        )
     elif request.resolved_mechanism() == "event":
         if request.policy.lower() not in QUEUE_ORDERS:
             known = ", ".join(QUEUE_ORDERS)
@@ -98,7 +125,7 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
         result = simulate(
             cluster,
             workload,
-            placement=request.placement,
+            placement=placement,
             order=request.policy,
             seed=request.seed,
             backfill=request.backfill,
@@ -119,7 +146,7 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
             cluster,
             workload,
             policy=request.policy,
-            placement=request.placement,
+            placement=placement,
             seed=request.seed,
             round_s=request.round_s,
             resolve_interval_s=request.resolve_interval_s,
