@@ -215,6 +215,13 @@ def test_gandiva_refuses_an_allocation_policy_in_one_line() -> None:
     assert "Traceback" not in result.output
 
 
+def test_gandiva_refuses_the_rounds_mechanism_in_one_line() -> None:
+    result = runner.invoke(app, ["simulate", "--sharing", "gandiva", "--mechanism", "rounds"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--mechanism" in lines[0] and "Traceback" not in result.output
+
+
 def test_affinity_placement_is_gandivas_only() -> None:
     result = runner.invoke(app, ["simulate", "--placement", "affinity"])
     assert result.exit_code == 2 and "--sharing gandiva" in result.output

@@ -117,3 +117,20 @@ def test_max_share_bounds_oversubscription() -> None:
     records = {r.job_id: r for r in result.records}
     assert records[2].start_s == pytest.approx(111.0)
     assert all(r.status is JobStatus.COMPLETED for r in result.records)
+
+
+def test_timeline_measures_fragmentation_against_the_job_shapes() -> None:
+    # One 4-GPU server. j0 (1 GPU) starts; j1 (4 GPUs) cannot start (3 GPUs free, and the
+    # server's affinity is 1, so no oversubscription) and queues. Target shapes: half
+    # 1-GPU jobs, half 4-GPU jobs. Free milli 3000: a 1-GPU job can use all of it (0
+    # fragmented), a 4-GPU job none (3000). Expected 0.5 * 0 + 0.5 * 3000 = 1500, rate
+    # 1500 / 3000 = 0.5.
+    jobs = [job(0, 100.0), job(1, 50.0, k=4)]
+    result = run_gandiva(v100s(1, 4), constant_workload(jobs), check_invariants=True)
+    timeline = result.timeline
+    assert timeline.time_s[0] == 0.0 and timeline.queued[0] == 1
+    assert timeline.fragmentation_rate[0] == pytest.approx(0.5)
+    assert {r.job_id: r.status for r in result.records} == {
+        0: JobStatus.COMPLETED,
+        1: JobStatus.COMPLETED,
+    }

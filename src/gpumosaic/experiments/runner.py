@@ -93,6 +93,12 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
                 "--sharing gandiva",
                 field="--policy",
             )
+        if request.mechanism == "rounds":
+            raise InputError(
+                "--sharing gandiva runs Gandiva's own event-driven scheduler, not Gavel's "
+                "rounds: drop --mechanism rounds (or use --policy gandiva on the rounds)",
+                field="--mechanism",
+            )
         try:
             config = parse_gandiva_options(request.sharing)
         except ValueError as err:

@@ -31,6 +31,7 @@ from gpumosaic.model.power import cluster_power_w
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
+from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.policies.ordering import QueueOrder, SortKey, build_queue_order
 from gpumosaic.sim.engine import Engine
 from gpumosaic.sim.gandiva_config import GandivaConfig
@@ -40,7 +41,7 @@ from gpumosaic.sim.gandiva_pack_pass import PackCounters, pack_waiting_jobs
 from gpumosaic.sim.gandiva_packing import RateModel
 from gpumosaic.sim.gandiva_placement import ChoiceKind, Rank, ServerView, choose_server
 from gpumosaic.sim.gandiva_records import build_result
-from gpumosaic.sim.gandiva_scoring import tier_ranker
+from gpumosaic.sim.gandiva_scoring import gandiva_target, tier_ranker
 from gpumosaic.sim.result import SimResult, TimelineRecorder
 from gpumosaic.workloads.workload import Workload
 
@@ -79,6 +80,8 @@ class GandivaSimulator:
         self.queue_order = build_queue_order(order) if isinstance(order, str) else order
         # None: least loaded first within a tier (Gandiva's own order).
         self.ranker = tier_ranker(placement, workload, self.state, self.rng)
+        # Fragmentation is measured against the same job shapes as every other simulator's.
+        self.target = gandiva_target(workload.target_sample())
         self.runs: dict[int, JobRun] = {}
         self.queue: list[JobRun] = []
         self.rejected: dict[int, str] = {}
@@ -331,7 +334,8 @@ class GandivaSimulator:
         gpu_w, cpu_w = cluster_power_w(self.state)
         allocated = float(self.state.allocated_gpu_milli)
         queued = len(self.queue)
-        self.timeline.record(now, allocated, running, queued, math.nan, gpu_w, cpu_w)
+        fragmentation = shared_tracker(self.state, self.target).rate()
+        self.timeline.record(now, allocated, running, queued, fragmentation, gpu_w, cpu_w)
 
 
 def simulate_gandiva(

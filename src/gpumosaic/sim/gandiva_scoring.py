@@ -43,13 +43,18 @@ def is_affinity(name: str) -> bool:
     return name.strip().lower() == AFFINITY
 
 
+def gandiva_target(jobs: Iterable[JobSpec]) -> TargetWorkload:
+    """The target workload of ``jobs`` as Gandiva places them (whole GPUs, no CPU)."""
+    sample = list(jobs)
+    shapes = [as_group_job(j, j.num_gpu) for j in sample if j.num_gpu > 0]
+    return TargetWorkload.from_jobs(shapes or sample)
+
+
 def build_strategy(placement: str, jobs: Iterable[JobSpec]) -> PlacementStrategy:
     """A registry strategy whose target workload is ``jobs`` as Gandiva places them."""
     from gpumosaic.placement.registry import build_placement
 
-    sample = list(jobs)
-    shapes = [as_group_job(j, j.num_gpu) for j in sample if j.num_gpu > 0]
-    return build_placement(placement, TargetWorkload.from_jobs(shapes or sample))
+    return build_placement(placement, gandiva_target(jobs))
 
 
 def tier_ranker(
