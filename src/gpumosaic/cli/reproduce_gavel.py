@@ -73,20 +73,25 @@ def _table(rows: list[ReproRow]) -> Table:
     continuous = any(r.experiment == "continuous" for r in rows)
     table = Table(title="Gavel's experiments: ours beside the reference", box=box.SIMPLE)
     table.add_column("policy", no_wrap=True)
+    # Continuous runs have no reference makespan: their columns give way to rate and seed.
     names = ("jobs/hr", "seed") if continuous else ()
-    for name in (*names, "JCT h", "ref", "error", "makespan h", "ref", "error"):
+    tail = ("CPU s",) if continuous else ("makespan h", "ref", "error")
+    for name in (*names, "JCT h", "ref", "error", *tail):
         table.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         lead = (f"{r.rate_per_hour:g}", str(r.seed)) if continuous else ()
+        rest = (
+            (f"{r.cpu_s:.1f}",)
+            if continuous
+            else (f"{r.makespan_h:.2f}", _number(r.reference_makespan_h), _error(r.makespan_error))
+        )
         table.add_row(
             r.policy,
             *lead,
             f"{r.avg_jct_h:.2f}",
             _number(r.reference_jct_h),
             _error(r.jct_error),
-            f"{r.makespan_h:.2f}",
-            _number(r.reference_makespan_h),
-            _error(r.makespan_error),
+            *rest,
         )
     return table
 
