@@ -134,3 +134,25 @@ def test_timeline_measures_fragmentation_against_the_job_shapes() -> None:
         0: JobStatus.COMPLETED,
         1: JobStatus.COMPLETED,
     }
+
+
+def test_no_backfill_keeps_a_later_small_job_behind_a_blocked_big_one() -> None:
+    # One 2-GPU server, no time-slicing. j0 (1 GPU, 100 s) starts at 0; j1 (2 GPUs) comes at
+    # 1 and finds 1 free GPU; j2 (1 GPU, 10 s) comes at 2. Backfill: j2 takes the free GPU
+    # at 2. Strict FIFO: j2 waits for j1, which starts when j0 ends (100) and runs 50 s, so
+    # j2 starts at 150.
+    jobs = [job(0, 100.0), job(1, 50.0, arrival=1.0, k=2), job(2, 10.0, arrival=2.0)]
+
+    def starts(backfill: bool) -> dict[int, float]:
+        result = run_gandiva(
+            v100s(1, 2),
+            constant_workload(jobs),
+            time_slicing=False,
+            check_invariants=True,
+            backfill=backfill,
+        )
+        assert all(r.status is JobStatus.COMPLETED for r in result.records)
+        return {r.job_id: r.start_s for r in result.records}
+
+    assert starts(True) == {0: 0.0, 1: 100.0, 2: 2.0}
+    assert starts(False) == {0: 0.0, 1: 100.0, 2: 150.0}

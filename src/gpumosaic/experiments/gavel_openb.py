@@ -17,7 +17,9 @@ A10, G2    V100                   G2 uses the A10 profile; A10 trains about as a
 G3         V100 x 1.5             G3 uses the A100 profile; A100 ~1.5x V100 (FP32/TF32)
 =========  =====================  ==============================================
 
-``python -m gpumosaic.experiments.gavel_openb --rates 120,240 --window 100-130``.
+``python -m gpumosaic.experiments.gavel_openb --rates 120,240 --window 100-130`` (a cluster
+still filling, minutes); ``--rates 360,800 --window 4000-5000`` measures the steady state
+of the reference note (10-25 min per run on 2 cores; docs/gavel.md has the numbers).
 """
 
 from __future__ import annotations

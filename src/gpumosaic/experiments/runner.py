@@ -104,7 +104,13 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
         except ValueError as err:
             raise InputError(str(err), field="--sharing") from None
         result = simulate_gandiva(
-            cluster, workload, config, seed=request.seed, order=request.policy, placement=placement
+            cluster,
+            workload,
+            config,
+            seed=request.seed,
+            order=request.policy,
+            placement=placement,
+            backfill=request.backfill,
         )
     elif is_affinity(placement):
         raise InputError(

@@ -58,6 +58,7 @@ class GandivaSimulator:
         window_s: tuple[float, float] | None = None,
         order: QueueOrder | str = "fifo",
         placement: PlacementStrategy | str | None = None,
+        backfill: bool = True,
     ) -> None:
         self.cluster = cluster
         # GPU-seconds are also snapshot at the window's ends, so utilization can be measured
@@ -78,6 +79,7 @@ class GandivaSimulator:
         # Seeded server order: ties between equally good servers follow it.
         self.order = [int(i) for i in self.rng.permutation(len(cluster.nodes))]
         self.queue_order = build_queue_order(order) if isinstance(order, str) else order
+        self.backfill = backfill  # False: a job that finds no place blocks those behind it
         # None: least loaded first within a tier (Gandiva's own order).
         self.ranker = tier_ranker(placement, workload, self.state, self.rng)
         # Fragmentation is measured against the same job shapes as every other simulator's.
@@ -221,6 +223,8 @@ class GandivaSimulator:
                 continue
             if self._place(run, now):
                 placed.append(run)
+            elif not self.backfill:
+                break
             else:
                 no_place.add(shape)
         if placed:
@@ -346,13 +350,16 @@ def simulate_gandiva(
     window_s: tuple[float, float] | None = None,
     order: QueueOrder | str = "fifo",
     placement: PlacementStrategy | str | None = None,
+    backfill: bool = True,
 ) -> SimResult:
     """Run Gandiva; ``window_s`` adds the GPU-seconds spent inside it (``window_*`` extras).
 
     ``order`` is a queue order (``fifo``, ``sjf``, ``priority``); ``placement`` a registry
     strategy that orders the servers within an affinity tier (None or ``affinity``:
-    least loaded first, Gandiva's own)."""
-    return GandivaSimulator(cluster, workload, config, seed, window_s, order, placement).run()
+    least loaded first, Gandiva's own); ``backfill=False`` stops each pass at the first
+    queued job that finds no place, as ``--no-backfill`` does for the event mechanism."""
+    sim = GandivaSimulator(cluster, workload, config, seed, window_s, order, placement, backfill)
+    return sim.run()
 
 
 def run_gandiva(
@@ -373,9 +380,10 @@ def run_gandiva(
     check_invariants: bool = False,
     order: QueueOrder | str = "fifo",
     placement: PlacementStrategy | str | None = None,
+    backfill: bool = True,
 ) -> SimResult:
     """Run Gandiva on ``workload``; keyword names are GandivaConfig's fields, plus
-    ``order`` and ``placement`` as in ``simulate_gandiva``."""
+    ``order``, ``placement`` and ``backfill`` as in ``simulate_gandiva``."""
     config = GandivaConfig(
         packing=packing,
         migration=migration,
@@ -390,4 +398,6 @@ def run_gandiva(
         max_pack_tries=max_pack_tries,
         check_invariants=check_invariants,
     )
-    return simulate_gandiva(cluster, workload, config, seed, order=order, placement=placement)
+    return simulate_gandiva(
+        cluster, workload, config, seed, order=order, placement=placement, backfill=backfill
+    )
