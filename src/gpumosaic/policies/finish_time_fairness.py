@@ -18,7 +18,6 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 
 from gpumosaic.policies.base import Allocation, PackedPairs, PolicyInput
@@ -70,6 +69,9 @@ class FinishTimeFairness:
         if len(active) == 0:
             return empty_allocation(inp, notes)
         reference_time = since_arrival[active] + remaining[active] / iso[active]
+        # cvxpy takes ~0.6 s to import: only the runs that use this policy pay for it.
+        import cvxpy as cp
+
         v = cp.Variable(base.layout.num_vars, nonneg=True)
         rate = rates[active] @ v
         rho = cp.multiply(remaining[active] / reference_time, cp.inv_pos(rate)) + (

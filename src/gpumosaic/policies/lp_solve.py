@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from gpumosaic.policies.base import FloatArray
 
@@ -129,6 +128,9 @@ def solve(lp: LinearProgram, backend: str = "clarabel") -> LpSolution:
 
 
 def _solve_highs(lp: LinearProgram) -> FloatArray:
+    # scipy.optimize takes ~0.2 s to import; the default back end does not need it.
+    from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
     if lp.integer is not None and lp.integer.any():
         constraints = [LinearConstraint(lp.a_ub, -np.inf, lp.b_ub)]
         if lp.a_eq is not None and lp.b_eq is not None:
