@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -77,6 +76,8 @@ def result_json(result: FillResult, tasks: str, nodes: str) -> dict[str, Any]:
 
 def write_fill_outputs(result: FillResult, summary: dict[str, Any], out: Path) -> None:
     """Full per-task curve (CSV), the summary JSON and a plot."""
+    import pandas as pd
+
     from gpumosaic.experiments.fill_plots import plot_fill_run  # matplotlib: only if asked
 
     out.mkdir(parents=True, exist_ok=True)

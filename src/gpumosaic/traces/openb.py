@@ -22,15 +22,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Packaged copy of the trace (see data/alibaba/SOURCE.md); never read from outside the package.
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "alibaba"
@@ -186,6 +189,8 @@ def _resolve(spec: str, *, kind: str) -> Path:
 
 def _read(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
     """Read every cell as text (so bad values can be reported, not silently coerced)."""
+    import pandas as pd  # only when a CSV is read: ~0.2 s to import
+
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
@@ -199,6 +204,8 @@ def _read(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
 
 def _numbers(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.float64]:
     """Column as floats; empty cells are NaN; non-numbers and negatives are errors."""
+    import pandas as pd  # only when a CSV is read: ~0.2 s to import
+
     text = frame[column].str.strip()
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(np.isnan(values) & (text != "").to_numpy())
