@@ -81,6 +81,7 @@ class OpenbRun:
     policy_solves: int
     policy_solve_s: float
     elapsed_s: float
+    placement_failures: int  # placements a per-type milli count admitted but no GPU held
 
 
 def openb_workload(rate: float, window: tuple[int, int], seed: int) -> Workload:
@@ -120,6 +121,7 @@ def run_openb(placement: str, rate: float, window: tuple[int, int], seed: int) -
         policy_solves=result.stats.policy_solves,
         policy_solve_s=result.stats.policy_solve_s,
         elapsed_s=result.stats.elapsed_s,
+        placement_failures=int(dict(result.extra).get("placement_failures", 0)),
     )
 
 
