@@ -71,12 +71,17 @@ def gavel(
 
 def _table(rows: list[ReproRow]) -> Table:
     continuous = any(r.experiment == "continuous" for r in rows)
-    table = Table(title="Gavel's experiments: ours beside the reference", box=box.SIMPLE)
+    table = Table(
+        title="Gavel's experiments: ours beside the reference",
+        box=box.SIMPLE,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     table.add_column("policy", no_wrap=True)
     # Continuous runs have no reference makespan: their columns give way to rate and seed.
     names = ("jobs/hr", "seed") if continuous else ()
-    tail = ("CPU s",) if continuous else ("makespan h", "ref", "error")
-    for name in (*names, "JCT h", "ref", "error", *tail):
+    tail = ("CPU s",) if continuous else ("mksp h", "ref", "err")
+    for name in (*names, "JCT h", "ref", "err", *tail):
         table.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         lead = (f"{r.rate_per_hour:g}", str(r.seed)) if continuous else ()
