@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -366,38 +367,21 @@ def run_gandiva(
     cluster: ClusterSpec,
     workload: Workload,
     seed: int = 0,
-    packing: bool = True,
-    migration: bool = True,
-    time_slicing: bool = True,
-    quantum_s: float = 60.0,
-    switch_s: float = 1.0,
-    migration_cost_s: float = 30.0,
-    max_share: int = 4,
-    profile_s: float = 60.0,
-    pack_margin: float = 0.0,
-    pack_util_limit: float = 1.0,
-    max_pack_tries: int = 4,
-    check_invariants: bool = False,
+    *,
     order: QueueOrder | str = "fifo",
     placement: PlacementStrategy | str | None = None,
     backfill: bool = True,
+    **config: Any,
 ) -> SimResult:
-    """Run Gandiva on ``workload``; keyword names are GandivaConfig's fields, plus
-    ``order``, ``placement`` and ``backfill`` as in ``simulate_gandiva``."""
-    config = GandivaConfig(
-        packing=packing,
-        migration=migration,
-        time_slicing=time_slicing,
-        quantum_s=quantum_s,
-        switch_s=switch_s,
-        migration_cost_s=migration_cost_s,
-        max_share=max_share,
-        profile_s=profile_s,
-        pack_margin=pack_margin,
-        pack_util_limit=pack_util_limit,
-        max_pack_tries=max_pack_tries,
-        check_invariants=check_invariants,
-    )
+    """Run Gandiva on ``workload``; the other keywords are GandivaConfig's fields (an
+    unknown name is a TypeError), ``order``, ``placement`` and ``backfill`` as in
+    ``simulate_gandiva``."""
     return simulate_gandiva(
-        cluster, workload, config, seed, order=order, placement=placement, backfill=backfill
+        cluster,
+        workload,
+        GandivaConfig(**config),
+        seed,
+        order=order,
+        placement=placement,
+        backfill=backfill,
     )
