@@ -42,6 +42,7 @@ from collections import defaultdict
 import numpy as np
 
 from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.gandiva import pair_key, summed_normalized_rate
 
 
 class GavelShippedFifo:
@@ -107,12 +108,7 @@ class GavelShippedGandiva:
         self._partner = {
             job_id: partner
             for job_id, partner in self._partner.items()
-            if job_id in row_of
-            and partner in row_of
-            and _normalized(
-                inp, rates[_key(row_of[job_id], row_of[partner])], row_of, job_id, partner
-            )
-            >= 1.0
+            if job_id in row_of and partner in row_of and _kept(inp, rates, row_of, job_id, partner)
         }
         capacity = np.asarray(inp.capacity, dtype=np.float64)
         singles: list[int] = list(range(inp.num_jobs))
@@ -128,7 +124,7 @@ class GavelShippedGandiva:
                 unassigned.remove(a)
                 unassigned.remove(b)
                 self._partner[a], self._partner[b] = b, a
-            pairs = sorted({_key(row_of[a], row_of[b]) for a, b in self._partner.items()})
+            pairs = sorted({pair_key(row_of[a], row_of[b]) for a, b in self._partner.items()})
             paired = {r for pair in pairs for r in pair}
             singles = [r for r in range(inp.num_jobs) if r not in paired]
         group_scale = np.array([scale[r] for r in singles] + [scale[a] for a, _ in pairs], float)
@@ -167,21 +163,17 @@ class GavelShippedGandiva:
         if inp.packed is not None:
             for (a, b), rate in zip(inp.packed.pairs.tolist(), inp.packed.throughputs, strict=True):
                 if scale[a] == 1 and scale[b] == 1:
-                    rates[_key(a, b)] = rate
+                    rates[pair_key(a, b)] = rate
         return rates
 
 
-def _key(a: int, b: int) -> tuple[int, int]:
-    return (min(a, b), max(a, b))
-
-
-def _normalized(
-    inp: PolicyInput, rate: FloatArray, row_of: dict[int, int], job_a: int, job_b: int
-) -> float:
-    """Gavel's test: packed / isolated summed over both jobs and every type (0 if any
-    packed rate is 0)."""
-    a, b = sorted((row_of[job_a], row_of[job_b]))
-    if (rate <= 0).any():
-        return 0.0
-    iso = np.stack([inp.throughputs[a], inp.throughputs[b]], axis=1)
-    return float((rate / np.where(iso > 0, iso, np.inf)).sum())
+def _kept(
+    inp: PolicyInput,
+    rates: defaultdict[tuple[int, int], FloatArray],
+    row_of: dict[int, int],
+    job_a: int,
+    job_b: int,
+) -> bool:
+    """Gavel keeps a pair while its summed normalized packed rate is at least 1."""
+    a, b = pair_key(row_of[job_a], row_of[job_b])
+    return summed_normalized_rate(inp, a, b, rates[(a, b)]) >= 1.0

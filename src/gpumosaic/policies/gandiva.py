@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, PolicyInput
+from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
 from gpumosaic.policies.isolated import equal_shares
 
 
@@ -57,7 +57,7 @@ class Gandiva:
         singles = sorted(row_of[i] for i, p in self._partner.items() if p is None)
         pair_ks = sorted(
             {
-                pair_index[_key(row_of[i], row_of[p])]
+                pair_index[pair_key(row_of[i], row_of[p])]
                 for i, p in self._partner.items()
                 if p is not None
             }
@@ -92,22 +92,28 @@ class Gandiva:
         for job_id, partner in self._partner.items():
             if job_id not in row_of or partner is None or partner not in row_of:
                 continue  # departed jobs and singles are regrouped
-            k = pair_index.get(_key(row_of[job_id], row_of[partner]))
-            if k is None or _summed_normalized_rate(inp, k) < 1.0:
+            k = pair_index.get(pair_key(row_of[job_id], row_of[partner]))
+            if k is None or _normalized_rate_of(inp, k) < 1.0:
                 continue
             keep[job_id] = partner
         self._partner = keep
 
 
-def _key(a: int, b: int) -> tuple[int, int]:
+def pair_key(a: int, b: int) -> tuple[int, int]:
+    """A pair of job rows, smaller row first."""
     return (min(a, b), max(a, b))
 
 
-def _summed_normalized_rate(inp: PolicyInput, k: int) -> float:
-    assert inp.packed is not None
-    a, b = inp.packed.pairs[k]
-    rates = inp.packed.throughputs[k]
+def summed_normalized_rate(inp: PolicyInput, a: int, b: int, rates: FloatArray) -> float:
+    """Gavel's keep-the-pair test: packed / isolated rate of rows a and b summed over both
+    jobs and every GPU type; 0 if any packed rate is 0. ``rates[t] = (rate_a, rate_b)``."""
     if (rates <= 0).any():
         return 0.0
     iso = np.stack([inp.throughputs[a], inp.throughputs[b]], axis=1)
     return float((rates / np.where(iso > 0, iso, np.inf)).sum())
+
+
+def _normalized_rate_of(inp: PolicyInput, k: int) -> float:
+    assert inp.packed is not None
+    a, b = (int(v) for v in inp.packed.pairs[k])
+    return summed_normalized_rate(inp, a, b, inp.packed.throughputs[k])
