@@ -16,10 +16,10 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
@@ -178,18 +178,8 @@ def _check_placement(name: str, gandiva: bool) -> None:
 
 
 def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
-    if not enabled:
-        return run_sweep(requests, workers)
-    with Progress(
-        TextColumn("runs"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("runs", total=len(requests))
-        return run_sweep(requests, workers, lambda done, _: progress.update(task, completed=done))
+    with counter_bar(enabled, "runs", len(requests)) as update:
+        return run_sweep(requests, workers, lambda done, _total: update(done))
 
 
 def _rows(runs: list[SweepRun], labels: list[str]) -> list[dict[str, float | str | int]]:

@@ -17,7 +17,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.fill import stderr_progress
+from gpumosaic.cli.progress import counter_bar
 from gpumosaic.experiments.fill import FillResult
 from gpumosaic.experiments.fill_plots import arrived_grid, plot_fill_comparison
 from gpumosaic.experiments.fill_sweep import (
@@ -57,7 +57,7 @@ def compare_fill(
     specs = [FillRunSpec(p, s, tasks, nodes, inflate) for p in placements for s in seeds]
     start = time.perf_counter()
     done = 0
-    with stderr_progress(sys.stderr.isatty(), "fill runs", len(specs)) as update:
+    with counter_bar(sys.stderr.isatty(), "fill runs", len(specs)) as update:
 
         def advance(_: FillResult) -> None:
             nonlocal done

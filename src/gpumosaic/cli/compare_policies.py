@@ -13,9 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpumosaic.cli.progress import counter_bar
 from gpumosaic.experiments.policy_sweep import (
     PolicyRun,
     SweepPoint,
@@ -107,19 +107,11 @@ def _check(policies: list[str], cluster: str, workload: str, placement: str) -> 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[PolicyRun]:
     runs: list[PolicyRun] = []
-    with process_pool(workers) as pool:
-        futures = [pool.submit(run_point, p) for p in points]
-        if not show_progress:
-            return [f.result() for f in futures]
-        columns = (
-            TextColumn("policy sweep"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-            task = progress.add_task("runs", total=len(points))
-            for future in as_completed(futures):
-                runs.append(future.result())
-                progress.advance(task)
+    with (
+        process_pool(workers) as pool,
+        counter_bar(show_progress, "policy sweep", len(points)) as update,
+    ):
+        for future in as_completed([pool.submit(run_point, p) for p in points]):
+            runs.append(future.result())
+            update(len(runs))
     return runs

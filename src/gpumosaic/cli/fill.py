@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.progress import counter_bar
 from gpumosaic.experiments.fill import FillPoint, FillResult, run_fill
 from gpumosaic.experiments.fill_sweep import TABLE_POINTS_PCT
 from gpumosaic.traces.errors import InputError
@@ -26,18 +24,6 @@ PLACEMENT_HELP = (
     "random, dotprod, gpuclustering, gpupacking, bestfit, fgd, fgd-exact, pwr, firstfit, "
     "worstfit/strided, or weights like pwr=200,fgd=800"
 )
-
-
-@contextmanager
-def stderr_progress(enabled: bool, label: str, total: float) -> Iterator[Callable[[float], None]]:
-    """A rich progress bar on stderr; ``update(done)`` sets the completed amount."""
-    if not enabled:
-        yield lambda _done: None
-        return
-    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=err_console, transient=True) as progress:
-        task = progress.add_task(label, total=total)
-        yield lambda done: progress.update(task, completed=done)
 
 
 def point_json(point: FillPoint) -> dict[str, float]:
@@ -117,7 +103,7 @@ def fill(
         raise InputError("must be > 0", field="--inflate")
     cluster = load_openb_nodes(nodes)
     jobs = load_openb_tasks(tasks)
-    with stderr_progress(not json_out and sys.stderr.isatty(), "filling", 100.0) as update:
+    with counter_bar(not json_out and sys.stderr.isatty(), "filling", 100.0) as update:
         result = run_fill(
             cluster, jobs, placement, seed, inflate, progress=lambda f: update(100.0 * f)
         )

@@ -1,11 +1,11 @@
-"""A rich progress bar on stderr that simulators report a done-fraction to."""
+"""Rich progress bars on stderr: a done-fraction (one simulation) or a count (a sweep)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpumosaic.cli.app import err_console
 
@@ -29,5 +29,26 @@ def progress_bar(
 
         def update(fraction: float) -> None:
             progress.update(task, completed=fraction)
+
+        yield update
+
+
+@contextmanager
+def counter_bar(
+    enabled: bool, label: str, total: float | None = None
+) -> Iterator[Callable[..., None]]:
+    """``update(done, total=None)`` sets the count done (and the total, once known)."""
+    if not enabled:
+        yield lambda _done, _total=None: None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+
+        def update(done: float, total: float | None = None) -> None:
+            if total is None:
+                progress.update(task, completed=done)
+            else:
+                progress.update(task, completed=done, total=total)
 
         yield update

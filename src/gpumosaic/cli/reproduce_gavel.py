@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpumosaic.cli.app import err_console, user_errors
+from gpumosaic.cli.app import user_errors
+from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce import reproduce_app
 from gpumosaic.experiments.gavel_repro import ReproRow, run_part
 from gpumosaic.traces.errors import InputError
@@ -44,15 +44,7 @@ def gavel(
     json_out: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
 ) -> None:
     """Gavel's experiments (reference/gavel.md): avg JCT and makespan per policy."""
-    with Progress(
-        TextColumn(f"gavel {part}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("runs", total=None)
+    with counter_bar(True, f"gavel {part}") as update:
         rows = run_part(
             part.strip().lower(),
             [p.strip() for p in policies.split(",") if p.strip()],
@@ -61,7 +53,7 @@ def gavel(
             jobs_source,
             placement,
             workers,
-            on_done=lambda done, total: progress.update(task, completed=done, total=total),
+            on_done=update,
         )
     if json_out:
         print(json.dumps({"rows": [asdict(r) for r in rows]}, indent=1))
