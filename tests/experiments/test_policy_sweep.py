@@ -8,7 +8,7 @@ import pytest
 
 from gpumosaic.cli.compare_policies import compare_policies
 from gpumosaic.experiments.policy_sweep import sweep_points, with_rate
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 
 def test_with_rate_appends_to_the_template():

@@ -8,7 +8,7 @@ from placement_builders import cluster, job, occupy, workload
 
 from gpumosaic.placement.registry import build_placement, placement_names
 from gpumosaic.placement.scorers import FgdScorer, RandomPlacement, ScoredPlacement
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 WL = workload((1, 500, 0, 1.0))
 

@@ -13,7 +13,7 @@ from gpumosaic.sharing import (
     ParametricInterference,
     build_interference,
 )
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 
 class FakeTable:

@@ -6,7 +6,7 @@ from sim_builders import cluster, job, node, workload
 from gpumosaic.model import JobSpec
 from gpumosaic.sharing.speed import build_speed_model
 from gpumosaic.sim.simulator import simulate
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 

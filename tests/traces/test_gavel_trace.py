@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.traces.gavel_trace import gavel_trace_workload, load_gavel_trace
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.traces.joblist import load_job_list
 
 HEADER = "arrival_s,num_gpu,gpu_milli,duration_s,cpu_milli,gpu_spec\n"

@@ -1,6 +1,6 @@
 import pytest
 
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 app = typer.Typer(
     name="gpumosaic",

@@ -23,7 +23,7 @@ from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"

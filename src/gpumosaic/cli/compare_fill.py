@@ -29,7 +29,7 @@ from gpumosaic.experiments.fill_sweep import (
 )
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 

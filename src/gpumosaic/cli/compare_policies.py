@@ -26,7 +26,7 @@ from gpumosaic.experiments.policy_sweep import (
     write_csv,
 )
 from gpumosaic.experiments.pool import process_pool
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 
 def compare_policies(

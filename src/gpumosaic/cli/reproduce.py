@@ -20,7 +20,7 @@ from gpumosaic.experiments.nvshare_repro import (
 )
 from gpumosaic.sharing.nvshare import NvshareModel
 from gpumosaic.sharing.paging import PagingModel
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 reproduce_app = typer.Typer(
     help="Reproduce published measurements and print ours beside theirs.",

@@ -17,7 +17,7 @@ from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce import reproduce_app
 from gpumosaic.experiments.gavel_repro import ReproRow, run_part
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 
 def _numbers(text: str, kind: type, field: str) -> list:

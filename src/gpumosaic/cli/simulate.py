@@ -78,7 +78,7 @@ def simulate(
 ) -> None:
     """Simulate one policy + placement on a workload and report JCT, utilization, etc."""
     if table_format not in ("csv", "parquet"):
-        from gpumosaic.traces.errors import InputError
+        from gpumosaic.errors import InputError
 
         raise InputError("must be csv or parquet", field="--format")
     request = RunRequest(

@@ -28,7 +28,7 @@ from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.traces.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import GavelThroughputTable

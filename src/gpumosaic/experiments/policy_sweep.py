@@ -17,7 +17,7 @@ import numpy as np
 
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.workloads.workload import Workload
 
 

@@ -19,7 +19,7 @@ from gpumosaic.sharing.speed import build_speed_model
 from gpumosaic.sim.gandiva_scoring import AFFINITY, is_affinity
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.simulator import simulate
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

@@ -26,7 +26,7 @@ from gpumosaic.placement.scorers import (
     WorstFitScorer,
 )
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 SINGLE_WEIGHT = 1000.0
 

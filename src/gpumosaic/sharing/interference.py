@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 DEFAULT_ALPHA = 0.0
 # Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.

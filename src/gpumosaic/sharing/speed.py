@@ -34,7 +34,7 @@ from gpumosaic.sharing.interference import (
 )
 from gpumosaic.sharing.jobs import SharedJob
 from gpumosaic.sharing.nvshare import NvshareModel
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 Speeds = npt.NDArray[np.float64]
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpumosaic.model.gpu import UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 
 class JobRow(BaseModel):

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd

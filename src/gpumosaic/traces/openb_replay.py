@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from gpumosaic.model.job import JobSpec
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.traces.openb import read_openb_trace
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload

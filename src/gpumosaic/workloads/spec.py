@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
-from gpumosaic.traces.errors import InputError
+from gpumosaic.errors import InputError
 
 GAVEL_GPU_TYPES = ("v100", "p100", "k80")
 

@@ -1,4 +1,5 @@
-"""The one error type for bad input files: it names the file, the row and the field."""
+"""User-facing error types. ``InputError``: a user mistake in a file or an argument; it
+names the file, the row and the field (or the flag)."""
 
 from __future__ import annotations
 
