@@ -1,8 +1,8 @@
 """The allocation in force and Gavel's accounting of it, re-built at every policy solve.
 
 One owner (``AllocationBook``) holds the policy, the entity table of the current
-allocation (``round_priorities.EntityTable``), the deficits carried from one solve to the
-next, and the solve counters. The round simulator decides *when* to solve; this module
+allocation (``priorities.EntityTable``), the deficits carried from one solve to the
+next, and the solve counters. The round decider decides *when* to solve; this module
 does the solve: build the PolicyInput (with candidate pairs for packing policies), call
 the policy, and turn the Allocation into entities with a fresh accounting period.
 """
@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpumosaic.mechanisms.rounds.jobs import JobStore
+from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs, uses_pairs
+from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.policies.base import Allocation, Policy
-from gpumosaic.sim.policy_input import build_policy_input, candidate_pairs, uses_pairs
-from gpumosaic.sim.round_jobs import JobStore
-from gpumosaic.sim.round_priorities import EntityTable, reset_accounting
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
 
 

@@ -1,4 +1,4 @@
-"""Build the policy's view of the active jobs (PolicyInput) from the round simulator's arrays.
+"""Build the policy's view of the active jobs (PolicyInput) from the round mechanism's arrays.
 
 Kept apart from the mechanism so that the arrays-to-policy translation is one small,
 testable function: rows of the active jobs in, a PolicyInput (plus candidate pairs for
