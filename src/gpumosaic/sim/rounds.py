@@ -95,9 +95,8 @@ class RoundSimulator:
         if isinstance(policy, str):
             from gpumosaic.policies.registry import build_policy
 
-            # Gandiva pairs jobs at random: its stream follows the run's seed.
-            options = {"seed": seed} if policy.startswith("gandiva") else {}
-            policy = build_policy(policy, **options)
+            # A policy that draws at random draws from the run's seed.
+            policy = build_policy(policy, rng=np.random.default_rng(seed))
         target = TargetWorkload.from_jobs(workload.target_sample())
         if isinstance(placement, str):
             from gpumosaic.placement.registry import build_placement

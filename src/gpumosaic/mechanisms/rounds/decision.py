@@ -28,14 +28,14 @@ import numpy.typing as npt
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
 from gpumosaic.mechanisms.rounds.leases import LeaseBook, holder_id
-from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS, fixed_type_order
+from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.mechanisms.rounds.priorities import select_entities
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.policies.base import Policy
+from gpumosaic.policies.base import Policy, TypeOrder
 from gpumosaic.workloads.throughputs import Throughputs
 
 FloatArray = npt.NDArray[np.float64]
@@ -143,8 +143,9 @@ class RoundDecider:
         self.config = config
         self.policy = policy
         self.throughputs = throughputs
-        self.fixed_order = fixed_type_order(policy.name)
-        self.skip_zero_priority = policy.name.lower().startswith("fifo")
+        traits = policy.traits
+        self.fixed_order = traits.type_order is TypeOrder.FIXED
+        self.skip_zero_priority = traits.skips_zero_priority
         self.shuffle_rng = shuffle_rng
         self.models = cluster.gpu_models
         self.type_names = tuple(m.name for m in self.models)

@@ -24,19 +24,6 @@ IntArray = npt.NDArray[np.int64]
 DEFAULT_PAIR_PARTNERS = 4
 
 
-def uses_pairs(policy_name: str) -> bool:
-    """Gavel packs job pairs for its ``_packed`` policies and for Gandiva."""
-    name = policy_name.lower()
-    return "packed" in name or name.startswith("gandiva")
-
-
-def fixed_type_order(policy_name: str) -> bool:
-    """Gavel visits GPU types in a fixed order for ``_perf`` and packing policies and
-    shuffles them every round for the heterogeneity-agnostic ones."""
-    name = policy_name.lower()
-    return "perf" in name or uses_pairs(name)
-
-
 @dataclass(frozen=True, slots=True)
 class JobColumns:
     """Per-job columns the policy reads, gathered for the active rows."""
