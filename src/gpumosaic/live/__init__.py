@@ -1,0 +1,1 @@
+"""Drivers with a wall clock: the round service executing on Ray (``live.rounds``)."""
