@@ -37,3 +37,48 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None
         if time.monotonic() > give_up:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(0.05)
+
+
+@pytest.fixture
+def service_factory(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Start round services on the session's Ray; all are stopped at the test's end."""
+    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+
+    started: list[Service] = []
+
+    def start(cluster: str = "v100:2,k80:2", **options: object) -> Service:
+        plans: list[object] = []
+        defaults: dict[str, object] = {
+            "state": str(tmp_path / f"svc{len(started)}" / "state.db"),
+            "port": 0,
+            "round_s": 3.0,
+            "grace_s": 2.0,
+            "start_timeout_s": 30.0,
+            "park_margin_s": 5.0,
+            "cluster": cluster,
+        }
+        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        service = Service(config, connect_ray(config), on_plan=plans.append)
+        service.plans = plans  # type: ignore[attr-defined]
+        service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+def job_body(steps: float, **options: object) -> dict[str, object]:
+    env = {"STEP_S": str(options.pop("step_s", 0.01))}
+    env.update(options.pop("env", {}))  # type: ignore[arg-type]
+    return {"command": TRAIN, "steps": steps, "env": env, **options}
+
+
+def running_per_round(store) -> dict[int, set[int]]:  # type: ignore[no-untyped-def]
+    """Jobs that held a lease in each round, from the store's lease table."""
+    out: dict[int, set[int]] = {}
+    for lease in store.leases():
+        for r in range(lease.round, lease.round + lease.extensions + 1):
+            out.setdefault(r, set()).add(lease.job_id)
+    return out

@@ -74,10 +74,14 @@ class DriverConfig:
 
 @dataclass(slots=True)
 class _Held:
-    """When a job's processes held GPUs in the current round."""
+    """When a job ran in the current round: from the later of the round's (or its
+    launch's) start and its process's first call to the lease API (a job is not credited
+    with time it spent starting), to its exit or the round's end."""
 
     start: float
+    lease_id: str
     end: float | None = None
+    contacted_at: float | None = None  # kept when the lease ends
 
 
 @dataclass(slots=True)
@@ -196,8 +200,7 @@ class RoundDriver:
                 delta = steps_now - self.credited.get(job_id, 0.0)
                 self.credited[job_id] = steps_now
                 held = self.held.get(job_id)
-                start = held.start if held is not None else now
-                end = held.end if held is not None and held.end is not None else now
+                start, end = self._ran(held, now)
                 if k == 0:
                     steps_a[i], finish_a[i] = delta, end
                     ran[i] = max(end - start, 0.0)
@@ -220,6 +223,19 @@ class RoundDriver:
         self.store.end_round(self.round_idx, now)
         self.held.clear()
         self.plan = None
+
+    def _ran(self, held: _Held | None, now: float) -> tuple[float, float]:
+        """(start, end) of the job's running time this round (start == end: none)."""
+        if held is None:
+            return now, now
+        end = held.end if held.end is not None else now
+        contacted = held.contacted_at
+        if held.end is None:
+            lease = self.table.get(held.lease_id)
+            contacted = lease.contacted_at if lease is not None else None
+        if contacted is None:
+            return end, end
+        return min(max(held.start, contacted), end), end
 
     def _observe_rate(self, job_id: int, gpu_type: str) -> None:
         """Rate of the job's current (or just ended) lease on ``gpu_type``."""
@@ -277,7 +293,7 @@ class RoundDriver:
                 self.table.extend(current, until, self.round_end, measured)
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
-                self.held[job_id] = _Held(now)
+                self.held[job_id] = _Held(now, current)
                 continue
             spec = self._launch_spec(job_id, entry, until, measured, now)
             if current is not None:  # the previous process is still stopping
@@ -462,7 +478,7 @@ class RoundDriver:
         self.store.mark_running(spec.job_id, spec.lease_id, lease.gpu_type, index, now)
         self.lease_of[spec.job_id] = spec.lease_id
         self.job_of_lease[spec.lease_id] = spec.job_id
-        self.held[spec.job_id] = _Held(now)
+        self.held[spec.job_id] = _Held(now, spec.lease_id)
         self.executor.launch(spec)
         self.counters.launches += 1
 
@@ -482,8 +498,9 @@ class RoundDriver:
         if self.lease_of.get(job_id) == report.lease_id:
             del self.lease_of[job_id]
         held = self.held.get(job_id)
-        if held is not None and held.end is None:
+        if held is not None and held.end is None and held.lease_id == report.lease_id:
             held.end = now
+            held.contacted_at = lease.contacted_at if lease is not None else None
         job = self.store.job(job_id)
         assert job is not None
         steps = lease.steps if lease is not None else job.steps_done

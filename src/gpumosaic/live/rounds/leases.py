@@ -64,6 +64,7 @@ class LiveLease:
     steps: float = 0.0  # absolute steps done, as last reported by rank 0
     iter_s: float = 0.0  # seconds the job spent stepping in this lease (its own clock)
     contacted: bool = False
+    contacted_at: float | None = None  # first call of the job (service clock)
     parked: bool = False
     stop: bool = False
     decision: int = 0
@@ -141,6 +142,8 @@ class LeaseTable:
             if lease is None:
                 return None
             lease.contacted = True
+            if lease.contacted_at is None:
+                lease.contacted_at = self.clock()
             lease.ranks_seen.add(rank)
             record = rank == 0 and lease.pid != pid
             if rank == 0:
@@ -160,6 +163,8 @@ class LeaseTable:
             if lease is None:
                 return None
             lease.contacted = True
+            if lease.contacted_at is None:
+                lease.contacted_at = self.clock()
             if rank == 0:
                 lease.steps = max(lease.steps, steps)
                 lease.iter_s = max(elapsed_s, 0.0)

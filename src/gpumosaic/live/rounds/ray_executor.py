@@ -121,6 +121,7 @@ class _Running:
     pg: Any = None
     results: dict[int, tuple[int | None, str, bool, str]] = field(default_factory=dict)
     ready: bool = False
+    cancelled: bool = False  # stopped before its processes started: killed at once
 
 
 class RayExecutor:
@@ -181,6 +182,13 @@ class RayExecutor:
         run = self._running.get(lease_id)
         if run is None:
             return
+        if not run.ready:
+            done, _ = self.ray.wait(run.started, num_returns=len(run.started), timeout=0)
+            run.ready = len(done) == len(run.started)
+        if not run.ready:  # nothing to checkpoint yet: do not wait for it to start
+            run.cancelled = True
+            self._abort(run)
+            return
         for actor in run.actors:
             actor.terminate.remote(grace_s)
 
@@ -200,6 +208,10 @@ class RayExecutor:
         out: list[ExitReport] = []
         now = time.time()
         for lease_id, run in list(self._running.items()):
+            if run.cancelled:
+                del self._running[lease_id]
+                out.append(ExitReport(lease_id, None, False, "", "stopped before it started"))
+                continue
             if not run.ready:
                 done, _ = ray.wait(run.started, num_returns=len(run.started), timeout=0)
                 if len(done) == len(run.started):

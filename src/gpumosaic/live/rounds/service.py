@@ -311,6 +311,8 @@ class Service:
 
     def stop(self, *, stop_jobs: bool = True) -> None:
         self._stop.set()
+        for t in self._threads[1:]:  # the round loop: it must not decide while we stop
+            t.join(timeout=10)
         if self.driver is not None and stop_jobs:
             self.driver.shutdown()
             give_up = time.monotonic() + self.config.grace_s + 5
@@ -323,6 +325,9 @@ class Service:
             t.join(timeout=10)
         self.executor.shutdown()
         self.store.close()
+
+    def request_stop(self) -> None:
+        self._stop.set()
 
     def wait(self) -> None:
         """Block until interrupted (the ``serve`` command)."""
