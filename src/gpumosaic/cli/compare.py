@@ -74,7 +74,7 @@ def compare(
     sharing: Annotated[
         str, typer.Option(help="sharing model of every run: none, capped, measured, nvshare:...")
     ] = "none",
-    mechanism: Annotated[str, typer.Option(help="auto, event or rounds")] = "auto",
+    mechanism: Annotated[str, typer.Option(help="auto, event, rounds or gandiva")] = "auto",
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
