@@ -14,8 +14,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from gpumosaic.types import FloatArray, IntArray
+
+__all__ = ["FloatArray", "IntArray"]
 
 
 @dataclass(frozen=True, slots=True)

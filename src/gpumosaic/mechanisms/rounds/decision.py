@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import numpy.typing as npt
 
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
@@ -36,10 +35,8 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.base import Policy, TypeOrder
+from gpumosaic.types import BoolArray, FloatArray, IntArray
 from gpumosaic.workloads.throughputs import Throughputs
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 # Steps below this are a finished job (the arithmetic of float step counts).
 STEP_EPS = 1e-6
@@ -86,7 +83,7 @@ class RoundPlan:
     rate_b: FloatArray
     steps_a: FloatArray  # steps granted to each member
     steps_b: FloatArray
-    extended: npt.NDArray[np.bool_]
+    extended: BoolArray
     job_ids: tuple[tuple[int, ...], ...]  # per entity: one id, or two for a pair
     gpu_types: tuple[str, ...]  # per entity
     parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
