@@ -112,6 +112,9 @@ def simulate(
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    if summary.fallbacks:
+        warning = summary.fallbacks.warning()
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     for line in outcome.never_fit_lines:
         err_console.print(f"[yellow]rejected:[/yellow] {line}", highlight=False, soft_wrap=True)
     if outcome.never_fit_lines and not allow_rejects:

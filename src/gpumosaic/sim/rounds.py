@@ -157,11 +157,15 @@ class RoundSimulator:
                 break  # nothing can ever run (e.g. no throughput): the jobs stay queued
         decider.release_all()
         book, leases = decider.book, decider.leases
+        fallbacks = decider.fallbacks()
+        if self.speed is not None:
+            fallbacks += self.speed.fallbacks()
         stats = RunStats(
             events=self.arrivals + book.solves + self.completions,
             rounds=self.rounds,
             policy_solves=book.solves,
             policy_solve_s=book.solve_s,
+            policy_fallbacks=sum(count for _, count in book.fallbacks.counts),
             elapsed_s=time.perf_counter() - started,
         )
         counts = leases.counts()
@@ -179,6 +183,7 @@ class RoundSimulator:
             total_gpu_milli=decider.state.total_gpu_milli,
             end_s=now,
             extra=extra,
+            fallbacks=fallbacks,
         )
 
     def _finished(self) -> bool:

@@ -277,6 +277,7 @@ class EventSimulator:
             stats=stats,
             total_gpu_milli=self.state.total_gpu_milli,
             end_s=end_s,
+            fallbacks=self.speed.fallbacks(),
         )
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:

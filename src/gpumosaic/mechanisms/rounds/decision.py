@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
 from gpumosaic.mechanisms.rounds.leases import LeaseBook, holder_id
@@ -341,6 +342,11 @@ class RoundDecider:
         done = left <= STEP_EPS * np.maximum(jobs.total_steps[rows], 1.0)
         out_rows.extend(rows[done].tolist())
         out_at.extend(finish[done].tolist())
+
+    def fallbacks(self) -> Fallbacks:
+        """The policy's fallbacks and the entities that found no GPUs, so far."""
+        failed = Fallbacks.of(Fallback.PLACEMENT_FAILED, self.leases.failures)
+        return self.book.fallbacks + failed
 
     def release_all(self) -> None:
         """Give back every lease (the end of a run)."""
