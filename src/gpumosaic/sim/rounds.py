@@ -85,24 +85,32 @@ class RoundSimulator:
         progress: Callable[[float], None] | None = None,
         speed: SpeedModel | None = None,
         on_plan: Callable[[RoundPlan], None] | None = None,
+        *,
+        rng: np.random.Generator | None = None,
+        target: TargetWorkload | None = None,
     ) -> None:
+        """``rng``: the run's Generator (a string policy draws from it, the decider's type
+        shuffle and placement from two streams spawned from it); when None, one seeded
+        from ``seed``. ``target``: the placement's target workload (default: the
+        workload's sample)."""
         self.speed = speed
         self.cluster = cluster
         self.workload = workload
         self.config = config
         self.progress = progress
         self.on_plan = on_plan
+        rng = rng if rng is not None else np.random.default_rng(seed)
         if isinstance(policy, str):
             from gpumosaic.policies.registry import build_policy
 
-            # A policy that draws at random draws from the run's seed.
-            policy = build_policy(policy, rng=np.random.default_rng(seed))
-        target = TargetWorkload.from_jobs(workload.target_sample())
+            policy = build_policy(policy, rng=rng)
+        if target is None:
+            target = TargetWorkload.from_jobs(workload.target_sample())
         if isinstance(placement, str):
             from gpumosaic.placement.registry import build_placement
 
             placement = build_placement(placement, target)
-        shuffle_rng, place_rng = np.random.default_rng(seed).spawn(2)
+        shuffle_rng, place_rng = rng.spawn(2)
         self.models = cluster.gpu_models
         self.decider = RoundDecider(
             cluster, policy, placement, workload.throughputs, config, shuffle_rng, place_rng
@@ -149,11 +157,15 @@ class RoundSimulator:
                 break  # nothing can ever run (e.g. no throughput): the jobs stay queued
         decider.release_all()
         book, leases = decider.book, decider.leases
+        fallbacks = decider.fallbacks()
+        if self.speed is not None:
+            fallbacks += self.speed.fallbacks()
         stats = RunStats(
             events=self.arrivals + book.solves + self.completions,
             rounds=self.rounds,
             policy_solves=book.solves,
             policy_solve_s=book.solve_s,
+            policy_fallbacks=sum(count for _, count in book.fallbacks.counts),
             elapsed_s=time.perf_counter() - started,
         )
         counts = leases.counts()
@@ -171,6 +183,7 @@ class RoundSimulator:
             total_gpu_milli=decider.state.total_gpu_milli,
             end_s=now,
             extra=extra,
+            fallbacks=fallbacks,
         )
 
     def _finished(self) -> bool:

@@ -87,14 +87,17 @@ class EventSimulator:
         until_s: float = math.inf,
         progress: ProgressCallback | None = None,
         speed: SpeedModel | None = None,
+        rng: np.random.Generator | None = None,
     ) -> None:
+        """``rng``: the run's Generator (placement ties, random placement); when None,
+        one seeded from ``seed``."""
         self.state = ClusterState(cluster)
         self.speed: SpeedModel = speed or InterferenceSpeed(NoInterference())
         self._node_jobs: dict[int, list[int]] = {}
         self.workload = workload
         self.placement = placement
         self.order = order
-        self.rng = np.random.default_rng(seed)
+        self.rng = rng if rng is not None else np.random.default_rng(seed)
         self.backfill = backfill
         self.until_s = until_s
         self.progress = progress
@@ -274,6 +277,7 @@ class EventSimulator:
             stats=stats,
             total_gpu_milli=self.state.total_gpu_milli,
             end_s=end_s,
+            fallbacks=self.speed.fallbacks(),
         )
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
