@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.live.rounds.cluster import (
     LiveCluster,
     discover,
@@ -140,9 +140,7 @@ def build_decider(
     from gpumosaic.policies.registry import POLICY_NAMES, build_policy
 
     if config.policy not in POLICY_NAMES:
-        raise InputError(
-            f"unknown policy {config.policy!r} (known: {', '.join(POLICY_NAMES)})", field="--policy"
-        )
+        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
     policy = build_policy(config.policy, rng=np.random.default_rng(config.seed))
     placement = build_placement(config.placement, target_workload(config.target_workload))
     priors = PriorThroughputs(GavelThroughputTable.load())
