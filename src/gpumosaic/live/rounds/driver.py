@@ -51,6 +51,9 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 
 RATE_EMA_ALPHA = 0.5  # Gavel's throughput EMA
+# Where this gpumosaic is installed: put on the job's PYTHONPATH so that
+# ``import gpumosaic.lease`` works in a job started from a source checkout too.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,13 @@ class RoundDriver:
         self.round_end = 0.0
         self.counters = DriverCounters()
         self._forced_at = -1.0
+        self._cancels_seen = -1
+        self._admitted_seen = -1
+        self.estimates: dict[tuple[int, str], tuple[float, int]] = {}  # (rate, samples)
+        self.durable: dict[int, float] = {}  # job -> steps that survive (as in the store)
+        self._static: dict[int, JobRow] = {}  # what never changes about a job (its submission)
+        self._log_root = config.log_root.resolve()
+        self._ckpt_root = config.checkpoint_root.resolve()
         # Leases built for this round, until launched: (lease, parts).
         self._lease_specs: dict[str, tuple[LiveLease, list[tuple[int, tuple[int, ...], int]]]] = {}
         self._lock = threading.Lock()  # boundary and tick never overlap
@@ -168,7 +178,7 @@ class RoundDriver:
     # ---- the boundary --------------------------------------------------------------
 
     def boundary(self, now: float) -> RoundPlan:
-        with self._lock:
+        with self._lock, self.store.batch():
             t0 = time.perf_counter()
             self._tick(now)
             if self.plan is not None:
@@ -194,6 +204,8 @@ class RoundDriver:
         ran = np.zeros(n)
         steps_a, steps_b = np.zeros(n), np.zeros(n)
         finish_a, finish_b = np.full(n, now), np.full(n, now)
+        attained: list[tuple[float, int]] = []
+        rates: list[tuple[int, str, float, int]] = []
         for i, entry in enumerate(plan.entries):
             for k, job_id in enumerate(entry.job_ids):
                 steps_now = self._steps_now(job_id)
@@ -207,10 +219,9 @@ class RoundDriver:
                 else:
                     steps_b[i], finish_b[i] = delta, end
                 if held is not None:
-                    self.store.add_attained(
-                        job_id, max(end - start, 0.0) * self._demand(job_id) / MILLI_PER_GPU
-                    )
-                self._observe_rate(job_id, entry.gpu_type)
+                    gpu_s = max(end - start, 0.0) * self._demand(job_id) / MILLI_PER_GPU
+                    attained.append((gpu_s, job_id))
+                self._observe_rate(job_id, entry.gpu_type, rates)
         report = RoundReport(
             self.decision_time(now),
             ran,
@@ -220,6 +231,7 @@ class RoundDriver:
             finish_b - self.epoch,
         )
         self.decider.report(plan, report)
+        self.store.save_round_measures(attained, rates)
         self.store.end_round(self.round_idx, now)
         self.held.clear()
         self.plan = None
@@ -237,7 +249,9 @@ class RoundDriver:
             return end, end
         return min(max(held.start, contacted), end), end
 
-    def _observe_rate(self, job_id: int, gpu_type: str) -> None:
+    def _observe_rate(
+        self, job_id: int, gpu_type: str, out: list[tuple[int, str, float, int]]
+    ) -> None:
         """Rate of the job's current (or just ended) lease on ``gpu_type``."""
         lease_id = self.lease_of.get(job_id)
         if lease_id is not None and lease_id not in self.stopping:
@@ -257,9 +271,14 @@ class RoundDriver:
             steps, iter_s, base, lease_type = last
         if lease_type != gpu_type or iter_s <= 0 or steps - base < 1:
             return
-        rate = self.store.observe_throughput(
-            job_id, gpu_type, (steps - base) / iter_s, RATE_EMA_ALPHA
-        )
+        measured = (steps - base) / iter_s
+        old = self.estimates.get((job_id, gpu_type))
+        if old is None:
+            rate, samples = measured, 1
+        else:
+            rate, samples = RATE_EMA_ALPHA * measured + (1 - RATE_EMA_ALPHA) * old[0], old[1] + 1
+        self.estimates[(job_id, gpu_type)] = (rate, samples)
+        out.append((job_id, gpu_type, rate, samples))
         t = self.type_index[gpu_type]
         self.decider.observe_rate(self.row_of[job_id], t, rate)
         self.measured.setdefault(job_id, set()).add(t)
@@ -317,11 +336,16 @@ class RoundDriver:
             self._tick(now)
 
     def _tick(self, now: float) -> None:
-        for report in self.executor.poll():
-            self._on_exit(report, now)
-        for job in self.store.jobs(live_only=True):
-            if job.cancel_requested:
-                self._cancel(job, now)
+        reports = self.executor.poll()
+        if reports:
+            with self.store.batch():
+                for report in reports:
+                    self._on_exit(report, now)
+        if self.store.jobs_version != self._cancels_seen:
+            self._cancels_seen = self.store.jobs_version
+            for job in self.store.jobs(live_only=True):
+                if job.cancel_requested:
+                    self._cancel(job, now)
         for job_id in [j for j in self.pending if j not in self.lease_of]:
             self._launch(self.pending.pop(job_id), now)
 
@@ -345,18 +369,22 @@ class RoundDriver:
         return True
 
     def _unadmitted(self) -> bool:
-        return any(j.id not in self.row_of for j in self.store.jobs(live_only=True))
+        return self.store.jobs_version != self._admitted_seen
 
     # ---- jobs in and out -----------------------------------------------------------
 
     def _admit(self, now: float) -> None:
+        if self.store.jobs_version == self._admitted_seen:
+            return
+        self._admitted_seen = self.store.jobs_version
         for job in self.store.jobs(live_only=True):
             if job.id in self.row_of or job.cancel_requested:
                 continue
             spec = job_spec(job, self.decision_time(job.submitted_at))
             rates = np.array([self.priors.rate(spec, m) for m in self.decider.models])
-            measured = self.store.throughputs(job.id)
-            for name, rate in measured.items():
+            measured = self.store.throughput_samples(job.id)
+            for name, (rate, samples) in measured.items():
+                self.estimates[(job.id, name)] = (rate, samples)
                 if name in self.type_index:
                     rates[self.type_index[name]] = rate
                     self.measured.setdefault(job.id, set()).add(self.type_index[name])
@@ -365,10 +393,12 @@ class RoundDriver:
                     rates[i] = 0.0
             row = self.decider.admit(spec, rates)
             self.row_of[job.id] = row
+            self._static[job.id] = job
             self.total_of[job.id] = job.steps
             if row in self.decider.jobs.rejected:
                 self.store.finish(job.id, "rejected", self.decider.jobs.rejected[row], now)
                 continue
+            self.durable[job.id] = job.steps_done
             if job.steps_done > 0:
                 self.decider.restore_progress(row, job.steps_done)
             self.credited[job.id] = job.steps_done
@@ -391,13 +421,12 @@ class RoundDriver:
     # ---- leases --------------------------------------------------------------------
 
     def checkpoint_dir(self, job_id: int) -> Path:
-        return self.config.checkpoint_root / f"job-{job_id}"
+        return self._ckpt_root / f"job-{job_id}"
 
     def _launch_spec(
         self, job_id: int, entry: PlannedEntity, until: float, measured: bool, now: float
     ) -> LaunchSpec:
-        job = self.store.job(job_id)
-        assert job is not None
+        job = self._static[job_id]
         lease_id = f"{job_id}-{self.round_idx}-{uuid.uuid4().hex[:8]}"
         ranks: list[RankLaunch] = []
         for part in entry.parts:
@@ -411,23 +440,20 @@ class RoundDriver:
                 )
         if job.num_gpu > 1 and len(ranks) != job.num_gpu:
             raise AssertionError("a gang got a different number of GPUs than it asked for")
-        ckpt = self.checkpoint_dir(job_id)
-        ckpt.mkdir(parents=True, exist_ok=True)
-        self.config.log_root.mkdir(parents=True, exist_ok=True)
+        ckpt = self.checkpoint_dir(job_id)  # made by the executor, on the job's node
         env = dict(job.env)
-        pkg_root = str(Path(__file__).resolve().parents[3])
         env.update(
             {
                 "GPUMOSAIC_JOB_ID": str(job_id),
                 "GPUMOSAIC_SERVER": self.config.server_url,
                 "GPUMOSAIC_LEASE_ID": lease_id,
-                "GPUMOSAIC_CHECKPOINT_DIR": str(ckpt.resolve()),
+                "GPUMOSAIC_CHECKPOINT_DIR": str(ckpt),
                 "GPUMOSAIC_GPU_MILLI": str(job.gpu_milli),
                 "GPUMOSAIC_GPU_MODEL": entry.gpu_type,
                 "GPUMOSAIC_TOTAL_STEPS": f"{job.steps:g}",
                 "PYTHONPATH": os.pathsep.join(
                     p
-                    for p in (pkg_root, env.get("PYTHONPATH", os.environ.get("PYTHONPATH", "")))
+                    for p in (PACKAGE_ROOT, env.get("PYTHONPATH", os.environ.get("PYTHONPATH", "")))
                     if p
                 ),
             }
@@ -458,7 +484,7 @@ class RoundDriver:
             command=job.command,
             workdir=job.workdir,
             env=tuple(sorted(env.items())),
-            log_path=str((self.config.log_root / f"job-{job_id}.log").resolve()),
+            log_path=str(self._log_root / f"job-{job_id}.log"),
             gpu_model=entry.gpu_type,
             gpu_milli=job.gpu_milli,
             ranks=tuple(ranks),
@@ -466,9 +492,7 @@ class RoundDriver:
 
     def _launch(self, spec: LaunchSpec, now: float) -> None:
         lease, parts = self._lease_specs.pop(spec.lease_id)
-        job = self.store.job(spec.job_id)
-        assert job is not None
-        lease.steps_at_launch = job.steps_done
+        lease.steps_at_launch = self.durable.get(spec.job_id, 0.0)
         lease.launched_at = now
         self.table.add(lease)
         self.store.add_lease(
@@ -517,6 +541,7 @@ class RoundDriver:
         kept = job.checkpoint_steps  # what survives this process
 
         def ended(state: str, steps_done: float, attempts: int, reason: str) -> None:
+            self.durable[job_id] = steps_done
             self.store.process_ended(
                 job_id,
                 state=state,

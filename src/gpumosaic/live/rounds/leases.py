@@ -151,7 +151,7 @@ class LeaseTable:
             grant = self._grant(lease)
             job_id = lease.job_id
         if record:
-            self.store.record_pid(job_id, lease_id, pid)
+            self.store.record_pid(job_id, lease_id, pid, self.clock())
         return grant
 
     def report(

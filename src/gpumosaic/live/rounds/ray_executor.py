@@ -68,6 +68,8 @@ class LeaseProcess:
     def __init__(self, command: str, workdir: str, env: dict[str, str], log_path: str) -> None:
         self.log_path = log_path
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+        if env.get("GPUMOSAIC_CHECKPOINT_DIR"):
+            os.makedirs(env["GPUMOSAIC_CHECKPOINT_DIR"], exist_ok=True)
         full_env = {**os.environ, **env}
         with open(log_path, "ab") as log:
             log.write(

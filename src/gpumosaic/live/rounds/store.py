@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS leases (
     end_reason TEXT NOT NULL DEFAULT '',
     exit_code INTEGER,
     pid INTEGER,
+    running_at REAL,                   -- the job's first call (its process is running)
     extensions INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS leases_active ON leases(active);
@@ -140,6 +141,7 @@ class LeaseRow:
     exit_code: int | None
     pid: int | None
     extensions: int
+    running_at: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +203,7 @@ def _lease(r: sqlite3.Row) -> LeaseRow:
         exit_code=r["exit_code"],
         pid=r["pid"],
         extensions=r["extensions"],
+        running_at=r["running_at"],
     )
 
 
@@ -216,6 +219,10 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        self._depth = 0  # > 0 inside ``batch``: changes join its one transaction
+        # Bumped by every submission and cancellation, so the driver rescans the jobs
+        # only when one happened (not at every tick).
+        self.jobs_version = 0
 
     def epoch(self, now: float) -> float:
         """Time 0 of the decisions' clock: the first start of this state file, so that a
@@ -232,6 +239,9 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._depth:
+                yield self._db
+                return
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -239,6 +249,16 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Many changes as one transaction (a round boundary): all or none survive."""
+        with self._tx():
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
 
     # ---- jobs ----------------------------------------------------------------------
 
@@ -265,6 +285,7 @@ class Store:
                 ),
             )
             job_id = int(cur.lastrowid or 0)
+            self.jobs_version += 1
             if not sub.name:
                 db.execute("UPDATE jobs SET name = ? WHERE id = ?", (f"job{job_id}", job_id))
             self._event(db, now, job_id, "submitted", sub.command)
@@ -297,10 +318,13 @@ class Store:
         with self._tx() as db:
             db.execute("UPDATE jobs SET steps_done = ? WHERE id = ?", (steps, job_id))
 
-    def record_pid(self, job_id: int, lease_id: str, pid: int) -> None:
+    def record_pid(self, job_id: int, lease_id: str, pid: int, now: float) -> None:
         with self._tx() as db:
             db.execute("UPDATE jobs SET pid = ? WHERE id = ?", (pid, job_id))
-            db.execute("UPDATE leases SET pid = ? WHERE id = ?", (pid, lease_id))
+            db.execute(
+                "UPDATE leases SET pid = ?, running_at = COALESCE(running_at, ?) WHERE id = ?",
+                (pid, now, lease_id),
+            )
 
     def record_checkpoint(self, job_id: int, steps: float, now: float) -> None:
         with self._tx() as db:
@@ -338,7 +362,8 @@ class Store:
                 "WHERE id = ?",
                 (state, steps_done, attempts, exit_code, log_tail, reason, finished, job_id),
             )
-            self._event(db, now, job_id, state, reason)
+            if state != "queued" or reason:  # a lease that simply ended is in ``leases``
+                self._event(db, now, job_id, state, reason)
 
     def finish(self, job_id: int, state: str, reason: str, now: float) -> None:
         """A job leaves for good without a process ending (cancelled while queued, rejected)."""
@@ -358,6 +383,7 @@ class Store:
                 (job_id,),
             )
             if cur.rowcount:
+                self.jobs_version += 1
                 self._event(db, now, job_id, "cancel_requested")
         return bool(cur.rowcount)
 
@@ -373,12 +399,11 @@ class Store:
         now: float,
     ) -> None:
         with self._tx() as db:
-            db.execute(
+            db.execute(  # the leases table is the record: no event row per lease
                 "INSERT INTO leases (id, job_id, round, gpu_type, parts, active, started_at) "
                 "VALUES (?, ?, ?, ?, ?, 1, ?)",
                 (lease_id, job_id, round_idx, gpu_type, json.dumps(parts), now),
             )
-            self._event(db, now, job_id, "lease", f"{lease_id} {gpu_type} {parts}")
 
     def extend_lease(self, lease_id: str) -> None:
         with self._tx() as db:
@@ -405,24 +430,28 @@ class Store:
 
     # ---- throughputs ---------------------------------------------------------------
 
-    def observe_throughput(self, job_id: int, gpu_type: str, rate: float, alpha: float) -> float:
-        """Fold a measured rate into the job's estimate for a type (EMA, as Gavel); returns it."""
+    def save_round_measures(
+        self,
+        attained: list[tuple[float, int]],
+        rates: list[tuple[int, str, float, int]],
+    ) -> None:
+        """A round's accounting in two statements: GPU-seconds received per job, and the
+        jobs' throughput estimates (job, GPU type, steps/s, samples)."""
         with self._tx() as db:
-            r = db.execute(
-                "SELECT steps_per_s, samples FROM throughputs WHERE job_id = ? AND gpu_type = ?",
-                (job_id, gpu_type),
-            ).fetchone()
-            if r is None:
-                new, samples = rate, 1
-                db.execute("INSERT INTO throughputs VALUES (?, ?, ?, 1)", (job_id, gpu_type, rate))
-            else:
-                new, samples = alpha * rate + (1 - alpha) * r["steps_per_s"], r["samples"] + 1
-                db.execute(
-                    "UPDATE throughputs SET steps_per_s = ?, samples = ? "
-                    "WHERE job_id = ? AND gpu_type = ?",
-                    (new, samples, job_id, gpu_type),
-                )
-        return float(new)
+            db.executemany("UPDATE jobs SET attained_s = attained_s + ? WHERE id = ?", attained)
+            db.executemany(
+                "INSERT INTO throughputs VALUES (?, ?, ?, ?) ON CONFLICT (job_id, gpu_type) "
+                "DO UPDATE SET steps_per_s = excluded.steps_per_s, samples = excluded.samples",
+                rates,
+            )
+
+    def throughput_samples(self, job_id: int) -> dict[str, tuple[float, int]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT gpu_type, steps_per_s, samples FROM throughputs WHERE job_id = ?",
+                (job_id,),
+            ).fetchall()
+        return {r["gpu_type"]: (float(r["steps_per_s"]), int(r["samples"])) for r in rows}
 
     def throughputs(self, job_id: int) -> dict[str, float]:
         with self._lock:
