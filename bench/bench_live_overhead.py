@@ -19,6 +19,7 @@ over Ray's own processes (GCS, raylet, workers) on this machine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -104,7 +105,7 @@ def main() -> None:
         service.stop()
         ray.shutdown()
     decide, start, total = [], [], []
-    for prev, nxt in zip(leases, leases[1:], strict=False):
+    for prev, nxt in itertools.pairwise(leases):
         if prev.ended_at is None or nxt.running_at is None:
             continue
         decide.append(nxt.started_at - prev.ended_at)
