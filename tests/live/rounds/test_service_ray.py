@@ -173,3 +173,15 @@ def test_a_cpu_only_rank_sees_no_gpu() -> None:
     )
     env = rank_env(spec, spec.ranks[0], 29500)
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["A"] == "1"
+
+
+def test_the_numpy_example_runs_under_the_service(service_factory) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    example = Path(__file__).parents[3] / "examples" / "numpy_train.py"
+    service = service_factory(cluster="v100:1", round_s=3.0)
+    client = ServiceClient(service.url)
+    job = client.submit({"command": f"{sys.executable} {example}", "steps": 300})
+    wait_for(lambda: all_done(client), 60, "the example to finish")
+    assert client.job(job)["state"] == "done"
+    assert "loss" in logs_of(service, job)
