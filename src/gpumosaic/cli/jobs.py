@@ -151,7 +151,7 @@ def jobs_command(
             str(r["id"]),
             r["name"],
             r["state"],
-            f"{done:,.0f}/{total:,.0f} ({done / total:.0%})" if total else "-",
+            f"{done:,.0f} ({done / total:.0%})" if total else "-",
             r["gpu_type"] or "-",
             r["gpu_index"] or "-",
             _num(r["attained_s"], "{:,.1f} s"),
