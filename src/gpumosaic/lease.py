@@ -173,7 +173,8 @@ class Lease:
                     granted_at, from_step = last_report, self.position
                 grant = nxt
                 deadline = last_report + grant.seconds_left
-                continue
+                if grant.stop or self.position >= grant.until_step:
+                    continue  # the checks above end or park the lease
             yield self.position
             self.position += 1
 
