@@ -71,3 +71,11 @@ def test_overload_is_announced_with_the_offered_load() -> None:
     assert result.exit_code == 0, result.output
     assert "offered load:" in result.output and "of 12 GPUs busy" in result.output
     assert "warning: offered load" in result.output and "queue grows" in result.output
+
+
+def test_version_and_an_example_in_every_command_help() -> None:
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("gpumosaic ")
+    for command in (["simulate"], ["compare"], ["fill"], ["reproduce", "nvshare"]):
+        help_text = runner.invoke(app, [*command, "--help"], terminal_width=200).stdout
+        assert "Example: gpumosaic " + command[0] in help_text, command

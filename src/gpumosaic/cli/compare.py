@@ -46,7 +46,10 @@ def split_placements(text: str) -> list[str]:
     return out
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic compare --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --placements strided,bestfit,fgd --seeds 0-9"
+)
 @user_errors
 def compare(
     mode: Annotated[

@@ -26,7 +26,10 @@ WORKLOAD_HELP = (
 CLUSTER_HELP = "MODEL:COUNT,... (e.g. v100:36,p100:36,k80:36), openb:gpu, or a node CSV"
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic simulate --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --policy fifo --placement fgd --seed 0 --json"
+)
 @user_errors
 def simulate(
     cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "v100:4",
