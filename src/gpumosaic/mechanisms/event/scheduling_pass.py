@@ -4,7 +4,7 @@ It owns the pending queue (jobs waiting for GPUs, in the queue order's key) and,
 driver calls ``run(state, rng)``, tries them in order and places each one that fits
 through the placement strategy, allocating it in ``state``. Strict order stops at the
 first job that does not fit (FIFO head-of-line); ``backfill`` lets later jobs that fit go
-ahead. The simulator (``sim/simulator.py``) calls it after all events of one instant; a
+ahead. The simulator (``sim/event/simulator.py``) calls it after all events of one instant; a
 live driver (the Kubernetes extender, a wall-clock service) calls the same object
 whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
 """
