@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
@@ -86,8 +86,11 @@ def compare(
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
-        raise InputError(str(err), field="--seeds") from None
+        raise InputError(str(err), field="--seeds", value=seeds) from None
+    if workers < 0:
+        raise InputError("must be >= 1, or 0 for one per core", field="--workers", value=workers)
     n_workers = workers if workers > 0 else default_workers()
+    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill

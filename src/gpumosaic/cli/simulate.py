@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import progress_bar
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.run.build import run
@@ -88,6 +88,7 @@ def simulate(
         from gpumosaic.errors import InputError
 
         raise InputError("must be csv or parquet", field="--format")
+    check_out_dir(out)
     request = RunDescription(
         cluster=cluster,
         workload=workload,

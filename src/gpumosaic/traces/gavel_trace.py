@@ -29,6 +29,7 @@ from typing import Protocol
 from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
+from gpumosaic.traces.text import read_user_text
 
 COLUMNS = (
     "job_type",
@@ -63,10 +64,7 @@ class MeasuredJobs(Protocol):
 def load_gavel_trace(path: str | Path, table: MeasuredJobs) -> list[JobSpec]:
     """Read a Gavel trace into JobSpecs (sorted by arrival); rows are checked against
     ``table`` (Gavel's throughput table)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise InputError(f"cannot read trace: {err.strerror}", path=path) from None
+    text = read_user_text(path, what="trace")
     jobs: list[JobSpec] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
