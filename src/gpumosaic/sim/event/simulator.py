@@ -19,6 +19,7 @@ from functools import partial
 import numpy as np
 
 from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass
+from gpumosaic.mechanisms.gang import could_span
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
@@ -105,7 +106,9 @@ class EventSimulator:
         self.tracker = ClusterTracker(self.state, target)
         self.timeline = TimelineRecorder()
         self.runs: dict[int, _JobRun] = {}
-        self.scheduling = SchedulingPass(placement, order, backfill)
+        # A gang's progress under a non-ideal sharing model would need co-location on
+        # several servers at once: only ideal models place jobs across servers.
+        self.scheduling = SchedulingPass(placement, order, backfill, span_nodes=self.speed.ideal)
         self._running = 0
         self._pass_scheduled = False
         self._arrivals: Iterator[JobSpec] = iter(workload.jobs)
@@ -129,9 +132,14 @@ class EventSimulator:
         job = self.speed.admit(job)
         run = _JobRun(job)
         self.runs[job.id] = run
-        if not self.state.fits_when_empty(job):
+        spans = self.speed.ideal and could_span(self.state, job)
+        if not self.state.fits_when_empty(job) and not spans:
             verdict = explain(self.state, job)
             run.status, run.reason = JobStatus.REJECTED, f"{verdict.reason.value}: {verdict.detail}"
+            if job.may_span_nodes and could_span(self.state, job):
+                run.reason += (
+                    f" (spanning servers is not modelled under --sharing {self.speed.name})"
+                )
             self._job_done(job)
         else:
             self.scheduling.add(job)
@@ -141,7 +149,10 @@ class EventSimulator:
 
     def _on_completion(self, job_id: int) -> None:
         run = self.runs[job_id]
-        self.state.release(job_id)
+        if job_id in self.state.gangs:
+            self.state.release_gang(job_id)
+        else:
+            self.state.release(job_id)
         run.status = JobStatus.COMPLETED
         run.finish_s = self.engine.now
         self._running -= 1
@@ -164,12 +175,13 @@ class EventSimulator:
 
     def _scheduling_pass(self) -> None:
         self._pass_scheduled = False
-        for job, assignment in self.scheduling.run(self.state, self.rng):
-            self._start(job, assignment)
+        for job, parts in self.scheduling.run(self.state, self.rng):
+            self._start(job, parts)
         self._record()
 
-    def _start(self, job: JobSpec, assignment: Assignment) -> None:
+    def _start(self, job: JobSpec, parts: tuple[Assignment, ...]) -> None:
         """Start a job the pass placed (and allocated): model its progress."""
+        assignment = parts[0]  # a gang's parts share one GPU model
         run = self.runs[job.id]
         now = self.engine.now
         gpu = self.state.spec.nodes[assignment.node].gpu
