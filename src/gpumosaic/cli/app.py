@@ -23,6 +23,27 @@ app = typer.Typer(
 )
 err_console = Console(stderr=True)
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from gpumosaic import __version__
+
+        print(f"gpumosaic {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version"
+    ),
+) -> None:
+    """Simulate, compare and serve GPU-cluster scheduling with shared GPUs.
+
+    Start with `gpumosaic simulate --help`; the README has a tour.
+    """
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -46,7 +46,10 @@ def split_placements(text: str) -> list[str]:
     return out
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic compare --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --placements strided,bestfit,fgd --seeds 0-9"
+)
 @user_errors
 def compare(
     mode: Annotated[
@@ -138,7 +141,7 @@ def compare(
         for s in seed_list
     ]
     for p in split_placements(placements):
-        _check_placement(p, gandiva=is_gandiva(sharing))
+        _check_placement(p, gandiva=is_gandiva(sharing) or mechanism == "gandiva")
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:

@@ -84,7 +84,10 @@ def write_fill_outputs(result: FillResult, summary: dict[str, Any], out: Path) -
     plot_fill_run(result, out / "fill.png")
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic fill --tasks openb:default --nodes openb:gpu "
+    "--placement fgd --seed 42 --inflate 1.3 --json"
+)
 @user_errors
 def fill(
     tasks: Annotated[str, typer.Option(help=TASKS_HELP)] = "openb:default",

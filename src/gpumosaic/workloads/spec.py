@@ -2,8 +2,10 @@
 
 Cluster: ``MODEL:COUNT,...`` (e.g. ``v100:36,p100:36,k80:36``), ``openb:gpu`` /
 ``openb:all``, or a node CSV file (``sn,cpu_milli,memory_mib,gpu,model``).
-Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli), ``gavel-trace:PATH``,
-``openb:NAME`` (an Alibaba task list replayed in time) or a job-list file (.csv/.yaml).
+Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli),
+``gavel-stream:rate=R,window=A-B[,multigpu=on]`` (Gavel's own job stream, draw for draw:
+``workloads/gavel_stream.py``), ``gavel-trace:PATH``, ``openb:NAME`` (an Alibaba task list
+replayed in time) or a job-list file (.csv/.yaml).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     kind, sep, rest = text.partition(":")
     if sep and kind == "gavel":
         return ParsedWorkload(_gavel(rest, seed))
+    if sep and kind == "gavel-stream":
+        return ParsedWorkload(_gavel_stream(rest, seed))
     if sep and kind == "gavel-trace":
         from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 
@@ -143,6 +147,39 @@ def _gavel(args: str, seed: int) -> Workload:
     generator = GavelGenerator(config, table, seed)
     jobs_source = generator if config.jobs is None else tuple(generator)
     return Workload(name, jobs_source, table, measure=window)
+
+
+STREAM_KEYS = ("rate", "window", "multigpu")
+
+
+def _gavel_stream(args: str, seed: int) -> Workload:
+    """``rate=R,window=A-B[,multigpu=on]``: Gavel's job stream, jobs A..B-1 measured."""
+    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
+
+    values: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in args.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in STREAM_KEYS:
+            raise InputError(
+                f"bad gavel-stream option {part!r} (keys: {', '.join(STREAM_KEYS)})",
+                field="--workload",
+            )
+        values[key] = value.strip()
+    try:
+        start, dash, end = values["window"].partition("-")
+        if not dash:
+            raise ValueError("window must be A-B, e.g. 4000-5000")
+        rate = float(values["rate"])
+        if not rate > 0:
+            raise ValueError("rate must be > 0 jobs per hour")
+        multigpu = _on_off(values.get("multigpu", "off"), "multigpu")
+        window = (int(start), int(end))
+    except KeyError as err:
+        message = f"gavel-stream needs {err.args[0]}=..., e.g. gavel-stream:rate=3,window=4000-5000"
+        raise InputError(message, field="--workload") from None
+    except ValueError as err:
+        raise InputError(f"gavel-stream workload: {err}", field="--workload") from None
+    return gavel_stream_workload(rate, window, seed, multi_gpu=multigpu)
 
 
 def _on_off(value: str, key: str) -> bool:
