@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from builders import cluster
+
 from conftest import wait_for
 from gpumosaic.lease import Lease, LeaseError, read_checkpoint_steps
 from gpumosaic.live.rounds.executor import InProcessExecutor
