@@ -43,6 +43,9 @@ def serve(
         str | None, typer.Option(help="job list whose shapes FGD keeps room for")
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of every random choice")] = 0,
+    start_timeout_s: Annotated[
+        float, typer.Option(help="a lease Ray cannot start by then goes back to the queue")
+    ] = 120.0,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
@@ -62,6 +65,7 @@ def serve(
         cluster=cluster,
         seed=seed,
         target_workload=target_workload,
+        start_timeout_s=start_timeout_s,
     )
     import ray
 

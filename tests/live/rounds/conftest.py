@@ -31,12 +31,32 @@ def ray_cluster() -> Iterator[object]:
     ray.shutdown()
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_for(
+    predicate: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    explain: Callable[[], str] | None = None,
+) -> None:
     give_up = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > give_up:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}{detail}")
         time.sleep(0.05)
+
+
+def explain(service) -> Callable[[], str]:  # type: ignore[no-untyped-def]
+    """What a service did, for a test that timed out: jobs, leases, last events."""
+
+    def text() -> str:
+        store = service.store
+        lines = [f"jobs: {[(j.id, j.state, j.steps_done, j.reason) for j in store.jobs()]}"]
+        lines += [f"lease {x.id} r{x.round} +{x.extensions} {x.end_reason}" for x in store.leases()]
+        lines += [f"event {e.kind} job {e.job_id} {e.detail}" for e in store.events()[-15:]]
+        lines.append(f"counters: {service.driver.counters if service.driver else None}")
+        return "\n".join(lines)
+
+    return text
 
 
 @pytest.fixture

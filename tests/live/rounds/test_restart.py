@@ -97,7 +97,16 @@ def test_sigkill_and_restart_lose_nothing(ray_cluster, tmp_path: Path) -> None: 
     second = serve(state, port, gcs)
     try:
         wait_for(lambda: up(client, second), 60, "the service to restart")
-        wait_for(lambda: all(j["state"] == "done" for j in client.jobs()), 120, "all jobs done")
+        wait_for(
+            lambda: all(j["state"] == "done" for j in client.jobs()),
+            120,
+            "all jobs done",
+            lambda: "\n".join(
+                str(r)
+                for r in read(state, "SELECT * FROM leases")
+                + read(state, "SELECT id, state, steps_done, checkpoint_steps, reason FROM jobs")
+            ),
+        )
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=30)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import job_body, running_per_round, wait_for
+from conftest import explain, job_body, running_per_round, wait_for
 from gpumosaic.cli import app
 from gpumosaic.errors import InputError
 from gpumosaic.lease import read_checkpoint_steps
@@ -38,7 +38,7 @@ def test_workload_completes_and_runs_what_the_decider_chose(service_factory) -> 
         client.submit(job_body(60, gpu_milli=500 if i < 2 else 1000, name=f"j{i}"))
         for i in range(6)
     ]
-    wait_for(lambda: all_done(client), 120, "six jobs to finish")
+    wait_for(lambda: all_done(client), 240, "six jobs to finish", explain(service))
     jobs = {j["id"]: j for j in client.jobs()}
     assert {jobs[i]["state"] for i in ids} == {"done"}
     assert all(jobs[i]["steps_done"] == 60 for i in ids)
@@ -65,7 +65,7 @@ def test_preemption_resumes_from_the_checkpoint(service_factory) -> None:  # typ
     service = service_factory(cluster="v100:1", round_s=1.5, policy="max_min_fairness")
     client = ServiceClient(service.url)
     ids = [client.submit(job_body(120, step_s=0.02)) for _ in range(2)]
-    wait_for(lambda: all_done(client), 90, "two alternating jobs to finish")
+    wait_for(lambda: all_done(client), 180, "two alternating jobs to finish", explain(service))
     for i in ids:
         assert client.job(i)["state"] == "done"
         starts = [int(s) for s in re.findall(r"from=(\d+)", logs_of(service, i))]
@@ -77,10 +77,10 @@ def test_preemption_resumes_from_the_checkpoint(service_factory) -> None:  # typ
 
 
 def test_lease_extension_keeps_the_process(service_factory) -> None:  # type: ignore[no-untyped-def]
-    service = service_factory(cluster="v100:1", round_s=1.5)
+    service = service_factory(cluster="v100:1", round_s=2.0)
     client = ServiceClient(service.url)
-    job = client.submit(job_body(200, step_s=0.02))  # ~4 s of steps: several rounds
-    wait_for(lambda: all_done(client), 60, "the job to finish")
+    job = client.submit(job_body(250, step_s=0.02))  # ~5 s of steps: several rounds
+    wait_for(lambda: all_done(client), 120, "the job to finish", explain(service))
     leases = service.store.leases(job)
     assert len(leases) == 1 and leases[0].extensions >= 1
     assert len(re.findall(r"start pid=(\d+)", logs_of(service, job))) == 1
@@ -92,13 +92,20 @@ def test_cancel_and_a_failing_job(service_factory) -> None:  # type: ignore[no-u
     client = ServiceClient(service.url)
     long = client.submit(job_body(1_000_000))
     bad = client.submit(job_body(10, env={"FAIL_EXIT": "3"}))
-    wait_for(lambda: client.job(long)["pid"] is not None, 30, "the long job to run")
+    wait_for(
+        lambda: client.job(long)["pid"] is not None, 60, "the long job to run", explain(service)
+    )
     pid = client.job(long)["pid"]
     result = runner.invoke(app, ["cancel", str(long), "--server", service.url])
     assert result.exit_code == 0, result.output
-    wait_for(lambda: client.job(long)["state"] == "cancelled", 30, "the cancel")
+    wait_for(lambda: client.job(long)["state"] == "cancelled", 60, "the cancel", explain(service))
     assert not Path(f"/proc/{pid}").exists()
-    wait_for(lambda: client.job(bad)["state"] == "failed", 60, "the failing job to fail")
+    wait_for(
+        lambda: client.job(bad)["state"] == "failed",
+        120,
+        "the failing job to fail",
+        explain(service),
+    )
     failed = client.job(bad)
     assert failed["exit_code"] == 3 and failed["attempts"] == 2
     assert "failing on purpose" in failed["log_tail"]
@@ -109,10 +116,12 @@ def test_a_lost_actor_sends_its_job_back_to_the_queue(service_factory) -> None: 
     service = service_factory(cluster="v100:1", round_s=3.0)
     client = ServiceClient(service.url)
     job = client.submit(job_body(150, step_s=0.02))
-    wait_for(lambda: client.job(job)["steps_done"] > 20, 30, "the job to make progress")
+    wait_for(
+        lambda: client.job(job)["steps_done"] > 20, 60, "the job to make progress", explain(service)
+    )
     lease_id = client.job(job)["lease_id"]
     service.executor.kill(lease_id)  # as a dead node would
-    wait_for(lambda: all_done(client), 60, "the job to finish after the loss")
+    wait_for(lambda: all_done(client), 120, "the job to finish after the loss", explain(service))
     assert client.job(job)["state"] == "done"
     first = service.store.leases(job)[0]
     assert first.id == lease_id and first.end_reason.startswith("lost")
@@ -182,6 +191,6 @@ def test_the_numpy_example_runs_under_the_service(service_factory) -> None:  # t
     service = service_factory(cluster="v100:1", round_s=3.0)
     client = ServiceClient(service.url)
     job = client.submit({"command": f"{sys.executable} {example}", "steps": 300})
-    wait_for(lambda: all_done(client), 60, "the example to finish")
+    wait_for(lambda: all_done(client), 120, "the example to finish", explain(service))
     assert client.job(job)["state"] == "done"
     assert "loss" in logs_of(service, job)

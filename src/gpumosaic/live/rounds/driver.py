@@ -166,6 +166,7 @@ class RoundDriver:
         now = self.clock()
         stale = self.store.recover(now)
         for lease in stale:
+            self.executor.reap(lease.id, sum(len(gpus) for _, gpus, _ in lease.parts))
             _stop_local_process(lease, self.config.grace_s)
         for job in self.store.jobs(live_only=True):
             on_disk = read_checkpoint_steps(self.checkpoint_dir(job.id))

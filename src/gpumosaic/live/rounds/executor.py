@@ -58,6 +58,8 @@ class Executor(Protocol):
 
     def poll(self) -> list[ExitReport]: ...
 
+    def reap(self, lease_id: str, ranks: int) -> None: ...
+
     def shutdown(self) -> None: ...
 
 
@@ -155,6 +157,9 @@ class InProcessExecutor:
                 del self._procs[lease_id]
                 out.append(ExitReport(lease_id, 0, False, ""))
         return out
+
+    def reap(self, lease_id: str, ranks: int) -> None:
+        self._procs.pop(lease_id, None)
 
     def shutdown(self) -> None:
         self._procs.clear()

@@ -34,6 +34,7 @@ from gpumosaic.live.rounds.cluster import model_resource
 from gpumosaic.live.rounds.executor import ExitReport, LaunchSpec, rank_env
 
 LOG_TAIL_BYTES = 4000
+NAMESPACE = "gpumosaic"  # lease actors are named in it, so a restarted service finds them
 _SHELL_CHARS = set(";&|<>()$`\\\"'*?[]#~=%\n")
 _PR_SET_PDEATHSIG = 1
 
@@ -49,6 +50,10 @@ def argv(command: str) -> list[str]:
     if any(c in _SHELL_CHARS for c in command):
         return ["/bin/sh", "-c", command]
     return shlex.split(command)
+
+
+def actor_name(lease_id: str, rank: int) -> str:
+    return f"lease-{lease_id}-rank-{rank}"
 
 
 def log_tail(path: str, size: int = LOG_TAIL_BYTES) -> str:
@@ -160,6 +165,7 @@ class RayExecutor:
                 }
             else:
                 opts = self._resources(spec, rank, bundle=False, split=True)
+            opts.update(name=actor_name(spec.lease_id, rank.rank), namespace=NAMESPACE)
             actor = self._actor_cls.options(**opts).remote(
                 spec.command, spec.workdir, env, spec.log_path
             )
@@ -193,6 +199,17 @@ class RayExecutor:
             return
         for actor in run.actors:
             actor.terminate.remote(grace_s)
+
+    def reap(self, lease_id: str, ranks: int) -> None:
+        """Kill the actors of a lease a previous run of the service left (after a crash,
+        Ray may not yet have cleaned up the dead driver's actors, which hold GPUs)."""
+        for rank in range(ranks):
+            try:
+                actor = self.ray.get_actor(actor_name(lease_id, rank), namespace=NAMESPACE)
+            except ValueError:
+                continue  # already gone
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor)
 
     def kill(self, lease_id: str) -> None:
         """Kill the lease's actors at once (as a lost node would)."""
