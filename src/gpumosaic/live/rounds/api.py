@@ -36,6 +36,7 @@ class ServiceView(Protocol):
     token: str
     park_margin_s: float
     default_retries: int
+    driver_error: BaseException | None
 
     def check_fits(self, sub: JobSubmission) -> tuple[str, str] | None: ...
 
@@ -134,8 +135,12 @@ def create_app(service: ServiceView) -> FastAPI:
             raise HTTPException(404, f"no job {job_id}")
         return job
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
+    @app.get("/healthz", response_model=None)
+    def healthz() -> dict[str, Any] | JSONResponse:
+        err = service.driver_error
+        if err is not None:  # the round loop died: say so instead of looking healthy
+            body = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+            return JSONResponse(status_code=503, content=body)
         return {"ok": True}
 
     @app.get("/metrics", dependencies=auth, response_class=PlainTextResponse)
