@@ -194,3 +194,18 @@ def test_the_numpy_example_runs_under_the_service(service_factory) -> None:  # t
     wait_for(lambda: all_done(client), 120, "the example to finish", explain(service))
     assert client.job(job)["state"] == "done"
     assert "loss" in logs_of(service, job)
+
+
+def test_a_gang_runs_one_process_per_gpu(service_factory) -> None:  # type: ignore[no-untyped-def]
+    service = service_factory(cluster="v100:2", round_s=3.0)
+    client = ServiceClient(service.url)
+    job = client.submit(job_body(100, gpus=2))
+    wait_for(lambda: all_done(client), 120, "the gang to finish", explain(service))
+    assert client.job(job)["state"] == "done"
+    log = logs_of(service, job)
+    ranks = set(re.findall(r"rank=(\d)/2", log))
+    assert ranks == {"0", "1"}
+    devices = {int(d) for d in re.findall(r"cuda=(\d+)", log)}
+    lease = service.store.leases(job)[0]
+    assert devices == {d for n, g, _ in lease.parts for d in service.cluster.devices(n, g)}
+    assert len(devices) == 2

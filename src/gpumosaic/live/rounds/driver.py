@@ -542,6 +542,11 @@ class RoundDriver:
         kept = job.checkpoint_steps  # what survives this process
 
         def ended(state: str, steps_done: float, attempts: int, reason: str) -> None:
+            row = self.row_of.get(job_id)
+            if state == "queued" and row is not None and not self.decider.jobs.is_active[row]:
+                # The decider already counted all its steps (it will never plan it again):
+                # the work is done even though this last process did not end cleanly.
+                state, steps_done, reason = "done", job.steps, f"all steps reported; {reason}"
             self.durable[job_id] = steps_done
             self.store.process_ended(
                 job_id,
@@ -568,8 +573,12 @@ class RoundDriver:
             self.pending.pop(job_id, None)
             reason = f"lease lost ({report.detail}); back in the queue at its last checkpoint"
             ended("queued", kept, job.attempts, reason)
-        elif code == 0 and (steps >= job.steps or lease is None or not lease.contacted):
+        elif steps >= job.steps and (code == 0 or stopped):
+            # All steps reported: done, even if our stop (the decider saw it finish at the
+            # round's end) caught the process on its way out.
             ended("done", job.steps, job.attempts, "")
+        elif code == 0 and (lease is None or not lease.contacted):
+            ended("done", job.steps, job.attempts, "")  # a command that never used a lease
         else:
             # Not asked to stop, and an error or no step at all (Gavel's failed
             # micro-task): a failed attempt. Otherwise the lease simply ended.

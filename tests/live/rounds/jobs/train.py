@@ -15,7 +15,8 @@ from gpumosaic.lease import Lease
 
 lease = Lease.from_env()
 lease.report_every_s = 0.2
-lock = open(os.path.join(lease.checkpoint_dir, ".running"), "w")  # noqa: SIM115
+# One lock per rank: two processes of the same rank of one job must never overlap.
+lock = open(os.path.join(lease.checkpoint_dir, f".running-{lease.rank}"), "w")  # noqa: SIM115
 try:
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 except OSError:
@@ -27,7 +28,8 @@ if os.environ.get("FAIL_EXIT"):
     sys.exit(int(os.environ["FAIL_EXIT"]))
 state = lease.load() or {"step": 0, "starts": 0}
 state["starts"] += 1
-print(f"start pid={os.getpid()} cuda={cuda} from={state['step']}", flush=True)
+print(f"start pid={os.getpid()} cuda={cuda} rank={lease.rank}/{lease.world_size} "
+      f"from={state['step']}", flush=True)
 step_s = float(os.environ.get("STEP_S", "0.01"))
 for step in lease.steps(start=state["step"]):
     time.sleep(step_s)
