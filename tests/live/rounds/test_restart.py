@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import job_body, wait_for
 from gpumosaic.live.rounds.client import ServiceClient
 
@@ -67,6 +69,7 @@ def read(state: Path, query: str) -> list[tuple[object, ...]]:
         return db.execute(query).fetchall()
 
 
+@pytest.mark.slow
 def test_sigkill_and_restart_lose_nothing(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     gcs = ray_cluster.get_runtime_context().gcs_address  # type: ignore[attr-defined]
     state = tmp_path / "state" / "state.db"

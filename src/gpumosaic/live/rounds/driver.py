@@ -546,7 +546,8 @@ class RoundDriver:
             if state == "queued" and row is not None and not self.decider.jobs.is_active[row]:
                 # The decider already counted all its steps (it will never plan it again):
                 # the work is done even though this last process did not end cleanly.
-                state, steps_done, reason = "done", job.steps, f"all steps reported; {reason}"
+                state, steps_done = "done", job.steps
+                reason = "all steps reported" + (f"; {reason}" if reason else "")
             self.durable[job_id] = steps_done
             self.store.process_ended(
                 job_id,

@@ -28,8 +28,11 @@ if os.environ.get("FAIL_EXIT"):
     sys.exit(int(os.environ["FAIL_EXIT"]))
 state = lease.load() or {"step": 0, "starts": 0}
 state["starts"] += 1
-print(f"start pid={os.getpid()} cuda={cuda} rank={lease.rank}/{lease.world_size} "
-      f"from={state['step']}", flush=True)
+print(
+    f"start pid={os.getpid()} cuda={cuda} rank={lease.rank}/{lease.world_size} "
+    f"from={state['step']}",
+    flush=True,
+)
 step_s = float(os.environ.get("STEP_S", "0.01"))
 for step in lease.steps(start=state["step"]):
     time.sleep(step_s)
