@@ -21,9 +21,9 @@ from rich.table import Table
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
-from gpumosaic.experiments.runner import RunRequest, is_gandiva
-from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.errors import InputError
+from gpumosaic.experiments.runner import RunRequest, is_gandiva
+from gpumosaic.experiments.sweeps.runs import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
@@ -141,7 +141,7 @@ def compare(
     _write_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
-    from gpumosaic.experiments.plots import plot_comparison, plot_timelines  # matplotlib: late
+    from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
@@ -161,7 +161,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva_scoring import is_affinity
+    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if gandiva:

@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.experiments.fill import FillResult
-from gpumosaic.experiments.fill_plots import arrived_grid, plot_fill_comparison
-from gpumosaic.experiments.fill_sweep import (
+from gpumosaic.errors import InputError
+from gpumosaic.experiments.plots.fill import arrived_grid, plot_fill_comparison
+from gpumosaic.experiments.sweeps.fill import (
     FillRunSpec,
     FillSummaryRow,
     on_grid,
@@ -29,7 +29,7 @@ from gpumosaic.experiments.fill_sweep import (
 )
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.errors import InputError
+from gpumosaic.sim.fill import FillResult
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 

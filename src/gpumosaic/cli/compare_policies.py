@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.experiments.policy_sweep import (
+from gpumosaic.errors import InputError
+from gpumosaic.experiments.parallel import process_pool
+from gpumosaic.experiments.sweeps.policies import (
     PolicyRun,
     SweepPoint,
     aggregate,
@@ -25,8 +27,6 @@ from gpumosaic.experiments.policy_sweep import (
     sweep_points,
     write_csv,
 )
-from gpumosaic.experiments.pool import process_pool
-from gpumosaic.errors import InputError
 
 
 def compare_policies(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from gpumosaic.errors import InputError
 from gpumosaic.metrics.summary import Summary, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
@@ -16,10 +17,9 @@ from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import explain
 from gpumosaic.policies.ordering import QUEUE_ORDERS
 from gpumosaic.sharing.speed import build_speed_model
-from gpumosaic.sim.gandiva_scoring import AFFINITY, is_affinity
+from gpumosaic.sim.gandiva.ranking import AFFINITY, is_affinity
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.simulator import simulate
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
@@ -83,7 +83,7 @@ def run_request(request: RunRequest, progress: Callable[[float], None] | None = 
     placement = request.resolved_placement()
     if request.gandiva:
         from gpumosaic.sim.gandiva import simulate_gandiva
-        from gpumosaic.sim.gandiva_config import parse_gandiva_options
+        from gpumosaic.sim.gandiva.config import parse_gandiva_options
 
         if request.policy.lower() not in QUEUE_ORDERS:
             raise InputError(

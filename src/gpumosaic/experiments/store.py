@@ -65,7 +65,7 @@ def write_run(
     meta: dict[str, Any] | None = None,
 ) -> list[Path]:
     """Write jobs.{csv,parquet}, timeline.{csv,parquet}, summary.json and run.png."""
-    from gpumosaic.experiments.plots import plot_run
+    from gpumosaic.experiments.plots.runs import plot_run
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

@@ -12,7 +12,7 @@ from gandiva_builders import BAD, GOOD, job, table_workload, v100s
 
 from gpumosaic.model import gpu_model
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva_packing import RateModel
+from gpumosaic.sim.gandiva.rates import RateModel
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

@@ -1,6 +1,6 @@
 """A named placement strategy as Gandiva's order among the servers of one affinity tier.
 
-Gandiva keeps its affinity tiers (``gandiva_placement.choose_server``); inside the chosen
+Gandiva keeps its affinity tiers (``affinity.choose_server``); inside the chosen
 tier a strategy from the placement registry replaces "least loaded first". The
 strategy's own vectorized scores over ClusterState decide (``ScoredPlacement.scores``,
 normalized across the tier's candidates as across feasible nodes in a normal placement);
@@ -26,7 +26,7 @@ from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.scorers import RandomPlacement, ScoredPlacement
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.sim.gandiva_placement import Rank, ServerView
+from gpumosaic.sim.gandiva.affinity import Rank, ServerView
 from gpumosaic.workloads.workload import Workload
 
 # The placement name that means Gandiva's own order (least loaded first within a tier).

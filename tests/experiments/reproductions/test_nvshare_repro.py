@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gpumosaic.experiments.nvshare_repro import REFERENCE_S, ordering_checks, reproduce_nvshare
+from gpumosaic.experiments.reproductions.nvshare import (
+    REFERENCE_S,
+    ordering_checks,
+    reproduce_nvshare,
+)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ by affinity tier; a multi-GPU job that finds free GPUs only scattered triggers a
 defragmenting migration; then oversubscription), spread time-sliced jobs onto GPUs that
 became free (and split packed pairs when GPUs are free), then pack waiting jobs.
 Within a tier the server is the least loaded one, or the best by a named placement
-strategy's scores (``gandiva_scoring``).
+strategy's scores (``ranking``).
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ from gpumosaic.placement.filter import explain
 from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.policies.ordering import QueueOrder, SortKey, build_queue_order
 from gpumosaic.sim.engine import Engine
-from gpumosaic.sim.gandiva_config import GandivaConfig
-from gpumosaic.sim.gandiva_group import GpuGroup, JobRun, Ledger
-from gpumosaic.sim.gandiva_moves import defragment, spread
-from gpumosaic.sim.gandiva_pack_pass import PackCounters, pack_waiting_jobs
-from gpumosaic.sim.gandiva_packing import RateModel
-from gpumosaic.sim.gandiva_placement import ChoiceKind, Rank, ServerView, choose_server
-from gpumosaic.sim.gandiva_records import build_result
-from gpumosaic.sim.gandiva_scoring import gandiva_target, tier_ranker
+from gpumosaic.sim.gandiva.affinity import ChoiceKind, Rank, ServerView, choose_server
+from gpumosaic.sim.gandiva.config import GandivaConfig
+from gpumosaic.sim.gandiva.group import GpuGroup, JobRun, Ledger
+from gpumosaic.sim.gandiva.moves import defragment, spread
+from gpumosaic.sim.gandiva.packing import PackCounters, pack_waiting_jobs
+from gpumosaic.sim.gandiva.ranking import gandiva_target, tier_ranker
+from gpumosaic.sim.gandiva.rates import RateModel
+from gpumosaic.sim.gandiva.records import build_result
 from gpumosaic.sim.result import SimResult, TimelineRecorder
 from gpumosaic.workloads.workload import Workload
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpumosaic.experiments.gandiva_eval import VARIANTS, Scenario, evaluate, packing_gains
+from gpumosaic.experiments.reproductions.gandiva import VARIANTS, Scenario, evaluate, packing_gains
 
 
 def test_tiny_evaluation_has_a_row_per_variant_and_a_packing_gain() -> None:

@@ -6,11 +6,11 @@ import math
 from typing import TYPE_CHECKING
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.sim.gandiva_group import JobRun
+from gpumosaic.sim.gandiva.group import JobRun
 from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult
 
 if TYPE_CHECKING:
-    from gpumosaic.sim.gandiva import GandivaSimulator
+    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
 
 
 def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.engine import EventHandle
-from gpumosaic.sim.gandiva_config import GandivaConfig
-from gpumosaic.sim.gandiva_packing import RateModel, working_set_mib
+from gpumosaic.sim.gandiva.config import GandivaConfig
+from gpumosaic.sim.gandiva.rates import RateModel, working_set_mib
 
 # A job whose remaining work is below this share of its work counts as finished (floating
 # point leaves residues of ~1e-12 after many piecewise-linear steps).

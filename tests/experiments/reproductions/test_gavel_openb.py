@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gpumosaic.experiments.gavel_openb import MappedThroughputs, openb_workload, run_openb
+from gpumosaic.experiments.reproductions.gavel_openb import (
+    MappedThroughputs,
+    openb_workload,
+    run_openb,
+)
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.job import JobSpec
 from gpumosaic.workloads.throughputs import GavelThroughputTable

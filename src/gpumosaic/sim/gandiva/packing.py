@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.sim.gandiva_group import GpuGroup, JobRun
+from gpumosaic.sim.gandiva.group import GpuGroup, JobRun
 
 if TYPE_CHECKING:
-    from gpumosaic.sim.gandiva import GandivaSimulator
+    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
 
 
 @dataclass(slots=True)

@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.fill import FillResult
-from gpumosaic.experiments.fill_sweep import on_grid
+from gpumosaic.experiments.sweeps.fill import on_grid
+from gpumosaic.sim.fill import FillResult
 
 ZOOM_FROM_PCT = 80.0
 

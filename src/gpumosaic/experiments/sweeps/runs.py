@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.pool import process_pool
+from gpumosaic.experiments.parallel import process_pool
 from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary, jct_values
 from gpumosaic.sim.result import Timeline

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpumosaic.experiments.fill import fill_order, run_fill
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.filter import Reason
+from gpumosaic.sim.fill import fill_order, run_fill
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 ONE_T4_NODE = ClusterSpec((NodeSpec("n0", gpu_model("T4"), 2, 32_000, 1 << 20),))

@@ -10,8 +10,8 @@ from gpumosaic.model import ClusterSpec, JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva_placement import Choice, ChoiceKind, ServerView, choose_server
-from gpumosaic.sim.gandiva_scoring import TierRanker, as_group_job
+from gpumosaic.sim.gandiva.affinity import Choice, ChoiceKind, ServerView, choose_server
+from gpumosaic.sim.gandiva.ranking import TierRanker, as_group_job
 
 S = ServerView
 

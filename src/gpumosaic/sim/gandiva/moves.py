@@ -15,12 +15,12 @@ import numpy as np
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
-from gpumosaic.sim.gandiva_group import GpuGroup, JobRun
-from gpumosaic.sim.gandiva_migration import GroupSlots, NodeSlots, plan_defrag
-from gpumosaic.sim.gandiva_placement import choose_server
+from gpumosaic.sim.gandiva.affinity import choose_server
+from gpumosaic.sim.gandiva.group import GpuGroup, JobRun
+from gpumosaic.sim.gandiva.migration import GroupSlots, NodeSlots, plan_defrag
 
 if TYPE_CHECKING:
-    from gpumosaic.sim.gandiva import GandivaSimulator
+    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
 
 
 def move_job(sim: GandivaSimulator, job: JobRun, dest_node: int, now: float) -> GpuGroup:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.experiments.gavel_quirks import GavelShippedFifo, GavelShippedGandiva
+from gpumosaic.experiments.reproductions.gavel_quirks import GavelShippedFifo, GavelShippedGandiva
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policies"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policies"))
 from policy_builders import make_input
 
 

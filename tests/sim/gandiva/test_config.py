@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpumosaic.sim.gandiva_config import GandivaConfig, GandivaOptionError, parse_gandiva_options
+from gpumosaic.sim.gandiva.config import GandivaConfig, GandivaOptionError, parse_gandiva_options
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.fill import FillResult, run_fill
-from gpumosaic.experiments.pool import process_pool
+from gpumosaic.experiments.parallel import process_pool
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
+from gpumosaic.sim.fill import FillResult, run_fill
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 TABLE_POINTS_PCT = (90.0, 100.0, 110.0, 130.0)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpumosaic.errors import InputError
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.workload import Workload
 
 
@@ -97,7 +97,7 @@ def build_workload(template: str, rate: float, seed: int) -> Workload:
 
 
 def _gavel_stream(args: str, seed: int) -> Workload:
-    from gpumosaic.experiments.gavel_stream import gavel_stream_workload
+    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     values = dict(part.partition("=")[::2] for part in args.split(",") if part)
     try:

@@ -12,7 +12,7 @@ same-size jobs can time-share a GPU set. A k-GPU job goes, in this order, to
 
 "Least loaded first" is Gandiva's own order within a tier. A caller may replace it with a
 ``rank``: given a tier's candidate servers it returns one score per server (higher wins),
-e.g. a placement strategy's scores (``gandiva_scoring``). The tiers themselves never
+e.g. a placement strategy's scores (``ranking``). The tiers themselves never
 change, and oversubscription (4) keeps its least-loaded, least-shared order: a placement
 strategy scores servers that can hold the job, and a full server cannot.
 

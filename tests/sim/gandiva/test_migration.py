@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpumosaic.model import ClusterSpec
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva_migration import DefragPlan, GroupSlots, Move, NodeSlots, plan_defrag
+from gpumosaic.sim.gandiva.migration import DefragPlan, GroupSlots, Move, NodeSlots, plan_defrag
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
