@@ -3,45 +3,62 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.sim.gandiva.group import JobRun
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult
+from gpumosaic.sim.gandiva.counters import GandivaCounters
+from gpumosaic.sim.gandiva.group import JobRun, Ledger
+from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, Timeline
 
-if TYPE_CHECKING:
-    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
+# (time, ledger then, held GPU-seconds then) at each end of a measurement window.
+Snapshot = tuple[float, Ledger, float]
 
 
-def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:
-    end = sim.engine.now
-    queued = {r.spec.id for r in sim.queue}
+def build_result(
+    *,
+    runs: Iterable[JobRun],
+    queued: Iterable[JobRun],
+    rejected: Mapping[int, str],
+    is_measured: Callable[[int], bool],
+    counters: GandivaCounters,
+    ledger: Ledger,
+    held_gpu_s: float,
+    snapshots: Sequence[Snapshot],
+    timeline: Timeline,
+    total_gpu_milli: int,
+    end_s: float,
+    stats: RunStats,
+) -> SimResult:
+    queued_ids = {r.spec.id for r in queued}
     records = tuple(
         _record(
-            run, end, sim.rejected.get(job_id), job_id in queued, sim.workload.is_measured(job_id)
+            run,
+            end_s,
+            rejected.get(run.spec.id),
+            run.spec.id in queued_ids,
+            is_measured(run.spec.id),
         )
-        for job_id, run in sim.runs.items()
+        for run in runs
     )
-    ledger = sim.ledger
     suspended = sum(r.suspended_s for r in records)
     extra: tuple[tuple[str, float], ...] = (
         ("handovers", float(sum(r.handovers for r in records))),
-        ("migrations", float(sim.migrations)),
-        ("defragmentations", float(sim.defrags)),
-        ("spread_moves", float(sim.spread_moves)),
-        ("packs_tried", float(sim.pack.tried)),
-        ("packs_kept", float(sim.pack.kept)),
-        ("packs_undone", float(sim.pack.undone)),
+        ("migrations", float(counters.migrations)),
+        ("defragmentations", float(counters.defragmentations)),
+        ("spread_moves", float(counters.spread_moves)),
+        ("packs_tried", float(counters.packs_tried)),
+        ("packs_kept", float(counters.packs_kept)),
+        ("packs_undone", float(counters.packs_undone)),
         ("suspended_s", suspended),
         ("busy_gpu_s", ledger.busy_gpu_s),
         ("overhead_gpu_s", ledger.overhead_gpu_s),
-        ("held_gpu_s", sim.held_gpu_s),
+        ("held_gpu_s", held_gpu_s),
         ("effective_gpu_s", ledger.effective_gpu_s),
         ("max_progress_residual", ledger.max_residual),
         ("max_memory_pressure", ledger.max_memory_pressure),
     )
-    if len(sim.snapshots) == 2:
-        (t0, l0, held0), (t1, l1, held1) = sim.snapshots
+    if len(snapshots) == 2:
+        (t0, l0, held0), (t1, l1, held1) = snapshots
         extra += (
             ("window_start_s", t0),
             ("window_end_s", t1),
@@ -50,13 +67,12 @@ def build_result(sim: GandivaSimulator, elapsed_s: float) -> SimResult:
             ("window_effective_gpu_s", l1.effective_gpu_s - l0.effective_gpu_s),
             ("window_held_gpu_s", held1 - held0),
         )
-    stats = RunStats(events=sim.engine.events_processed, elapsed_s=elapsed_s)
     return SimResult(
         records=records,
-        timeline=sim.timeline.freeze(),
+        timeline=timeline,
         stats=stats,
-        total_gpu_milli=sim.state.total_gpu_milli,
-        end_s=end,
+        total_gpu_milli=total_gpu_milli,
+        end_s=end_s,
         extra=extra,
     )
 

@@ -1,9 +1,9 @@
 """Gandiva (OSDI'18) as a simulator: affinity placement, suspend-resume time-slicing,
 introspective packing and migration over the event engine and ClusterState.
 
-Each mechanism can be switched off (GandivaConfig). A GPU set held by a group appears in
-ClusterState as one assignment with the pseudo job id ``-(gid + 1)``: ClusterState keeps
-"which GPUs are held", the groups keep "which jobs take turns on them".
+Each mechanism can be switched off (GandivaConfig). The simulator owns the jobs (arrived,
+queued, rejected) and the counts of what happened; ``GpuSets`` (``servers``) owns the
+GPU sets, the servers' affinities and ClusterState.
 
 Scheduling happens at arrivals, finishes and pack verdicts, in this order: place queued
 jobs (in the queue order -- fifo, sjf or priority, the event simulator's objects --
@@ -24,26 +24,28 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.power import cluster_power_w
-from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.model.state import BookkeepingError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
 from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.policies.ordering import QueueOrder, SortKey, build_queue_order
 from gpumosaic.sim.engine import Engine
-from gpumosaic.sim.gandiva.affinity import ChoiceKind, Rank, ServerView, choose_server
+from gpumosaic.sim.gandiva.affinity import ChoiceKind, Rank, choose_server
 from gpumosaic.sim.gandiva.config import GandivaConfig
+from gpumosaic.sim.gandiva.counters import GandivaCounters
 from gpumosaic.sim.gandiva.group import GpuGroup, JobRun, Ledger
 from gpumosaic.sim.gandiva.moves import defragment, spread
-from gpumosaic.sim.gandiva.packing import PackCounters, pack_waiting_jobs
+from gpumosaic.sim.gandiva.packing import BadPair, pack_waiting_jobs
 from gpumosaic.sim.gandiva.ranking import gandiva_target, tier_ranker
 from gpumosaic.sim.gandiva.rates import RateModel
-from gpumosaic.sim.gandiva.records import build_result
-from gpumosaic.sim.result import SimResult, TimelineRecorder
+from gpumosaic.sim.gandiva.records import Snapshot, build_result
+from gpumosaic.sim.gandiva.servers import GpuSets
+from gpumosaic.sim.result import RunStats, SimResult, TimelineRecorder
 from gpumosaic.workloads.workload import Workload
 
 ARRIVAL_PRIORITY = 1  # at equal times, finishes (priority 0) free GPUs before arrivals
@@ -65,36 +67,30 @@ class GandivaSimulator:
         # GPU-seconds are also snapshot at the window's ends, so utilization can be measured
         # over the loaded part of a run rather than up to the last straggler's finish.
         self.window_s = window_s
-        self.snapshots: list[tuple[float, Ledger, float]] = []  # (time, ledger, held GPU-s)
+        self.snapshots: list[Snapshot] = []
         self.workload = workload
         self.config = config
         self.rng = np.random.default_rng(seed)
         self.engine = Engine()
-        self.state = ClusterState(cluster)
         self.rates = RateModel(workload.throughputs)
         self.ledger = Ledger()
         self.timeline = TimelineRecorder()
-        self.groups: dict[int, GpuGroup] = {}
-        self.node_groups: list[set[int]] = [set() for _ in cluster.nodes]
-        self.affinity = [0] * len(cluster.nodes)
-        # Seeded server order: ties between equally good servers follow it.
-        self.order = [int(i) for i in self.rng.permutation(len(cluster.nodes))]
+        server_order = [int(i) for i in self.rng.permutation(len(cluster.nodes))]
+        self.sets = GpuSets(
+            cluster, self.rates, config, self.ledger, self.engine, self._on_group_event,
+            server_order,
+        )  # fmt: skip
         self.queue_order = build_queue_order(order) if isinstance(order, str) else order
         self.backfill = backfill  # False: a job that finds no place blocks those behind it
         # None: least loaded first within a tier (Gandiva's own order).
-        self.ranker = tier_ranker(placement, workload, self.state, self.rng)
+        self.ranker = tier_ranker(placement, workload, self.sets.state, self.rng)
         # Fragmentation is measured against the same job shapes as every other simulator's.
         self.target = gandiva_target(workload.target_sample())
         self.runs: dict[int, JobRun] = {}
         self.queue: list[JobRun] = []
         self.rejected: dict[int, str] = {}
-        self.pack = PackCounters()
-        self.migrations = 0
-        self.defrags = 0
-        self.spread_moves = 0
-        self.held_gpu_s = 0.0
-        self._held_since = 0.0
-        self._next_gid = 0
+        self.counters = GandivaCounters()
+        self.bad_pairs: set[BadPair] = set()  # undone pairs, never tried again on that model
         self._jobs: Iterator[JobSpec] = iter(workload.jobs)
         measure = workload.measure
         self._measured_left: int | None = None if measure is None else measure[1] - measure[0]
@@ -111,34 +107,34 @@ class GandivaSimulator:
         while self._measured_left != 0 and self.engine.step():
             if self.config.check_invariants:
                 self.check()
-        self._settle_all()
+        self.sets.settle_all(self.engine.now)
         while self.window_s is not None and len(self.snapshots) < 2:
             self._snapshot()  # the run ended before the window did
-        return build_result(self, time.perf_counter() - started)
-
-    def _settle_all(self) -> None:
-        now = self.engine.now
-        for group in self.groups.values():
-            group.settle(now)
-        self.advance_held(now)
+        return build_result(
+            runs=self.runs.values(),
+            queued=self.queue,
+            rejected=self.rejected,
+            is_measured=self.workload.is_measured,
+            counters=self.counters,
+            ledger=self.ledger,
+            held_gpu_s=self.sets.held_gpu_s,
+            snapshots=self.snapshots,
+            timeline=self.timeline.freeze(),
+            total_gpu_milli=self.sets.state.total_gpu_milli,
+            end_s=self.engine.now,
+            stats=RunStats(
+                events=self.engine.events_processed, elapsed_s=time.perf_counter() - started
+            ),
+        )
 
     def _snapshot(self) -> None:
         if len(self.snapshots) < 2:
-            self._settle_all()
-            self.snapshots.append((self.engine.now, replace(self.ledger), self.held_gpu_s))
+            self.sets.settle_all(self.engine.now)
+            self.snapshots.append((self.engine.now, replace(self.ledger), self.sets.held_gpu_s))
 
     def check(self) -> None:
         """Bookkeeping invariants: state, groups and jobs agree (tests run this always)."""
-        self.state.check_invariants()
-        placed = 0
-        for gid, group in self.groups.items():
-            a = self.state.assignments.get(-(gid + 1))
-            if a is None or a.node != group.node or a.gpus != group.gpus or not group.units:
-                raise BookkeepingError(f"group {gid} disagrees with ClusterState")
-            for job in group.jobs():
-                placed += 1
-                if job.group != gid or job.finished or job.done > job.spec.work * (1 + 1e-9):
-                    raise BookkeepingError(f"job {job.spec.id} misplaced in group {gid}")
+        placed = self.sets.check()
         active = sum(1 for r in self.runs.values() if r.group >= 0)
         if active != placed or any(r.group >= 0 for r in self.queue):
             raise BookkeepingError("a job is in two places or none")
@@ -155,8 +151,8 @@ class GandivaSimulator:
         self.runs[job.id] = run
         if job.num_gpu == 0:
             self._reject(run, "cpu_only: gandiva schedules GPU jobs only")
-        elif not self.state.fits_when_empty(job):
-            verdict = explain(self.state, job)
+        elif not self.sets.state.fits_when_empty(job):
+            verdict = explain(self.sets.state, job)
             self._reject(run, f"{verdict.reason.value}: {verdict.detail}")
         elif (unmeasured := self.rates.unmeasured(job, self.cluster.gpu_models)) is not None:
             self._reject(run, f"no_throughput: {job.job_type} has no speed on {unmeasured}")
@@ -176,33 +172,26 @@ class GandivaSimulator:
             self._measured_left -= 1
 
     def _on_group_event(self, gid: int) -> None:
-        group = self.groups[gid]
-        events = group.fire(self.engine.now)
+        now = self.engine.now
+        group = self.sets[gid]
+        events = group.fire(now)
         for job in events.finished:
             job.group = -1
             self._count_measured(job)
-        self.pack.kept += len(events.kept)
         for guest, host in events.undone:
-            self.pack.undone += 1
-            self.pack.bad_pairs.add((frozenset((guest.spec.id, host.spec.id)), group.gpu.name))
+            self.bad_pairs.add((frozenset((guest.spec.id, host.spec.id)), group.gpu.name))
             if not self.config.time_slicing:
-                group.remove(guest, self.engine.now)  # no time-slicing: back to the queue
+                group.remove(guest, now)  # no time-slicing: back to the queue
                 self._enqueue(guest)
+        self.counters += GandivaCounters(
+            packs_kept=len(events.kept), packs_undone=len(events.undone)
+        )
         if not group.units:
-            self.close_group(group)
+            self.sets.close(group, now)
         else:
-            self.replan(group)
+            self.sets.replan(group)
         if events.finished or events.undone:
             self._schedule_pass()
-
-    def replan(self, group: GpuGroup) -> None:
-        if group.handle is not None:
-            group.handle.cancel()
-            group.handle = None
-        when = group.next_event()
-        if math.isfinite(when):
-            gid = group.gid
-            group.handle = self.engine.schedule(when, lambda: self._on_group_event(gid))
 
     def _enqueue(self, run: JobRun) -> None:
         # The queue stays sorted by the queue order's key, then id, as the event simulator's.
@@ -231,116 +220,91 @@ class GandivaSimulator:
         if placed:
             done = {id(r) for r in placed}
             self.queue = [r for r in self.queue if id(r) not in done]
-        spread(self, now)
+        self.counters += spread(self.sets, now, self.config, self._free_elsewhere)
         if self.config.packing and self.rates.measures_pairs:
-            for group in pack_waiting_jobs(self, now):
-                self.replan(group)
+            self._pack(now)
         self._record(now)
 
     def _place(self, run: JobRun, now: float) -> bool:
         k = max(1, run.spec.num_gpu)
-        views = self.views(k, run.spec)
+        allowed = self.usable(run.spec)
+        views = self.sets.views(k, allowed)
         share = self.config.max_share
         rank = self.rank(run.spec, k)
         choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
-        if choice is None and self.config.migration and k > 1 and defragment(self, run.spec, k):
-            views = self.views(k, run.spec)
-            choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
+        if choice is None and self.config.migration and k > 1:
+            moved = defragment(self.sets, allowed, k, now)
+            if moved is not None:
+                self.counters += moved
+                views = self.sets.views(k, allowed)
+                choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
         if choice is None and self.config.time_slicing:
             choice = choose_server(views, k, oversubscribe=True, max_share=share, rank=rank)
         if choice is None:
             return False
         if choice.kind is ChoiceKind.OVERSUBSCRIBE:
-            group = self.groups[choice.group]
-            group.add(run, now, resume_cost_s=0.0)
+            group = self.sets[choice.group]
         else:
-            group = self.open_group(choice.node, k, now)
-            group.add(run, now, resume_cost_s=0.0)
-        self.started(run, group)
-        self.replan(group)
+            group = self.sets.open(choice.node, k, now)
+        group.add(run, now, resume_cost_s=0.0)
+        self._started(run, group)
+        self.sets.replan(group)
         return True
 
-    def started(self, run: JobRun, group: GpuGroup) -> None:
+    def _free_elsewhere(self, job: JobSpec, k: int, avoid: int) -> int | None:
+        """A server other than ``avoid`` with k free GPUs, by the affinity order."""
+        views = [v for v in self.sets.views(k, self.usable(job)) if v.node != avoid]
+        share, rank = self.config.max_share, self.rank(job, k)
+        choice = choose_server(views, k, oversubscribe=False, max_share=share, rank=rank)
+        return None if choice is None else choice.node
+
+    def _pack(self, now: float) -> None:
+        outcome = pack_waiting_jobs(
+            self.sets,
+            self.queue,
+            rates=self.rates,
+            config=self.config,
+            bad_pairs=self.bad_pairs,
+            usable=self.usable,
+            reference=self.cluster.gpu_models[0],
+            now=now,
+        )
+        for packed in outcome.packed:
+            if packed.from_queue:
+                self.queue.remove(packed.guest)
+            self._started(packed.guest, packed.group)
+        self.counters += GandivaCounters(packs_tried=len(outcome.packed))
+        for group in outcome.changed:
+            self.sets.replan(group)
+
+    def _started(self, run: JobRun, group: GpuGroup) -> None:
         if math.isnan(run.start_s):
             run.start_s = self.engine.now
             run.first_model = group.gpu.name
             run.alone_s = run.spec.work / self.rates.alone(run.spec, group.gpu)
 
-    def usable(self, job: JobSpec) -> np.ndarray:
+    def usable(self, job: JobSpec) -> npt.NDArray[np.bool_]:
         """Servers whose GPU model the job allows and runs it on at a positive speed."""
         runs = self.rates.runs_on(job, self.cluster.gpu_models)
-        return np.array(runs, dtype=bool)[self.state.node_model]
+        return np.array(runs, dtype=bool)[self.sets.state.node_model]
 
     def rank(self, job: JobSpec, k: int) -> Rank | None:
         """The order within an affinity tier: None (least loaded) or the named strategy's."""
         return None if self.ranker is None else self.ranker.rank(job, k)
 
-    def views(self, k: int, job: JobSpec) -> list[ServerView]:
-        allowed = self.usable(job)
-        free = self.free_counts()
-        views: list[ServerView] = []
-        for node in self.order:
-            num = int(self.state.num_gpus[node])
-            if not allowed[node] or num < k:
-                continue
-            gids = self.node_groups[node]
-            jobs = sum(self.groups[g].num_jobs for g in gids)
-            # Sharing is bounded in resident jobs, so a packed pair counts as two.
-            shared = [(self.groups[g].num_jobs, g) for g in gids if self.groups[g].k == k]
-            resident, gid = min(shared) if shared else (0, -1)
-            views.append(
-                ServerView(
-                    node, self.affinity[node], num, int(free[node]), jobs / num, gid, resident
-                )
-            )
-        return views
-
-    def free_counts(self) -> np.ndarray:
-        return (self.state.gpu_exists & (self.state.gpu_free == MILLI_PER_GPU)).sum(axis=1)
-
-    # --- groups on GPUs -----------------------------------------------------------------
-
-    def open_group(self, node: int, k: int, now: float) -> GpuGroup:
-        free = np.flatnonzero(
-            self.state.gpu_exists[node] & (self.state.gpu_free[node] == MILLI_PER_GPU)
-        )
-        if len(free) < k:
-            raise BookkeepingError(f"node {node} has {len(free)} free GPUs, needs {k}")
-        gid = self._next_gid
-        self._next_gid += 1
-        gpus = tuple(int(g) for g in free[:k])
-        self.advance_held(now)
-        self.state.allocate(Assignment(-(gid + 1), node, gpus, MILLI_PER_GPU, 0, 0))
-        if not self.node_groups[node]:
-            self.affinity[node] = k
-        model = self.cluster.nodes[node].gpu
-        group = GpuGroup(gid, node, gpus, model, self.rates, self.config, self.ledger, now)
-        self.groups[gid] = group
-        self.node_groups[node].add(gid)
-        return group
-
-    def close_group(self, group: GpuGroup) -> None:
-        if group.handle is not None:
-            group.handle.cancel()
-        self.advance_held(self.engine.now)
-        self.state.release(-(group.gid + 1))
-        del self.groups[group.gid]
-        self.node_groups[group.node].discard(group.gid)
-        if not self.node_groups[group.node]:
-            self.affinity[group.node] = 0
-
-    def advance_held(self, now: float) -> None:
-        held = self.state.allocated_gpu_milli / MILLI_PER_GPU
-        self.held_gpu_s += held * (now - self._held_since)
-        self._held_since = now
-
     def _record(self, now: float) -> None:
-        running = sum(len(g.units[0].jobs) for g in self.groups.values() if now >= g.paused_until)
-        gpu_w, cpu_w = cluster_power_w(self.state)
-        allocated = float(self.state.allocated_gpu_milli)
-        queued = len(self.queue)
-        fragmentation = shared_tracker(self.state, self.target).rate()
-        self.timeline.record(now, allocated, running, queued, fragmentation, gpu_w, cpu_w)
+        state = self.sets.state
+        gpu_w, cpu_w = cluster_power_w(state)
+        fragmentation = shared_tracker(state, self.target).rate()
+        self.timeline.record(
+            now,
+            float(state.allocated_gpu_milli),
+            self.sets.running_jobs(now),
+            len(self.queue),
+            fragmentation,
+            gpu_w,
+            cpu_w,
+        )
 
 
 def simulate_gandiva(
