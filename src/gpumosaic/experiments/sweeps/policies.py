@@ -97,17 +97,9 @@ def build_workload(template: str, rate: float, seed: int) -> Workload:
 
 
 def _gavel_stream(args: str, seed: int) -> Workload:
-    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
+    from gpumosaic.workloads.gavel_stream import parse_gavel_stream
 
-    values = dict(part.partition("=")[::2] for part in args.split(",") if part)
-    try:
-        start, _, end = values["window"].partition("-")
-        return gavel_stream_workload(float(values["rate"]), (int(start), int(end)), seed)
-    except (KeyError, ValueError):
-        raise InputError(
-            "gavel-stream needs window=A-B (and a rate), e.g. gavel-stream:window=4000-5000",
-            field="--workload",
-        ) from None
+    return parse_gavel_stream(args, seed)
 
 
 def run_point(point: SweepPoint) -> PolicyRun:

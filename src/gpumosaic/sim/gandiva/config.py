@@ -24,10 +24,9 @@ Defaults and where they come from (docs/gandiva.md has the long version):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
-ON_WORDS = frozenset({"on", "true", "yes", "1"})
-OFF_WORDS = frozenset({"off", "false", "no", "0"})
+from gpumosaic.options import OptionError, parse_options
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,7 @@ class GandivaConfig:
             raise GandivaOptionError("max_pack_tries must be >= 0")
 
 
-class GandivaOptionError(ValueError):
+class GandivaOptionError(OptionError):
     """A bad ``--sharing gandiva:...`` option; the message names the key."""
 
 
@@ -86,21 +85,14 @@ _ALIASES: dict[str, str] = {
     "util_limit": "pack_util_limit",
     "check": "check_invariants",
 }
-_FIELD_TYPES: dict[str, type] = {
-    "packing": bool,
-    "migration": bool,
-    "time_slicing": bool,
-    "check_invariants": bool,
-    "max_share": int,
-    "max_pack_tries": int,
-}
 
 
 def parse_gandiva_options(spec: str, base: GandivaConfig | None = None) -> GandivaConfig:
     """``"gandiva:packing=on,migration=off,quantum=30"`` -> GandivaConfig.
 
     The ``gandiva:`` prefix is optional; ``gandiva`` alone gives the defaults. Keys:
-    packing, migration, time_slicing (or ts) take on/off; quantum, switch,
+    packing, migration, time_slicing (or ts) take on/off (or true/false, yes/no, 1/0,
+    as every on/off option: ``gpumosaic.options``); quantum, switch,
     migration_cost, profile (seconds), margin, util_limit, max_share and pack_tries take
     numbers.
     Every config field name is accepted as a key too.
@@ -111,36 +103,11 @@ def parse_gandiva_options(spec: str, base: GandivaConfig | None = None) -> Gandi
         if sep:
             raise GandivaOptionError(f"sharing model {name!r} is not gandiva")
         rest = text  # no prefix: the whole text is the option list
-    config = base or GandivaConfig()
-    field_names = {f.name for f in fields(GandivaConfig)}
-    changes: dict[str, object] = {}
-    for item in (p.strip() for p in rest.split(",")):
-        if not item:
-            continue
-        key, eq, value = item.partition("=")
-        key = key.strip().lower().replace("-", "_")
-        field = _ALIASES.get(key, key if key in field_names else None)
-        if field is None or not eq:
-            known = ", ".join(sorted(_ALIASES))
-            raise GandivaOptionError(f"bad gandiva option {item!r} (keys: {known}; form key=value)")
-        changes[field] = _convert(field, key, value.strip().lower())
-    try:
-        return replace(config, **changes)  # type: ignore[arg-type]
-    except GandivaOptionError as err:
-        raise GandivaOptionError(f"gandiva option: {err}") from None
-
-
-def _convert(field: str, key: str, value: str) -> bool | int | float:
-    kind = _FIELD_TYPES.get(field, float)
-    if kind is bool:
-        if value in ON_WORDS:
-            return True
-        if value in OFF_WORDS:
-            return False
-        raise GandivaOptionError(f"gandiva option {key}: expected on/off, got {value!r}")
-    try:
-        return int(value) if kind is int else float(value)
-    except ValueError:
-        raise GandivaOptionError(
-            f"gandiva option {key}: expected a number, got {value!r}"
-        ) from None
+    return parse_options(
+        GandivaConfig,
+        rest,
+        what="gandiva option",
+        aliases=_ALIASES,
+        base=base,
+        error=GandivaOptionError,
+    )
