@@ -16,7 +16,6 @@ import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.parallel import process_pool
+from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
@@ -235,14 +234,13 @@ def run_part(
             for rate in rates
             for seed in seeds
         ]
-    rows: list[ReproRow | None] = [None] * len(tasks)
-    with process_pool(workers) as pool:
-        futures = {pool.submit(fn, args): i for i, (fn, args) in enumerate(tasks)}
-        for done, future in enumerate(as_completed(futures), start=1):
-            rows[futures[future]] = future.result()
-            if on_done is not None:
-                on_done(done, len(tasks))
-    return [r for r in rows if r is not None]
+    progress = None if on_done is None else lambda done, total, _row: on_done(done, total)
+    return parallel_map(_run_task, tasks, workers, progress)
+
+
+def _run_task(task: tuple[Callable[[Any], ReproRow], Any]) -> ReproRow:
+    fn, args = task
+    return fn(args)
 
 
 def format_rows(rows: Sequence[ReproRow]) -> str:

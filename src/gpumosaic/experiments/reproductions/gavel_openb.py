@@ -28,12 +28,11 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gpumosaic.experiments.parallel import process_pool
+from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.result import JobStatus
@@ -145,9 +144,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         for p in args.placements.split(",")
     ]
     t0 = time.perf_counter()
-    with process_pool(args.workers) as pool:
-        for future in as_completed([pool.submit(_task, task) for task in tasks]):
-            print(json.dumps(asdict(future.result())), flush=True)
+    parallel_map(
+        _task,
+        tasks,
+        args.workers,
+        lambda _done, _total, run: print(json.dumps(asdict(run)), flush=True),
+    )
     print(json.dumps({"total_wall_s": round(time.perf_counter() - t0, 1)}))
 
 

@@ -6,16 +6,14 @@ strings cross process boundaries on the way in) and returns FillResults.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import as_completed
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.parallel import process_pool
+from gpumosaic.experiments.parallel import default_workers, parallel_map
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.fill import FillResult, run_fill
@@ -64,23 +62,9 @@ def run_fill_sweep(
     on_done: Callable[[FillResult], None] | None = None,
 ) -> list[FillResult]:
     """Run every spec; results in the order of ``specs``. ``workers`` <= 1 runs inline."""
-    workers = workers or os.cpu_count() or 1
-    if workers <= 1 or len(specs) <= 1:
-        results = []
-        for spec in specs:
-            results.append(run_one(spec))
-            if on_done is not None:
-                on_done(results[-1])
-        return results
-    out: list[FillResult | None] = [None] * len(specs)
-    with process_pool(min(workers, len(specs))) as pool:
-        futures = {pool.submit(run_one, spec): i for i, spec in enumerate(specs)}
-        for future in as_completed(futures):
-            result = future.result()
-            out[futures[future]] = result
-            if on_done is not None:
-                on_done(result)
-    return [r for r in out if r is not None]
+    workers = workers or default_workers()
+    progress = None if on_done is None else lambda _done, _total, result: on_done(result)
+    return parallel_map(run_one, specs, workers, progress)
 
 
 def summarize(

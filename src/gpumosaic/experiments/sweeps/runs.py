@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import as_completed
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.parallel import process_pool
+from gpumosaic.experiments.parallel import default_workers, parallel_map
 from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary, jct_values
 from gpumosaic.sim.result import Timeline
+
+__all__ = ["SweepRun", "default_workers", "parse_seeds", "run_sweep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,30 +30,14 @@ def _one(request: RunRequest) -> SweepRun:
     return SweepRun(request, outcome.summary, jct_values(result.records), result.timeline)
 
 
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-
-
 def run_sweep(
     requests: Sequence[RunRequest],
     workers: int,
     on_done: Callable[[int, int], None] | None = None,
 ) -> list[SweepRun]:
     """Results in the order of ``requests`` (whatever order the workers finish in)."""
-    results: list[SweepRun | None] = [None] * len(requests)
-    if workers <= 1 or len(requests) == 1:
-        for i, request in enumerate(requests):
-            results[i] = _one(request)
-            if on_done:
-                on_done(i + 1, len(requests))
-    else:
-        with process_pool(workers) as pool:
-            futures = {pool.submit(_one, r): i for i, r in enumerate(requests)}
-            for done, future in enumerate(as_completed(futures), start=1):
-                results[futures[future]] = future.result()
-                if on_done:
-                    on_done(done, len(requests))
-    return [r for r in results if r is not None]
+    progress = None if on_done is None else lambda done, total, _run: on_done(done, total)
+    return parallel_map(_one, requests, workers, progress)
 
 
 def parse_seeds(text: str) -> list[int]:
