@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.power import cluster_power_w
+from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import BookkeepingError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
@@ -86,6 +86,7 @@ class GandivaSimulator:
         self.ranker = tier_ranker(placement, workload, self.sets.state, self.rng)
         # Fragmentation is measured against the same job shapes as every other simulator's.
         self.target = gandiva_target(workload.target_sample())
+        self.power = PowerTracker(self.sets.state)
         self.runs: dict[int, JobRun] = {}
         self.queue: list[JobRun] = []
         self.rejected: dict[int, str] = {}
@@ -294,7 +295,7 @@ class GandivaSimulator:
 
     def _record(self, now: float) -> None:
         state = self.sets.state
-        gpu_w, cpu_w = cluster_power_w(state)
+        gpu_w, cpu_w = self.power.power_w
         fragmentation = shared_tracker(state, self.target).rate()
         self.timeline.record(
             now,
