@@ -1,7 +1,19 @@
-"""Moved: ``gpumosaic.experiments.reproductions.gavel``; kept so that
-``python -m gpumosaic.experiments.gavel_repro`` keeps working."""
+"""Moved to the command line: ``gpumosaic reproduce gavel`` (same options, see its
+``--help``). ``python -m gpumosaic.experiments.gavel_repro ARGS`` runs that command."""
 
-from gpumosaic.experiments.reproductions.gavel import main
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from gpumosaic.cli import app
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    print(f"(running: gpumosaic reproduce gavel {' '.join(args)})", file=sys.stderr)
+    app(["reproduce", "gavel", *args], prog_name="gpumosaic")
+
 
 if __name__ == "__main__":
     main()

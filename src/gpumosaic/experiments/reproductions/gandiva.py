@@ -17,12 +17,11 @@ which some job ran, ``effective`` weights them by each job's speed relative to r
 alone on that GPU (a kept pair counts the sum of its normalized throughputs, so it may
 exceed 1). Gandiva's paper reports about 26% higher aggregate utilization from packing.
 
-Run ``python -m gpumosaic.experiments.reproductions.gandiva`` (``--quick`` for a smaller run).
+Run ``gpumosaic reproduce gandiva`` (``--quick`` for a smaller run, ``--json`` for the rows).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -237,11 +236,11 @@ def packing_gains(rows: Sequence[EvalRow]) -> list[PackingGain]:
     return out
 
 
-def render(rows: Sequence[EvalRow]) -> None:
+def render(rows: Sequence[EvalRow], seed: int = 0) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Gandiva on Gavel's generated workloads (seed 0)")
+    table = Table(title=f"Gandiva on Gavel's generated workloads (seed {seed})")
     for column in (
         "scenario", "variant", "jobs", "avg JCT h", "end h", "busy", "effective",
         "work/busy", "kept", "undone", "migr.", "suspended", "wall s",
@@ -263,15 +262,3 @@ def render(rows: Sequence[EvalRow]) -> None:
             f" {gain.effective_gain:+.1%}, avg JCT by {gain.jct_change:+.1%}"
             f" (paper: aggregate utilization +{PAPER_PACKING_GAIN:.0%})"
         )
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="smaller windows")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    render(evaluate(QUICK_SCENARIOS if args.quick else SCENARIOS, seed=args.seed))
-
-
-if __name__ == "__main__":
-    main()

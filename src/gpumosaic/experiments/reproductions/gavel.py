@@ -6,17 +6,14 @@
   LAS (``max_min_fairness``) and ``max_min_fairness_perf``; by default on Gavel's own job
   stream (``gavel_stream``), so seed 0 runs the very jobs of the reference numbers.
 
-``gpumosaic reproduce gavel static|continuous [--workers N] [--json]`` (or
-``python -m gpumosaic.experiments.reproductions.gavel``).
+``gpumosaic reproduce gavel static|continuous [--workers N] [--json]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -256,33 +253,3 @@ def format_rows(rows: Sequence[ReproRow]) -> str:
             f"{r.policy_solves:>6} {r.policy_solve_s:>7.1f} {r.cpu_s:>6.1f}"
         )
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("static", "continuous"))
-    parser.add_argument("--policies", default="")
-    parser.add_argument("--rates", default="3.0,4.8")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--jobs-source", default="gavel", choices=("gavel", "gpumosaic"))
-    parser.add_argument("--placement", default="strided")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    rows = run_part(
-        args.part,
-        [p for p in args.policies.split(",") if p],
-        [float(r) for r in args.rates.split(",")],
-        [int(s) for s in args.seeds.split(",")],
-        args.jobs_source,
-        args.placement,
-        args.workers,
-    )
-    if args.json:
-        print(json.dumps([asdict(r) for r in rows], indent=1))
-    else:
-        print(format_rows(rows))
-
-
-if __name__ == "__main__":
-    main()

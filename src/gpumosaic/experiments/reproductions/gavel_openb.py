@@ -24,11 +24,8 @@ of the reference note (10-25 min per run on 2 cores; docs/gavel.md has the numbe
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -128,30 +125,14 @@ def _task(args: tuple[str, float, tuple[int, int], int]) -> OpenbRun:
     return run_openb(*args)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="120,240")
-    parser.add_argument("--window", default="100-130")
-    parser.add_argument("--placements", default="strided,fgd")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args(argv)
-    start, _, end = args.window.partition("-")
-    window = (int(start), int(end))
-    tasks = [
-        (p, float(r), window, args.seed)
-        for r in args.rates.split(",")
-        for p in args.placements.split(",")
-    ]
-    t0 = time.perf_counter()
-    parallel_map(
-        _task,
-        tasks,
-        args.workers,
-        lambda _done, _total, run: print(json.dumps(asdict(run)), flush=True),
-    )
-    print(json.dumps({"total_wall_s": round(time.perf_counter() - t0, 1)}))
-
-
-if __name__ == "__main__":
-    main()
+def run_openb_sweep(
+    placements: Sequence[str],
+    rates: Sequence[float],
+    window: tuple[int, int],
+    seed: int = 0,
+    workers: int = 2,
+    on_done: Callable[[int, int, OpenbRun], None] | None = None,
+) -> list[OpenbRun]:
+    """Every (rate, placement) run, in that order; ``on_done`` as runs finish."""
+    tasks = [(p, float(r), window, seed) for r in rates for p in placements]
+    return parallel_map(_task, tasks, workers, on_done)
