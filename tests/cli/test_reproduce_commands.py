@@ -25,7 +25,12 @@ def test_reproduce_gandiva_json_has_rows_and_packing_gains(monkeypatch) -> None:
     assert [r["scenario"] for r in payload["rows"]] == ["tiny"] * 5
     assert all(r["measured_done"] == 8 for r in payload["rows"])
     [gain] = payload["packing_gains"]
-    assert gain["scenario"] == "tiny" and gain["work_per_busy_gain"] >= 0.0
+    by_variant = {r["variant"]: r for r in payload["rows"]}
+    on, off = by_variant["+ packing + migration"], by_variant["+ migration"]
+    assert gain["scenario"] == "tiny"
+    assert gain["work_per_busy_gain"] == pytest.approx(
+        on["work_per_busy"] / off["work_per_busy"] - 1
+    )
 
 
 @pytest.mark.parametrize(

@@ -34,4 +34,6 @@ def test_a_short_window_runs_and_reports_bounded_figures() -> None:
     assert run.completed == 2
     assert 0.0 < run.utilization <= 1.0
     assert 0.0 <= run.fragmentation_rate <= 1.0
-    assert run.rounds > 0 and run.policy_solves > 0 and run.placement_failures >= 0
+    assert run.rounds > 0 and run.policy_solves > 0
+    # Two small jobs on 6,212 GPUs: every placement the milli counts admit finds GPUs.
+    assert run.placement_failures == 0
