@@ -1,5 +1,5 @@
 """``gpumosaic reproduce gavel static|continuous``: Gavel's simulator experiments, ours
-beside the reference numbers (``experiments/gavel_repro.py``)."""
+beside the reference numbers (``experiments/reproductions/gavel.py``)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ def gavel(
     ] = "gavel",
     placement: Annotated[str, typer.Option(help="placement strategy")] = "strided",
     workers: Annotated[int, typer.Option(help="parallel runs")] = 2,
-    json_out: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help='print one JSON object, {"rows": [...]}')
+    ] = False,
 ) -> None:
     """Gavel's experiments (reference/gavel.md): avg JCT and makespan per policy."""
     with counter_bar(True, f"gavel {part}") as update:

@@ -39,6 +39,8 @@ from gpumosaic.options import parse_options, split_options
 
 DEFAULT_ALPHA = 0.0
 # Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.
+# Calibrated: the median of Gavel's P100 pairs, and it agrees with the small "off" rows
+# of the nvshare table (docs/sharing.md, "Parameters").
 GPU_PHASE_BUSY = 0.85
 
 Speeds = npt.NDArray[np.float64]

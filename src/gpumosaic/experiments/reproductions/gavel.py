@@ -45,7 +45,7 @@ STATIC_REFERENCE: dict[str, tuple[float, float]] = {
     "min_total_duration": (19.99, 21.29),
     "min_total_duration_perf": (17.72, 17.98),
 }
-# Gavel's fifo and gandiva as shipped (experiments/gavel_quirks.py): evidence for the
+# Gavel's fifo and gandiva as shipped (reproductions/gavel_quirks.py): evidence for the
 # mechanism, compared with the reference row of the policy they re-implement.
 SHIPPED_FIFO = "fifo_as_shipped"
 SHIPPED_GANDIVA = "gandiva_as_shipped"
