@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpumosaic.errors import InputError
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.sim.result import SimResult
 
@@ -71,6 +72,7 @@ def write_run(
     written: list[Path] = []
     for name, frame in (("jobs", jobs_frame(result)), ("timeline", timeline_frame(result))):
         if table_format == "parquet":
+            _require_pyarrow()
             path = out / f"{name}.parquet"
             frame.to_parquet(path, index=False)
         else:
@@ -83,6 +85,16 @@ def write_run(
     written.append(summary_path)
     written.append(plot_run(result, out / "run.png"))
     return written
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401  pandas writes parquet through it
+    except ImportError:
+        raise InputError(
+            "parquet output needs pyarrow, the 'parquet' extra: pip install 'gpumosaic[parquet]'",
+            field="--format",
+        ) from None
 
 
 def _json_default(value: object) -> object:
