@@ -1,4 +1,4 @@
-"""``python -m gpumosaic.cli COMMAND`` is ``gpumosaic COMMAND``."""
+"""``python -m gpumosaic.cli`` runs the command line (the same as ``gpumosaic``)."""
 
 from gpumosaic.cli import main
 

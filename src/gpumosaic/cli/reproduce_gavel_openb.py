@@ -41,16 +41,18 @@ def gavel_openb(
     (the reference window 4000-5000 takes 10-25 min per run)."""
     try:
         span = convert(tuple[int, int], window, "window")
-    except OptionError as err:
-        raise InputError(err.message, field="--window") from None
+    except OptionError:
+        raise InputError(
+            "expected a range A-B of job ids, e.g. 4000-5000", field="--window", value=window
+        ) from None
     if not 0 <= span[0] < span[1]:
-        raise InputError(f"the window A-B needs 0 <= A < B, got {window!r}", field="--window")
+        raise InputError("the window A-B needs 0 <= A < B", field="--window", value=window)
     chosen = [p.strip() for p in placements.split(",") if p.strip()]
     if not chosen:
-        raise InputError("give at least one placement", field="--placements")
+        raise InputError("give at least one placement", field="--placements", value=placements)
     rate_list = _numbers(rates, float, "--rates")
     if not rate_list or any(not (r > 0 and math.isfinite(r)) for r in rate_list):
-        raise InputError(f"rates must be positive numbers, got {rates!r}", field="--rates")
+        raise InputError("rates must be positive numbers", field="--rates", value=rates)
     started = time.perf_counter()
     with counter_bar(not json_out, "gavel on openb") as update:
         runs = run_openb_sweep(
