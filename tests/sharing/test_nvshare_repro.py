@@ -22,7 +22,13 @@ def test_every_reference_cell_within_the_claimed_error(rows) -> None:
     assert len(cells) == len(REFERENCE_S) == 20
     for r in cells:
         assert r.error_pct is not None
-        assert abs(r.error_pct) <= CLAIMED_ERROR_PCT, (r.job, r.setup, r.tq_s, r.total_s, r.reference_s)
+        assert abs(r.error_pct) <= CLAIMED_ERROR_PCT, (
+            r.job,
+            r.setup,
+            r.tq_s,
+            r.total_s,
+            r.reference_s,
+        )
 
 
 def test_serial_is_the_calibration(rows) -> None:

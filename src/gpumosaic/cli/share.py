@@ -75,7 +75,13 @@ def daemon_cmd(
     if tq <= 0:
         raise InputError(f"--tq must be > 0, got {tq}")
     daemon = ShareDaemon(
-        _dir(socket_dir), _gpus(gpus), tq, _mode(anti_thrashing), memory_mib, metrics_port, event_log
+        _dir(socket_dir),
+        _gpus(gpus),
+        tq,
+        _mode(anti_thrashing),
+        memory_mib,
+        metrics_port,
+        event_log,
     )
     where = ", ".join(str(socket_path(daemon.socket_dir, g)) for g in daemon.locks)
     Console(stderr=True).print(
@@ -140,21 +146,44 @@ def status_cmd(
         sys.stdout.write("\n")
         return
     table = Table(title="gpumosaic share")
-    for col in ("GPU", "TQ s", "anti-thrashing", "serialized", "hand-overs", "process", "state", "held s"):
+    for col in (
+        "GPU",
+        "TQ s",
+        "anti-thrashing",
+        "serialized",
+        "hand-overs",
+        "process",
+        "state",
+        "held s",
+    ):
         table.add_column(col)
     for g in gpus:
         holder = g["holder"]
         holder_id = holder["id"] if isinstance(holder, dict) else None
-        waiting = {w["id"]: i for i, w in enumerate(g["waiting"])}  # type: ignore[union-attr]
-        head = [str(g["gpu"]), f"{g['tq_s']:g}", str(g["anti_thrashing"]), str(g["serialized"]), str(g["handovers"])]
-        clients = g["clients"] or [None]  # type: ignore[operator]
-        for i, c in enumerate(clients):  # type: ignore[arg-type]
+        waiting = {w["id"]: i for i, w in enumerate(g["waiting"])}
+        head = [
+            str(g["gpu"]),
+            f"{g['tq_s']:g}",
+            str(g["anti_thrashing"]),
+            str(g["serialized"]),
+            str(g["handovers"]),
+        ]
+        clients = g["clients"] or [None]
+        for i, c in enumerate(clients):
             cells = head if i == 0 else [""] * len(head)
             if c is None:
                 table.add_row(*cells, "-", "-", "-")
                 continue
-            state = "holds" if c["id"] == holder_id else (
-                f"waits #{waiting[c['id']] + 1}" if c["id"] in waiting else "runs" if not g["serialized"] else "idle"
+            state = (
+                "holds"
+                if c["id"] == holder_id
+                else (
+                    f"waits #{waiting[c['id']] + 1}"
+                    if c["id"] in waiting
+                    else "runs"
+                    if not g["serialized"]
+                    else "idle"
+                )
             )
             table.add_row(*cells, f"{c['name']} ({c['pid']})", state, f"{c['held_s']:.1f}")
     Console().print(table)

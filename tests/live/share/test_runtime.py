@@ -5,11 +5,13 @@ Short quanta (0.2 s) and 1 ms kernels keep every test to a few seconds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import time
 
 import pytest
+
 
 def holder_pid(share) -> int | None:
     holder = share.status()["holder"]
@@ -72,7 +74,7 @@ def test_three_clients_fcfs_handover_at_tq_with_sync_before_release(share_factor
     segments = launch_segments(share, {a.pid, b.pid, c.pid})
     assert len(segments) >= 6
     calls = share.calls()
-    for (pid, _, last), (nxt, first, _) in zip(segments, segments[1:], strict=False):
+    for (pid, _, last), (nxt, first, _) in itertools.pairwise(segments):
         assert pid != nxt
         synced = [t for t, p, call in calls if p == pid and call == "cuCtxSynchronize"]
         assert any(last <= t <= first for t in synced), "holder did not sync before hand-over"
@@ -150,7 +152,7 @@ def test_daemon_restart_client_reconnects(share_factory) -> None:
     share.daemon.stop()
     time.sleep(0.3)
     share.daemon.start()
-    out, err = a.communicate(timeout=20)
+    _, err = a.communicate(timeout=20)
     assert a.returncode == 0, err
     assert "reconnected" in err
 
@@ -171,7 +173,7 @@ def test_no_daemon_at_start_is_one_clear_line(share_factory, tmp_path) -> None:
     proc = share.client(
         "--kernels", "1", extra_env={"GPUMOSAIC_SHARE_SOCKET": str(tmp_path / "none.sock")}
     )
-    out, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=20)
     assert proc.returncode == 3 and "no share daemon at" in err
     assert len(err.strip().splitlines()) == 1
 
@@ -179,9 +181,9 @@ def test_no_daemon_at_start_is_one_clear_line(share_factory, tmp_path) -> None:
 def test_allocations_above_physical_memory_succeed_as_managed(share_factory) -> None:
     share = share_factory(mode="on", FAKECUDA_MEMORY_MIB="1000", GPUMOSAIC_SHARE_RESERVE_MIB="100")
     # Without the interposer the device refuses 1,500 MiB (CUDA_ERROR_OUT_OF_MEMORY).
-    assert json.loads(share.client("--alloc-mib", "1500", preload=False).communicate(timeout=20)[0])[
-        "alloc"
-    ] == [2]
+    assert json.loads(
+        share.client("--alloc-mib", "1500", preload=False).communicate(timeout=20)[0]
+    )["alloc"] == [2]
     # Two processes of 700 MiB each: 1,400 MiB on a 1,000 MiB device, both succeed.
     procs = [share.client("--alloc-mib", "700", "--free") for _ in range(2)]
     outs = [finish(p) for p in procs]
@@ -209,6 +211,10 @@ def test_entry_points_from_cuGetProcAddress_v2_are_gated(share_factory, via) -> 
     assert not [c for c in share.calls() if c[1] == b.pid and "Launch" in c[2]]
     a.send_signal(signal.SIGKILL)
     assert finish(b)["getproc"] == 0
-    granted = [e["t_ns"] for e in share.daemon.event_list() if e["event"] == "LOCK_OK" and e["pid"] == b.pid]
+    granted = [
+        e["t_ns"]
+        for e in share.daemon.event_list()
+        if e["event"] == "LOCK_OK" and e["pid"] == b.pid
+    ]
     launches = [t for t, pid, c in share.calls() if pid == b.pid and "Launch" in c]
     assert len(launches) == 10 and granted and min(launches) >= granted[0]

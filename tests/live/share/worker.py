@@ -55,7 +55,9 @@ def main() -> int:
         gpa = cuda.cuGetProcAddress_v2
         gpa.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
         gpa.argtypes += [ctypes.c_uint64, ctypes.POINTER(ctypes.c_int)]
-        out["getproc"] = gpa(b"cuLaunchKernel", ctypes.byref(pfn), 12000, flags, ctypes.byref(status))
+        out["getproc"] = gpa(
+            b"cuLaunchKernel", ctypes.byref(pfn), 12000, flags, ctypes.byref(status)
+        )
         launch = CU_LAUNCH(pfn.value)
     rcs = set()
     for _ in range(args.kernels):

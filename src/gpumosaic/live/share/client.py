@@ -6,6 +6,7 @@ import json
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
 from gpumosaic.live.share.daemon import socket_path
 from gpumosaic.live.share.lock import AntiThrashing
@@ -72,7 +73,7 @@ def check_daemon(path: Path) -> None:
     request(path, "STATUS")
 
 
-def status(socket_dir: Path, gpu: int | None = None) -> list[dict[str, object]]:
+def status(socket_dir: Path, gpu: int | None = None) -> list[dict[str, Any]]:
     out = []
     for _, path in daemon_sockets(socket_dir, gpu):
         reply = request(path, "STATUS")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -89,7 +90,9 @@ class ShareDaemon:
         try:
             self.socket_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise ShareError(f"cannot create socket dir {self.socket_dir}: {err.strerror}") from None
+            raise ShareError(
+                f"cannot create socket dir {self.socket_dir}: {err.strerror}"
+            ) from None
         if not os.access(self.socket_dir, os.W_OK | os.X_OK):
             raise ShareError(f"socket dir {self.socket_dir} is not writable")
         if self.event_log_path is not None:
@@ -102,7 +105,7 @@ class ShareDaemon:
                 path.unlink()
             try:
                 server = await asyncio.start_unix_server(
-                    lambda r, w, g=gpu: self._serve(g, r, w), path=str(path), limit=MAX_LINE
+                    functools.partial(self._serve, gpu), path=str(path), limit=MAX_LINE
                 )
             except OSError as err:
                 raise ShareError(f"cannot create socket {path}: {err.strerror}") from None
@@ -174,7 +177,9 @@ class ShareDaemon:
                 writer.write(send.message.encode())
         self._wake[gpu].set()
 
-    async def _serve(self, gpu: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, gpu: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         lock = self.locks[gpu]
         cid = next(self._ids)
         registered = False
@@ -205,13 +210,16 @@ class ShareDaemon:
                         self._event(gpu, "LOCK_RELEASED", cid)
                         self._apply(gpu, lock.released(cid, now))
                     elif kind is MessageType.MEM and registered:
-                        used, total = int(msg.get("bytes", "0") or 0), int(msg.get("total", "0") or 0)
+                        used, total = (
+                            int(msg.get("bytes", "0") or 0),
+                            int(msg.get("total", "0") or 0),
+                        )
                         self._apply(gpu, lock.memory(cid, used, total, now))
                     elif kind is MessageType.SET_TQ:
                         self._apply(gpu, lock.set_tq(float(msg.get("tq", "") or "nan"), now))
                         writer.write(message(MessageType.OK).encode())
                     elif kind is MessageType.SET_MODE:
-                        mode = AntiThrashing(msg.get("anti_thrashing", ""))
+                        mode = AntiThrashing(msg.get("anti_thrashing") or "")
                         self._event(gpu, f"SET_MODE_{mode.value}", None)
                         self._apply(gpu, lock.set_mode(mode, now))
                         writer.write(message(MessageType.OK).encode())
@@ -257,7 +265,9 @@ class ShareDaemon:
             [lock.status(t) for lock in locks], [(lk.latency_sum, lk.latency_count) for lk in locks]
         )
 
-    async def _serve_metrics(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_metrics(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             request = await asyncio.wait_for(reader.readline(), 5.0)
             while (await asyncio.wait_for(reader.readline(), 5.0)) not in (b"\r\n", b"\n", b""):
@@ -267,7 +277,10 @@ class ShareDaemon:
             status = b"200 OK" if ok else b"404 Not Found"
             writer.write(
                 b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+                b"Content-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
             )
             await writer.drain()
         except (TimeoutError, ConnectionError, OSError):

@@ -13,7 +13,9 @@ def _label(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def prometheus_text(statuses: Sequence[GpuStatus], latency_sums: Sequence[tuple[float, int]]) -> str:
+def prometheus_text(
+    statuses: Sequence[GpuStatus], latency_sums: Sequence[tuple[float, int]]
+) -> str:
     """One exposition for all GPUs; ``latency_sums[i]`` = (sum, count) of GPU i's hand-overs."""
     lines: list[str] = []
 

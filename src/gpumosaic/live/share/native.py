@@ -61,9 +61,10 @@ def find_compiler() -> str:
         found = shutil.which(cc)
         if found:
             return found
+    tried = f"$CC={env}" if env else "cc, gcc, clang"
     raise ShareError(
-        f"cannot build the share interposer: no C compiler ({'$CC=' + env if env else 'cc, gcc, clang'}"
-        " not found); install gcc or set CC"
+        f"cannot build the share interposer: no C compiler ({tried} not found); "
+        "install gcc or set CC"
     )
 
 
