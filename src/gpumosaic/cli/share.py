@@ -84,10 +84,8 @@ def daemon_cmd(
         event_log,
     )
     where = ", ".join(str(socket_path(daemon.socket_dir, g)) for g in daemon.locks)
-    Console(stderr=True).print(
-        f"share daemon: {where} (TQ {tq:g} s, anti-thrashing {anti_thrashing})", highlight=False
-    )
-    asyncio.run(daemon.run())
+    banner = f"share daemon: {where} (TQ {tq:g} s, anti-thrashing {anti_thrashing})"
+    asyncio.run(daemon.run(lambda: Console(stderr=True).print(banner, highlight=False)))
 
 
 @share_app.command(

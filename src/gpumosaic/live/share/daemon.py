@@ -17,7 +17,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -144,9 +144,11 @@ class ShareDaemon:
             self._log.close()
             self._log = None
 
-    async def run(self) -> None:
-        """Start, serve until SIGINT/SIGTERM, stop."""
+    async def run(self, on_ready: Callable[[], None] | None = None) -> None:
+        """Start, call ``on_ready``, serve until SIGINT/SIGTERM, stop."""
         await self.start()
+        if on_ready is not None:
+            on_ready()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stopped.set)
