@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import WORKER
 from gpumosaic.cli import app
 from gpumosaic.live.share import native
 
 runner = CliRunner()
+WORKER = Path(__file__).with_name("worker.py")
 
 
 def test_status_json_ctl_and_metrics(share_factory) -> None:
