@@ -27,9 +27,16 @@ typedef uint64_t cuuint64_t;
 #define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 0x2
 
 /* The gated entry points: X(symbol, parameter list, argument list). Every cuMemcpy*
- * variant of the driver API (plain, Async, per-thread-default-stream _ptds/_ptsz) and
- * cuLaunchKernel. */
+ * variant of the driver API (plain, Async, per-thread-default-stream _ptds/_ptsz),
+ * cuLaunchKernel, and (beyond nvshare) the other ways to start GPU work: extended and
+ * cooperative launches and CUDA graph launches. */
 #define GPUMOSAIC_GATED_CALLS(X) \
+  X(cuLaunchKernelEx, (const void *config, CUfunction fn, void **params, void **extra), (config, fn, params, extra)) \
+  X(cuLaunchKernelEx_ptsz, (const void *config, CUfunction fn, void **params, void **extra), (config, fn, params, extra)) \
+  X(cuLaunchCooperativeKernel, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s, void **params), (fn, gx, gy, gz, bx, by, bz, shm, s, params)) \
+  X(cuLaunchCooperativeKernel_ptsz, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s, void **params), (fn, gx, gy, gz, bx, by, bz, shm, s, params)) \
+  X(cuGraphLaunch, (void *graph_exec, CUstream s), (graph_exec, s)) \
+  X(cuGraphLaunch_ptsz, (void *graph_exec, CUstream s), (graph_exec, s)) \
   X(cuLaunchKernel, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s, void **params, void **extra), (fn, gx, gy, gz, bx, by, bz, shm, s, params, extra)) \
   X(cuLaunchKernel_ptsz, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s, void **params, void **extra), (fn, gx, gy, gz, bx, by, bz, shm, s, params, extra)) \
   X(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \

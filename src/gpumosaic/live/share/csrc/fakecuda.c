@@ -162,7 +162,8 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
 #define X(name, params, args)                                                     \
   EXPORT CUresult name params {                                                   \
     if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;                          \
-    if (strncmp(#name, "cuLaunchKernel", 14) == 0) enqueue(kernel_ns());          \
+    if (strncmp(#name, "cuLaunch", 8) == 0 || strncmp(#name, "cuGraph", 7) == 0)  \
+      enqueue(kernel_ns());                                                       \
     else if (strstr(#name, "Async") == NULL) drain();                             \
     log_call(#name, "%s", "");                                                    \
     return CUDA_SUCCESS;                                                          \

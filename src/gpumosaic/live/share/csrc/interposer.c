@@ -462,6 +462,13 @@ static void pace_launch(void) {
   pacing_pending = 0;
 }
 
+/* Launches (not copies) count towards the pacing window. */
+static const char is_launch[N_HOOKS] = {
+#define X(name, params, args) [IDX_##name] = (#name[2] == 'L' || #name[2] == 'G'),
+    GPUMOSAIC_GATED_CALLS(X)
+#undef X
+};
+
 #define X(name, params, args)                                     \
   EXPORT CUresult name params {                                   \
     typedef CUresult(*fn_t) params;                               \
@@ -470,8 +477,7 @@ static void pace_launch(void) {
     CUresult gate = gate_enter();                                 \
     if (gate != CUDA_SUCCESS) return gate;                        \
     CUresult rc = real_call args;                                 \
-    if (IDX_##name == IDX_cuLaunchKernel || IDX_##name == IDX_cuLaunchKernel_ptsz) \
-      pace_launch();                                              \
+    if (is_launch[IDX_##name]) pace_launch();                    \
     gate_exit();                                                  \
     return rc;                                                    \
   }
