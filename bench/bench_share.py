@@ -5,7 +5,8 @@
    interposer, with it but no daemon socket (pass-through), and with it under a daemon
    with anti-thrashing on (holding the lock) and off. Reports ns per call.
 2. Hand-over latency through the daemon with 2 and 8 clients that all want the GPU:
-   TQ 50 ms, 10 us kernels; from the daemon's event log, DROP_LOCK -> LOCK_RELEASED
+   TQ 50 ms, kernels of 10 us (the holder must drain what it queued) and of 0 us (the
+   protocol alone); from the daemon's event log, DROP_LOCK -> LOCK_RELEASED
    (the holder drains, synchronizes, answers) and DROP_LOCK -> next LOCK_OK (the whole
    hand-over as the next client sees it). Reports p50 and p99 in ms.
 
@@ -79,16 +80,18 @@ def overhead(calls: int, tmp: Path, env: dict[str, str]) -> dict[str, float]:
     return result
 
 
-def handover(clients: int, seconds: float, tmp: Path, env: dict[str, str]) -> dict[str, float]:
-    sock_dir, events = tmp / f"ho-{clients}", tmp / f"ho-{clients}.jsonl"
+def handover(
+    clients: int, kernel_us: int, seconds: float, tmp: Path, env: dict[str, str]
+) -> dict[str, float]:
+    sock_dir, events = tmp / f"ho-{clients}-{kernel_us}", tmp / f"ho-{clients}-{kernel_us}.jsonl"
     daemon = start_daemon(sock_dir, "on", 0.05, events)
     client_env = {
         **env,
         "LD_PRELOAD": str(library_path("interposer")),
         "GPUMOSAIC_SHARE_SOCKET": str(sock_dir / "gpu0.sock"),
-        "FAKECUDA_KERNEL_US": "10",
+        "FAKECUDA_KERNEL_US": str(kernel_us),
     }
-    kernels = str(int(seconds * 1e6 / 10 / 4))  # ~seconds of 10 us kernels, in all
+    kernels = str(int(seconds * 1e5 / 4))  # ~seconds of 10 us kernels in all (or calls)
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), "--kernels", kernels],
@@ -122,6 +125,7 @@ def handover(clients: int, seconds: float, tmp: Path, env: dict[str, str]) -> di
     rel, grant = np.asarray(drop_to_release), np.asarray(drop_to_grant)
     return {
         "clients": clients,
+        "kernel_us": kernel_us,
         "handovers": len(grant),
         "release_p50_ms": float(np.percentile(rel, 50)),
         "release_p99_ms": float(np.percentile(rel, 99)),
@@ -145,8 +149,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ovh = overhead(args.calls, Path(tmp), env)
         print(json.dumps({"overhead": ovh}))
-        for n in (int(c) for c in args.clients.split(",")):
-            print(json.dumps({"handover": handover(n, args.seconds, Path(tmp), env)}))
+        for kernel_us in (10, 0):
+            for n in (int(c) for c in args.clients.split(",")):
+                row = handover(n, kernel_us, args.seconds, Path(tmp), env)
+                print(json.dumps({"handover": row}))
 
 
 if __name__ == "__main__":

@@ -79,17 +79,20 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t send_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 
-static int enabled;     /* a socket was given: gate work */
-static int failed;      /* daemon absent or gone for good: gated calls fail */
-static int connected;
+/* Flags read on the fast path without the mutex are _Atomic (sequentially consistent):
+ * a gated call increments `inflight` then reads `draining`, a drop sets `draining` then
+ * reads `inflight`, so one of the two always sees the other. */
+static int enabled;     /* a socket was given: gate work (set once, before any call) */
+static _Atomic int failed; /* daemon absent or gone for good: gated calls fail */
+static _Atomic int connected;
 static int sock = -1;
-static int sched_on = 1; /* anti-thrashing on: work needs the lock */
-static int own_lock;
+static _Atomic int sched_on = 1; /* anti-thrashing on: work needs the lock */
+static _Atomic int own_lock;
 static int req_pending;
-static int draining;
-static int inflight;
-static long long last_work_ns;
-static CUcontext saved_ctx;
+static _Atomic int draining;
+static _Atomic int inflight;
+static _Atomic unsigned long work_seq; /* gated calls so far: the idle check compares it */
+static _Atomic(CUcontext) saved_ctx; /* the application's context, for the client thread */
 static int debug;
 static double idle_s = 5.0, reconnect_s = 30.0;
 static unsigned long long reserve_bytes = 1536 * MIB;
@@ -97,7 +100,7 @@ static int single_oversub;
 static char sock_path[108];
 
 static unsigned long long own_bytes, gpu_total_bytes;
-static int pacing_pending, pacing_window = 1;
+static _Atomic int pacing_pending, pacing_window = 1;
 
 struct alloc { CUdeviceptr ptr; size_t size; };
 static struct alloc *allocs;
@@ -282,23 +285,34 @@ static void drop_lock(void) {
   DEBUG("dropped the lock");
 }
 
-/* Early release: holding, nothing submitted for idle_s, and the device idle. */
+/* Early release: holding, nothing submitted for idle_s, and the device idle. The client
+ * thread samples work_seq every idle_s/4 and remembers when it last changed. */
+static unsigned long idle_seq;
+static long long idle_since_ns;
+
 static void idle_check(void) {
-  pthread_mutex_lock(&mu);
-  long long since = last_work_ns;
-  int idle = enabled && connected && sched_on && own_lock && !draining && inflight == 0 &&
-             now_ns() - since >= (long long)(idle_s * 1e9);
-  pthread_mutex_unlock(&mu);
-  if (!idle) return;
+  unsigned long seq = work_seq;
+  long long now = now_ns();
+  if (seq != idle_seq || !own_lock) {
+    idle_seq = seq;
+    idle_since_ns = now;
+    return;
+  }
+  if (!(connected && sched_on && !draining && inflight == 0) ||
+      now - idle_since_ns < (long long)(idle_s * 1e9))
+    return;
   long long t0 = now_ns();
   sync_device();
   if (now_ns() - t0 >= 100000000LL) return; /* still busy: keep the lock */
   pthread_mutex_lock(&mu);
-  if (own_lock && !draining && inflight == 0 && last_work_ns == since) {
+  draining = 1; /* hold off new work while we decide */
+  if (own_lock && inflight == 0 && work_seq == seq) {
     own_lock = 0;
     send_line("LOCK_RELEASED");
     DEBUG("released early (idle)");
   }
+  draining = 0;
+  pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
 }
 
@@ -348,7 +362,7 @@ static void *client_thread(void *arg) {
         pthread_mutex_lock(&mu);
         own_lock = 1;
         req_pending = 0;
-        last_work_ns = now_ns();
+        idle_since_ns = now_ns(); /* a fresh grant is not idle */
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
       } else if (is_msg(line, "DROP_LOCK")) {
@@ -418,34 +432,45 @@ static void boot(void) { pthread_once(&boot_once, bootstrap); }
 
 /* ---- the gate ---------------------------------------------------------------------------- */
 
+static void leave_inflight(void) {
+  /* The last call out wakes a drop that waits for the in-flight calls. */
+  if (--inflight == 0 && draining) {
+    pthread_mutex_lock(&mu);
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+  }
+}
+
 static CUresult gate_enter(void) {
   boot();
   if (!enabled) return CUDA_SUCCESS;
-  pthread_mutex_lock(&mu);
   for (;;) {
-    if (failed) {
-      pthread_mutex_unlock(&mu);
-      return CUDA_ERROR_UNKNOWN;
+    /* Fast path, no mutex: count ourselves in, then check that we may run. */
+    ++inflight;
+    if (!failed && (!sched_on || (own_lock && !draining))) break;
+    leave_inflight();
+    /* Slow path: ask for the lock (once per wait) and sleep until something changes. */
+    pthread_mutex_lock(&mu);
+    while (!failed && sched_on && !(own_lock && !draining)) {
+      if (connected && !own_lock && !req_pending) {
+        req_pending = 1;
+        send_line("REQ_LOCK");
+      }
+      pthread_cond_wait(&cv, &mu);
     }
-    if (!sched_on || (own_lock && !draining)) break;
-    if (connected && !own_lock && !req_pending) {
-      req_pending = 1;
-      send_line("REQ_LOCK");
-    }
-    pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    if (failed) return CUDA_ERROR_UNKNOWN;
   }
-  inflight++;
-  last_work_ns = now_ns();
-  pthread_mutex_unlock(&mu);
-  if (!saved_ctx && real_ctx_get) real_ctx_get(&saved_ctx);
+  ++work_seq;
+  if (!saved_ctx && real_ctx_get) {
+    CUcontext ctx = NULL;
+    if (real_ctx_get(&ctx) == CUDA_SUCCESS && ctx) saved_ctx = ctx;
+  }
   return CUDA_SUCCESS;
 }
 
 static void gate_exit(void) {
-  if (!enabled) return;
-  pthread_mutex_lock(&mu);
-  if (--inflight == 0) pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
+  if (enabled) leave_inflight();
 }
 
 /* After a window of launches, synchronize so that a DROP_LOCK drains quickly: the window
