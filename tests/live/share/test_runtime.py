@@ -81,6 +81,28 @@ def test_three_clients_fcfs_handover_at_tq_with_sync_before_release(share_factor
     assert share.status()["handovers"] >= 5
 
 
+def test_threaded_clients_never_launch_without_the_lock(share_factory) -> None:
+    # Four launching threads per process race the drop: no launch may land between a
+    # client's LOCK_RELEASED and its next LOCK_OK.
+    share = share_factory(tq_s=0.1, mode="on")
+    procs = [share.client("--kernels", "800", "--threads", "4") for _ in range(2)]
+    for p in procs:
+        finish(p)
+    events = share.daemon.event_list()
+    held: dict[int, list[tuple[int, int]]] = {p.pid: [] for p in procs}
+    start: dict[int, int] = {}
+    for e in events:
+        if e["event"] == "LOCK_OK":
+            start[e["pid"]] = e["t_ns"]
+        elif e["event"] in ("LOCK_RELEASED", "DISCONNECT") and e["pid"] in start:
+            held[e["pid"]].append((start.pop(e["pid"]), e["t_ns"]))
+    assert sum(len(v) for v in held.values()) >= 3 and all(held.values())
+    launches = [(t, pid) for t, pid, call in share.calls() if "Launch" in call]
+    assert len(launches) == 1600
+    for t, pid in launches:
+        assert any(a <= t <= b for a, b in held[pid]), "a launch ran without the lock"
+
+
 def test_idle_holder_releases_early(share_factory) -> None:
     share = share_factory(tq_s=30.0, mode="on", GPUMOSAIC_SHARE_IDLE_S="0.2")
     a = share.client("--kernels", "20", "--idle-s", "2", "--kernels-after", "20")

@@ -12,6 +12,7 @@ import argparse
 import ctypes
 import json
 import sys
+import threading
 import time
 
 CU_LAUNCH = ctypes.CFUNCTYPE(
@@ -33,6 +34,7 @@ def main() -> int:
     ap.add_argument("--kernels-after", type=int, default=0)
     ap.add_argument("--hold-s", type=float, default=0)
     ap.add_argument("--free", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="launch from this many threads")
     ap.add_argument("--via", choices=("dlsym", "getproc", "getproc-ptds"), default="dlsym")
     args = ap.parse_args()
     cuda = ctypes.CDLL("libcuda.so.1")
@@ -60,8 +62,19 @@ def main() -> int:
         )
         launch = CU_LAUNCH(pfn.value)
     rcs = set()
-    for _ in range(args.kernels):
-        rcs.add(launch(None, 1, 1, 1, 1, 1, 1, 0, None, None, None))
+
+    def launches(n: int) -> None:  # ctypes drops the GIL: the threads really overlap
+        for _ in range(n):
+            rcs.add(launch(None, 1, 1, 1, 1, 1, 1, 0, None, None, None))
+
+    threads = [
+        threading.Thread(target=launches, args=(args.kernels // args.threads,))
+        for _ in range(args.threads)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     rcs.add(cuda.cuCtxSynchronize())
     if args.idle_s:
         time.sleep(args.idle_s)
