@@ -132,10 +132,20 @@ def share_factory(libs, tmp_path) -> Iterator:
     interposer, fake_dir = libs
     made: list[Share] = []
 
-    def make(tq_s: float = 0.2, mode: str = "on", memory_mib: float | None = None, **env: str):
+    def make(
+        tq_s: float = 0.2,
+        mode: str = "on",
+        memory_mib: float | None = None,
+        metrics_port: int | None = None,
+        **env: str,
+    ):
         sock_dir = tmp_path / f"sock{len(made)}"
         daemon = DaemonThread(
-            sock_dir, tq_s=tq_s, anti_thrashing=AntiThrashing(mode), memory_mib=memory_mib
+            sock_dir,
+            tq_s=tq_s,
+            anti_thrashing=AntiThrashing(mode),
+            memory_mib=memory_mib,
+            metrics_port=metrics_port,
         )
         daemon.start()
         log = tmp_path / f"cuda{len(made)}.log"

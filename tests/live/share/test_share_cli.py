@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,21 @@ def test_library_is_rebuilt_when_sources_change(tmp_path, monkeypatch) -> None:
     assert first.is_relative_to(tmp_path) and native.library_path("interposer") == first
     monkeypatch.setattr(native, "CFLAGS", (*native.CFLAGS, "-DGPUMOSAIC_TEST_VARIANT"))
     assert native.library_path("interposer") != first
+
+
+def test_prometheus_endpoint_serves_the_metrics(share_factory) -> None:
+    share = share_factory(tq_s=0.05, mode="on", metrics_port=0)
+    procs = [share.client("--kernels", "300") for _ in range(2)]
+    for p in procs:
+        p.communicate(timeout=30)
+    host, port = share.daemon.daemon.metrics_address
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        text = resp.read().decode()
+    handovers = share.status()["handovers"]
+    assert handovers >= 1
+    assert f'gpumosaic_share_handovers_total{{gpu="0"}} {handovers}' in text
+    assert 'gpumosaic_share_handover_latency_seconds{gpu="0",quantile="0.99"}' in text
+    assert "# TYPE gpumosaic_share_handover_latency_seconds summary" in text
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(f"http://{host}:{port}/other", timeout=5)

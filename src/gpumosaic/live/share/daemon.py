@@ -83,6 +83,7 @@ class ShareDaemon:
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self.metrics_address: tuple[str, int] | None = None
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -122,6 +123,7 @@ class ShareDaemon:
                     f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: {err.strerror}"
                 ) from None
             self._servers.append(server)
+            self.metrics_address = server.sockets[0].getsockname()[:2]
 
     async def stop(self) -> None:
         self._stopped.set()
