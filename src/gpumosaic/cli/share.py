@@ -18,7 +18,7 @@ from gpumosaic.errors import InputError
 from gpumosaic.live.share import client
 from gpumosaic.live.share.daemon import ShareDaemon, default_socket_dir, socket_path
 from gpumosaic.live.share.lock import DEFAULT_TQ_S, AntiThrashing
-from gpumosaic.live.share.native import ShareError, library_path
+from gpumosaic.live.share.native import ShareError, check_loadable, library_path
 
 share_app = typer.Typer(
     help="Time-share GPUs between unmodified processes (an nvshare-style runtime).",
@@ -104,6 +104,7 @@ def run_cmd(
     path = socket_path(_dir(socket_dir), gpu)
     client.check_daemon(path)
     lib = library_path("interposer")
+    check_loadable(lib)
     env = dict(os.environ)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)

@@ -90,6 +90,15 @@ def test_clear_errors(tmp_path, monkeypatch) -> None:
     )
 
 
+def test_unloadable_library_is_one_clear_line(share_factory, tmp_path, monkeypatch) -> None:
+    share = share_factory()
+    bogus = tmp_path / "libgpumosaic_share.so"
+    bogus.write_text("not a shared library")
+    monkeypatch.setattr("gpumosaic.cli.share.library_path", lambda name="interposer": bogus)
+    args = ["share", "run", "--socket-dir", str(share.daemon.socket_dir), "--", "true"]
+    one_line_error(args, "cannot load the share interposer")
+
+
 def test_no_compiler_is_one_clear_line(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("CC", "no-such-cc")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -9,6 +9,7 @@ digest, so a stale binary is never loaded.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import shutil
@@ -93,6 +94,15 @@ def cache_dir() -> Path:
 def _fresh(path: Path, lib: NativeLibrary) -> bool:
     stamp = path.with_name(path.name + ".sha256")
     return path.is_file() and stamp.is_file() and stamp.read_text().strip() == source_digest(lib)
+
+
+def check_loadable(path: Path) -> None:
+    """Raise a one-line ShareError unless ``path`` loads (ld.so would only warn and run the
+    program unshared)."""
+    try:
+        ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
+    except OSError as err:
+        raise ShareError(f"cannot load the share interposer {path}: {err}") from None
 
 
 def library_path(name: str = "interposer") -> Path:
