@@ -193,3 +193,34 @@ def status_cmd(
 def metrics_cmd(socket_dir: SocketDir = None) -> None:
     """Print the daemon's Prometheus metrics (also served by daemon --metrics-port)."""
     sys.stdout.write(client.metrics(_dir(socket_dir)))
+
+
+@share_app.command("device-plugin")
+@user_errors
+def device_plugin_cmd(
+    socket_dir: SocketDir = None,
+    gpus: Annotated[str, typer.Option("--gpus", help="GPU indices served by the daemon")] = "0",
+    slots: Annotated[int, typer.Option("--slots", help="Schedulable slots per GPU")] = 10,
+    lib: Annotated[
+        Path | None,
+        typer.Option("--lib", help="Host path of the interposer [default: this install's]"),
+    ] = None,
+    plugin_dir: Annotated[
+        Path, typer.Option("--plugin-dir", help="The kubelet's device-plugin directory")
+    ] = Path("/var/lib/kubelet/device-plugins"),
+    resource: Annotated[str, typer.Option("--resource", help="Extended resource name")] = (
+        "gpumosaic.io/share"
+    ),
+) -> None:
+    """Advertise SLOTS gpumosaic.io/share slots per GPU to the kubelet (gRPC device plugin)."""
+    from gpumosaic.live.share.deviceplugin import SharePlugin, SlotPlan
+
+    if slots < 1:
+        raise InputError(f"--slots must be >= 1, got {slots}")
+    plan = SlotPlan(tuple(_gpus(gpus)), slots, _dir(socket_dir), lib or library_path())
+    plugin = SharePlugin(plan, plugin_dir, resource)
+    banner = f"device plugin: {slots} x {len(plan.gpus)} {resource} slots via {plugin_dir}"
+    try:
+        plugin.serve_forever(lambda: Console(stderr=True).print(banner, highlight=False))
+    except KeyboardInterrupt:
+        plugin.stop()

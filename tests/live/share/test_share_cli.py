@@ -88,6 +88,11 @@ def test_clear_errors(tmp_path, monkeypatch) -> None:
     one_line_error(
         ["share", "daemon", "--socket-dir", "/proc/self/nope"], "cannot create socket dir"
     )
+    one_line_error(
+        ["share", "device-plugin", "--plugin-dir", str(tmp_path / "nope")],
+        "no kubelet device-plugin directory",
+    )
+    one_line_error(["share", "device-plugin", "--slots", "0"], "--slots must be >= 1")
 
 
 def test_unloadable_library_is_one_clear_line(share_factory, tmp_path, monkeypatch) -> None:
