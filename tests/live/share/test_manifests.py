@@ -18,11 +18,18 @@ def test_manifest_is_valid_kubernetes(name: str) -> None:
     kubernetes_validate.validate(doc, "1.30.0", strict=True)
 
 
-def test_pod_uses_the_daemon_socket_and_library() -> None:
+def test_device_plugin_serves_the_daemon_sockets_and_the_copied_library() -> None:
     ds = yaml.safe_load((EXAMPLES / "daemonset.yaml").read_text())
+    spec = ds["spec"]["template"]["spec"]
+    daemon, plugin = (c["command"] for c in spec["containers"])
+    assert daemon[:3] == ["gpumosaic", "share", "daemon"]
+    assert plugin[:3] == ["gpumosaic", "share", "device-plugin"]
+    for flag in ("--socket-dir", "--gpus"):
+        assert daemon[daemon.index(flag) + 1] == plugin[plugin.index(flag) + 1]
+    copied = spec["initContainers"][0]["command"][-1].split()[-1]  # .../libgpumosaic_share.so
+    host_lib_dir = next(v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "lib")
+    assert copied.endswith("/libgpumosaic_share.so")
+    assert plugin[plugin.index("--lib") + 1] == f"{host_lib_dir}/libgpumosaic_share.so"
     pod = yaml.safe_load((EXAMPLES / "pod.yaml").read_text())
-    args = ds["spec"]["template"]["spec"]["containers"][0]["command"]
-    sock_dir = args[args.index("--socket-dir") + 1]
-    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
-    assert env["GPUMOSAIC_SHARE_SOCKET"] == f"{sock_dir}/gpu0.sock"
-    assert env["LD_PRELOAD"].endswith("libgpumosaic_share.so")
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"gpumosaic.io/share": "1"}
