@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
@@ -46,7 +46,10 @@ def split_placements(text: str) -> list[str]:
     return out
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic compare --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --placements strided,bestfit,fgd --seeds 0-9"
+)
 @user_errors
 def compare(
     mode: Annotated[
@@ -86,8 +89,11 @@ def compare(
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
-        raise InputError(str(err), field="--seeds") from None
+        raise InputError(str(err), field="--seeds", value=seeds) from None
+    if workers < 0:
+        raise InputError("must be >= 1, or 0 for one per core", field="--workers", value=workers)
     n_workers = workers if workers > 0 else default_workers()
+    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill

@@ -50,7 +50,9 @@ def parse_tqs(text: str) -> tuple[float, ...]:
     return tuple(dict.fromkeys(values))
 
 
-@reproduce_app.command("nvshare")
+@reproduce_app.command(
+    "nvshare", epilog="Example: gpumosaic reproduce nvshare --tq 1000,60,30 --json"
+)
 @user_errors
 def nvshare(
     tq: Annotated[

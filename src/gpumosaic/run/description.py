@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 
 DEFAULT_PLACEMENT = "fgd"
 AUTO = "auto"
@@ -40,7 +40,10 @@ def input_error(err: ValidationError) -> InputError:
     message = first.get("msg", str(err)).removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":
         message = f"unknown setting {name!r}"
-    return InputError(message, field=flag(name) if name else None)
+    value = first.get("input") if first.get("type") != "extra_forbidden" else None
+    if isinstance(value, Mapping):
+        value = None
+    return InputError(message, field=flag(name) if name else None, value=value)
 
 
 class RunDescription(BaseModel):
@@ -122,7 +125,7 @@ class RunDescription(BaseModel):
 
         known = (AUTO, *mechanism_names())
         if value not in known:
-            raise InputError(f"must be one of {', '.join(known)}", field="--mechanism")
+            raise unknown_name("mechanism", value, known, field="--mechanism")
         return value
 
     @model_validator(mode="after")

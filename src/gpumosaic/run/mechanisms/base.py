@@ -109,6 +109,6 @@ def check_placement(placement: str | None, own_order: str | None = None) -> None
     try:
         build_placement(placement, probe)
     except InputError as err:
-        raise InputError(err.message, field="--placement") from None
+        raise InputError(err.message, field="--placement", value=placement) from None
     except ValueError as err:
-        raise InputError(str(err), field="--placement") from None
+        raise InputError(str(err), field="--placement", value=placement) from None
