@@ -54,7 +54,9 @@ def _gpus(text: str) -> list[int]:
     return gpus
 
 
-@share_app.command("daemon")
+@share_app.command(
+    "daemon", epilog="Example: gpumosaic share daemon --gpus 0,1 --tq 30 --anti-thrashing auto"
+)
 @user_errors
 def daemon_cmd(
     socket_dir: SocketDir = None,
@@ -89,7 +91,9 @@ def daemon_cmd(
 
 
 @share_app.command(
-    "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    "run",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog="Example: gpumosaic share run --gpu 0 -- python train.py",
 )
 @user_errors
 def run_cmd(
@@ -116,7 +120,7 @@ def run_cmd(
         raise ShareError(f"cannot run {command[0]}: {err.strerror}") from None
 
 
-@share_app.command("ctl")
+@share_app.command("ctl", epilog="Example: gpumosaic share ctl --tq 10 --anti-thrashing on")
 @user_errors
 def ctl_cmd(
     socket_dir: SocketDir = None,
@@ -132,7 +136,7 @@ def ctl_cmd(
     print(f"updated GPU {', '.join(map(str, changed))}")
 
 
-@share_app.command("status")
+@share_app.command("status", epilog="Example: gpumosaic share status --json")
 @user_errors
 def status_cmd(
     socket_dir: SocketDir = None,
@@ -188,14 +192,16 @@ def status_cmd(
     Console().print(table)
 
 
-@share_app.command("metrics")
+@share_app.command("metrics", epilog="Example: gpumosaic share metrics")
 @user_errors
 def metrics_cmd(socket_dir: SocketDir = None) -> None:
     """Print the daemon's Prometheus metrics (also served by daemon --metrics-port)."""
     sys.stdout.write(client.metrics(_dir(socket_dir)))
 
 
-@share_app.command("device-plugin")
+@share_app.command(
+    "device-plugin", epilog="Example: gpumosaic share device-plugin --gpus 0,1 --slots 10"
+)
 @user_errors
 def device_plugin_cmd(
     socket_dir: SocketDir = None,

@@ -137,3 +137,9 @@ def test_prometheus_endpoint_serves_the_metrics(share_factory) -> None:
     assert "# TYPE gpumosaic_share_handover_latency_seconds summary" in text
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(f"http://{host}:{port}/other", timeout=5)
+
+
+def test_every_share_command_has_an_example() -> None:
+    for command in ("daemon", "run", "ctl", "status", "metrics", "device-plugin"):
+        help_text = runner.invoke(app, ["share", command, "--help"], terminal_width=200).stdout
+        assert f"Example: gpumosaic share {command}" in help_text, command
