@@ -487,12 +487,8 @@ static void pace_launch(void) {
   pacing_pending = 0;
 }
 
-/* Launches (not copies) count towards the pacing window. */
-static const char is_launch[N_HOOKS] = {
-#define X(name, params, args) [IDX_##name] = (#name[2] == 'L' || #name[2] == 'G'),
-    GPUMOSAIC_GATED_CALLS(X)
-#undef X
-};
+/* Launches (not copies) count towards the pacing window; filled in by the constructor. */
+static char is_launch[N_HOOKS];
 
 #define X(name, params, args)                                     \
   EXPORT CUresult name params {                                   \
@@ -705,6 +701,9 @@ EXPORT void *dlsym(void *handle, const char *symbol) {
 
 __attribute__((constructor)) static void gpumosaic_share_init(void) {
   init_hook_table();
+  for (int i = 0; i < N_HOOKS; i++)
+    is_launch[i] = strncmp(hook_names[i], "cuLaunch", 8) == 0 ||
+                   strncmp(hook_names[i], "cuGraphLaunch", 13) == 0;
   hook_fn[IDX_cuGetProcAddress] = (void *)cuGetProcAddress;
   hook_fn[IDX_cuGetProcAddress_v2] = (void *)cuGetProcAddress_v2;
 }
