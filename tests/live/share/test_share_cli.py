@@ -68,7 +68,7 @@ def one_line_error(args: list[str], needle: str) -> None:
     assert len(lines) == 1 and needle in lines[0], result.output
 
 
-def test_clear_errors(tmp_path, monkeypatch) -> None:
+def test_clear_errors(share_factory, tmp_path) -> None:
     empty = str(tmp_path / "nothing")
     one_line_error(["share", "status", "--socket-dir", empty], "no share daemon in")
     one_line_error(["share", "ctl", "--socket-dir", empty, "--tq", "5"], "no share daemon in")
@@ -82,6 +82,10 @@ def test_clear_errors(tmp_path, monkeypatch) -> None:
     (stale / "gpu0.sock").write_text("")
     one_line_error(["share", "status", "--socket-dir", str(stale)], "no share daemon at")
     if os.geteuid() != 0:  # root writes anywhere
+        share = share_factory()
+        sock = share.daemon.socket_dir / "gpu0.sock"
+        sock.chmod(0o400)
+        one_line_error(["share", "status", "--socket-dir", str(sock.parent)], "is not writable")
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
         one_line_error(["share", "daemon", "--socket-dir", str(locked)], "not writable")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import socket
@@ -42,6 +43,11 @@ def _connect(path: Path, timeout_s: float) -> socket.socket:
     except OSError as err:
         sock.close()
         reason = err.strerror or str(err)
+        if err.errno in (errno.EACCES, errno.EPERM):
+            raise ShareError(
+                f"the share socket {path} is not writable by this user ({reason}); it is "
+                "open to the daemon's user and group"
+            ) from None
         raise ShareError(f"no share daemon at {path}: {reason}") from None
     return sock
 
