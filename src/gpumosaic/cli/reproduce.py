@@ -12,7 +12,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.nvshare_repro import (
+from gpumosaic.experiments.reproductions.nvshare import (
     JOBS,
     REFERENCE_TQS,
     ReproRow,

@@ -21,7 +21,8 @@ from gpumosaic.run.description import RunDescription
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
     "(measure job ids A..B-1, generate until they finish), multigpu=on|off, "
-    "milli=spatial|none; or gavel-trace:PATH, openb:NAME, or a .csv/.yaml job list"
+    "milli=spatial|none; gavel-stream:rate=R,window=A-B (Gavel's own job stream, jobs "
+    "A..B-1 measured); or gavel-trace:PATH, openb:NAME, or a .csv/.yaml job list"
 )
 CLUSTER_HELP = "MODEL:COUNT,... (e.g. v100:36,p100:36,k80:36), openb:gpu, or a node CSV"
 
@@ -39,8 +40,9 @@ def simulate(
     policy: Annotated[
         str,
         typer.Option(
-            help="queue order (fifo, sjf, priority; the only kind --sharing gandiva takes) "
-            "or a Gavel policy name"
+            help="queue order (fifo, sjf, priority: event and gandiva mechanisms) or a Gavel "
+            "policy (rounds). fifo is both: alone it is the queue order (auto picks the "
+            "event mechanism); with --mechanism rounds it is Gavel's fifo policy"
         ),
     ] = "fifo",
     placement: Annotated[
@@ -137,9 +139,11 @@ def simulate(
 
 
 def _print_summary(summary: Summary, request: RunDescription) -> None:
+    # The mechanism says what --policy means (fifo: a queue order, or Gavel's policy).
+    mechanism = request.resolved_mechanism()
     table = Table(
-        title=f"{request.policy} + {request.resolved_placement()} on {request.cluster}, "
-        f"{request.workload}, seed {request.seed}"
+        title=f"{request.policy} ({mechanism}) + {request.resolved_placement()} on "
+        f"{request.cluster}, {request.workload}, seed {request.seed}"
     )
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -10,8 +10,8 @@ from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
 from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
 from gpumosaic.sharing.speed import SpeedModel, build_speed_model
+from gpumosaic.sim.event.simulator import EventSimulator
 from gpumosaic.sim.result import SimResult
-from gpumosaic.sim.simulator import EventSimulator
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 
