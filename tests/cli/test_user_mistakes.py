@@ -61,3 +61,21 @@ def test_out_naming_a_file_is_refused_before_any_work(command: list[str], tmp_pa
     line = one_line_error([*command, "--out", str(afile)])
     assert "--out" in line and "is a file" in line
     assert afile.read_text() == "keep me"
+
+
+def test_overload_is_announced_with_the_offered_load() -> None:
+    # A first guess of 1 job/h on 12 GPUs: Gavel's jobs average over 12 GPU-hours.
+    result = runner.invoke(
+        app, ["simulate", "--cluster", "v100:12", "--workload", "gavel:jobs=30,rate=1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "offered load:" in result.output and "of 12 GPUs busy" in result.output
+    assert "warning: offered load" in result.output and "queue grows" in result.output
+
+
+def test_version_and_an_example_in_every_command_help() -> None:
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("gpumosaic ")
+    for command in (["simulate"], ["compare"], ["fill"], ["reproduce", "nvshare"]):
+        help_text = runner.invoke(app, [*command, "--help"], terminal_width=200).stdout
+        assert "Example: gpumosaic " + command[0] in help_text, command

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.nvshare_repro import (
+from gpumosaic.experiments.reproductions.nvshare import (
     JOBS,
     REFERENCE_TQS,
     ReproRow,
@@ -50,7 +50,9 @@ def parse_tqs(text: str) -> tuple[float, ...]:
     return tuple(dict.fromkeys(values))
 
 
-@reproduce_app.command("nvshare")
+@reproduce_app.command(
+    "nvshare", epilog="Example: gpumosaic reproduce nvshare --tq 1000,60,30 --json"
+)
 @user_errors
 def nvshare(
     tq: Annotated[

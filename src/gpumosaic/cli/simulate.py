@@ -27,7 +27,10 @@ WORKLOAD_HELP = (
 CLUSTER_HELP = "MODEL:COUNT,... (e.g. v100:36,p100:36,k80:36), openb:gpu, or a node CSV"
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic simulate --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --policy fifo --placement fgd --seed 0 --json"
+)
 @user_errors
 def simulate(
     cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "v100:4",
@@ -109,12 +112,23 @@ def simulate(
         from gpumosaic.experiments.store import write_run  # pandas + matplotlib: only if asked
 
         write_run(outcome.result, summary, out, table_format, meta=request.to_json())
+    load = outcome.offered_load
     if json_out:
-        print(json.dumps({**request.to_json(), **summary.to_json()}))
+        fraction = None if load is None else round(load.fraction, 4)
+        print(json.dumps({**request.to_json(), **summary.to_json(), "offered_load": fraction}))
     else:
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    if load is not None and not json_out:
+        err_console.print(load.line(), highlight=False, soft_wrap=True)
+    if load is not None and load.fraction > 1.0:
+        err_console.print(
+            f"[yellow]warning:[/yellow] offered load {load.fraction:.0%} of capacity: the "
+            "queue grows for the whole run (lower the rate or add GPUs)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if summary.fallbacks:
         warning = summary.fallbacks.warning()
         err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
@@ -127,13 +141,18 @@ def simulate(
 def _print_summary(summary: Summary, request: RunDescription) -> None:
     # The mechanism says what --policy means (fifo: a queue order, or Gavel's policy).
     mechanism = request.resolved_mechanism()
-    title = f"{request.policy} ({mechanism}) + {request.resolved_placement()} on {request.workload}"
-    table = Table(title=title)
+    table = Table(
+        title=f"{request.policy} ({mechanism}) + {request.resolved_placement()} on "
+        f"{request.cluster}, {request.workload}, seed {request.seed}"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
 
     def hours(v: float) -> str:
         return "-" if math.isnan(v) else f"{v / 3600:,.2f} h"
+
+    def number(v: float) -> str:
+        return "-" if math.isnan(v) else f"{v:,.2f}"
 
     rows = [
         (
@@ -146,6 +165,15 @@ def _print_summary(summary: Summary, request: RunDescription) -> None:
         ("makespan", hours(summary.makespan_s)),
         ("GPU utilization", f"{summary.utilization:.1%}"),
         ("fragmentation rate (time avg)", f"{summary.fragmentation_rate_mean:.1%}"),
+        (
+            "finish-time fairness rho (mean / max)",
+            f"{number(summary.ftf_rho_mean)} / {number(summary.ftf_rho_max)}",
+        ),
+        (
+            "slowdown (p99 / max)",
+            f"{number(summary.slowdown_p99)} / {number(summary.slowdown_max)}",
+        ),
+        ("Jain's index (1 = equal slowdowns)", number(summary.jain_index)),
         ("energy", f"{summary.energy_kwh:,.1f} kWh"),
         ("wall time", f"{summary.elapsed_s:.2f} s"),
     ]

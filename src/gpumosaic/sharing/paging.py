@@ -28,11 +28,13 @@ PCIE3_X16_EFFECTIVE_GB_S = 12.0
 # Demand paging moves data in fault batches that the driver services one after another
 # (fault, migrate 64 KiB-2 MiB, map, replay); on Pascal it reaches roughly 40% of the
 # link's copy bandwidth, which is why nvshare's README warns that a new holder needs "a
-# few seconds" to fetch its data.
+# few seconds" to fetch its data. Calibrated: with DEFAULT_SWEEP_S, the product
+# fault_gb_s x sweep_s (1 GB per sweep) sets the thrashing rate and is pinned by the big
+# "off" rows of the nvshare table (docs/sharing.md, "Parameters").
 PASCAL_FAULT_GB_S = 5.0
 # One training iteration re-reads the weights and activations it keeps on the GPU:
 # a sweep of the working set every ~0.2 s of GPU work (typical step time of the
-# thesis's PyTorch/TensorFlow jobs on a P100).
+# thesis's PyTorch/TensorFlow jobs on a P100). Calibrated together with PASCAL_FAULT_GB_S.
 DEFAULT_SWEEP_S = 0.2
 
 
