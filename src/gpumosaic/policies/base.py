@@ -73,6 +73,21 @@ class Allocation:
     objective: float = float("nan")
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def fallbacks(self) -> int:
+        """How many solver failures this allocation worked around (``fallback_note``s)."""
+        return sum(1 for note in self.notes if note.startswith(FALLBACK_PREFIX))
+
+
+# A note that starts with this marks one fallback (a failed LP/MILP/conic solve that the
+# policy worked around); ``Allocation.fallbacks`` counts them for the run's summary.
+FALLBACK_PREFIX = "fallback: "
+
+
+def fallback_note(message: str) -> str:
+    """The note recording one fallback, e.g. ``fallback_note("round 2: MILP failed ...")``."""
+    return FALLBACK_PREFIX + message
+
 
 class Policy(Protocol):
     """``name`` is read-only so that frozen dataclasses satisfy the protocol."""

@@ -1,9 +1,12 @@
 """Hierarchical max-min fairness by water filling (Gavel's ``max_min_fairness_water_filling*``).
 
-Normalized throughput n_j(X) = rate_j(X) / prop_j (``proportional_throughputs``). Each
-round raises, as far as possible and in proportion to the job weights, the normalized
-throughput of every job that is not yet frozen, keeping every job at or above what it
-already has:
+What it optimises, in Gavel's terms: the leximin (lexicographic max-min) vector of the
+weighted normalized throughputs sf_j / w_j * n_j(X), where n_j(X) = rate_j(X) / prop_j,
+rate_j(X) = sum_t thr[j, t] X[j, t] (plus pair terms with ``_packed``) and prop_j is the
+job's throughput under Gavel's ``ProportionalPolicy`` share capacity_t / sum(capacity)
+(``proportional_throughputs``). The agnostic variant sets every usable throughput to 1
+(prop_j = 1). Each round raises, as far as possible and in proportion to the job
+weights, every job that is not yet frozen, keeping every job at or above what it has:
 
 1. weights: with entities, an entity's weight is split over its unfrozen jobs, either in
    proportion to their priority weights (``"fairness"``) or all to its earliest job
@@ -11,14 +14,30 @@ already has:
 2. LP: maximize c s.t. (sf_j / w_j) (n_j(X) - level_j) >= c for the active jobs (w_j > 0,
    not frozen), n_j(X) >= level_j (or the frozen value) for every job; then
    level_j += c w_j / sf_j;
-3. bottleneck MILP (HiGHS): maximize the number of active jobs whose n_j can still rise
-   above level_j * slack with nobody dropping below their floor (big-M indicators);
-   active jobs that cannot are frozen at level_j.
+3. bottleneck MILP (HiGHS): maximize the number of active jobs that can reach
+   level_j * slack at once with nobody dropping below their floor (one binary z_j per
+   job: n_j >= floor_j + (level_j * slack - floor_j) z_j); active jobs that cannot are
+   frozen at level_j.
 
-It stops when every job is frozen or a round freezes nobody. A failed bottleneck MILP
-freezes every active job (so the loop ends) and a failed LP after the first round keeps
-the previous X: both are counted in ``Allocation.notes`` (``fallbacks=N``), never silent.
-A failed first LP raises PolicySolveError.
+It stops when every job is frozen or a round freezes nobody. Two numerical guards that
+Gavel lacks (its construction, with ECOS and GLPK, shares both failure modes):
+
+- floors are relaxed by ``floor_tolerance`` (relative): the LP's level overshoots the
+  true optimum by ~1e-10 (interior-point tolerance), and a MILP asked to keep every job
+  at that level is infeasible or nearly so; HiGHS then reports too few improvable jobs
+  (1 of 25 on one instance where the truth is 24) or none, freezing jobs too early;
+- Gavel writes big-M indicators, among them "z_j = 0 => n_j <= level_j * slack - 1e-5".
+  With the floor n_j >= level_j that row is infeasible for any job below level
+  1e-5 / (slack - 1) = 0.1, which freezes every job; maximizing the number of z_j = 1
+  makes it redundant, so it is left out. The big-M rows also let HiGHS call feasible
+  instances infeasible; the form above, scaled by the target, does not.
+
+A job with no throughput on any type is frozen at 0 from the start (noted): it would
+otherwise pin every round's level at 0. A failed bottleneck MILP freezes every active
+job (so the loop ends) and a failed LP after the first round keeps the previous X: both
+are ``fallback_note``s in ``Allocation.notes`` (counted by ``Allocation.fallbacks``,
+and summed in the last note as ``fallbacks=N``), never silent. A failed first LP raises
+PolicySolveError.
 """
 
 from __future__ import annotations
@@ -29,7 +48,13 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PackedPairs,
+    PolicyInput,
+    fallback_note,
+)
 from gpumosaic.policies.lp_base import (
     VariableLayout,
     aggregate_identical_jobs,
@@ -39,6 +64,7 @@ from gpumosaic.policies.lp_base import (
     job_rate_matrix,
     pair_coefficients,
     proportional_throughputs,
+    repair_feasibility,
     usable_pairs,
 )
 from gpumosaic.policies.lp_solve import LinearProgram, PolicySolveError, solve
@@ -55,8 +81,11 @@ class WaterFilling:
     entity_policy: str = "fairness"
     entity_policies: tuple[tuple[str, str], ...] = ()  # per-entity overrides
     backend: str = "clarabel"
-    slack: float = 1.0001
-    epsilon: float = 1e-5
+    slack: float = 1.0001  # Gavel's: a job is improvable if it can reach level * slack
+    # Relative relaxation of the floors n_j >= level_j in the LP and MILP (see the module
+    # docstring): 1% of slack - 1, so it cannot make a frozen job look improvable. 1e-7
+    # still left HiGHS calling ~1 bottleneck MILP in 100 random instances infeasible.
+    floor_tolerance: float = 1e-6
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
 
     def allocate(self, inp: PolicyInput) -> Allocation:
@@ -101,13 +130,14 @@ class WaterFilling:
         base = build_base_constraints(inp, pairs, n_extra=1)
         norm_rates = self._normalized_rates(inp, base.layout, pairs)
         scale = np.asarray(inp.scale_factors, dtype=np.float64)
-        big_m = 2.0 * float(abs(norm_rates).max()) + 1.0
-        frozen = np.zeros(n, dtype=bool)
+        frozen = np.asarray(norm_rates.max(axis=1).toarray().reshape(-1) <= 0, dtype=bool)
         final = np.zeros(n)
         level = np.zeros(n)
         values: FloatArray | None = None
         first_level = float("nan")
         notes: list[str] = []
+        if frozen.any():
+            notes.append(f"{int(frozen.sum())} job class(es) have no throughput on any type")
         fallbacks = rounds = 0
         while not frozen.all():
             weights = self._weights(inp, frozen, counts)
@@ -117,7 +147,7 @@ class WaterFilling:
             rounds += 1
             rows = np.flatnonzero(active)
             mult = scale[rows] / weights[rows]
-            floors = np.where(frozen, final, level)
+            floors = self._relaxed(np.where(frozen, final, level))
             program = max_min_program(
                 base,
                 sp.csr_array(norm_rates[rows].multiply(mult[:, None])),
@@ -131,21 +161,33 @@ class WaterFilling:
                 if values is None:
                     raise PolicySolveError(f"{self.name}: first water-filling LP: {err}") from None
                 fallbacks += 1
-                notes.append(f"round {rounds}: LP failed ({err}); kept the previous allocation")
+                notes.append(
+                    fallback_note(
+                        f"round {rounds}: LP failed ({err}); kept the previous allocation"
+                    )
+                )
                 break
-            values = solution.values
-            c = max(float(values[-1]), 0.0)
+            values = self._feasible(inp, base.layout, solution.values, pairs)
+            # The level this round reaches is what the (repaired) allocation achieves, not
+            # the LP's z, which can overshoot it (interior-point tolerance).
+            achieved = norm_rates @ values
+            c = min(
+                float(solution.values[-1]), float((mult * (achieved[rows] - level[rows])).min())
+            )
+            c = max(c, 0.0)
             if rounds == 1:
                 first_level = c
             level[rows] += c / mult
             try:
                 improvable = self._bottleneck_milp(
-                    inp, pairs, norm_rates, active, level, frozen, final, big_m
+                    inp, pairs, norm_rates, active, level, frozen, final, achieved
                 )
             except PolicySolveError as err:
                 fallbacks += 1
                 notes.append(
-                    f"round {rounds}: bottleneck MILP failed ({err}); froze all active jobs"
+                    fallback_note(
+                        f"round {rounds}: bottleneck MILP failed ({err}); froze all active jobs"
+                    )
                 )
                 improvable = np.zeros(n, dtype=bool)
             newly = active & ~improvable
@@ -153,7 +195,8 @@ class WaterFilling:
                 break
             final[newly] = level[newly]
             frozen |= newly
-        assert values is not None
+        if values is None:  # every job frozen before the first round: nobody can run
+            return empty_allocation(inp, tuple(notes))
         notes.append(f"water filling: {rounds} round(s), fallbacks={fallbacks}")
         return allocation_from_solution(inp, base.layout, values, pairs, first_level, tuple(notes))
 
@@ -212,30 +255,31 @@ class WaterFilling:
         level: FloatArray,
         frozen: np.ndarray,
         final: FloatArray,
-        big_m: float,
+        achieved: FloatArray,
     ) -> np.ndarray:
-        """Boolean mask of active jobs that can still be raised above level * slack."""
+        """Boolean mask of active jobs that can still be raised to level * slack.
+
+        Floors never exceed what the current allocation ``achieved``, so that the program
+        is feasible with every z_j = 0.
+        """
         n = inp.num_jobs
         base = build_base_constraints(inp, pairs, n_extra=n)
         n_x = base.upper.shape[0]
-        rates = sp.hstack([norm_rates[:, :n_x], sp.csr_array((n, n))], format="csr")
-        z = sp.hstack([sp.csr_array((n, n_x)), sp.identity(n, format="csr")], format="csr")
         target = level * self.slack
-        floors = np.where(frozen, final, level)
-        # Indicator rows only for active jobs: Gavel also writes them for frozen and
-        # zero-weight jobs (z = 0), which makes the MILP infeasible whenever such a job's
-        # level is below eps / (slack - 1), e.g. the queued jobs of a FIFO entity.
-        act = np.flatnonzero(active)
-        a_ub = sp.vstack(
-            [
-                base.a_ub,
-                rates[act] - big_m * z[act],  # z_j = 0  =>  n_j <= target_j - eps
-                big_m * z[act] - rates[act],  # z_j = 1  =>  n_j >= target_j
-                -rates,  # n_j >= floor_j
-            ],
-            format="csr",
-        )
-        b_ub = np.concatenate([base.b_ub, target[act] - self.epsilon, big_m - target[act], -floors])
+        floors = self._relaxed(np.minimum(np.where(frozen, final, level), achieved))
+        # One row per job: n_j >= floor_j + (target_j - floor_j) z_j, i.e. z_j = 1 => n_j >=
+        # target_j, and z_j = 0 => the floor. Gavel writes big-M indicators instead, plus
+        # "z_j = 0 => n_j <= target_j - eps", which maximizing sum(z) makes redundant and
+        # which is infeasible with the floor for any job below level eps / (slack - 1). The
+        # big-M rows (coefficients ~1 against a gap of ~1e-4) also let HiGHS call feasible
+        # instances infeasible; this form has coefficients of the size of the gap.
+        # Each row is divided by its target so that the gap is ~1e-4 whatever the job's
+        # level, far above HiGHS's absolute feasibility tolerance (1e-6).
+        unit = 1.0 / np.where(target > 0, target, 1.0)
+        lift = sp.diags_array(np.where(active, (target - floors) * unit, 0.0)).tocsr()
+        level_rows = sp.diags_array(-unit).tocsr() @ norm_rates[:, :n_x]
+        a_ub = sp.vstack([base.a_ub, sp.hstack([level_rows, lift], format="csr")])
+        b_ub = np.concatenate([base.b_ub, -floors * unit])
         c = np.concatenate([np.zeros(n_x), -np.ones(n)])
         program = LinearProgram(
             c=c,
@@ -247,3 +291,16 @@ class WaterFilling:
         )
         solution = solve(program, "highs")
         return np.asarray(solution.values[n_x:] > 0.5) & active
+
+    @staticmethod
+    def _feasible(
+        inp: PolicyInput, layout: VariableLayout, values: FloatArray, pairs: PackedPairs | None
+    ) -> FloatArray:
+        """``values`` with X and Y clipped and scaled onto the base constraints exactly."""
+        x, y, extra = layout.split(values)
+        x, y = repair_feasibility(inp, np.clip(x, 0.0, 1.0), np.clip(y, 0.0, 1.0), pairs)
+        return np.concatenate([x.reshape(-1), y.reshape(-1), extra])
+
+    def _relaxed(self, floors: FloatArray) -> FloatArray:
+        """Floors lowered by the relative ``floor_tolerance`` (see the module docstring)."""
+        return np.asarray(floors - self.floor_tolerance * np.abs(floors), dtype=np.float64)

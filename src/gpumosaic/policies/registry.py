@@ -3,8 +3,10 @@
 ``build_policy(name, **options)``: options are keyword arguments of the policy class
 (e.g. ``backend="highs"``, ``seed=1``, ``thresholds_gpu_s=(3600.0, 36000.0)``,
 ``entity_policy="fifo"``); an unknown name or option raises ValueError naming it.
-Stateful policies (``fifo``, ``fifo_perf``, ``fifo_packed``, ``gandiva``) need one object
-per simulation run: call ``build_policy`` once per run.
+Stateful policies (``fifo``, ``fifo_perf``, ``fifo_packed``, ``gandiva`` and the
+``finish_time_fairness`` family, whose ledger of isolated time spans calls) need one
+object per simulation run: call ``build_policy`` once per run. Each policy module's
+docstring states what it optimises in Gavel's terms.
 """
 
 from __future__ import annotations
