@@ -14,30 +14,36 @@ weights, every job that is not yet frozen, keeping every job at or above what it
 2. LP: maximize c s.t. (sf_j / w_j) (n_j(X) - level_j) >= c for the active jobs (w_j > 0,
    not frozen), n_j(X) >= level_j (or the frozen value) for every job; then
    level_j += c w_j / sf_j;
-3. bottleneck MILP (HiGHS): maximize the number of active jobs that can reach
-   level_j * slack at once with nobody dropping below their floor (one binary z_j per
-   job: n_j >= floor_j + (level_j * slack - floor_j) z_j); active jobs that cannot are
-   frozen at level_j.
+3. bottleneck test: an active job is improvable if it can reach target_j = level_j *
+   slack (+ ``min_gain``) with every job at or above its floor; the others are frozen at
+   level_j. One LP finds most improvable jobs at once (maximize sum(u), 0 <= u <= 1,
+   n_j >= floor_j + (target_j - floor_j) u_j: every job with u_j = 1 reaches its
+   target); each remaining active job gets one LP (maximize n_j).
 
-It stops when every job is frozen or a round freezes nobody. Two numerical guards that
-Gavel lacks (its construction, with ECOS and GLPK, shares both failure modes):
+It stops when every job is frozen. Where this departs from Gavel's code, and why:
 
-- floors are relaxed by ``floor_tolerance`` (relative): the LP's level overshoots the
-  true optimum by ~1e-10 (interior-point tolerance), and a MILP asked to keep every job
-  at that level is infeasible or nearly so; HiGHS then reports too few improvable jobs
-  (1 of 25 on one instance where the truth is 24) or none, freezing jobs too early;
+- Gavel's bottleneck test is one MILP (GLPK) that maximizes the number of jobs reaching
+  their targets *at once* and freezes everybody else, which can freeze a job that could
+  still rise (only not together with all the others). Here a job is frozen only if it
+  cannot rise at all, so the result is the leximin vector up to the slack, never below
+  Gavel's. (Gavel's MILP also crashes inside GLPK on some instances.)
 - Gavel writes big-M indicators, among them "z_j = 0 => n_j <= level_j * slack - 1e-5".
   With the floor n_j >= level_j that row is infeasible for any job below level
-  1e-5 / (slack - 1) = 0.1, which freezes every job; maximizing the number of z_j = 1
-  makes it redundant, so it is left out. The big-M rows also let HiGHS call feasible
-  instances infeasible; the form above, scaled by the target, does not.
+  1e-5 / (slack - 1) = 0.1, which freezes every job. The LPs above have no such row.
+- The level a round reaches is what its allocation achieves (clipped and scaled onto the
+  base constraints), not the LP's c: an interior-point LP reports a level ~1e-10 above
+  what any allocation reaches, and a test that must keep every job there is infeasible
+  or nearly so (HiGHS then reported 1 improvable job class of 25 where the truth is 24,
+  or none, freezing all). Floors are also relaxed by ``floor_tolerance`` (1e-9,
+  relative), and the rows are divided by target_j so the gap to prove is ~1e-4.
 
 A job with no throughput on any type is frozen at 0 from the start (noted): it would
-otherwise pin every round's level at 0. A failed bottleneck MILP freezes every active
-job (so the loop ends) and a failed LP after the first round keeps the previous X: both
-are ``fallback_note``s in ``Allocation.notes`` (counted by ``Allocation.fallbacks``,
-and summed in the last note as ``fallbacks=N``), never silent. A failed first LP raises
-PolicySolveError.
+otherwise pin every round's level at 0. Failures are ``fallback_note``s in
+``Allocation.notes`` (counted by ``Allocation.fallbacks`` and summed in the last note as
+``fallbacks=N``), never silent: a failed bottleneck test freezes every active job (so the
+loop ends), a failed LP after the first round keeps the previous X, and a round that
+freezes nobody (impossible in exact arithmetic) stops the filling. A failed first LP
+raises PolicySolveError.
 """
 
 from __future__ import annotations
@@ -82,10 +88,13 @@ class WaterFilling:
     entity_policies: tuple[tuple[str, str], ...] = ()  # per-entity overrides
     backend: str = "clarabel"
     slack: float = 1.0001  # Gavel's: a job is improvable if it can reach level * slack
-    # Relative relaxation of the floors n_j >= level_j in the LP and MILP (see the module
-    # docstring): 1% of slack - 1, so it cannot make a frozen job look improvable. 1e-7
-    # still left HiGHS calling ~1 bottleneck MILP in 100 random instances infeasible.
-    floor_tolerance: float = 1e-6
+    # Relative relaxation of the floors n_j >= level_j in the LPs (see the module
+    # docstring). Small: what the others may give up adds up, and 1e-6 let bottleneck
+    # jobs of 12-job instances look improvable (the fill then stopped early).
+    floor_tolerance: float = 1e-9
+    # A job at level 0 is improvable only if it can gain this much (normalized
+    # throughput); otherwise every job that cannot run at all would count as improvable.
+    min_gain: float = 1e-6
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
 
     def allocate(self, inp: PolicyInput) -> Allocation:
@@ -179,19 +188,24 @@ class WaterFilling:
                 first_level = c
             level[rows] += c / mult
             try:
-                improvable = self._bottleneck_milp(
+                improvable = self._improvable(
                     inp, pairs, norm_rates, active, level, frozen, final, achieved
                 )
             except PolicySolveError as err:
                 fallbacks += 1
                 notes.append(
                     fallback_note(
-                        f"round {rounds}: bottleneck MILP failed ({err}); froze all active jobs"
+                        f"round {rounds}: bottleneck test failed ({err}); froze all active jobs"
                     )
                 )
                 improvable = np.zeros(n, dtype=bool)
             newly = active & ~improvable
             if not newly.any():
+                # An LP round always leaves a bottleneck; none found is a numerical failure.
+                fallbacks += 1
+                notes.append(
+                    fallback_note(f"round {rounds}: no bottleneck job found; stopped filling")
+                )
                 break
             final[newly] = level[newly]
             frozen |= newly
@@ -246,7 +260,7 @@ class WaterFilling:
                 raise ValueError(f"entity policy must be one of {ENTITY_POLICIES}, got {policy!r}")
         return weights
 
-    def _bottleneck_milp(
+    def _improvable(
         self,
         inp: PolicyInput,
         pairs: PackedPairs | None,
@@ -257,40 +271,46 @@ class WaterFilling:
         final: FloatArray,
         achieved: FloatArray,
     ) -> np.ndarray:
-        """Boolean mask of active jobs that can still be raised to level * slack.
+        """Boolean mask of the active jobs that can still reach target_j = level_j * slack
+        (+ ``min_gain``) with every job at or above its floor (see the module docstring).
 
-        Floors never exceed what the current allocation ``achieved``, so that the program
-        is feasible with every z_j = 0.
+        Floors never exceed what the current allocation ``achieved``, so every program
+        here has a feasible point that satisfies the base constraints exactly.
         """
         n = inp.num_jobs
         base = build_base_constraints(inp, pairs, n_extra=n)
         n_x = base.upper.shape[0]
-        target = level * self.slack
+        target = level * self.slack + self.min_gain
         floors = self._relaxed(np.minimum(np.where(frozen, final, level), achieved))
-        # One row per job: n_j >= floor_j + (target_j - floor_j) z_j, i.e. z_j = 1 => n_j >=
-        # target_j, and z_j = 0 => the floor. Gavel writes big-M indicators instead, plus
-        # "z_j = 0 => n_j <= target_j - eps", which maximizing sum(z) makes redundant and
-        # which is infeasible with the floor for any job below level eps / (slack - 1). The
-        # big-M rows (coefficients ~1 against a gap of ~1e-4) also let HiGHS call feasible
-        # instances infeasible; this form has coefficients of the size of the gap.
-        # Each row is divided by its target so that the gap is ~1e-4 whatever the job's
-        # level, far above HiGHS's absolute feasibility tolerance (1e-6).
-        unit = 1.0 / np.where(target > 0, target, 1.0)
+        # Rows n_j >= floor_j + (target_j - floor_j) u_j, divided by target_j so that the
+        # gap is ~1e-4 whatever the job's level (by at most 1e3: a job at level 0 has a
+        # target of min_gain, and a row scaled by 1e6 stalls the interior point).
+        unit = 1.0 / np.maximum(target, 1e-3)
         lift = sp.diags_array(np.where(active, (target - floors) * unit, 0.0)).tocsr()
         level_rows = sp.diags_array(-unit).tocsr() @ norm_rates[:, :n_x]
-        a_ub = sp.vstack([base.a_ub, sp.hstack([level_rows, lift], format="csr")])
+        a_ub = sp.csr_array(sp.vstack([base.a_ub, sp.hstack([level_rows, lift], format="csr")]))
         b_ub = np.concatenate([base.b_ub, -floors * unit])
-        c = np.concatenate([np.zeros(n_x), -np.ones(n)])
-        program = LinearProgram(
-            c=c,
-            a_ub=sp.csr_array(a_ub),
+        lower = np.zeros(n_x + n)
+        # 1) One LP: maximize sum(u), 0 <= u_j <= 1. Every job whose u_j reaches 1 can reach
+        #    its target (together with the others), which is usually all but the bottlenecks.
+        together = LinearProgram(
+            c=np.concatenate([np.zeros(n_x), -np.ones(n)]),
+            a_ub=a_ub,
             b_ub=b_ub,
-            lower=np.zeros(n_x + n),
+            lower=lower,
             upper=np.concatenate([base.upper, active.astype(np.float64)]),
-            integer=np.concatenate([np.zeros(n_x, dtype=bool), np.ones(n, dtype=bool)]),
         )
-        solution = solve(program, "highs")
-        return np.asarray(solution.values[n_x:] > 0.5) & active
+        u = solve(together, self.backend).values[n_x:]
+        improvable = active & (u >= 1.0 - 1e-4)
+        # 2) The others, one LP each: maximize n_j with everybody at or above the floor.
+        alone_upper = np.concatenate([base.upper, np.zeros(n)])
+        for j in np.flatnonzero(active & ~improvable).tolist():
+            c = np.zeros(n_x + n)
+            c[:n_x] = level_rows[[j]].toarray().reshape(-1)  # -n_j / target_j
+            alone = LinearProgram(c=c, a_ub=a_ub, b_ub=b_ub, lower=lower, upper=alone_upper)
+            best = -solve(alone, self.backend).objective / unit[j]  # max n_j
+            improvable[j] = best >= target[j] - 1e-3 * (target[j] - floors[j])
+        return improvable
 
     @staticmethod
     def _feasible(

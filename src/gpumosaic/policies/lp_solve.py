@@ -11,17 +11,14 @@ Back ends (the ``backend`` option of every LP policy):
 - ``"clarabel"`` (default): interior point, like the ECOS solver Gavel uses, so a max-min
   LP with many optimal allocations returns a central one rather than a vertex that
   starves the jobs the objective does not bind;
-- ``"highs"``: HiGHS dual simplex through scipy (a vertex solution). Mixed-integer
-  programs (water filling's bottleneck detection) always go to HiGHS through highspy;
+- ``"highs"``: HiGHS dual simplex through scipy (a vertex solution); also the only back
+  end for mixed-integer programs (water filling's bottleneck detection);
 - ``"cvxpy"`` or ``"cvxpy:<SOLVER>"``: the same LP through cvxpy, for cross-checks.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -132,10 +129,21 @@ def solve(lp: LinearProgram, backend: str = "clarabel") -> LpSolution:
 
 def _solve_highs(lp: LinearProgram) -> FloatArray:
     # scipy.optimize takes ~0.2 s to import; the default back end does not need it.
-    from scipy.optimize import linprog
+    from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
     if lp.integer is not None and lp.integer.any():
-        return _solve_highs_milp(lp)
+        constraints = [LinearConstraint(lp.a_ub, -np.inf, lp.b_ub)]
+        if lp.a_eq is not None and lp.b_eq is not None:
+            constraints.append(LinearConstraint(lp.a_eq, lp.b_eq, lp.b_eq))
+        result = milp(
+            lp.c,
+            constraints=constraints,
+            integrality=lp.integer.astype(np.int64),
+            bounds=Bounds(lp.lower, lp.upper),
+        )
+        if result.status != 0 or result.x is None:
+            raise PolicySolveError(f"HiGHS MILP failed: status {result.status} ({result.message})")
+        return np.asarray(result.x, dtype=np.float64)
     result = linprog(
         lp.c,
         A_ub=lp.a_ub,
@@ -148,76 +156,6 @@ def _solve_highs(lp: LinearProgram) -> FloatArray:
     if result.status != 0 or result.x is None:
         raise PolicySolveError(f"HiGHS LP failed: status {result.status} ({result.message})")
     return np.asarray(result.x, dtype=np.float64)
-
-
-def _solve_highs_milp(lp: LinearProgram) -> FloatArray:
-    """A mixed-integer program through highspy (HiGHS's own Python interface).
-
-    Not ``scipy.optimize.milp``: the HiGHS that scipy (1.17) bundles calls some feasible
-    programs infeasible (water filling's bottleneck MILP, whose feasible region is ~1e-7
-    thick: infeasible even with every integer fixed to 0 and presolve off), where highspy
-    (>= 1.7, a declared dependency) solves them.
-    """
-    import highspy
-
-    a = sp.csc_array(lp.a_ub if lp.a_eq is None else sp.vstack([lp.a_ub, lp.a_eq]))
-    row_upper = lp.b_ub if lp.b_eq is None else np.concatenate([lp.b_ub, lp.b_eq])
-    row_lower = np.full(len(lp.b_ub), -highspy.kHighsInf)
-    if lp.b_eq is not None:
-        row_lower = np.concatenate([row_lower, lp.b_eq])
-    model = highspy.HighsLp()
-    model.num_col_ = lp.num_vars
-    model.num_row_ = a.shape[0]
-    model.col_cost_ = np.asarray(lp.c, dtype=np.float64)
-    model.col_lower_ = np.where(np.isfinite(lp.lower), lp.lower, -highspy.kHighsInf)
-    model.col_upper_ = np.where(np.isfinite(lp.upper), lp.upper, highspy.kHighsInf)
-    model.row_lower_ = row_lower
-    model.row_upper_ = np.asarray(row_upper, dtype=np.float64)
-    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    model.a_matrix_.start_ = a.indptr
-    model.a_matrix_.index_ = a.indices
-    model.a_matrix_.value_ = a.data
-    assert lp.integer is not None
-    model.integrality_ = [
-        highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
-        for flag in lp.integer.tolist()
-    ]
-    solver = _silent_highs()
-    solver.passModel(model)
-    solver.run()
-    status = solver.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise PolicySolveError(f"HiGHS MILP failed: {solver.modelStatusToString(status)}")
-    return np.asarray(solver.getSolution().col_value, dtype=np.float64)
-
-
-_highs_banner_done = False
-
-
-def _silent_highs() -> Any:
-    """A highspy.Highs with logging off. HiGHS prints its banner on stdout (file
-    descriptor 1, past Python's sys.stdout) when the first Highs of a process is made;
-    that first construction runs with fd 1 pointed at /dev/null so that ``--json``
-    output stays clean."""
-    import highspy
-
-    global _highs_banner_done
-    if _highs_banner_done:
-        solver = highspy.Highs()
-    else:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, 1)
-            solver = highspy.Highs()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.close(devnull)
-        _highs_banner_done = True
-    solver.setOptionValue("output_flag", False)
-    return solver
 
 
 def _solve_clarabel(lp: LinearProgram) -> FloatArray:
