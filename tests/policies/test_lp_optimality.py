@@ -425,7 +425,7 @@ def test_water_filling_reaches_the_leximin(name: str, inp: PolicyInput) -> None:
     prop = np.ones(inp.num_jobs) if agnostic else prop_rates(inp, thr)
     alloc = build_policy(name).allocate(inp)
     assert_feasible(alloc, inp)
-    assert alloc.fallbacks == 0
+    assert not alloc.fallbacks
     got = (thr * alloc.matrix).sum(axis=1) / prop
     want = leximin(inp, thr, prop, pairs=False)
     # Job by job, not only sorted: every job reaches its own level of the leximin vector.
@@ -437,7 +437,7 @@ def test_water_filling_packed_reaches_the_leximin(inp: PolicyInput) -> None:
     prop = prop_rates(inp, inp.throughputs)
     alloc = build_policy("max_min_fairness_water_filling_packed").allocate(inp)
     assert_feasible(alloc, inp)
-    assert alloc.fallbacks == 0
+    assert not alloc.fallbacks
     _, norm = normalized_model(inp, inp.throughputs, prop, pairs=True)
     got = norm @ solution_vector(alloc, inp, True)
     assert got == pytest.approx(leximin(inp, inp.throughputs, prop, pairs=True), rel=2e-3)

@@ -24,8 +24,8 @@ conic program, solved with cvxpy and ECOS (Gavel's solver) by default.
 the job's throughput on ``reference_type`` (v100), as Gavel's. (Gavel also gives that
 rate on types where the job has none; we keep those at 0, as ``min_total_duration``.)
 A job with no remaining work or no isolated throughput is left out of the objective
-(noted). If the solver fails, the allocation is the isolated one, as in Gavel, recorded
-as a ``fallback_note``.
+(noted). If the solver fails, the allocation is the isolated one, as in Gavel, counted
+in ``Allocation.fallbacks`` (``policy_solve_failed``) and described in the notes.
 
 ``reference="las"``: gpumosaic's own variant, not Gavel's. The reference is the job's
 throughput under LAS (``max_min_fairness`` on the same rates, which uses the priority
@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.policies.base import (
     Allocation,
     FloatArray,
     PackedPairs,
     PolicyInput,
-    fallback_note,
+    PolicyTraits,
+    lp_traits,
 )
 from gpumosaic.policies.isolated import Isolated, isolated_throughputs
 from gpumosaic.policies.lp_base import (
@@ -112,6 +114,10 @@ class FinishTimeFairness:
         if self.reference not in REFERENCES:
             raise ValueError(f"reference must be one of {REFERENCES}, got {self.reference!r}")
 
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
+
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
             return empty_allocation(inp)
@@ -170,19 +176,21 @@ class FinishTimeFairness:
             failure = f"{self.conic_solver} status {problem.status}"
         if failure:
             isolated = Isolated().allocate(inp)
-            note = fallback_note(f"{self.name}: {failure}; used the isolated allocation")
             return Allocation(
                 inp.job_ids,
                 inp.gpu_types,
                 isolated.matrix,
                 objective=float("nan"),
-                notes=(*notes, note),
+                notes=(*notes, f"{self.name}: {failure}; used the isolated allocation"),
+                fallbacks=Fallbacks.of(Fallback.POLICY_SOLVE_FAILED),
             )
+        fallbacks = Fallbacks()
         if problem.status == cp.OPTIMAL_INACCURATE:
             notes = (*notes, f"{self.conic_solver}: optimal_inaccurate")
+            fallbacks = Fallbacks.of(Fallback.SOLVE_INACCURATE)
         values = np.clip(np.asarray(v.value, dtype=np.float64), 0.0, base.upper)
         return allocation_from_solution(
-            inp, base.layout, values, pairs, float(problem.value), notes
+            inp, base.layout, values, pairs, float(problem.value), notes, fallbacks
         )
 
     def _rates(self, inp: PolicyInput) -> FloatArray:

@@ -38,9 +38,9 @@ It stops when every job is frozen. Where this departs from Gavel's code, and why
   relative), and the rows are divided by target_j so the gap to prove is ~1e-4.
 
 A job with no throughput on any type is frozen at 0 from the start (noted): it would
-otherwise pin every round's level at 0. Failures are ``fallback_note``s in
-``Allocation.notes`` (counted by ``Allocation.fallbacks`` and summed in the last note as
-``fallbacks=N``), never silent: a failed bottleneck test freezes every active job (so the
+otherwise pin every round's level at 0. Failures are counted in ``Allocation.fallbacks``
+(``policy_solve_failed``) and described in ``Allocation.notes`` (the last note sums them
+as ``fallbacks=N``), never silent: a failed bottleneck test freezes every active job (so the
 loop ends), a failed LP after the first round keeps the previous X, and a round that
 freezes nobody (impossible in exact arithmetic) stops the filling. A failed first LP
 raises PolicySolveError.
@@ -54,12 +54,14 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.policies.base import (
     Allocation,
     FloatArray,
     PackedPairs,
     PolicyInput,
-    fallback_note,
+    PolicyTraits,
+    lp_traits,
 )
 from gpumosaic.policies.lp_base import (
     VariableLayout,
@@ -96,6 +98,10 @@ class WaterFilling:
     # throughput); otherwise every job that cannot run at all would count as improvable.
     min_gain: float = 1e-6
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
@@ -170,11 +176,7 @@ class WaterFilling:
                 if values is None:
                     raise PolicySolveError(f"{self.name}: first water-filling LP: {err}") from None
                 fallbacks += 1
-                notes.append(
-                    fallback_note(
-                        f"round {rounds}: LP failed ({err}); kept the previous allocation"
-                    )
-                )
+                notes.append(f"round {rounds}: LP failed ({err}); kept the previous allocation")
                 break
             values = self._feasible(inp, base.layout, solution.values, pairs)
             # The level this round reaches is what the (repaired) allocation achieves, not
@@ -194,25 +196,24 @@ class WaterFilling:
             except PolicySolveError as err:
                 fallbacks += 1
                 notes.append(
-                    fallback_note(
-                        f"round {rounds}: bottleneck test failed ({err}); froze all active jobs"
-                    )
+                    f"round {rounds}: bottleneck test failed ({err}); froze all active jobs"
                 )
                 improvable = np.zeros(n, dtype=bool)
             newly = active & ~improvable
             if not newly.any():
                 # An LP round always leaves a bottleneck; none found is a numerical failure.
                 fallbacks += 1
-                notes.append(
-                    fallback_note(f"round {rounds}: no bottleneck job found; stopped filling")
-                )
+                notes.append(f"round {rounds}: no bottleneck job found; stopped filling")
                 break
             final[newly] = level[newly]
             frozen |= newly
         if values is None:  # every job frozen before the first round: nobody can run
             return empty_allocation(inp, tuple(notes))
         notes.append(f"water filling: {rounds} round(s), fallbacks={fallbacks}")
-        return allocation_from_solution(inp, base.layout, values, pairs, first_level, tuple(notes))
+        failed = Fallbacks.of(Fallback.POLICY_SOLVE_FAILED, fallbacks)
+        return allocation_from_solution(
+            inp, base.layout, values, pairs, first_level, tuple(notes), failed
+        )
 
     def _normalized_rates(
         self, inp: PolicyInput, layout: VariableLayout, pairs: PackedPairs | None

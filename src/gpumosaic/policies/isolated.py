@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
+from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput, PolicyTraits
 from gpumosaic.policies.lp_base import empty_allocation
 
 
@@ -53,6 +53,10 @@ def isolated_throughputs(inp: PolicyInput, throughputs: FloatArray) -> FloatArra
 @dataclass(frozen=True, slots=True)
 class Isolated:
     name: str = "isolated"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return PolicyTraits()
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:

@@ -20,6 +20,7 @@ Pods become JobSpecs:
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +28,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
+from gpumosaic.traces.text import read_user_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -173,12 +175,12 @@ def _resolve(spec: str, *, kind: str) -> Path:
         name = spec[len("openb:") :].strip()
         if kind == "nodes":
             if name not in _NODE_LISTS:
-                raise InputError(f"unknown node list {spec!r} (known: openb:gpu, openb:all)")
+                raise unknown_name("node list", spec, ("openb:gpu", "openb:all"), field=None)
             file_name = _NODE_LISTS[name]
         else:
             if name not in packaged_task_lists():
-                known = ", ".join(f"openb:{n}" for n in packaged_task_lists())
-                raise InputError(f"unknown task list {spec!r} (known: {known})")
+                known = [f"openb:{n}" for n in packaged_task_lists()]
+                raise unknown_name("task list", spec, known, field=None)
             file_name = f"openb_pod_list_{name}.csv"
         return _DATA_DIR / file_name
     path = Path(spec)
@@ -192,8 +194,13 @@ def _read(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
     import pandas as pd  # only when a CSV is read: ~0.2 s to import
 
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        frame = pd.read_csv(
+            io.StringIO(read_user_text(path, what="CSV file")),
+            dtype=str,
+            keep_default_na=False,
+            skipinitialspace=True,
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise InputError(f"not a readable CSV file ({err})", path=path) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in required if c not in frame.columns]
