@@ -16,12 +16,35 @@ from gpumosaic.errors import InputError
 
 app = typer.Typer(
     name="gpumosaic",
-    help="Simulate, compare and serve GPU-cluster scheduling with shared GPUs.",
+    # Live serving (a round service, a Kubernetes extender) is being built; the help says
+    # what the commands do today.
+    help="Simulate, compare and reproduce GPU-cluster scheduling with shared GPUs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 err_console = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from gpumosaic import __version__
+
+        print(f"gpumosaic {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version"
+    ),
+) -> None:
+    """Simulate, compare and serve GPU-cluster scheduling with shared GPUs.
+
+    Start with `gpumosaic simulate --help`; the README has a tour.
+    """
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
