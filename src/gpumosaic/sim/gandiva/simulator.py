@@ -185,9 +185,10 @@ class GandivaSimulator:
             if not self.config.time_slicing:
                 group.remove(guest, now)  # no time-slicing: back to the queue
                 self._enqueue(guest)
-        self.counters += GandivaCounters(
-            packs_kept=len(events.kept), packs_undone=len(events.undone)
-        )
+        if events.kept or events.undone:
+            self.counters += GandivaCounters(
+                packs_kept=len(events.kept), packs_undone=len(events.undone)
+            )
         if not group.units:
             self.sets.close(group, now)
         else:
