@@ -141,7 +141,7 @@ def compare(
         for s in seed_list
     ]
     for p in split_placements(placements):
-        _check_placement(p, gandiva=is_gandiva(sharing))
+        _check_placement(p, gandiva=is_gandiva(sharing) or mechanism == "gandiva")
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:

@@ -88,6 +88,7 @@ class GavelStream:
                 gpu_milli=1000,
                 work=steps,
                 name=f"job{job_id}",
+                may_span_nodes=True,  # Gavel's jobs may span servers
             )
             job_id += 1
             if mean_gap > 0:

@@ -2,8 +2,10 @@
 
 Cluster: ``MODEL:COUNT,...`` (e.g. ``v100:36,p100:36,k80:36``), ``openb:gpu`` /
 ``openb:all``, or a node CSV file (``sn,cpu_milli,memory_mib,gpu,model``).
-Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli), ``gavel-trace:PATH``,
-``openb:NAME`` (an Alibaba task list replayed in time) or a job-list file (.csv/.yaml).
+Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli),
+``gavel-stream:rate=R,window=A-B[,multigpu=on]`` (Gavel's own job stream, draw for draw:
+``workloads/gavel_stream.py``), ``gavel-trace:PATH``, ``openb:NAME`` (an Alibaba task list
+replayed in time) or a job-list file (.csv/.yaml).
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     kind, sep, rest = text.partition(":")
     if sep and kind == "gavel":
         return ParsedWorkload(_gavel(rest, seed))
+    if sep and kind == "gavel-stream":
+        from gpumosaic.workloads.gavel_stream import parse_gavel_stream
+
+        return ParsedWorkload(parse_gavel_stream(rest, seed))
     if sep and kind == "gavel-trace":
         from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 

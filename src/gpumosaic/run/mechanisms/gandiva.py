@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, cast
 from gpumosaic.errors import InputError
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
-from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.run.mechanisms.base import (
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    check_placement,
+    refuse_background,
+)
 from gpumosaic.sim.gandiva import simulate_gandiva
 from gpumosaic.sim.gandiva.config import GandivaConfig, parse_gandiva_options
 from gpumosaic.sim.gandiva.ranking import AFFINITY, gandiva_target
@@ -27,6 +33,7 @@ class GandivaMechanism:
     default_placement = AFFINITY
 
     def check(self, description: RunDescription) -> None:
+        refuse_background(description, "gandiva")
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             raise InputError(
                 f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "

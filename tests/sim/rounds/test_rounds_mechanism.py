@@ -74,11 +74,16 @@ def test_fractional_jobs_share_one_gpu():
 
 def test_multi_gpu_job_spans_one_gpu_nodes():
     res = run_rounds(
-        v100s(4), workload([job(0, 360.0, gpus=4)]), FixedPolicy(equal_share), WorstFit()
+        v100s(4), workload([job(0, 360.0, gpus=4, span=True)]), FixedPolicy(equal_share), WorstFit()
     )
     (rec,) = res.records
     assert rec.status is JobStatus.COMPLETED and rec.jct_s == pytest.approx(360.0)
     assert res.timeline.allocated_milli[0] == 4000.0
+    # A job that may not span (a pod) can never run there.
+    pod = run_rounds(
+        v100s(4), workload([job(0, 360.0, gpus=4)]), FixedPolicy(equal_share), WorstFit()
+    )
+    assert pod.records[0].status is JobStatus.REJECTED
 
 
 def test_same_seed_same_records():
@@ -117,7 +122,10 @@ def test_job_that_never_fits_is_rejected_with_reason():
 def test_symmetric_fast_path_changes_nothing_observable():
     # One-GPU identical nodes, whole-GPU jobs of 1, 2 and 4 GPUs, time-shared: with or
     # without scoring the free nodes, every job and the timeline come out the same.
-    jobs = [job(i, 500.0 + 211.0 * i, arrival=30.0 * i, gpus=(1, 2, 4)[i % 3]) for i in range(18)]
+    jobs = [
+        job(i, 500.0 + 211.0 * i, arrival=30.0 * i, gpus=(1, 2, 4)[i % 3], span=True)
+        for i in range(18)
+    ]
 
     def once(fast: bool):
         return run_rounds(

@@ -39,8 +39,8 @@ from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
 from gpumosaic.sharing.speed import SpeedModel
 from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
-from gpumosaic.sim.round_sharing import shared_rates
-from gpumosaic.sim.round_tracker import RoundTracker
+from gpumosaic.sim.rounds.sharing import shared_rates
+from gpumosaic.sim.rounds.tracker import RoundTracker
 from gpumosaic.workloads.workload import Workload
 
 __all__ = ["RoundConfig", "RoundSimulator", "run_rounds"]
@@ -62,7 +62,7 @@ def run_rounds(
     speed: SpeedModel | None = None,
 ) -> SimResult:
     """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc);
-    ``speed`` adds a sharing model (``sim/round_sharing.py``)."""
+    ``speed`` adds a sharing model (``sim/rounds/sharing.py``)."""
     config = RoundConfig(
         round_s, resolve_interval_s, span_nodes, pair_partners, symmetric_fast_path
     )
