@@ -10,6 +10,7 @@ from gpumosaic.cli import compare as _compare  # noqa: F401  isort: skip
 from gpumosaic.cli import reproduce as _reproduce  # noqa: F401  isort: skip
 from gpumosaic.cli import reproduce_gavel as _reproduce_gavel  # noqa: F401  isort: skip
 from gpumosaic.cli import fill as _fill  # noqa: F401  isort: skip
+from gpumosaic.cli import extender as _extender  # noqa: F401  isort: skip
 
 
 def main() -> None:

@@ -21,9 +21,9 @@ from rich.table import Table
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 

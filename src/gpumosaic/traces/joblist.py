@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
 
 
 class JobRow(BaseModel):

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd
