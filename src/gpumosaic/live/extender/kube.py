@@ -143,9 +143,14 @@ class KubeBackend:
                 ),
                 target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
             )
-            # The answer is a Status, not a Binding: do not let the client deserialize it.
-            self.core.create_namespaced_binding(
-                request.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
+            # The pods/binding subresource, as kube-scheduler's DefaultBinder uses. The
+            # answer is a Status, not a Binding: do not let the client deserialize it.
+            self.core.create_namespaced_pod_binding(
+                request.name,
+                request.namespace,
+                body,
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT_S,
             )
         except ApiException as err:
             raise BindError(f"API server: {err.status} {_api_message(err)}") from None
