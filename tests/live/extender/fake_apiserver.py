@@ -70,7 +70,9 @@ class FakeApiServer:
                 return self._watch("pods", timeoutSeconds)
             body = copy.deepcopy(self.pods)
             excluded = {
-                term.split("!=", 1)[1] for term in fieldSelector.split(",") if "status.phase!=" in term
+                term.split("!=", 1)[1]
+                for term in fieldSelector.split(",")
+                if "status.phase!=" in term
             }
             body["items"] = [p for p in body["items"] if p["status"]["phase"] not in excluded]
             return body

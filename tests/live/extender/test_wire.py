@@ -71,7 +71,9 @@ def test_bind_writes_gpu_index_and_answers_an_empty_error(svc) -> None:
     assert set(r.json()) == BINDING_RESULT_KEYS
     state = c.get("/state").json()
     n1 = next(n for n in state["nodes"] if n["name"] == "n1")
-    assert n1["gpus"] == [{"index": 0, "milli_free": 500, "pods": [f"team-a/{pod['metadata']['name']}:500"]}]
+    assert n1["gpus"] == [
+        {"index": 0, "milli_free": 500, "pods": [f"team-a/{pod['metadata']['name']}:500"]}
+    ]
     # the same bind again (kube-scheduler retried): the same answer, nothing doubled
     assert c.post("/bind", json=binding(pod, "n1")).json() == {"Error": ""}
     assert c.get("/state").json()["gpu_milli_allocated"] == 500
@@ -82,7 +84,10 @@ def test_logical_failures_are_200_with_a_named_error(svc) -> None:
     bad = v1_pod(milli=500, count=2)
     r = c.post("/filter", json=args(bad, ["n0"]))
     assert r.status_code == 200
-    assert "gpu-milli=500 below 1000 is only allowed with alibabacloud.com/gpu-count=1" in r.json()["Error"]
+    assert (
+        "gpu-milli=500 below 1000 is only allowed with alibabacloud.com/gpu-count=1"
+        in r.json()["Error"]
+    )
     unknown = v1_pod(milli=500)
     r = c.post("/bind", json=binding(unknown, "n0"))
     assert r.status_code == 200 and "was not filtered by this extender" in r.json()["Error"]
