@@ -44,7 +44,7 @@ def _wait(condition, timeout_s: float = 10.0) -> bool:
 
 
 def test_start_rebuilds_every_gpu_from_the_pods_annotations(api) -> None:
-    fake, backend = api
+    _, backend = api
     svc = _service(backend)
     table = svc.nodes
     assert table.names == ["gpu-a", "gpu-b", "cpu-c"]

@@ -12,9 +12,9 @@ from extender_builders import args, binding, cluster, service, v1_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpumosaic.live.extender.service import ExtenderService
 from gpumosaic.live.extender.sqlite_store import SqliteBackend
 from gpumosaic.live.extender.target import TargetSource
-from gpumosaic.live.extender.service import ExtenderService
 from gpumosaic.live.extender.wire import ExtenderArgs, ExtenderBindingArgs
 
 
@@ -68,7 +68,7 @@ def test_concurrent_binds_to_one_node_never_over_commit(tmp_path_factory, gpus, 
     svc.check_invariants()
     held = svc.held()
     used = np.zeros(gpus, dtype=int)
-    for request, a, _ in held:
+    for _, a, _ in held:
         for g in a.gpus:
             used[g] += a.gpu_milli
     assert (used <= 1000).all()

@@ -1,0 +1,153 @@
+"""Benchmark: the Kubernetes extender at openb scale (1,213 nodes), not part of the tests.
+
+    .venv/bin/python bench/bench_extender.py [--pods 1000] [--load-s 60] [--clients 8]
+
+Starts ``gpumosaic extender --cluster openb:gpu --target-workload openb:default`` in a
+subprocess (so client and server do not share a GIL) and measures, from the client:
+
+1. latency of filter + prioritize per pod (p50/p99), for pods of the openb trace in fill
+   order, each bound after scoring so the state fills as in a replay; once with
+   ``NodeNames`` (nodeCacheCapable) and once with full Node objects. Targets: p99 <= 10 ms
+   and <= 100 ms;
+2. a load of ``--clients`` concurrent clients for ``--load-s`` seconds (filter,
+   prioritize, bind, release): throughput, p99 and the server's resident memory over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from gpumosaic.experiments.fill import fill_order
+from gpumosaic.live.extender.loadgen import run_load
+from gpumosaic.live.extender.server import loopback_socket
+from gpumosaic.live.extender.vocabulary import node_object, pod_object
+from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable, "-m", "gpumosaic.cli", "extender", "--cluster", "openb:gpu",
+        "--target-workload", "openb:default", "--db", str(db), "--port", str(port),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen(command, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("the extender did not start")
+
+
+def latency(url: str, pods: int, full_nodes: bool, seed: int) -> dict[str, float]:
+    cluster = load_openb_nodes("openb:gpu")
+    tasks = load_openb_tasks("openb:default")
+    order = fill_order(tasks, cluster.num_gpus * 1000, 1.3, np.random.default_rng(seed))
+    names = [n.name for n in cluster.nodes]
+    objects = {"metadata": {}, "items": [node_object(n) for n in cluster.nodes]}
+    samples = []
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for i, t in enumerate(order[:pods]):
+            job = replace(tasks[t], id=i)
+            pod = pod_object(job, f"bench-{full_nodes}-{i}", "bench", f"u-{full_nodes}-{i}")
+            if full_nodes:
+                body = {"Pod": pod, "Nodes": objects, "NodeNames": None}
+            else:
+                body = {"Pod": pod, "Nodes": None, "NodeNames": names}
+            start = time.perf_counter()
+            result = http.post("/filter", json=body).json()
+            if full_nodes:
+                body["Nodes"] = result["Nodes"]
+                passed = [n["metadata"]["name"] for n in result["Nodes"]["items"]]
+            else:
+                body["NodeNames"] = passed = result["NodeNames"]
+            if not passed:
+                continue
+            scores = http.post("/prioritize", json=body).json()
+            samples.append(time.perf_counter() - start)
+            host = max(scores, key=lambda s: s["Score"])["Host"]
+            http.post(
+                "/bind",
+                json={"PodName": pod["metadata"]["name"], "PodNamespace": "bench",
+                      "PodUID": pod["metadata"]["uid"], "Node": host},
+            )  # fmt: skip
+    ms = np.asarray(samples) * 1000
+    return {
+        "pods": len(samples),
+        "p50_ms": round(float(np.percentile(ms, 50)), 2),
+        "p99_ms": round(float(np.percentile(ms, 99)), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--load-s", type=float, default=60.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+    report: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for mode, full in (("node_cache_capable", False), ("full_nodes", True)):
+            sock = loopback_socket()
+            port = sock.getsockname()[1]
+            sock.close()
+            proc = start_server(Path(scratch) / f"{mode}.db", port)
+            try:
+                report[mode] = latency(f"http://127.0.0.1:{port}", args.pods, full, args.seed)
+            finally:
+                proc.terminate()
+                proc.wait(30)
+        sock = loopback_socket()
+        port = sock.getsockname()[1]
+        sock.close()
+        proc = start_server(Path(scratch) / "load.db", port)
+        try:
+            names = [n.name for n in load_openb_nodes("openb:gpu").nodes]
+            url = f"http://127.0.0.1:{port}"
+            run_load(url, names, args.clients, 3.0)  # warm up
+            before = rss_mib(proc.pid)
+            load = run_load(url, names, args.clients, args.load_s)
+            after = rss_mib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    report["load"] = {
+        "clients": args.clients,
+        "duration_s": round(load.duration_s, 1),
+        "cycles": load.cycles,
+        "cycles_per_s": round(load.throughput, 1),
+        "errors": load.errors,
+        "rejected": load.rejected,
+        "p50_ms": round(load.p50_ms, 2),
+        "p99_ms": round(load.p99_ms, 2),
+        "rss_mib_before": round(before, 1),
+        "rss_mib_after": round(after, 1),
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
