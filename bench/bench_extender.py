@@ -44,7 +44,7 @@ def rss_mib(pid: int) -> float:
 
 def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
     command = [
-        sys.executable, "-m", "gpumosaic.cli", "extender", "--cluster", "openb:gpu",
+        sys.executable, "-c", "from gpumosaic.cli import main; main()", "extender", "--cluster", "openb:gpu",
         "--target-workload", "openb:default", "--db", str(db), "--port", str(port),
         "--log-level", "warning",
     ]  # fmt: skip
