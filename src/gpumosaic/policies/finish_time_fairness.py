@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, PackedPairs, PolicyInput
+from gpumosaic.policies.base import Allocation, PackedPairs, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
     allocation_from_solution,
     build_base_constraints,
@@ -41,6 +41,10 @@ class FinishTimeFairness:
     # The min-max objective has many optimal allocations and each solver returns its own;
     # ECOS is Gavel's, and with it the static trace matches Gavel (CLARABEL: makespan +10%).
     conic_solver: str = "ECOS"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:

@@ -29,7 +29,14 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PackedPairs,
+    PolicyInput,
+    PolicyTraits,
+    lp_traits,
+)
 from gpumosaic.policies.lp_base import (
     VariableLayout,
     aggregate_identical_jobs,
@@ -58,6 +65,10 @@ class WaterFilling:
     slack: float = 1.0001
     epsilon: float = 1e-5
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
+from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
     allocation_from_solution,
     build_base_constraints,
@@ -54,6 +54,10 @@ class MaxSumThroughput:
     use_pairs: bool = False
     backend: str = "clarabel"
     default_costs: Mapping[str, float] = field(default_factory=lambda: dict(GAVEL_COST_PER_HOUR))
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(heterogeneity_aware=True, use_pairs=self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
