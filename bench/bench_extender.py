@@ -45,8 +45,8 @@ def rss_mib(pid: int) -> float:
 def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
     command = [
         sys.executable, "-c", "from gpumosaic.cli import main; main()", "extender",
-        "--cluster", "openb:gpu", "--target-workload", "openb:default", "--db", str(db), "--port", str(port),
-        "--log-level", "warning",
+        "--cluster", "openb:gpu", "--target-workload", "openb:default",
+        "--db", str(db), "--port", str(port), "--log-level", "warning",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.Popen(command, env=env)
