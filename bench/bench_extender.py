@@ -42,6 +42,12 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (stable when the machine is shared)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
     command = [
         sys.executable, "-c", "from gpumosaic.cli import main; main()", "extender",
@@ -116,7 +122,12 @@ def main() -> None:
             sock.close()
             proc = start_server(Path(scratch) / f"{mode}.db", port)
             try:
+                before_cpu = cpu_s(proc.pid)
                 report[mode] = latency(f"http://127.0.0.1:{port}", args.pods, full, args.seed)
+                # server CPU per pod: filter + prioritize + bind, HTTP included
+                report[mode]["server_cpu_ms_per_pod"] = round(
+                    1000 * (cpu_s(proc.pid) - before_cpu) / args.pods, 2
+                )
             finally:
                 proc.terminate()
                 proc.wait(30)
@@ -129,8 +140,10 @@ def main() -> None:
             url = f"http://127.0.0.1:{port}"
             run_load(url, names, args.clients, 3.0)  # warm up
             before = rss_mib(proc.pid)
+            before_cpu = cpu_s(proc.pid)
             load = run_load(url, names, args.clients, args.load_s)
             after = rss_mib(proc.pid)
+            load_cpu = cpu_s(proc.pid) - before_cpu
         finally:
             proc.terminate()
             proc.wait(30)
@@ -143,9 +156,11 @@ def main() -> None:
         "rejected": load.rejected,
         "p50_ms": round(load.p50_ms, 2),
         "p99_ms": round(load.p99_ms, 2),
+        "server_cpu_ms_per_cycle": round(1000 * load_cpu / max(load.cycles, 1), 2),
         "rss_mib_before": round(before, 1),
         "rss_mib_after": round(after, 1),
     }
+    report["load_average_1m"] = round(os.getloadavg()[0], 1)  # contention while measured
     print(json.dumps(report, indent=2))
 
 

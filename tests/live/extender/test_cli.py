@@ -44,3 +44,29 @@ def test_a_missing_extra_is_named(monkeypatch) -> None:
     monkeypatch.setattr(command.importlib, "import_module", import_module)
     out = _run("replay")
     assert out.exit_code == 2 and "needs the 'kube' extra (fastapi is not installed)" in out.output
+
+
+def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) -> None:
+    """The command wires flags through to uvicorn; the app it built answers the verbs."""
+    import uvicorn
+    from extender_builders import args, v1_pod
+    from fastapi.testclient import TestClient
+
+    served: dict = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    out = _run(
+        "--cluster", "v100:2", "--db", str(tmp_path / "s.db"), "--placement", "pwr",
+        "--tls-cert", "c.pem", "--tls-key", "k.pem", "--port", "9443", "--url-prefix", "x",
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert (served["ssl_certfile"], served["ssl_keyfile"], served["port"]) == (
+        "c.pem",
+        "k.pem",
+        9443,
+    )
+    assert served["host"] == "127.0.0.1"
+    client = TestClient(served["app"])
+    pod = v1_pod(milli=300)
+    r = client.post("/x/filter", json=args(pod, ["v100-0000", "v100-0001"]))
+    assert r.json()["NodeNames"] == ["v100-0000", "v100-0001"]
+    assert client.get("/state").json()["placement"] == "pwr"

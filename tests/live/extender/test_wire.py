@@ -131,3 +131,22 @@ def test_golden_bodies(tmp_path: Path, case: str) -> None:
         r = c.post(step["path"], json=step["request"])
         assert r.status_code == 200, step["path"]
         assert r.json() == step["response"], step["path"]
+
+
+def test_metrics_count_requests_and_allocation(svc) -> None:
+    c = app_client(svc)
+    pod = v1_pod(milli=500)
+    c.post("/filter", json=args(pod, ["n1"]))
+    c.post("/bind", json=binding(pod, "n1"))
+    c.post("/filter", content=b"nope")
+    text = c.get("/metrics").text
+    assert 'gpumosaic_extender_requests_total{outcome="ok",verb="filter"} 1.0' in text
+    assert 'gpumosaic_extender_requests_total{outcome="bad_request",verb="filter"} 1.0' in text
+    assert 'gpumosaic_extender_request_seconds_bucket{le="0.01",verb="bind"}' in text
+    assert "gpumosaic_extender_gpu_milli_allocated 500.0" in text
+    assert "gpumosaic_extender_gpus_allocated 1.0" in text
+    assert "gpumosaic_extender_gpu_milli_capacity 11000.0" in text
+    rate = next(
+        ln for ln in text.splitlines() if ln.startswith("gpumosaic_extender_fragmentation_rate ")
+    )
+    assert 0.0 <= float(rate.split()[1]) <= 1.0

@@ -57,8 +57,15 @@ class Decision:
     """The node and GPUs for a pod, and the 0..10 score of every candidate node."""
 
     assignment: Assignment | None
-    scores: dict[int, int]
+    candidates: Nodes
+    scores: npt.NDArray[np.int64]  # aligned with ``candidates``, 0..10
     fallback: bool  # kube-scheduler's candidates lacked the strategy's own choice
+
+    def score_of(self, num_nodes: int) -> npt.NDArray[np.int64]:
+        """Scores indexed by node (0 for nodes that are not candidates)."""
+        out = np.zeros(num_nodes, dtype=np.int64)
+        out[self.candidates] = self.scores
+        return out
 
 
 def bind_strategy(
@@ -96,7 +103,7 @@ def decide(
 ) -> Decision:
     """The strategy's decision restricted to ``candidates`` (feasible node indices)."""
     if not len(candidates):
-        return Decision(None, {}, False)
+        return Decision(None, candidates, np.zeros(0, dtype=np.int64), False)
     choice = strategy.place(state, job, rng)
     totals = strategy.scores(state, job, candidates) if isinstance(strategy, NodeScoring) else None
     fallback = choice is None or not bool(np.any(candidates == choice.node))
@@ -113,11 +120,10 @@ def decide(
     if totals is not None:
         lo, hi = float(totals.min()), float(totals.max())
         if hi > lo:
-            scaled = np.floor((top - 1) * (totals - lo) / (hi - lo))
+            scores = np.floor((top - 1) * (totals - lo) / (hi - lo)).astype(np.int64)
         else:
-            scaled = np.full(len(totals), top - 1)
-        scores = {int(n): int(s) for n, s in zip(candidates, scaled, strict=True)}
+            scores = np.full(len(totals), top - 1, dtype=np.int64)
     else:
-        scores = {int(n): 0 for n in candidates}
-    scores[choice.node] = top
-    return Decision(choice, scores, fallback)
+        scores = np.zeros(len(candidates), dtype=np.int64)
+    scores[candidates == choice.node] = top
+    return Decision(choice, candidates, scores, fallback)

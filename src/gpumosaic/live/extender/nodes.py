@@ -8,6 +8,8 @@ node that could never hold the pod (wrong model, too small even when empty) goes
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 import numpy.typing as npt
 
@@ -35,13 +37,13 @@ class NodeTable:
             sorted({r.spec.gpu.name for r in self.readings if r.unknown_model})
         )
 
-    def _indices(self, names: list[str]) -> npt.NDArray[np.intp]:
-        get = self.index.get
-        return np.fromiter((get(n, -1) for n in names), dtype=np.intp, count=len(names))
+    def indices(self, names: list[str]) -> npt.NDArray[np.intp]:
+        """Node index of each name, -1 for names not in the table."""
+        return np.fromiter(map(self.index.get, names, repeat(-1)), dtype=np.intp, count=len(names))
 
     def feasible_among(self, job: JobSpec, names: list[str]) -> npt.NDArray[np.intp]:
         """Indices (ascending, unique) of the named nodes that can hold ``job`` now."""
-        idx = self._indices(names)
+        idx = self.indices(names)
         idx = idx[idx >= 0]
         return np.unique(idx[feasible_nodes(self.state, job)[idx]])
 
@@ -49,7 +51,7 @@ class NodeTable:
         self, job: JobSpec, names: list[str]
     ) -> tuple[list[str], dict[str, str], dict[str, str]]:
         """(passing names in input order, failed {name: reason}, unresolvable {...})."""
-        idx = self._indices(names)
+        idx = self.indices(names)
         known = idx >= 0
         ok = np.zeros(len(names), dtype=bool)
         ok[known] = feasible_nodes(self.state, job)[idx[known]]

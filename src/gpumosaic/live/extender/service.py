@@ -35,6 +35,7 @@ from gpumosaic.live.extender.vocabulary import (
     bound_pod,
     gpu_index_annotation,
     pod_request,
+    quantity,
 )
 from gpumosaic.live.extender.wire import (
     ExtenderArgs,
@@ -95,6 +96,7 @@ class ExtenderService:
         rng: np.random.Generator | None = None,
     ) -> None:
         build_placement(placement, target.workload or TargetWorkload.from_jobs([PROBE]))
+        quantity("1", "warm-up")  # imports the quantity parser now, not in the first request
         self.backend = backend
         self.placement = placement
         self.target = target
@@ -232,7 +234,7 @@ class ExtenderService:
         try:
             request = pod_request(args.Pod)
         except PodError:
-            return host_priority_list([(n, 0) for n in names])
+            return host_priority_list(names, [0] * len(names))
         with self._lock:
             job = request.job(self._observe(request))
             candidates = self.nodes.feasible_among(job, names)
@@ -247,9 +249,9 @@ class ExtenderService:
                 self._pending[request.key] = (a, int(self.nodes.state.node_version[a.node]))
                 if len(self._pending) > CACHE_SIZE:
                     self._pending.popitem(last=False)
-            index = self.nodes.index
-            scores = decision.scores
-            return host_priority_list([(n, scores.get(index.get(n, -1), 0)) for n in names])
+            by_node = decision.score_of(self.nodes.state.num_nodes + 1)  # [-1]: unknown
+            scores = by_node[self.nodes.indices(names)].tolist()
+            return host_priority_list(names, scores)
 
     def _node_lock(self, name: str) -> threading.Lock:
         with self._lock:

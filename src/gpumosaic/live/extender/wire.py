@@ -143,9 +143,11 @@ def error_filter_result(error: str) -> dict[str, Any]:
     }
 
 
-def host_priority_list(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    """HostPriorityList: a bare array of ``{"Host", "Score"}``, scores clamped to 0..10."""
-    return [{"Host": h, "Score": max(0, min(MAX_EXTENDER_PRIORITY, int(s)))} for h, s in scores]
+def host_priority_list(hosts: list[str], scores: list[int]) -> list[dict[str, Any]]:
+    """HostPriorityList: a bare array of ``{"Host", "Score"}``; scores must be 0..10."""
+    if any(not 0 <= s <= MAX_EXTENDER_PRIORITY for s in scores):
+        raise ValueError(f"extender scores must be 0..{MAX_EXTENDER_PRIORITY}")
+    return [{"Host": h, "Score": s} for h, s in zip(hosts, scores, strict=True)]
 
 
 def binding_result(error: str = "") -> dict[str, str]:
