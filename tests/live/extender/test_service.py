@@ -152,3 +152,33 @@ def test_a_bind_without_prioritize_decides_like_fill(tmp_path: Path) -> None:
         assert _bind(svc, pod, "n0")["Error"] == ""
     gpus = {r.name: a.gpus for r, a, _ in svc.held()}
     assert gpus[first["metadata"]["name"]] == gpus[second["metadata"]["name"]] == (0,)
+
+
+def test_target_workload_specs(tmp_path: Path) -> None:
+    import pytest
+
+    from gpumosaic.errors import InputError
+    from gpumosaic.live.extender.target import load_target_jobs
+
+    assert len(load_target_jobs("openb:default")) > 8000
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,num_gpu,gpu_milli,duration_s\n0,1,500,60\n5,2,1000,60\n")
+    assert [(j.num_gpu, j.gpu_milli) for j in load_target_jobs(str(jobs))] == [(1, 500), (2, 1000)]
+    with pytest.raises(InputError, match="unknown target workload"):
+        load_target_jobs("gavel:jobs=5")
+
+
+def test_when_kube_scheduler_filtered_out_the_strategys_node_the_next_best_wins(
+    tmp_path: Path,
+) -> None:
+    svc = service(cluster(("V100", 1), ("V100", 1), ("V100", 1)), tmp_path / "s.db")
+    pod = v1_pod(milli=500)
+    names = ["n0", "n1", "n2"]
+    _filter(svc, pod, names)
+    full = {s["Host"]: s["Score"] for s in _prioritize(svc, pod, names)}
+    choice = max(full, key=full.__getitem__)
+    rest = [n for n in names if n != choice]  # as if a taint had removed the choice
+    partial = _prioritize(svc, pod, rest)
+    assert [s["Host"] for s in partial] == rest
+    assert sorted(s["Score"] for s in partial)[-1] == 10
+    assert svc.counters.node_fallbacks == 1
