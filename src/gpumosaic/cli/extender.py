@@ -23,7 +23,7 @@ extender_app = typer.Typer(
 )
 app.add_typer(extender_app, name="extender")
 
-KUBE_MODULES = ("fastapi", "uvicorn", "httpx", "kubernetes", "prometheus_client")
+KUBE_MODULES = ("fastapi", "uvicorn", "httpx", "kubernetes", "prometheus_client", "orjson")
 
 
 def require_kube_extra() -> None:
@@ -85,6 +85,7 @@ def extender(
     import uvicorn
 
     from gpumosaic.live.extender.app import Verbs, create_app
+    from gpumosaic.live.extender.server import settle_heap
     from gpumosaic.live.extender.service import ExtenderService
     from gpumosaic.live.extender.target import TargetSource, load_target_jobs
     from gpumosaic.placement.workload import TargetWorkload
@@ -110,9 +111,11 @@ def extender(
         watcher = Watcher(backend, service)
         watcher.start()
     verbs = Verbs(url_prefix, filter_verb, prioritize_verb, bind_verb)
+    app_ = create_app(service, verbs)
+    settle_heap()
     try:
         uvicorn.run(
-            create_app(service, verbs),
+            app_,
             host=host,
             port=port,
             ssl_certfile=None if tls_cert is None else str(tls_cert),

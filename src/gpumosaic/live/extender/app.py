@@ -9,7 +9,6 @@ The work runs in the thread pool, so binds waiting on the API server never block
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from gpumosaic.live.extender.views import state_document
 from gpumosaic.live.extender.wire import (
     WireError,
     binding_result,
+    encode,
     error_filter_result,
     parse_args,
     parse_binding,
@@ -50,7 +50,7 @@ class Verbs:
 
 
 def _json(body: Any) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
+    return Response(encode(body), media_type="application/json")
 
 
 def create_app(service: ExtenderService, verbs: Verbs | None = None) -> FastAPI:

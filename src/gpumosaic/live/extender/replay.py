@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from gpumosaic.experiments.fill import fill_order
 from gpumosaic.live.extender.app import create_app
-from gpumosaic.live.extender.server import RunningServer, start_in_thread
+from gpumosaic.live.extender.server import RunningServer, settle_heap, start_in_thread
 from gpumosaic.live.extender.service import ExtenderService
 from gpumosaic.live.extender.sqlite_store import SqliteBackend
 from gpumosaic.live.extender.target import DEFAULT_REFRESH, DEFAULT_WINDOW, TargetSource
@@ -116,7 +116,9 @@ class LocalExtender:
         self.backend = SqliteBackend(cluster, db, label)
         target = TargetSource(workload, DEFAULT_WINDOW, DEFAULT_REFRESH)
         self.service = ExtenderService(self.backend, placement, target, rng=rng)
-        self.server = start_in_thread(create_app(self.service))
+        app = create_app(self.service)
+        settle_heap()
+        self.server = start_in_thread(app)
 
     @property
     def url(self) -> str:

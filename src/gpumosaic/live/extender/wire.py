@@ -13,9 +13,9 @@ full-Nodes mode (1,213 Node objects per call at openb scale) fast.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # MaxExtenderPriority in extender/v1: prioritize scores are 0..10, and kube-scheduler
@@ -72,9 +72,11 @@ class ExtenderBindingArgs(BaseModel):
 
 
 def _load(body: bytes) -> Any:
+    # orjson: the full-Nodes mode carries ~0.6 MB of Node objects per call at openb scale,
+    # and the stdlib takes twice as long to read it and 15x as long to write it (measured).
     try:
-        return json.loads(body)
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        return orjson.loads(body)
+    except (orjson.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as err:
         raise WireError(f"the body is not JSON: {type(err).__name__}: {err}") from None
 
 
@@ -152,3 +154,8 @@ def host_priority_list(hosts: list[str], scores: list[int]) -> list[dict[str, An
 
 def binding_result(error: str = "") -> dict[str, str]:
     return {"Error": error}
+
+
+def encode(body: Any) -> bytes:
+    """JSON bytes of an answer."""
+    return orjson.dumps(body)
