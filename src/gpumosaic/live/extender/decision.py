@@ -26,8 +26,10 @@ from gpumosaic.live.extender.wire import MAX_EXTENDER_PRIORITY
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.filter import feasible_nodes
 from gpumosaic.placement.gpu_choice import best_fit_gpu, node_gpus
 from gpumosaic.placement.scorers.base import Scorer
+from gpumosaic.placement.workload import TargetWorkload
 
 Nodes = npt.NDArray[np.intp]
 
@@ -75,6 +77,25 @@ def bind_strategy(
     so that a run of the extender and a fill with the same rng agree node for node."""
     if isinstance(strategy, NodeScoring):
         strategy.node_order(state, rng)
+
+
+def warm_scores(strategy: PlacementStrategy, state: ClusterState, workload: TargetWorkload) -> None:
+    """Score every node once for each class of the target workload, at start: the first
+    pod of a shape would otherwise pay for scoring the whole cluster (~10-15 ms at openb
+    scale) inside kube-scheduler's timeout. Scores are cached per node and refreshed only
+    where a node changed, so this changes no decision."""
+    if not isinstance(strategy, NodeScoring):
+        return
+    everywhere = np.arange(state.num_nodes, dtype=np.intp)
+    for c in workload.classes:
+        job = JobSpec(
+            id=-1, arrival_s=0.0, job_type="warm-up", num_gpu=c.num_gpu,
+            gpu_milli=c.gpu_milli if c.num_gpu else 1000, work=0.0, cpu_milli=c.cpu_milli,
+            allowed_models=c.allowed_models,
+        )  # fmt: skip
+        nodes = everywhere[feasible_nodes(state, job)]
+        if len(nodes):
+            strategy.scores(state, job, nodes)
 
 
 def gpu_assignment(

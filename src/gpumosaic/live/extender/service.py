@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpumosaic.live.extender.backend import Backend, BindError, RngState
-from gpumosaic.live.extender.decision import bind_strategy, decide, gpu_assignment
+from gpumosaic.live.extender.decision import bind_strategy, decide, gpu_assignment, warm_scores
 from gpumosaic.live.extender.nodes import NodeTable
 from gpumosaic.live.extender.target import TargetSource
 from gpumosaic.live.extender.vocabulary import (
@@ -150,6 +150,7 @@ class ExtenderService:
             return  # learned target and no pod seen yet: built at the first pod
         self._strategy = build_placement(self.placement, self.target.workload)
         bind_strategy(self._strategy, self.nodes.state, self.rng)
+        warm_scores(self._strategy, self.nodes.state, self.target.workload)
 
     def _job_id(self) -> int:
         self._next_id += 1
