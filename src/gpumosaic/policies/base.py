@@ -14,8 +14,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.types import FloatArray, IntArray
+
+__all__ = ["FloatArray", "IntArray"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,10 @@ class Allocation:
     pair_matrix: FloatArray | None = None
     packed: PackedPairs | None = None
     objective: float = float("nan")
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # for people: what the solve did
+    fallbacks: Fallbacks = field(
+        default_factory=Fallbacks
+    )  # counted: where it did something else than asked
 
 
 class TypeOrder(Enum):

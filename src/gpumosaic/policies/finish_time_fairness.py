@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.policies.base import Allocation, PackedPairs, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
     allocation_from_solution,
@@ -93,9 +94,11 @@ class FinishTimeFairness:
             raise PolicySolveError(f"{self.name}: {self.conic_solver} failed: {err}") from None
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or v.value is None:
             raise PolicySolveError(f"{self.name}: {self.conic_solver} status {problem.status}")
+        fallbacks = Fallbacks()
         if problem.status == cp.OPTIMAL_INACCURATE:
             notes = (*notes, f"{self.conic_solver}: optimal_inaccurate")
+            fallbacks = Fallbacks.of(Fallback.SOLVE_INACCURATE)
         values = np.clip(np.asarray(v.value, dtype=np.float64), 0.0, base.upper)
         return allocation_from_solution(
-            inp, base.layout, values, pairs, float(problem.value), notes
+            inp, base.layout, values, pairs, float(problem.value), notes, fallbacks
         )

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.policies.base import (
     Allocation,
     FloatArray,
@@ -166,7 +167,10 @@ class WaterFilling:
             frozen |= newly
         assert values is not None
         notes.append(f"water filling: {rounds} round(s), fallbacks={fallbacks}")
-        return allocation_from_solution(inp, base.layout, values, pairs, first_level, tuple(notes))
+        failed = Fallbacks.of(Fallback.POLICY_SOLVE_FAILED, fallbacks)
+        return allocation_from_solution(
+            inp, base.layout, values, pairs, first_level, tuple(notes), failed
+        )
 
     def _normalized_rates(
         self, inp: PolicyInput, layout: VariableLayout, pairs: PackedPairs | None

@@ -24,14 +24,17 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.errors import InputError
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
+from gpumosaic.options import parse_options, split_options
 from gpumosaic.sharing.interference import (
     CoLocatedJob,
     InterferenceModel,
+    MeasuredInterference,
     PairThroughputs,
     build_interference,
-    parse_spec,
+    split_spec,
 )
 from gpumosaic.sharing.jobs import SharedJob
 from gpumosaic.sharing.nvshare import NvshareModel
@@ -79,6 +82,10 @@ class SpeedModel(Protocol):
         """Each job's speed on this GPU relative to running alone (1.0 = no slowdown)."""
         ...
 
+    def fallbacks(self) -> Fallbacks:
+        """What the model answered other than asked so far (e.g. unmeasured pairs)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class InterferenceSpeed:
@@ -105,6 +112,11 @@ class InterferenceSpeed:
             return ShareSpeeds.plain(np.ones(1))
         colocated = [CoLocatedJob.from_spec(j) for j in jobs]
         return ShareSpeeds.plain(self.model.speed_factors(colocated, gpu.throughput_key))
+
+    def fallbacks(self) -> Fallbacks:
+        if isinstance(self.model, MeasuredInterference):
+            return Fallbacks.of(Fallback.UNMEASURED_PAIR, self.model.fallbacks)
+        return Fallbacks()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +155,9 @@ class NvshareSpeed:
             handovers_per_s=np.array([j.handovers_in for j in outcome.jobs]) / runs,
         )
 
+    def fallbacks(self) -> Fallbacks:
+        return Fallbacks()
+
 
 @dataclass(frozen=True, slots=True)
 class CappedSpeed:
@@ -162,28 +177,33 @@ class CappedSpeed:
     ) -> ShareSpeeds:
         return ShareSpeeds.plain(np.ones(len(jobs)))
 
+    def fallbacks(self) -> Fallbacks:
+        return Fallbacks()
+
+
+@dataclass(frozen=True, slots=True)
+class NvshareOptions:
+    """The options of ``--sharing nvshare:...``."""
+
+    tq: float = 30.0  # time quantum, seconds
+    anti_thrashing: bool = True
+    jobs_per_gpu: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.tq > 0:
+            raise ValueError("tq must be a positive number of seconds")
+        if self.jobs_per_gpu < 1:
+            raise ValueError("jobs_per_gpu must be >= 1")
+
 
 def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:
-    name, options = parse_spec(spec, "--sharing")
+    name, rest = split_spec(spec)
     if name == "capped":
-        if options:
+        if split_options(rest, "capped option", "--sharing"):
             raise InputError("'capped' takes no options", field="--sharing")
         return CappedSpeed()
     if name != "nvshare":
         return InterferenceSpeed(build_interference(spec, table))
-    unknown = set(options) - {"tq", "anti_thrashing", "jobs_per_gpu"}
-    if unknown:
-        raise InputError(f"unknown nvshare option(s) {sorted(unknown)}", field="--sharing")
-    try:
-        tq = float(options.get("tq", "30"))
-        per_gpu = int(options.get("jobs_per_gpu", "2"))
-        anti = options.get("anti_thrashing", "on")
-        if anti not in ("on", "off") or per_gpu < 1:
-            raise ValueError
-        model = NvshareModel(tq_s=tq, anti_thrashing=anti == "on")
-    except ValueError:
-        raise InputError(
-            "nvshare options: tq=SECONDS>0, anti_thrashing=on|off, jobs_per_gpu=N>=1",
-            field="--sharing",
-        ) from None
-    return NvshareSpeed(model, per_gpu)
+    options = parse_options(NvshareOptions, rest, what="nvshare option", flag="--sharing")
+    model = NvshareModel(tq_s=options.tq, anti_thrashing=options.anti_thrashing)
+    return NvshareSpeed(model, options.jobs_per_gpu)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs
 from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
@@ -44,6 +45,7 @@ class AllocationBook:
         self.last_reset_s = 0.0
         self.solves = 0
         self.solve_s = 0.0
+        self.fallbacks = Fallbacks()  # the policy's, summed over solves
 
     def solve(self, now: float, jobs: JobStore, throughputs: Throughputs) -> None:
         """Re-solve for the active jobs and start a new accounting period at ``now``."""
@@ -68,6 +70,8 @@ class AllocationBook:
         allocation = self.policy.allocate(inp)
         self.solve_s += time.perf_counter() - t0
         self.solves += 1
+        if allocation.fallbacks:
+            self.fallbacks += allocation.fallbacks
         self.entities = self._entity_table(rows, allocation, jobs)
         self.last_reset_s = now
 

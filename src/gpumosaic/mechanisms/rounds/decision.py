@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import numpy.typing as npt
 
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
 from gpumosaic.mechanisms.rounds.leases import LeaseBook, holder_id
@@ -36,10 +36,8 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.base import Policy, TypeOrder
+from gpumosaic.types import BoolArray, FloatArray, IntArray
 from gpumosaic.workloads.throughputs import Throughputs
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 # Steps below this are a finished job (the arithmetic of float step counts).
 STEP_EPS = 1e-6
@@ -86,7 +84,7 @@ class RoundPlan:
     rate_b: FloatArray
     steps_a: FloatArray  # steps granted to each member
     steps_b: FloatArray
-    extended: npt.NDArray[np.bool_]
+    extended: BoolArray
     job_ids: tuple[tuple[int, ...], ...]  # per entity: one id, or two for a pair
     gpu_types: tuple[str, ...]  # per entity
     parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
@@ -188,7 +186,7 @@ class RoundDecider:
     def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
         if self.state.fits_when_empty(job):
             return True
-        if not (self.config.span_nodes and job.num_gpu > 1):
+        if not (self.config.span_nodes and job.may_span_nodes and job.num_gpu > 1):
             return False
         # Spanning nodes: enough GPUs of one model the job can use.
         return any(rates[t] > 0 and self.capacity_gpus[t] >= job.num_gpu for t in range(len(rates)))
@@ -344,6 +342,11 @@ class RoundDecider:
         done = left <= STEP_EPS * np.maximum(jobs.total_steps[rows], 1.0)
         out_rows.extend(rows[done].tolist())
         out_at.extend(finish[done].tolist())
+
+    def fallbacks(self) -> Fallbacks:
+        """The policy's fallbacks and the entities that found no GPUs, so far."""
+        failed = Fallbacks.of(Fallback.PLACEMENT_FAILED, self.leases.failures)
+        return self.book.fallbacks + failed
 
     def release_all(self) -> None:
         """Give back every lease (the end of a run)."""

@@ -8,13 +8,11 @@ through the decider.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
 from gpumosaic.mechanisms.rounds.policy_input import JobColumns
 from gpumosaic.model.job import JobSpec
 from gpumosaic.policies.base import FloatArray
 
-IntArray = npt.NDArray[np.int64]
 _INITIAL_ROWS = 256
 
 

@@ -11,14 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.policies.base import FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.base import PackedPairs, PolicyInput
+from gpumosaic.types import FloatArray, IntArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
-
-IntArray = npt.NDArray[np.int64]
 
 # Candidate partners per job for packed policies (Gavel uses every pair: O(N^2)).
 DEFAULT_PAIR_PARTNERS = 4

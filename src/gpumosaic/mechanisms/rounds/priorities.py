@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from gpumosaic.types import FloatArray, IntArray
 
 NEW_ENTITY_PRIORITY = 1e9  # Gavel: "don't use inf so 2 * new_priority > new_priority"
 
