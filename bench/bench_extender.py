@@ -29,10 +29,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from gpumosaic.experiments.fill import fill_order
 from gpumosaic.live.extender.loadgen import run_load
 from gpumosaic.live.extender.server import loopback_socket
 from gpumosaic.live.extender.vocabulary import node_object, pod_object
+from gpumosaic.sim.fill import fill_order
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 

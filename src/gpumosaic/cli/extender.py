@@ -160,8 +160,8 @@ def replay_command(
         raise InputError("must be > 0", field="--inflate")
     if url is not None and restart_at is not None:
         raise InputError("--restart-at needs the local extender (no --url)", field="--restart-at")
-    from gpumosaic.experiments.fill import run_fill
     from gpumosaic.live.extender.replay import replay
+    from gpumosaic.sim.fill import run_fill
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     cluster = load_openb_nodes(nodes)

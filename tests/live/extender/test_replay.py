@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
-from gpumosaic.experiments.fill import run_fill
 from gpumosaic.live.extender.replay import replay
+from gpumosaic.sim.fill import run_fill
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 NODES = load_openb_nodes("openb:gpu")

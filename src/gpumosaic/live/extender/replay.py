@@ -32,7 +32,6 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.fill import fill_order
 from gpumosaic.live.extender.app import create_app
 from gpumosaic.live.extender.server import RunningServer, settle_heap, start_in_thread
 from gpumosaic.live.extender.service import ExtenderService
@@ -42,6 +41,7 @@ from gpumosaic.live.extender.vocabulary import GPU_MILLI, node_object, pod_objec
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.sim.fill import fill_order
 
 VERBS = ("filter", "prioritize", "bind")
 MANAGED_RESOURCES = frozenset({GPU_MILLI})
