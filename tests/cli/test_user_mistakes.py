@@ -79,3 +79,79 @@ def test_version_and_an_example_in_every_command_help() -> None:
     for command in (["simulate"], ["compare"], ["fill"], ["reproduce", "nvshare"]):
         help_text = runner.invoke(app, [*command, "--help"], terminal_width=200).stdout
         assert "Example: gpumosaic " + command[0] in help_text, command
+
+
+def test_background_is_refused_where_it_would_be_ignored() -> None:
+    line = one_line_error([*SIM, "--policy", "max_min_fairness", "--background", "openb:default"])
+    assert "--background openb:default: background load needs the event mechanism" in line
+
+
+def test_a_job_list_on_a_loaded_openb_cluster(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "arrival_s,num_gpu,gpu_milli,duration_s,cpu_milli\n0,1,500,3600,4000\n60,2,1000,600,8000\n"
+    )
+    args = ["simulate", "--cluster", "openb:gpu", "--workload", str(jobs), "--json"]
+    result = runner.invoke(app, [*args, "--background", "openb:default,fraction=0.6"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    summary = json.loads(result.stdout)
+    assert summary["completed"] == 2
+    assert summary["background_allocation"] == pytest.approx(0.6, abs=0.01)
+    assert summary["utilization"] > 0.5  # the background holds its share all run long
+
+
+def test_compare_says_when_two_placements_decide_identically(tmp_path: Path) -> None:
+    args = ["compare", "--placements", "bestfit,fgd", "--seeds", "0-1", "--out", str(tmp_path)]
+    result = runner.invoke(app, [*args, "--workload", "gavel:jobs=12,rate=0,milli=spatial"])
+    assert result.exit_code == 0, result.output
+    assert "note: bestfit and fgd gave identical results on all 2 seeds" in result.output
+    assert "every server has one GPU" in result.output
+
+
+def test_compare_several_sharing_models_in_one_command(tmp_path: Path) -> None:
+    args = ["compare", "--placements", "fgd", "--seeds", "0", "--out", str(tmp_path), "--json"]
+    sharing = ["--sharing", "none", "--sharing", "nvshare:tq=30"]
+    result = runner.invoke(app, [*args, *sharing, "--workload", "gavel:jobs=12,rate=20"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    rows = json.loads(result.stdout)["rows"]
+    assert [row["placement"] for row in rows] == ["fgd + none", "fgd + nvshare:tq=30"]
+    header = (tmp_path / "runs.csv").read_text().splitlines()[0].split(",")
+    assert {"sharing", "ftf_rho_max", "jain_index", "avg_jct_s"} <= set(header)
+
+
+def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    args = ["compare", "--policies", "max_min_fairness", "--rates", "4", "--seeds", "0"]
+    result = runner.invoke(
+        app, [*args, "--cluster", "v100:4", "--workload", "gavel:jobs=6", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    placement_run = runner.invoke(
+        app, ["compare", "--placements", "fgd", "--seeds", "0", "--out", str(tmp_path / "s")]
+    )
+    assert placement_run.exit_code == 0, placement_run.output
+    policy_header = (out / "policy_runs.csv").read_text().splitlines()[0]
+    assert policy_header == (tmp_path / "s" / "runs.csv").read_text().splitlines()[0]
+    assert ",fgd," in (out / "policy_runs.csv").read_text()  # simulate's default placement
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["compare", "--rates", "1,2"], "--rates '1,2': --rates sweeps the load"),
+        (["compare", "--policies", "fifo", "--placements", "fgd,bestfit", "--rates", "1"], "one"),
+    ],
+)
+def test_contradictory_compare_options(args: list[str], words: str) -> None:
+    assert words in one_line_error(args)
+
+
+def test_thousands_of_never_fitting_jobs_are_counted_not_listed() -> None:
+    result = runner.invoke(app, ["simulate", "--cluster", "k80:4", "--workload", "openb:default"])
+    assert result.exit_code == 3
+    rejected = [line for line in result.output.splitlines() if line.startswith("rejected:")]
+    assert len(rejected) == 11 and "more jobs that no server can ever hold" in rejected[-1]

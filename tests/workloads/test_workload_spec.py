@@ -34,11 +34,11 @@ def test_gavel_workload_options() -> None:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("gavel:jobs=5,colour=red", "bad gavel workload option"),
-        ("gavel:jobs=5,milli=half", "milli must be"),
-        ("gavel:window=10", "window must be A-B"),
+        ("gavel:jobs=5,colour=red", "gavel workload option 'colour' is not an option"),
+        ("gavel:jobs=5,milli=half", "milli: expected one of spatial, none"),
+        ("gavel:window=10", "window: expected a range A-B"),
         ("gavel:rate=-1,jobs=3", "rate must be"),
-        ("gavel:multigpu=maybe,jobs=3", "multigpu must be on or off"),
+        ("gavel:multigpu=maybe,jobs=3", "multigpu: expected on or off"),
         ("parquet:x", "unknown workload"),
     ],
 )

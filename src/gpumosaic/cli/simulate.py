@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import sys
@@ -17,6 +18,7 @@ from gpumosaic.cli.progress import progress_bar
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
+from gpumosaic.sim.background import BackgroundSpec
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
@@ -82,6 +84,13 @@ def simulate(
             "(see docs/sharing.md, docs/gandiva.md)"
         ),
     ] = "none",
+    background: Annotated[
+        str | None,
+        typer.Option(
+            help="pre-fill the cluster with tasks that never leave before the first job: "
+            "openb:default[,fraction=0.8] (fraction of GPU capacity; event mechanism)"
+        ),
+    ] = None,
     allow_rejects: Annotated[
         bool, typer.Option(help="exit 0 even when some jobs can never fit")
     ] = False,
@@ -90,7 +99,15 @@ def simulate(
     if table_format not in ("csv", "parquet"):
         from gpumosaic.errors import InputError
 
-        raise InputError("must be csv or parquet", field="--format")
+        raise InputError("must be csv or parquet", field="--format", value=table_format)
+    if table_format == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        from gpumosaic.errors import InputError
+
+        raise InputError(
+            "Parquet needs pyarrow: pip install 'gpumosaic[parquet]'",
+            field="--format",
+            value=table_format,
+        )
     check_out_dir(out)
     request = RunDescription(
         cluster=cluster,
@@ -104,6 +121,7 @@ def simulate(
         round_s=round_s,
         resolve_interval_s=resolve_interval_s,
         sharing=sharing,
+        background=background,
     )
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
         outcome = run(request, progress=progress)
@@ -115,11 +133,31 @@ def simulate(
     load = outcome.offered_load
     if json_out:
         fraction = None if load is None else round(load.fraction, 4)
-        print(json.dumps({**request.to_json(), **summary.to_json(), "offered_load": fraction}))
+        background_json = dict(outcome.result.extra).get("background_allocation")
+        print(
+            json.dumps(
+                {
+                    **request.to_json(),
+                    **summary.to_json(),
+                    "offered_load": fraction,
+                    "background_allocation": background_json,
+                }
+            )
+        )
     else:
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    extra = dict(outcome.result.extra)
+    if "background_tasks" in extra and not json_out:
+        err_console.print(
+            f"background: {int(extra['background_tasks']):,} tasks of "
+            f"{BackgroundSpec.parse(request.background or '').source} hold "
+            f"{extra['background_allocation']:.1%} of GPU capacity "
+            f"({int(extra['background_skipped']):,} found no place)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if load is not None and not json_out:
         err_console.print(load.line(), highlight=False, soft_wrap=True)
     if load is not None and load.fraction > 1.0:
@@ -132,10 +170,23 @@ def simulate(
     if summary.fallbacks:
         warning = summary.fallbacks.warning()
         err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
-    for line in outcome.never_fit_lines:
+    rejected = outcome.never_fit_lines
+    for line in rejected[:SHOWN_REJECTS]:
         err_console.print(f"[yellow]rejected:[/yellow] {line}", highlight=False, soft_wrap=True)
-    if outcome.never_fit_lines and not allow_rejects:
+    if len(rejected) > SHOWN_REJECTS:
+        where = "every one is in jobs.csv" if out is not None else "--out DIR lists every one"
+        err_console.print(
+            f"[yellow]rejected:[/yellow] ... and {len(rejected) - SHOWN_REJECTS:,} more jobs "
+            f"that no server can ever hold ({where})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if rejected and not allow_rejects:
         raise typer.Exit(3)
+
+
+# Jobs that can never fit are named one per line up to this many, then counted.
+SHOWN_REJECTS = 10
 
 
 def _print_summary(summary: Summary, request: RunDescription) -> None:

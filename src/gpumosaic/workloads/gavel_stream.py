@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpumosaic.model.job import JobSpec
+from gpumosaic.options import parse_options
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 
@@ -106,3 +107,26 @@ def gavel_stream_workload(
     stream = GavelStream(rate_per_hour, seed, table, multi_gpu)
     name = f"gavel-stream:rate={rate_per_hour:g},window={window[0]}-{window[1]},seed={seed}"
     return Workload(name, stream, table, measure=window)
+
+
+@dataclass(frozen=True, slots=True)
+class GavelStreamOptions:
+    """The options of ``gavel-stream:window=A-B,rate=R[,multigpu=on]``."""
+
+    window: tuple[int, int] | None = None
+    rate: float | None = None
+    multigpu: bool = False
+
+    def __post_init__(self) -> None:
+        if self.window is None or self.rate is None:
+            raise ValueError(
+                "gavel-stream needs window=A-B and a rate, "
+                "e.g. gavel-stream:window=4000-5000,rate=3"
+            )
+
+
+def parse_gavel_stream(args: str, seed: int) -> Workload:
+    """``window=4000-5000,rate=3`` (the text after ``gavel-stream:``) -> the workload."""
+    options = parse_options(GavelStreamOptions, args, what="gavel-stream option", flag="--workload")
+    assert options.window is not None and options.rate is not None  # __post_init__
+    return gavel_stream_workload(options.rate, options.window, seed, multi_gpu=options.multigpu)

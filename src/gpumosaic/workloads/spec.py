@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
+from gpumosaic.options import parse_options
 from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
-
-GAVEL_KEYS = ("jobs", "rate", "window", "multigpu", "milli")
 
 
 def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
@@ -72,7 +72,9 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     if sep and kind == "gavel":
         return ParsedWorkload(_gavel(rest, seed))
     if sep and kind == "gavel-stream":
-        return ParsedWorkload(_gavel_stream(rest, seed))
+        from gpumosaic.workloads.gavel_stream import parse_gavel_stream
+
+        return ParsedWorkload(parse_gavel_stream(rest, seed))
     if sep and kind == "gavel-trace":
         from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 
@@ -110,81 +112,34 @@ def _check_job_types(job_list: JobList, table: GavelThroughputTable) -> None:
             )
 
 
-def _gavel(args: str, seed: int) -> Workload:
-    values: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in args.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep or key not in GAVEL_KEYS:
-            raise InputError(
-                f"bad gavel workload option {part!r} (keys: {', '.join(GAVEL_KEYS)})",
-                field="--workload",
-            )
-        values[key] = value.strip()
-    try:
-        jobs = int(values["jobs"]) if "jobs" in values else None
-        rate = float(values.get("rate", "0"))
-        window = None
-        if "window" in values:
-            start, dash, end = values["window"].partition("-")
-            if not dash:
-                raise ValueError("window must be A-B, e.g. 4000-5000")
-            window = (int(start), int(end))
-        multigpu = _on_off(values.get("multigpu", "off"), "multigpu")
-        milli = values.get("milli", "none")
-        if milli not in ("spatial", "none"):
-            raise ValueError("milli must be 'spatial' or 'none'")
-        config = GavelWorkloadConfig(
-            jobs=jobs,
-            rate_per_hour=rate,
-            window=window,
-            multigpu=multigpu,
-            spatial_milli=milli == "spatial",
+@dataclass(frozen=True, slots=True)
+class GavelOptions:
+    """The options of ``gavel:...`` (docs: README, "Workloads")."""
+
+    jobs: int | None = None
+    rate: float = 0.0
+    window: tuple[int, int] | None = None
+    multigpu: bool = False
+    milli: Literal["spatial", "none"] = "none"
+
+    def config(self) -> GavelWorkloadConfig:
+        return GavelWorkloadConfig(
+            jobs=self.jobs,
+            rate_per_hour=self.rate,
+            window=self.window,
+            multigpu=self.multigpu,
+            spatial_milli=self.milli == "spatial",
         )
+
+
+def _gavel(args: str, seed: int) -> Workload:
+    options = parse_options(GavelOptions, args, what="gavel workload option", flag="--workload")
+    try:
+        config = options.config()
     except ValueError as err:
         raise InputError(f"gavel workload: {err}", field="--workload") from None
     table = GavelThroughputTable.load()
     name = f"gavel:{args}"
     generator = GavelGenerator(config, table, seed)
     jobs_source = generator if config.jobs is None else tuple(generator)
-    return Workload(name, jobs_source, table, measure=window)
-
-
-STREAM_KEYS = ("rate", "window", "multigpu")
-
-
-def _gavel_stream(args: str, seed: int) -> Workload:
-    """``rate=R,window=A-B[,multigpu=on]``: Gavel's job stream, jobs A..B-1 measured."""
-    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
-
-    values: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in args.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep or key not in STREAM_KEYS:
-            raise InputError(
-                f"bad gavel-stream option {part!r} (keys: {', '.join(STREAM_KEYS)})",
-                field="--workload",
-            )
-        values[key] = value.strip()
-    try:
-        start, dash, end = values["window"].partition("-")
-        if not dash:
-            raise ValueError("window must be A-B, e.g. 4000-5000")
-        rate = float(values["rate"])
-        if not rate > 0:
-            raise ValueError("rate must be > 0 jobs per hour")
-        multigpu = _on_off(values.get("multigpu", "off"), "multigpu")
-        window = (int(start), int(end))
-    except KeyError as err:
-        message = f"gavel-stream needs {err.args[0]}=..., e.g. gavel-stream:rate=3,window=4000-5000"
-        raise InputError(message, field="--workload") from None
-    except ValueError as err:
-        raise InputError(f"gavel-stream workload: {err}", field="--workload") from None
-    return gavel_stream_workload(rate, window, seed, multi_gpu=multigpu)
-
-
-def _on_off(value: str, key: str) -> bool:
-    if value in ("on", "true", "1", "yes"):
-        return True
-    if value in ("off", "false", "0", "no"):
-        return False
-    raise ValueError(f"{key} must be on or off")
+    return Workload(name, jobs_source, table, measure=config.window)

@@ -89,10 +89,12 @@ class EventSimulator:
         progress: ProgressCallback | None = None,
         speed: SpeedModel | None = None,
         rng: np.random.Generator | None = None,
+        initial_state: ClusterState | None = None,
     ) -> None:
         """``rng``: the run's Generator (placement ties, random placement); when None,
-        one seeded from ``seed``."""
-        self.state = ClusterState(cluster)
+        one seeded from ``seed``. ``initial_state``: a state of ``cluster`` that already
+        holds background load (``sim/background.py``); a fresh one when None."""
+        self.state = initial_state if initial_state is not None else ClusterState(cluster)
         self.speed: SpeedModel = speed or InterferenceSpeed(NoInterference())
         self._node_jobs: dict[int, list[int]] = {}
         self.workload = workload
@@ -132,8 +134,8 @@ class EventSimulator:
         job = self.speed.admit(job)
         run = _JobRun(job)
         self.runs[job.id] = run
-        spans = self.speed.ideal and could_span(self.state, job)
-        if not self.state.fits_when_empty(job) and not spans:
+        fits = self.state.fits_when_empty(job)
+        if not fits and not (self.speed.ideal and could_span(self.state, job)):
             verdict = explain(self.state, job)
             run.status, run.reason = JobStatus.REJECTED, f"{verdict.reason.value}: {verdict.detail}"
             if job.may_span_nodes and could_span(self.state, job):

@@ -7,9 +7,7 @@ shared incremental FGD tracker, so a run with FGD placement computes it once.
 
 from __future__ import annotations
 
-import numpy as np
-
-from gpumosaic.model.power import node_power_w
+from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.placement.workload import TargetWorkload
@@ -19,16 +17,7 @@ class ClusterTracker:
     def __init__(self, state: ClusterState, workload: TargetWorkload | None) -> None:
         self.state = state
         self.workload = workload
-        self.node_gpu_w, self.node_cpu_w = node_power_w(state)
-        self._version = state.node_version.copy()
-
-    def _refresh_power(self) -> None:
-        stale = np.flatnonzero(self._version != self.state.node_version)
-        if len(stale):
-            gpu_w, cpu_w = node_power_w(self.state, nodes=stale)
-            self.node_gpu_w[stale] = gpu_w
-            self.node_cpu_w[stale] = cpu_w
-            self._version[stale] = self.state.node_version[stale]
+        self.power = PowerTracker(state)
 
     @property
     def allocated_milli(self) -> float:
@@ -43,5 +32,4 @@ class ClusterTracker:
 
     @property
     def power_w(self) -> tuple[float, float]:
-        self._refresh_power()
-        return float(self.node_gpu_w.sum()), float(self.node_cpu_w.sum())
+        return self.power.power_w

@@ -1,0 +1,146 @@
+"""Policies x input rates x seeds with the round mechanism: Gavel's "avg JCT vs rate" figure.
+
+A sweep point is a ``RunDescription`` run by the one run path (``run.build.run``) in
+its own process (``run_point`` is picklable), so its row in ``policy_runs.csv`` has the
+same columns and units as ``compare``'s ``runs.csv``; the workload is a
+template such as ``gavel:window=4000-5000`` to which ``rate=R`` is appended, or
+``gavel-stream:window=4000-5000`` for Gavel's own job stream (see ``gavel_stream``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gpumosaic.errors import InputError
+from gpumosaic.experiments.sweeps.runs import SweepRun, run_one
+from gpumosaic.run.description import RunDescription
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    policy: str
+    rate_per_hour: float
+    seed: int
+    cluster: str
+    workload: str  # template without rate
+    placement: str
+
+    def description(self) -> RunDescription:
+        """The run of this point: the same validated description ``simulate`` runs."""
+        return RunDescription(
+            cluster=self.cluster,
+            workload=with_rate(self.workload, self.rate_per_hour),
+            policy=self.policy,
+            placement=self.placement,
+            seed=self.seed,
+            mechanism="rounds",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRatePoint:
+    """Mean and spread over seeds of one (policy, rate); seconds, like every table."""
+
+    policy: str
+    rate_per_hour: float
+    seeds: int
+    avg_jct_s_mean: float
+    avg_jct_s_sd: float
+    ftf_rho_max_mean: float
+    elapsed_s: float
+
+    @property
+    def avg_jct_h(self) -> float:
+        return self.avg_jct_s_mean / 3600.0
+
+    @property
+    def std_jct_h(self) -> float:
+        return self.avg_jct_s_sd / 3600.0
+
+
+def sweep_points(
+    policies: Sequence[str],
+    rates: Sequence[float],
+    seeds: Sequence[int],
+    cluster: str,
+    workload: str,
+    placement: str,
+) -> list[SweepPoint]:
+    if "rate=" in workload:
+        raise InputError(
+            "the workload template must not set rate= (--rates does)", field="--workload"
+        )
+    return [
+        SweepPoint(p, float(r), int(s), cluster, workload, placement)
+        for p in policies
+        for r in rates
+        for s in seeds
+    ]
+
+
+def with_rate(template: str, rate: float) -> str:
+    kind, sep, rest = template.partition(":")
+    args = ",".join(a for a in (rest, f"rate={rate:g}") if a)
+    return f"{kind}:{args}" if sep else f"{template}:rate={rate:g}"
+
+
+def run_point(point: SweepPoint) -> SweepRun:
+    """One point through the one run path (picklable: runs in a worker process)."""
+    return run_one(point.description())
+
+
+def aggregate(points: Sequence[SweepPoint], runs: Sequence[SweepRun]) -> list[PolicyRatePoint]:
+    """``runs[i]`` is the run of ``points[i]``."""
+    groups: dict[tuple[str, float], list[SweepRun]] = {}
+    for point, run in zip(points, runs, strict=True):
+        groups.setdefault((point.policy, point.rate_per_hour), []).append(run)
+    out = []
+    for (policy, rate), group in groups.items():
+        jct = np.array([r.summary.avg_jct_s for r in group])
+        rho = np.array([r.summary.ftf_rho_max for r in group])
+        out.append(
+            PolicyRatePoint(
+                policy=policy,
+                rate_per_hour=rate,
+                seeds=len(group),
+                avg_jct_s_mean=float(np.nanmean(jct)),
+                avg_jct_s_sd=float(np.nanstd(jct, ddof=1)) if len(group) > 1 else 0.0,
+                ftf_rho_max_mean=float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
+                elapsed_s=float(sum(r.summary.elapsed_s for r in group)),
+            )
+        )
+    return sorted(out, key=lambda p: (p.policy, p.rate_per_hour))
+
+
+def plot_jct_vs_rate(points: Sequence[PolicyRatePoint], path: Path, title: str) -> Path:
+    """Gavel's figure: average JCT against input job rate, one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for policy in dict.fromkeys(p.policy for p in points):
+        mine = sorted((p for p in points if p.policy == policy), key=lambda p: p.rate_per_hour)
+        ax.errorbar(
+            [p.rate_per_hour for p in mine],
+            [p.avg_jct_h for p in mine],
+            yerr=[p.std_jct_h for p in mine],
+            marker="o",
+            capsize=3,
+            label=policy,
+        )
+    ax.set_xlabel("input job rate (jobs/hr)")
+    ax.set_ylabel("average JCT (hours)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
