@@ -48,7 +48,7 @@ def serve(
     ] = 120.0,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
-    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+    from gpumosaic.live.rounds.service import Service, ServiceConfig, check_names, connect_ray
 
     config = ServiceConfig(
         policy=policy,
@@ -67,6 +67,7 @@ def serve(
         target_workload=target_workload,
         start_timeout_s=start_timeout_s,
     )
+    check_names(config)
     import ray
 
     embedded = not ray.is_initialized() and ray_address is None

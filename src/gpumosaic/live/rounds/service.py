@@ -132,6 +132,18 @@ def target_workload(path: str | None) -> TargetWorkload:
     return TargetWorkload.from_jobs(jobs)
 
 
+def check_names(config: ServiceConfig) -> None:
+    """Fail on a policy, placement or cluster mistake before Ray is started."""
+    from gpumosaic.placement.registry import build_placement
+    from gpumosaic.policies.registry import POLICY_NAMES
+
+    if config.policy not in POLICY_NAMES:
+        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
+    build_placement(config.placement, target_workload(config.target_workload))
+    if config.cluster:
+        parse_counts(config.cluster)
+
+
 def build_decider(
     config: ServiceConfig, cluster: LiveCluster
 ) -> tuple[LiveRoundDecider, PriorThroughputs]:
