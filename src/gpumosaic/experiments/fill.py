@@ -13,23 +13,27 @@ and power are updated for the touched node only.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.power import (
+    CORES_PER_SOCKET,
     SOCKET_FULL_W,
     SOCKET_IDLE_W,
+    VCPU_PER_CORE,
     gpu_power_table,
     node_power_w,
     sockets,
 )
-from gpumosaic.model.state import ClusterState
+from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.placement.registry import build_placement
@@ -156,11 +160,12 @@ class _ClusterPower:
     def update(self, node: int) -> None:
         state = self.state
         gpus = int(state.num_gpus[node])
-        busy = int(np.count_nonzero(state.gpu_free[node, :gpus] < state.gpu_capacity[node, :gpus]))
+        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < MILLI_PER_GPU)
         gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
-        used = state.cpu_capacity[node : node + 1] - state.cpu_free[node : node + 1]
+        used = int(state.cpu_capacity[node] - state.cpu_free[node])
         total = self._sockets[node]
-        active = min(int(sockets(used)[0]), total)
+        # model.power.sockets for one node, in scalars (same float arithmetic).
+        active = min(math.ceil(math.ceil(used / (1000 * VCPU_PER_CORE)) / CORES_PER_SOCKET), total)
         cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
         self.gpu_w += gpu_w - self._node_gpu_w[node]
         self.cpu_w += cpu_w - self._node_cpu_w[node]
@@ -223,18 +228,20 @@ def run_fill(
     reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
     arrived_milli = allocated_milli = 0
     report_every = max(1, n // 100)
-    for i, task_index in enumerate(order):
-        job = replace(tasks[task_index], id=i)  # sampled copies need ids of their own
+    for i, task_index in enumerate(order.tolist()):
+        job = tasks[task_index]  # placed under id i: sampled copies need ids of their own
         arrived_milli += job.total_gpu_milli
         kind[i] = task_kind(job)
-        assignment = strategy.place(state, job, rng)
-        if assignment is None:
+        choice = strategy.choose(state, job, rng)
+        if choice is None:
             reason[i] = reason_code[explain(state, job).reason]
         else:
-            state.allocate(assignment)
-            allocated_milli += assignment.gpu_milli * len(assignment.gpus)
+            node, gpus = choice
+            milli = job.gpu_milli if job.num_gpu else 0
+            state.allocate(Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib))
+            allocated_milli += milli * len(gpus)
             frag.refresh()
-            power.update(assignment.node)
+            power.update(node)
         arrived[i] = arrived_milli
         allocated[i] = allocated_milli
         frag_milli[i] = frag.total()
