@@ -71,8 +71,9 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
-def run_once(argv: list[str], src: Path) -> tuple[float, int, int]:
-    """(wall s, peak RSS KiB, exit status) of one whole process."""
+def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int]:
+    """(wall s, CPU s (user + system, children included), peak RSS KiB, exit status) of
+    one whole process."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     with tempfile.TemporaryDirectory() as tmp:
         args = [a.replace("{tmp}", tmp) for a in argv]
@@ -85,7 +86,9 @@ def run_once(argv: list[str], src: Path) -> tuple[float, int, int]:
         )
     wall = _field(proc.stderr, r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)")
     rss = _field(proc.stderr, r"Maximum resident set size \(kbytes\): (\d+)")
-    return _seconds(wall), int(rss), proc.returncode
+    user = float(_field(proc.stderr, r"User time \(seconds\): (\S+)"))
+    system = float(_field(proc.stderr, r"System time \(seconds\): (\S+)"))
+    return _seconds(wall), user + system, int(rss), proc.returncode
 
 
 def _field(text: str, pattern: str) -> str:
@@ -111,18 +114,22 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name in args.only.split(","):
-        walls, peaks = [], []
+        walls, cpus, peaks = [], [], []
         for _ in range(args.repeat):
-            wall, rss, status = run_once(COMMANDS[name], args.src.resolve())
+            wall, cpu, rss, status = run_once(COMMANDS[name], args.src.resolve())
             if status != 0:
                 raise SystemExit(f"{name}: exit status {status}")
             walls.append(wall)
+            cpus.append(round(cpu, 2))
             peaks.append(rss)
         row = {
             "command": name,
             "median_s": round(statistics.median(walls), 2),
+            "median_cpu_s": round(statistics.median(cpus), 2),
             "runs_s": walls,
+            "runs_cpu_s": cpus,
             "peak_mib": round(max(peaks) / 1024, 1),
+            "load_avg_1min": round(os.getloadavg()[0], 2),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -13,7 +13,6 @@ and power are updated for the touched node only.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,17 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.power import (
-    CORES_PER_SOCKET,
-    SOCKET_FULL_W,
-    SOCKET_IDLE_W,
-    VCPU_PER_CORE,
-    gpu_power_table,
-    node_power_w,
-    sockets,
-)
+from gpumosaic.model.power import NodePower, node_power_w
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.fragmentation import shared_tracker
@@ -149,24 +139,13 @@ class _ClusterPower:
     """Cluster power (model.power's model) kept current one touched node at a time."""
 
     def __init__(self, state: ClusterState) -> None:
-        self.state = state
-        idle, full = gpu_power_table(state)
-        self._idle, self._full = idle.tolist(), full.tolist()
-        self._sockets = sockets(state.cpu_capacity).tolist()
+        self._node = NodePower(state)
         gpu_w, cpu_w = node_power_w(state)
         self._node_gpu_w, self._node_cpu_w = gpu_w.tolist(), cpu_w.tolist()
         self.gpu_w, self.cpu_w = float(gpu_w.sum()), float(cpu_w.sum())
 
     def update(self, node: int) -> None:
-        state = self.state
-        gpus = int(state.num_gpus[node])
-        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < MILLI_PER_GPU)
-        gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
-        used = int(state.cpu_capacity[node] - state.cpu_free[node])
-        total = self._sockets[node]
-        # model.power.sockets for one node, in scalars (same float arithmetic).
-        active = min(math.ceil(math.ceil(used / (1000 * VCPU_PER_CORE)) / CORES_PER_SOCKET), total)
-        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+        gpu_w, cpu_w = self._node.node_w(node)
         self.gpu_w += gpu_w - self._node_gpu_w[node]
         self.cpu_w += cpu_w - self._node_cpu_w[node]
         self._node_gpu_w[node], self._node_cpu_w[node] = gpu_w, cpu_w

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.model.gpu import gpu_model
+from gpumosaic.model.gpu import MILLI_PER_GPU, gpu_model
 from gpumosaic.model.state import ClusterState
 
 CORES_PER_SOCKET = 16
@@ -53,3 +55,30 @@ def cluster_power_w(state: ClusterState) -> tuple[float, float]:
     """(GPU watts, CPU watts) for the whole cluster."""
     gpu_w, cpu_w = node_power_w(state)
     return float(gpu_w.sum()), float(cpu_w.sum())
+
+
+class NodePower:
+    """Power of single nodes in plain floats, for trackers that update one touched node
+    at a time (numpy costs more than the arithmetic on a handful of GPUs). The values are
+    bit-identical to ``node_power_w``: the same operations, in scalars."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        idle, full = gpu_power_table(state)
+        self._idle, self._full = idle.tolist(), full.tolist()
+        self._sockets = sockets(state.cpu_capacity).tolist()
+        self._num_gpus = state.num_gpus.tolist()
+
+    def node_w(self, node: int) -> tuple[float, float]:
+        """(GPU watts, CPU watts) of ``node`` now."""
+        state = self.state
+        gpus = self._num_gpus[node]
+        capacity = MILLI_PER_GPU
+        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < capacity)
+        gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
+        used = int(state.cpu_capacity[node] - state.cpu_free[node])
+        total = self._sockets[node]
+        cores = math.ceil(used / (1000 * VCPU_PER_CORE))
+        active = min(math.ceil(cores / CORES_PER_SOCKET), total)
+        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+        return gpu_w, cpu_w

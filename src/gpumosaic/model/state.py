@@ -71,6 +71,8 @@ class ClusterState:
         # Jobs whose GPUs span several nodes (Gavel's one-GPU servers): one part per node.
         self.gangs: dict[int, tuple[Assignment, ...]] = {}
         self._model_mask_cache: dict[frozenset[str] | None, npt.NDArray[np.bool_]] = {}
+        self._fits_empty: dict[tuple[int, int, int, int, frozenset[str] | None], bool] = {}
+        self._allocated_milli = 0
 
     @property
     def num_nodes(self) -> int:
@@ -82,7 +84,7 @@ class ClusterState:
 
     @property
     def allocated_gpu_milli(self) -> int:
-        return int(self.gpu_capacity.sum() - self.gpu_free.sum())
+        return self._allocated_milli
 
     def model_mask(self, allowed: frozenset[str] | None) -> npt.NDArray[np.bool_]:
         """Nodes whose GPU model the job allows (cached per distinct constraint)."""
@@ -144,6 +146,7 @@ class ClusterState:
         for g in a.gpus:
             free[g] -= a.gpu_milli
             tasks[g] += 1
+        self._allocated_milli += a.gpu_milli * len(a.gpus)
         self.cpu_free[node] -= a.cpu_milli
         self.memory_free[node] -= a.memory_mib
         if a.gpus:
@@ -197,6 +200,7 @@ class ClusterState:
         for g in a.gpus:
             free[g] += a.gpu_milli
             tasks[g] -= 1
+        self._allocated_milli -= a.gpu_milli * len(a.gpus)
         self.cpu_free[node] += a.cpu_milli
         self.memory_free[node] += a.memory_mib
         if a.gpus:
@@ -218,9 +222,19 @@ class ClusterState:
             used[a.node, list(a.gpus)] += a.gpu_milli
         if not np.array_equal(used, self.gpu_capacity - self.gpu_free):
             raise BookkeepingError("GPU bookkeeping disagrees with the assignments")
+        if self._allocated_milli != int(used.sum()):
+            raise BookkeepingError("the allocated GPU milli counter disagrees with the GPUs")
 
     def fits_when_empty(self, job: JobSpec) -> bool:
-        """Could the job run on some node of an empty cluster? False means never."""
+        """Could the job run on some node of an empty cluster? False means never.
+        (Capacities never change, so the answer is kept per job shape.)"""
+        key = (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
+        known = self._fits_empty.get(key)
+        if known is None:
+            known = self._fits_empty[key] = self._fits_when_empty(job)
+        return known
+
+    def _fits_when_empty(self, job: JobSpec) -> bool:
         if job.num_gpu == 0:
             ok = (self.cpu_capacity >= job.cpu_milli) & (self.memory_capacity >= job.memory_mib)
             return bool(ok.any())
