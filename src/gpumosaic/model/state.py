@@ -73,6 +73,9 @@ class ClusterState:
         self._model_mask_cache: dict[frozenset[str] | None, npt.NDArray[np.bool_]] = {}
         self._fits_empty: dict[tuple[int, int, int, int, frozenset[str] | None], bool] = {}
         self._allocated_milli = 0
+        # Counts releases: while it stays put, free resources only shrink, so a job that
+        # found no node still finds none (callers skip re-trying it).
+        self.releases = 0
 
     @property
     def num_nodes(self) -> int:
@@ -201,6 +204,7 @@ class ClusterState:
             free[g] += a.gpu_milli
             tasks[g] -= 1
         self._allocated_milli -= a.gpu_milli * len(a.gpus)
+        self.releases += 1
         self.cpu_free[node] += a.cpu_milli
         self.memory_free[node] += a.memory_mib
         if a.gpus:

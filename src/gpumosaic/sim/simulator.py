@@ -113,6 +113,8 @@ class EventSimulator:
         # groups in key order and drops a group at its first failure (see _scheduling_pass).
         self._pending: dict[int, list[tuple[SortKey, int]]] = {}
         self._shape_ids: dict[Shape, int] = {}
+        # Shape -> ``state.releases`` when it last found no node (see _scheduling_pass).
+        self._blocked: dict[int, int] = {}
         self._pending_count = 0
         self._running = 0
         self._pass_scheduled = False
@@ -173,21 +175,28 @@ class EventSimulator:
             self.engine.schedule(self.engine.now, self._scheduling_pass, _PASS)
 
     def _scheduling_pass(self) -> None:
-        """Try pending jobs in queue order. Within one pass free resources only shrink,
-        so once a job of some shape finds no node, no later job of that shape will: the
-        pass merges the per-shape queues by key and drops a shape at its first failure.
-        Without backfill the first failure ends the pass (strict FIFO)."""
+        """Try pending jobs in queue order. Free resources only shrink until the next
+        release, so once a job of some shape finds no node, no job of that shape will
+        before something is released: the pass merges the per-shape queues by key, drops
+        a shape at its first failure, and does not re-try a shape that failed in an
+        earlier pass when no job has been released since. Without backfill the first
+        failure ends the pass (strict FIFO)."""
         self._pass_scheduled = False
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)
         taken: dict[int, int] = {}
+        releases = self.state.releases
+        blocked = self._blocked
         while heads:
             _, shape_id = heapq.heappop(heads)
             group = self._pending[shape_id]
             index = taken.get(shape_id, 0)
             job = self.runs[group[index][1]].job
-            assignment = self.placement.place(self.state, job, self.rng)
+            # A shape that found no node and nothing was released since: still no node.
+            failed = blocked.get(shape_id) == releases
+            assignment = None if failed else self.placement.place(self.state, job, self.rng)
             if assignment is None:
+                blocked[shape_id] = releases
                 if not self.backfill:
                     break
                 continue
