@@ -196,21 +196,21 @@ def run_fill(
     power = _ClusterPower(state)
 
     n = len(order)
-    arrived = np.zeros(n)
+    demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
+    kinds = np.array([task_kind(t) for t in tasks], dtype=np.int8)
+    arrived = np.cumsum(demand[order]).astype(np.float64)
+    kind = kinds[order]
     allocated = np.zeros(n)
     frag_milli = np.zeros(n)
-    free_milli = np.zeros(n)
     power_gpu = np.zeros(n)
     power_cpu = np.zeros(n)
     reason = np.full(n, PLACED, dtype=np.int8)
-    kind = np.zeros(n, dtype=np.int8)
     reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
-    arrived_milli = allocated_milli = 0
+    allocated_milli = 0
+    frag_total = frag.total()
     report_every = max(1, n // 100)
     for i, task_index in enumerate(order.tolist()):
         job = tasks[task_index]  # placed under id i: sampled copies need ids of their own
-        arrived_milli += job.total_gpu_milli
-        kind[i] = task_kind(job)
         choice = strategy.choose(state, job, rng)
         if choice is None:
             reason[i] = reason_code[explain(state, job).reason]
@@ -220,16 +220,16 @@ def run_fill(
             state.allocate(Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib))
             allocated_milli += milli * len(gpus)
             frag.refresh()
+            frag_total = frag.total()
             power.update(node)
-        arrived[i] = arrived_milli
         allocated[i] = allocated_milli
-        frag_milli[i] = frag.total()
-        free_milli[i] = capacity - allocated_milli
+        frag_milli[i] = frag_total
         power_gpu[i], power_cpu[i] = power.gpu_w, power.cpu_w
         if progress is not None and i % report_every == 0:
             progress(i / n)
     if progress is not None:
         progress(1.0)
+    free_milli = capacity - allocated
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(free_milli > 0, frag_milli / np.maximum(free_milli, 1), 0.0)
     return FillResult(
