@@ -71,9 +71,11 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
-def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int]:
-    """(wall s, CPU s (user + system, children included), peak RSS KiB, exit status) of
-    one whole process."""
+def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float | None]:
+    """(wall s, CPU s (user + system, waited-for children included), peak RSS KiB, exit
+    status, CPU s of the runs as the command reports them in its JSON, if it does) of
+    one whole process. A process pool's workers are not waited-for children of the
+    command, so for a sweep the runs' own CPU seconds are the ones to add."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     with tempfile.TemporaryDirectory() as tmp:
         args = [a.replace("{tmp}", tmp) for a in argv]
@@ -88,7 +90,14 @@ def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int]:
     rss = _field(proc.stderr, r"Maximum resident set size \(kbytes\): (\d+)")
     user = float(_field(proc.stderr, r"User time \(seconds\): (\S+)"))
     system = float(_field(proc.stderr, r"System time \(seconds\): (\S+)"))
-    return _seconds(wall), user + system, int(rss), proc.returncode
+    runs_cpu = None
+    try:
+        reported = json.loads(proc.stdout.strip().splitlines()[-1])
+        if isinstance(reported, dict) and "run_cpu_s" in reported:
+            runs_cpu = float(sum(reported["run_cpu_s"]))
+    except (ValueError, IndexError):
+        pass
+    return _seconds(wall), user + system, int(rss), proc.returncode, runs_cpu
 
 
 def _field(text: str, pattern: str) -> str:
@@ -114,14 +123,16 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name in args.only.split(","):
-        walls, cpus, peaks = [], [], []
+        walls, cpus, peaks, run_cpus = [], [], [], []
         for _ in range(args.repeat):
-            wall, cpu, rss, status = run_once(COMMANDS[name], args.src.resolve())
+            wall, cpu, rss, status, runs_cpu = run_once(COMMANDS[name], args.src.resolve())
             if status != 0:
                 raise SystemExit(f"{name}: exit status {status}")
             walls.append(wall)
             cpus.append(round(cpu, 2))
             peaks.append(rss)
+            if runs_cpu is not None:
+                run_cpus.append(round(runs_cpu, 2))
         row = {
             "command": name,
             "median_s": round(statistics.median(walls), 2),
@@ -131,6 +142,8 @@ def main() -> None:
             "peak_mib": round(max(peaks) / 1024, 1),
             "load_avg_1min": round(os.getloadavg()[0], 2),
         }
+        if run_cpus:
+            row["runs_own_cpu_s"] = run_cpus
         rows.append(row)
         print(json.dumps(row), flush=True)
     load = os.getloadavg()
