@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from placement_builders import cluster, job, occupy, workload
 
+from gpumosaic.errors import InputError
 from gpumosaic.placement.registry import build_placement, placement_names
 from gpumosaic.placement.scorers import FgdScorer, RandomPlacement, ScoredPlacement
-from gpumosaic.errors import InputError
 
 WL = workload((1, 500, 0, 1.0))
 
@@ -69,7 +69,7 @@ def test_combination_is_weighted_sum_of_normalized_scores() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("nope", "unknown placement 'nope'"),
+        ("nope", "--placement nope: unknown placement"),
         ("pwr=abc,fgd=800", "not a number"),
         ("pwr=-1,fgd=800", "must be > 0"),
         ("random=1,fgd=2", "cannot be combined"),

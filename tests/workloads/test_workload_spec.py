@@ -8,7 +8,12 @@ def test_cluster_counts_and_gpus_per_node() -> None:
     spec = parse_cluster("v100:36,p100:36,k80:36")
     assert spec.gpus_per_model() == {"V100": 36, "P100": 36, "K80": 36}
     assert len(spec.nodes) == 108
-    assert len(parse_cluster("v100:10", gpus_per_node=4).nodes) == 3  # 4 + 4 + 2
+    assert len(parse_cluster("v100:12", gpus_per_node=4).nodes) == 3
+
+
+def test_gpus_per_node_that_leaves_a_partial_server_is_refused() -> None:
+    with pytest.raises(InputError, match="v100:10 does not divide into servers of 4 GPUs"):
+        parse_cluster("v100:10", gpus_per_node=4)
 
 
 @pytest.mark.parametrize("text", ["v100", "v100:x", "h900:4", ""])

@@ -18,12 +18,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
-from gpumosaic.errors import InputError
+from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
@@ -45,7 +46,10 @@ def split_placements(text: str) -> list[str]:
     return out
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic compare --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --placements strided,bestfit,fgd --seeds 0-9"
+)
 @user_errors
 def compare(
     mode: Annotated[
@@ -74,7 +78,7 @@ def compare(
     sharing: Annotated[
         str, typer.Option(help="sharing model of every run: none, capped, measured, nvshare:...")
     ] = "none",
-    mechanism: Annotated[str, typer.Option(help="auto, event or rounds")] = "auto",
+    mechanism: Annotated[str, typer.Option(help="auto, event, rounds or gandiva")] = "auto",
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
@@ -85,8 +89,11 @@ def compare(
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
-        raise InputError(str(err), field="--seeds") from None
+        raise InputError(str(err), field="--seeds", value=seeds) from None
+    if workers < 0:
+        raise InputError("must be >= 1, or 0 for one per core", field="--workers", value=workers)
     n_workers = workers if workers > 0 else default_workers()
+    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
@@ -136,6 +143,10 @@ def compare(
     for p in split_placements(placements):
         _check_placement(p, gandiva=is_gandiva(sharing))
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
+    fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
+    if fallbacks:
+        warning = fallbacks.warning()
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     labels = split_placements(placements)
     rows = _rows(runs, labels)
     _write_csv(runs, out / "runs.csv")

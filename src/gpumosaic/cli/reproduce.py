@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.nvshare_repro import (
     JOBS,
     REFERENCE_TQS,
@@ -20,7 +21,6 @@ from gpumosaic.experiments.nvshare_repro import (
 )
 from gpumosaic.sharing.nvshare import NvshareModel
 from gpumosaic.sharing.paging import PagingModel
-from gpumosaic.errors import InputError
 
 reproduce_app = typer.Typer(
     help="Reproduce published measurements and print ours beside theirs.",
@@ -50,7 +50,9 @@ def parse_tqs(text: str) -> tuple[float, ...]:
     return tuple(dict.fromkeys(values))
 
 
-@reproduce_app.command("nvshare")
+@reproduce_app.command(
+    "nvshare", epilog="Example: gpumosaic reproduce nvshare --tq 1000,60,30 --json"
+)
 @user_errors
 def nvshare(
     tq: Annotated[

@@ -12,10 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import progress_bar
-from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary
+from gpumosaic.run.build import run
+from gpumosaic.run.description import RunDescription
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
@@ -25,7 +26,10 @@ WORKLOAD_HELP = (
 CLUSTER_HELP = "MODEL:COUNT,... (e.g. v100:36,p100:36,k80:36), openb:gpu, or a node CSV"
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic simulate --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --policy fifo --placement fgd --seed 0 --json"
+)
 @user_errors
 def simulate(
     cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "v100:4",
@@ -52,7 +56,11 @@ def simulate(
     table_format: Annotated[str, typer.Option("--format", help="csv or parquet")] = "csv",
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per server for MODEL:COUNT")] = 1,
     mechanism: Annotated[
-        str, typer.Option(help="auto, event (non-preemptive) or rounds (Gavel)")
+        str,
+        typer.Option(
+            help="auto, event (non-preemptive), rounds (Gavel) or gandiva (Gandiva's "
+            "scheduler; the same as --sharing gandiva)"
+        ),
     ] = "auto",
     backfill: Annotated[
         bool,
@@ -81,7 +89,8 @@ def simulate(
         from gpumosaic.errors import InputError
 
         raise InputError("must be csv or parquet", field="--format")
-    request = RunRequest(
+    check_out_dir(out)
+    request = RunDescription(
         cluster=cluster,
         workload=workload,
         policy=policy,
@@ -95,31 +104,51 @@ def simulate(
         sharing=sharing,
     )
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
-        outcome = run_request(request, progress=progress)
+        outcome = run(request, progress=progress)
     summary = outcome.summary
     if out is not None:
         from gpumosaic.experiments.store import write_run  # pandas + matplotlib: only if asked
 
         write_run(outcome.result, summary, out, table_format, meta=request.to_json())
+    load = outcome.offered_load
     if json_out:
-        print(json.dumps({**request.to_json(), **summary.to_json()}))
+        fraction = None if load is None else round(load.fraction, 4)
+        print(json.dumps({**request.to_json(), **summary.to_json(), "offered_load": fraction}))
     else:
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    if load is not None and not json_out:
+        err_console.print(load.line(), highlight=False, soft_wrap=True)
+    if load is not None and load.fraction > 1.0:
+        err_console.print(
+            f"[yellow]warning:[/yellow] offered load {load.fraction:.0%} of capacity: the "
+            "queue grows for the whole run (lower the rate or add GPUs)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if summary.fallbacks:
+        warning = summary.fallbacks.warning()
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     for line in outcome.never_fit_lines:
         err_console.print(f"[yellow]rejected:[/yellow] {line}", highlight=False, soft_wrap=True)
     if outcome.never_fit_lines and not allow_rejects:
         raise typer.Exit(3)
 
 
-def _print_summary(summary: Summary, request: RunRequest) -> None:
-    table = Table(title=f"{request.policy} + {request.resolved_placement()} on {request.workload}")
+def _print_summary(summary: Summary, request: RunDescription) -> None:
+    table = Table(
+        title=f"{request.policy} + {request.resolved_placement()} on {request.cluster}, "
+        f"{request.workload}, seed {request.seed}"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
 
     def hours(v: float) -> str:
         return "-" if math.isnan(v) else f"{v / 3600:,.2f} h"
+
+    def number(v: float) -> str:
+        return "-" if math.isnan(v) else f"{v:,.2f}"
 
     rows = [
         (
@@ -132,6 +161,15 @@ def _print_summary(summary: Summary, request: RunRequest) -> None:
         ("makespan", hours(summary.makespan_s)),
         ("GPU utilization", f"{summary.utilization:.1%}"),
         ("fragmentation rate (time avg)", f"{summary.fragmentation_rate_mean:.1%}"),
+        (
+            "finish-time fairness rho (mean / max)",
+            f"{number(summary.ftf_rho_mean)} / {number(summary.ftf_rho_max)}",
+        ),
+        (
+            "slowdown (p99 / max)",
+            f"{number(summary.slowdown_p99)} / {number(summary.slowdown_max)}",
+        ),
+        ("Jain's index (1 = equal slowdowns)", number(summary.jain_index)),
         ("energy", f"{summary.energy_kwh:,.1f} kWh"),
         ("wall time", f"{summary.elapsed_s:.2f} s"),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import as_completed
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ def parse_seeds(text: str) -> list[int]:
     """``0-9`` -> 0..9 inclusive; ``0,3,5`` -> those; ``42`` -> [42]."""
     seeds: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if not re.fullmatch(r"\d+(-\d+)?", part):
+            raise ValueError(f"{part!r} is not a seed (whole numbers >= 0: 0-9, 0,1,2 or 42)")
         start, dash, end = part.partition("-")
         if dash:
             lo, hi = int(start), int(end)

@@ -21,16 +21,18 @@ Pods become JobSpecs:
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
+from gpumosaic.traces.text import read_user_text
 
 # Packaged copy of the trace (see data/alibaba/SOURCE.md); never read from outside the package.
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "alibaba"
@@ -170,12 +172,12 @@ def _resolve(spec: str, *, kind: str) -> Path:
         name = spec[len("openb:") :].strip()
         if kind == "nodes":
             if name not in _NODE_LISTS:
-                raise InputError(f"unknown node list {spec!r} (known: openb:gpu, openb:all)")
+                raise unknown_name("node list", spec, ("openb:gpu", "openb:all"), field=None)
             file_name = _NODE_LISTS[name]
         else:
             if name not in packaged_task_lists():
-                known = ", ".join(f"openb:{n}" for n in packaged_task_lists())
-                raise InputError(f"unknown task list {spec!r} (known: {known})")
+                known = [f"openb:{n}" for n in packaged_task_lists()]
+                raise unknown_name("task list", spec, known, field=None)
             file_name = f"openb_pod_list_{name}.csv"
         return _DATA_DIR / file_name
     path = Path(spec)
@@ -209,9 +211,9 @@ def _read(path: Path, required: tuple[str, ...]) -> _CsvTable:
     short row reads as empty cells, a long row is an error naming its line.
     """
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle, skipinitialspace=True))
-    except (UnicodeDecodeError, csv.Error) as err:
+        text = read_user_text(path, what="CSV file")
+        rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    except csv.Error as err:
         raise InputError(f"not a readable CSV file ({err})", path=path) from None
     rows = [row for row in rows if row]  # blank lines are skipped, as pandas does
     if not rows:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
-from gpumosaic.errors import InputError
 from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable
@@ -27,6 +27,13 @@ def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
     if text.startswith("openb:") or Path(text).suffix.lower() == ".csv":
         from gpumosaic.traces.openb import load_openb_nodes
 
+        if gpus_per_node != 1:
+            raise InputError(
+                f"a node list ({text}) already says how many GPUs each server has: "
+                "drop --gpus-per-node",
+                field="--gpus-per-node",
+                value=gpus_per_node,
+            )
         return load_openb_nodes(text)
     counts: list[tuple[str, int]] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -38,6 +45,13 @@ def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
         counts.append((model, int(count)))
     if not counts:
         raise InputError("empty cluster spec", field="--cluster")
+    uneven = [f"{m}:{c}" for m, c in counts if c % gpus_per_node]
+    if uneven:
+        raise InputError(
+            f"{', '.join(uneven)} does not divide into servers of {gpus_per_node} GPUs",
+            field="--gpus-per-node",
+            value=gpus_per_node,
+        )
     try:
         return ClusterSpec.from_counts(counts, gpus_per_node=gpus_per_node)
     except (UnknownGpuModelError, ValueError) as err:
@@ -56,13 +70,11 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     if sep and kind == "gavel":
         return ParsedWorkload(_gavel(rest, seed))
     if sep and kind == "gavel-trace":
-        from gpumosaic.traces.gavel_trace import load_gavel_trace
+        from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 
-        table = GavelThroughputTable.load()
-        jobs = load_gavel_trace(rest, table)
-        return ParsedWorkload(Workload(f"gavel-trace:{Path(rest).name}", tuple(jobs), table))
+        return ParsedWorkload(gavel_trace_workload(rest))
     if sep and kind == "openb":
-        from gpumosaic.traces.openb_replay import openb_time_workload
+        from gpumosaic.workloads.openb_replay import openb_time_workload
 
         return ParsedWorkload(openb_time_workload(text, seed))
     path = Path(text)
@@ -74,10 +86,12 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
         if job_list.uses_steps:
             _check_job_types(job_list, throughputs)  # type: ignore[arg-type]
         return ParsedWorkload(Workload(path.name, job_list.jobs, throughputs), job_list)
+    hint = did_you_mean(kind, ("gavel", "gavel-trace", "gavel-stream", "openb")) if sep else ""
     raise InputError(
-        f"unknown workload {text!r}: use gavel:..., gavel-trace:PATH, openb:NAME or a "
-        ".csv/.yaml job list",
+        f"unknown workload{hint}: use gavel:..., gavel-trace:PATH, gavel-stream:..., "
+        "openb:NAME or a .csv/.yaml job list",
         field="--workload",
+        value=text,
     )
 
 

@@ -221,7 +221,7 @@ def _distinct_rows(
     """(index of the first row of each distinct value, group of every row), grouping
     exactly by the rows' bytes (a dict: ``np.unique(axis=0)`` sorts and is ~20x slower)."""
     keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
-    groups: dict[bytes, int] = {}
+    groups: dict[object, int] = {}  # bytes per row
     inverse = [groups.setdefault(k, len(groups)) for k in keys.tolist()]
     inv = np.array(inverse, dtype=np.intp)
     first = np.full(len(groups), len(inv), dtype=np.intp)
