@@ -74,6 +74,7 @@ class ClassArrays:
     class_ok: npt.NDArray[np.bool_]
     fit_table: npt.NDArray[np.int64]
     below_table: npt.NDArray[np.int64]
+    count_table: npt.NDArray[np.int64]  # [fit_table | below_table]: one lookup for both
 
     @classmethod
     def build(cls, state: ClusterState, workload: TargetWorkload) -> ClassArrays:
@@ -93,6 +94,7 @@ class ClassArrays:
             class_ok=model_ok & (num_gpu > 0),
             fit_table=fits.astype(np.int64),
             below_table=np.where(fits, 0, free),
+            count_table=np.concatenate([fits.astype(np.int64), np.where(fits, 0, free)], axis=1),
         )
 
 
@@ -137,6 +139,9 @@ class FragmentationTracker:
         stale = np.flatnonzero(self._version != state.node_version)
         if not len(stale):
             return
+        if len(stale) == 1:  # the common case (one node per task): 1-D, half the calls
+            self._refresh_node(int(stale[0]))
+            return
         g = state.gpu_free[stale]
         fit = self.classes.fit_table[g].sum(axis=1)
         below = self.classes.below_table[g].sum(axis=1)
@@ -147,6 +152,22 @@ class FragmentationTracker:
         ok = self.node_ok(stale, state.cpu_free[stale])
         self.frag[stale] = self.frag_of(ok, fit[:, None, :], below[:, None, :], free[:, None])[:, 0]
         self._version[stale] = state.node_version[stale]
+
+    def _refresh_node(self, node: int) -> None:
+        """``refresh`` of one node, in 1-D arrays. Same values bit for bit: the F sum is
+        the same contiguous M-element reduction as a row of ``frag_of``."""
+        state, c = self.state, self.classes
+        g = state.gpu_free[node]
+        counts = c.count_table[g].sum(axis=0)
+        m = len(c.milli)
+        fit, below = counts[:m], counts[m:]
+        free = int(g.sum())
+        self.fit_count[node] = fit
+        self.below[node] = below
+        self.free[node] = free
+        ok = c.class_ok[node] & (state.cpu_free[node] >= c.cpu) & (fit >= c.num_gpu)
+        self.frag[node] = (np.where(ok, below, free) * c.weight).sum()
+        self._version[node] = state.node_version[node]
 
     def node_ok(
         self, nodes: npt.NDArray[np.intp], cpu_free: npt.NDArray[np.int64]
