@@ -104,7 +104,7 @@ def identical_note(same: Mapping[str, str]) -> str:
     for label, first in same.items():
         groups.setdefault(first, [first]).append(label)
     parts = [" = ".join(g) for g in groups.values()]
-    return "identical results (lines drawn over each other): " + "; ".join(parts)
+    return "identical results (drawn over each other, told apart by dashes): " + "; ".join(parts)
 
 
 def hours_axis(ax: Axes, label: str = "time (hours)") -> None:
