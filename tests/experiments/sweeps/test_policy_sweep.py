@@ -53,7 +53,15 @@ def test_jct_vs_rate_figure_names_seeds_and_marks_identical_policies():
     from gpumosaic.experiments.sweeps.policies import PolicyRatePoint, jct_vs_rate_figure
 
     def point(policy: str, rate: float, jct: float) -> PolicyRatePoint:
-        return PolicyRatePoint(policy, rate, 3, jct, 0.5, 1.0)
+        return PolicyRatePoint(
+            policy=policy,
+            rate_per_hour=rate,
+            seeds=3,
+            avg_jct_s_mean=jct * 3600.0,
+            avg_jct_s_sd=1800.0,
+            ftf_rho_max_mean=1.0,
+            elapsed_s=1.0,
+        )
 
     points = [
         point(p, r, j)
