@@ -31,10 +31,11 @@ from gpumosaic.experiments.sweeps.runs import (
 )
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.placement.registry import canonical_name
 from gpumosaic.run.description import DEFAULT_PLACEMENT
 from gpumosaic.workloads.spec import parse_cluster
 
-DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
+DEMO_PLACEMENTS = "worstfit,bestfit,firstfit,fgd"
 
 
 def _split(text: str) -> list[str]:
@@ -46,7 +47,9 @@ def split_placements(text: str) -> list[str]:
     weighted combination: ``fgd,pwr=200,fgd=800`` -> ``[fgd, pwr=200,fgd=800]``."""
     out: list[str] = []
     for part in _split(text):
-        if "=" in part and out and "=" in out[-1]:
+        name, eq, weight = part.partition("=")
+        part = f"{canonical_name(name)}{eq}{weight}"  # printed in canonical form
+        if eq and out and "=" in out[-1]:
             out[-1] = f"{out[-1]},{part}"
         else:
             out.append(part)
@@ -65,7 +68,7 @@ def compare(
     placements: Annotated[
         str | None,
         typer.Option(
-            help="comma-separated placements (default: strided,best-fit,first-fit,fgd; "
+            help="comma-separated placements (default: worstfit,bestfit,firstfit,fgd; "
             "a policy sweep uses one, default fgd)"
         ),
     ] = None,
