@@ -144,6 +144,10 @@ def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path)
     [
         (["compare", "--rates", "1,2"], "--rates '1,2': --rates sweeps the load"),
         (["compare", "--policies", "fifo", "--placements", "fgd,bestfit", "--rates", "1"], "one"),
+        (
+            ["compare", "--policies", "fifo", "--rates", "1", "--background", "openb:default"],
+            "--background openb:default: background load is for placement comparisons",
+        ),
     ],
 )
 def test_contradictory_compare_options(args: list[str], words: str) -> None:

@@ -99,6 +99,13 @@ def compare(
         ),
     ] = None,
     mechanism: Annotated[str, typer.Option(help="auto, event, rounds or gandiva")] = "auto",
+    background: Annotated[
+        str | None,
+        typer.Option(
+            help="pre-fill the cluster for every run: openb:default[,fraction=0.8] "
+            "(see simulate --help)"
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
@@ -116,6 +123,13 @@ def compare(
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
+    if background is not None and (mode == "fill" or policies is not None):
+        raise InputError(
+            "background load is for placement comparisons of a job list (the fill mode "
+            "and policy sweeps would ignore it)",
+            field="--background",
+            value=background,
+        )
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 
@@ -182,6 +196,7 @@ def compare(
             backfill=backfill,
             sharing=m,
             mechanism=mechanism,
+            background=background,
         )
         for p, m in cells
         for s in seed_list
