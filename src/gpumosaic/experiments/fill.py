@@ -29,7 +29,7 @@ from gpumosaic.model.power import (
     node_power_w,
     sockets,
 )
-from gpumosaic.model.state import ClusterState
+from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.placement.registry import build_placement
@@ -197,8 +197,12 @@ def run_fill(
     seed: int,
     inflate: float = 1.3,
     progress: Callable[[float], None] | None = None,
+    on_task: Callable[[JobSpec, Assignment | None], None] | None = None,
 ) -> FillResult:
-    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate)."""
+    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate).
+
+    ``on_task(task, assignment)`` sees every task of the replay (its id = its index) and
+    where it went (None: it failed), for stores that keep per-task placements."""
     start, start_cpu = time.perf_counter(), time.process_time()
     if inflate <= 0:
         raise ValueError(f"inflate must be > 0, got {inflate}")
@@ -235,6 +239,8 @@ def run_fill(
             allocated_milli += assignment.gpu_milli * len(assignment.gpus)
             frag.refresh()
             power.update(assignment.node)
+        if on_task is not None:
+            on_task(job, assignment)
         arrived[i] = arrived_milli
         allocated[i] = allocated_milli
         frag_milli[i] = frag.total()

@@ -42,6 +42,8 @@ class JobRecord:
     migrations: int = 0
     thrashing_s: float = 0.0
     handovers: int = 0
+    node: int = -1  # node of its placement (-1: none, or not recorded by this simulator)
+    gpus: tuple[int, ...] = ()  # GPU slots on that node
 
     @property
     def jct_s(self) -> float:

@@ -212,12 +212,12 @@ class EventSimulator:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
         run.start_s, run.gpu_model, run.status = now, gpu.name, JobStatus.RUNNING
         run.alone_s = job.work / rate
+        run.node, run.gpus = assignment.node, assignment.gpus
         self._running += 1
         if self.speed.ideal:
             run.finish_s = now + run.alone_s
             self.engine.schedule(run.finish_s, lambda: self._on_completion(job.id), _COMPLETION)
             return
-        run.node, run.gpus = assignment.node, assignment.gpus
         run.alone_rate, run.rate, run.remaining, run.last_s = rate, rate, job.work, now
         self._node_jobs.setdefault(assignment.node, []).append(job.id)
         self._rerate(assignment.node)
@@ -347,6 +347,8 @@ class EventSimulator:
                     suspended_s=run.waiting_s,
                     thrashing_s=run.thrashing_s,
                     handovers=round(run.handovers),
+                    node=run.node,
+                    gpus=run.gpus,
                 )
             )
         return tuple(out)

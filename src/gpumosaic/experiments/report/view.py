@@ -1,0 +1,86 @@
+"""A result folder read for the report: its runs, how they group, its experiment file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from gpumosaic.experiments.results.store import (
+    EXPERIMENT_FILE,
+    RUNS_TABLE,
+    check_store,
+    run_folder,
+)
+from gpumosaic.experiments.study.file import Experiment, parse_experiment
+from gpumosaic.experiments.study.kinds.base import field_names
+
+NOT_AXES = ("run_id", "kind", "notes", "axis")
+
+
+@dataclass(frozen=True, slots=True)
+class StudyView:
+    root: Path
+    experiment: Experiment
+    runs: pd.DataFrame  # one row per run, in grid order
+    axes: tuple[str, ...]  # grid axes whose values vary across runs
+    group_axes: tuple[str, ...]  # the rows of the grid table
+    metrics: tuple[str, ...]
+
+    def groups(self, axes: tuple[str, ...] | None = None) -> list[tuple[str, pd.DataFrame]]:
+        """(label, runs) per combination of ``axes`` (default: group_axes), in grid order."""
+        axes = self.group_axes if axes is None else axes
+        if not axes:
+            return [("all runs", self.runs)]
+        keys = self.runs[list(axes)].astype(str).agg(" ".join, axis=1) if axes else None
+        out = []
+        assert keys is not None
+        for key in dict.fromkeys(keys):
+            part = self.runs[keys == key]
+            out.append((label(part.iloc[0], axes), part))
+        return out
+
+    def run_label(self, row: Any) -> str:
+        return label(row, self.axes) or str(row["run_id"])
+
+    def table(self, run_id: str, name: str, columns: list[str] | None = None) -> pd.DataFrame | None:
+        path = run_folder(self.root, run_id) / f"{name}.parquet"
+        if not path.is_file():
+            return None
+        return pq.read_table(path, columns=columns).to_pandas()
+
+
+def label(row: Any, axes: tuple[str, ...]) -> str:
+    if len(axes) == 1:
+        return _fmt(row[axes[0]])
+    return " ".join(f"{a}={_fmt(row[a])}" for a in axes)
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def load_view(root: Path) -> StudyView:
+    check_store(root)
+    experiment = parse_experiment((root / EXPERIMENT_FILE).read_text(), root / EXPERIMENT_FILE)
+    runs = pd.read_parquet(root / RUNS_TABLE)
+    runs = runs[runs["kind"] == experiment.kind.name].reset_index(drop=True)
+    # Grid order: the experiment's own order for its runs, then any others stored here.
+    order = {r.run_id: i for i, r in enumerate(experiment.runs())}
+    runs = runs.assign(_order=runs["run_id"].map(order).fillna(len(order))).sort_values(
+        ["_order", "run_id"], kind="stable"
+    ).drop(columns="_order").reset_index(drop=True)
+    grid_axes = [a for a in experiment.axes if a in runs.columns]
+    axes = tuple(a for a in grid_axes if runs[a].astype(str).nunique() > 1)
+    group = tuple(experiment.report.group_by) or tuple(a for a in axes if a != "seed")
+    metrics = tuple(experiment.report.metrics) or experiment.kind.default_metrics
+    metrics = tuple(m for m in metrics if m in field_names(experiment.kind.metrics_type))
+    return StudyView(root, experiment, runs, axes, group, metrics)
