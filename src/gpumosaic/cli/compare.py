@@ -21,12 +21,20 @@ from rich.table import Table
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _split(text: str) -> list[str]:
@@ -88,6 +96,26 @@ def compare(
         raise InputError(str(err), field="--seeds") from None
     n_workers = workers if workers > 0 else default_workers()
     out.mkdir(parents=True, exist_ok=True)
+    from gpumosaic.experiments.study.compare_file import write_compare_experiment
+
+    write_compare_experiment(
+        out,
+        mode=mode,
+        placements=split_placements(placements),
+        seeds=seed_list,
+        policies=None if policies is None else _split(policies),
+        cluster=cluster,
+        workload=workload,
+        policy=policy,
+        rates=[float(r) for r in _split(rates) if _number(r)],
+        tasks=tasks,
+        nodes=nodes,
+        inflate=inflate,
+        gpus_per_node=gpus_per_node,
+        backfill=backfill,
+        sharing=sharing,
+        mechanism=mechanism,
+    )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 

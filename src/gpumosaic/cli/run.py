@@ -91,7 +91,12 @@ def _list(json_out: bool) -> None:
     studies = [load_experiment(preset_path(name)) for name in PRESETS]
     if json_out:
         rows = [
-            {"name": s.name, "kind": s.kind.name, "runs": len(s.runs()), "description": s.description}
+            {
+                "name": s.name,
+                "kind": s.kind.name,
+                "runs": len(s.runs()),
+                "description": s.description,
+            }
             for s in studies
         ]
         typer.echo(json.dumps(rows))

@@ -82,7 +82,11 @@ _FILL_CURVES = (
 
 
 def _fill_curves(view: StudyView) -> list[Figure]:
-    top = float(np.nanmax(view.runs["arrived_pct_final"])) if "arrived_pct_final" in view.runs else 130.0
+    top = (
+        float(np.nanmax(view.runs["arrived_pct_final"]))
+        if "arrived_pct_final" in view.runs
+        else 130.0
+    )
     grid = np.arange(1.0, math.floor(top) + 1.0, 1.0)
     curves: dict[str, dict[str, list[npt.NDArray[np.float64]]]] = {}
     for group, runs in view.groups():
@@ -114,7 +118,10 @@ def _fill_curves(view: StudyView) -> list[Figure]:
                 title,
                 "Mean over seeds; the band is the 95% interval of the mean. Click a legend "
                 "entry to hide a placement, double-click to show it alone.",
-                {"data": data, "layout": _layout(title, "arrived workload, % of cluster GPUs", unit)},
+                {
+                    "data": data,
+                    "layout": _layout(title, "arrived workload, % of cluster GPUs", unit),
+                },
             )
         )
     return out
@@ -172,7 +179,7 @@ def _metric_bars(view: StudyView) -> list[Figure]:
         for ref in view.experiment.reference:
             if ref.metric != metric:
                 continue
-            for (group, runs) in groups:
+            for group, runs in groups:
                 if _matches(runs, ref.where):
                     ref_x.append(group)
                     ref_y.append(ref.value)
@@ -221,9 +228,7 @@ def _as_str(value: Any, column: pd.Series) -> str:
 
 
 def _versus_load(view: StudyView) -> Figure | None:
-    x = view.experiment.report.x or next(
-        (a for a in ("load", "rate") if a in view.axes), ""
-    )
+    x = view.experiment.report.x or next((a for a in ("load", "rate") if a in view.axes), "")
     if not x or x not in view.runs:
         return None
     metric = next((m for m in view.metrics if "jct" in m), view.metrics[0])

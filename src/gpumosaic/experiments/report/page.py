@@ -94,8 +94,7 @@ def _reference_section(view: StudyView) -> str:
             f"<td>{_e(r.source)}</td></tr>"
         )
     head = "".join(
-        f"<th>{h}</th>"
-        for h in ("runs", "metric", "ours", "n", "reference", "error", "source")
+        f"<th>{h}</th>" for h in ("runs", "metric", "ours", "n", "reference", "error", "source")
     )
     return (
         '<section id="reference"><h2>Ours beside the reference</h2>'
@@ -129,7 +128,7 @@ def _reasons_section(view: StudyView) -> str:
         "that waited before they ran (the simulators keep only the final verdict of a job, "
         "not each wait's cause). <code>gpumosaic explain DIR --job ID</code> tells one "
         "job's story.</p>"
-        f'<details open><summary>{len(table.rows)} runs</summary>'
+        f"<details open><summary>{len(table.rows)} runs</summary>"
         f'<table class="sortable" id="reasons-table"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></details></section>"
     )
@@ -192,7 +191,8 @@ _JS = """
       var rows = Array.prototype.slice.call(body.rows);
       rows.sort(function(a, b){
         var x = a.cells[idx], y = b.cells[idx];
-        var u = parseFloat(x.dataset.v || x.textContent), v = parseFloat(y.dataset.v || y.textContent);
+        var u = parseFloat(x.dataset.v || x.textContent);
+        var v = parseFloat(y.dataset.v || y.textContent);
         var c = (isNaN(u) || isNaN(v)) ? x.textContent.localeCompare(y.textContent) : u - v;
         return asc ? c : -c;
       });
@@ -226,8 +226,8 @@ def _page(view: StudyView, figs: list[Figure], mosaic: Figure | None, plotly_js:
 <p>kind {_e(exp.kind.name)} · {len(view.runs)} runs · varying: {_e(", ".join(view.axes) or "-")}
  · {_e(made)}</p>
 <nav><a href="#grid">grid</a><a href="#reference">reference</a><a href="#figures">figures</a>
-<a href="#mosaic">mosaic</a><a href="#reasons">reasons</a><a href="#experiment">experiment file</a>
-</nav></header><main>
+<a href="#mosaic">mosaic</a><a href="#reasons">reasons</a>
+<a href="#experiment">experiment file</a></nav></header><main>
 {_grid_section(view)}
 {_reference_section(view)}
 <section id="figures"><h2>Figures</h2><div class="plots">{plots}</div></section>

@@ -95,8 +95,6 @@ def reason_table(view: StudyView) -> ReasonTable:
             if waited.any():
                 counts[QUEUED_FIRST] = int(waited.sum())
         per_run.append((view.run_label(row), len(jobs), counts))
-    reasons = tuple(sorted({k for _, _, c in per_run for k in c}))
-    rows = tuple(
-        ReasonCounts(run, jobs, tuple(c.get(r, 0) for r in reasons)) for run, jobs, c in per_run
-    )
-    return ReasonTable(reasons, rows)
+    names = tuple(sorted({k for _, _, c in per_run for k in c}))
+    rows = tuple(ReasonCounts(run, n, tuple(c.get(r, 0) for r in names)) for run, n, c in per_run)
+    return ReasonTable(names, rows)

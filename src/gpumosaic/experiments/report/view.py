@@ -47,7 +47,9 @@ class StudyView:
     def run_label(self, row: Any) -> str:
         return label(row, self.axes) or str(row["run_id"])
 
-    def table(self, run_id: str, name: str, columns: list[str] | None = None) -> pd.DataFrame | None:
+    def table(
+        self, run_id: str, name: str, columns: list[str] | None = None
+    ) -> pd.DataFrame | None:
         path = run_folder(self.root, run_id) / f"{name}.parquet"
         if not path.is_file():
             return None
@@ -75,9 +77,12 @@ def load_view(root: Path) -> StudyView:
     runs = runs[runs["kind"] == experiment.kind.name].reset_index(drop=True)
     # Grid order: the experiment's own order for its runs, then any others stored here.
     order = {r.run_id: i for i, r in enumerate(experiment.runs())}
-    runs = runs.assign(_order=runs["run_id"].map(order).fillna(len(order))).sort_values(
-        ["_order", "run_id"], kind="stable"
-    ).drop(columns="_order").reset_index(drop=True)
+    runs = (
+        runs.assign(_order=runs["run_id"].map(order).fillna(len(order)))
+        .sort_values(["_order", "run_id"], kind="stable")
+        .drop(columns="_order")
+        .reset_index(drop=True)
+    )
     grid_axes = [a for a in experiment.axes if a in runs.columns]
     axes = tuple(a for a in grid_axes if runs[a].astype(str).nunique() > 1)
     group = tuple(experiment.report.group_by) or tuple(a for a in axes if a != "seed")

@@ -48,7 +48,7 @@ def pick_run(root: Path, run: str | None) -> str:
             return str(ids[0])
         raise InputError(
             f"this folder holds {len(ids)} runs: name one with --run RUN_ID (e.g. "
-            f"{ids[0]}; gpumosaic query {root} \"SELECT * FROM runs\" lists them)",
+            f'{ids[0]}; gpumosaic query {root} "SELECT * FROM runs" lists them)',
             field="--run",
         )
     matches = [i for i in ids if str(i).startswith(run)]
@@ -67,18 +67,14 @@ def explain_job(root: Path, job_id: int, run: str | None = None) -> JobStory:
     jobs = pq.read_table(jobs_path).to_pandas()
     mine = jobs[jobs["job_id"] == job_id]
     if mine.empty:
-        raise InputError(
-            f"run {run_id} has no job {job_id} (ids {jobs['job_id'].min()}..{jobs['job_id'].max()})",
-            field="--job",
-        )
+        known = f"ids {jobs['job_id'].min()}..{jobs['job_id'].max()}"
+        raise InputError(f"run {run_id} has no job {job_id} ({known})", field="--job")
     job = mine.iloc[0]
     placements_path = folder / "placements.parquet"
     placements = pq.read_table(placements_path).to_pandas() if placements_path.is_file() else None
     axis = read_description(root, run_id).get("axis")
-    if axis == ARRIVED_AXIS:
-        verdicts = _fill_story(job)
-    else:
-        verdicts = _timed_story(job, jobs, placements)
+    story = _fill_story if axis == ARRIVED_AXIS else _timed_story
+    verdicts = story(job, jobs, placements)
     return JobStory(run_id, job_id, tuple(verdicts), NOT_RECORDED)
 
 
@@ -103,7 +99,7 @@ def _ask(job: Any) -> str:
     return f"{int(job['num_gpu'])} GPU(s) x {int(job['gpu_milli'])} milli"
 
 
-def _fill_story(job: Any) -> list[str]:
+def _fill_story(job: Any, _jobs: pd.DataFrame, _placements: pd.DataFrame | None) -> list[str]:
     lines = [
         f"arrived as task {int(job['job_id'])} of the replay ({job['name']}, {job['kind']}) at "
         f"{job['arrived_pct']:.2f}% arrived workload, asking {_ask(job)}"
@@ -130,7 +126,8 @@ def _timed_story(job: Any, jobs: pd.DataFrame, placements: pd.DataFrame | None) 
         ]
         lines.append(
             f"queued {_t(start - arrival)}; {len(ahead)} earlier job(s) had not started when "
-            f"it arrived" + (f" (e.g. {', '.join(map(str, ahead['job_id'][:8]))})" if len(ahead) else "")
+            f"it arrived"
+            + (f" (e.g. {', '.join(map(str, ahead['job_id'][:8]))})" if len(ahead) else "")
         )
         freed = _freed_by(job, start, placements)
         if freed:

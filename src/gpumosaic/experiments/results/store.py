@@ -79,7 +79,9 @@ class ResultStore:
 
     def write_runs_table(self) -> None:
         rows = list(self._rows.values())
-        table = pa.Table.from_pylist(rows) if rows else pa.table({"run_id": pa.array([], pa.string())})
+        table = (
+            pa.Table.from_pylist(rows) if rows else pa.table({"run_id": pa.array([], pa.string())})
+        )
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".{RUNS_TABLE}.tmp"
         pq.write_table(table, tmp)

@@ -26,7 +26,7 @@ ARRIVED_AXIS = "arrived_pct"
 class GridModel(BaseModel):
     """A grid: every field is a list of values (a single value is a one-item list)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -27,11 +27,11 @@ from gpumosaic.model.state import Assignment
 
 
 class FillGrid(GridModel):
-    tasks: list[str] = ["openb:default"]
-    nodes: list[str] = ["openb:gpu"]
-    placement: list[str]
-    seed: list[int] = [42]
-    inflate: list[PositiveFloat] = [1.3]
+    tasks: tuple[str, ...] = ("openb:default",)
+    nodes: tuple[str, ...] = ("openb:gpu",)
+    placement: tuple[str, ...]
+    seed: tuple[int, ...] = (42,)
+    inflate: tuple[PositiveFloat, ...] = (1.3,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ def fill_metrics(result: FillResult) -> FillMetrics:
         values[f"fragmentation_rate_pct_{p:.0f}"] = point.fragmentation_rate_pct
         values[f"power_kw_{p:.0f}"] = point.power_w / 1000.0
     return FillMetrics(
-        **values,  # type: ignore[arg-type]
+        **values,
         fragmentation_pct_90=at[90.0].fragmentation_pct,
         arrived_pct_final=final.arrived_pct,
         allocation_rate_pct_final=final.allocation_rate_pct,

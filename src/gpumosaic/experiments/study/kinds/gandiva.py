@@ -40,10 +40,10 @@ from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 
 class GandivaGrid(GridModel):
-    scenario: list[str] = [s.name for s in SCENARIOS]
-    variant: list[str] = [v.name for v in VARIANTS]
-    seed: list[int] = [0]
-    quick: list[bool] = [False]
+    scenario: tuple[str, ...] = tuple(s.name for s in SCENARIOS)
+    variant: tuple[str, ...] = tuple(v.name for v in VARIANTS)
+    seed: tuple[int, ...] = (0,)
+    quick: tuple[bool, ...] = (False,)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,12 @@ from gpumosaic.sim.rounds import run_rounds
 
 
 class GavelGrid(GridModel):
-    part: list[Literal["static", "continuous"]]
-    policy: list[str]
-    rate: list[float] = [0.0]  # jobs/hr (continuous)
-    seed: list[int] = [0]
-    jobs_source: list[Literal["gavel", "gpumosaic"]] = ["gavel"]
-    placement: list[str] = ["strided"]
+    part: tuple[Literal["static", "continuous"], ...]
+    policy: tuple[str, ...]
+    rate: tuple[float, ...] = (0.0,)  # jobs/hr (continuous)
+    seed: tuple[int, ...] = (0,)
+    jobs_source: tuple[Literal["gavel", "gpumosaic"], ...] = ("gavel",)
+    placement: tuple[str, ...] = ("strided",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +79,9 @@ class GavelKind:
             g.part, g.policy, g.rate, g.seed, g.jobs_source, g.placement
         ):
             if part == "static":  # one trace: no rate, no job source
-                rate, source = 0.0, "trace"
-            out.append(GavelPoint(part, policy, float(rate), seed, source, placement))
+                out.append(GavelPoint(part, policy, 0.0, seed, "trace", placement))
+            else:
+                out.append(GavelPoint(part, policy, float(rate), seed, source, placement))
         return unique(out)
 
     def check(self, grid: Any) -> None:

@@ -20,15 +20,15 @@ _DEFAULTS = NvshareModel()
 
 
 class NvshareGrid(GridModel):
-    job: list[str] = list(JOBS)
-    setup: list[Literal["serial", "off", "on"]] = ["serial", "off", "on"]
-    tq_s: list[PositiveFloat] = [1000.0, 60.0, 30.0]  # for setup "on" only
-    link_gb_s: list[PositiveFloat] = [_DEFAULTS.paging.link_gb_s]
-    fault_gb_s: list[PositiveFloat] = [_DEFAULTS.paging.fault_gb_s]
-    sweep_s: list[PositiveFloat] = [_DEFAULTS.paging.sweep_s]
-    handover_s: list[float] = [_DEFAULTS.handover_s]
-    gpu_busy: list[float] = [_DEFAULTS.gpu_busy]
-    gpu: list[str] = ["P100"]
+    job: tuple[str, ...] = JOBS
+    setup: tuple[Literal["serial", "off", "on"], ...] = ("serial", "off", "on")
+    tq_s: tuple[PositiveFloat, ...] = (1000.0, 60.0, 30.0)  # for setup "on" only
+    link_gb_s: tuple[PositiveFloat, ...] = (_DEFAULTS.paging.link_gb_s,)
+    fault_gb_s: tuple[PositiveFloat, ...] = (_DEFAULTS.paging.fault_gb_s,)
+    sweep_s: tuple[PositiveFloat, ...] = (_DEFAULTS.paging.sweep_s,)
+    handover_s: tuple[float, ...] = (_DEFAULTS.handover_s,)
+    gpu_busy: tuple[float, ...] = (_DEFAULTS.gpu_busy,)
+    gpu: tuple[str, ...] = ("P100",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,8 @@ class NvshareKind:
             g.job, g.setup, g.tq_s, g.link_gb_s, g.fault_gb_s, g.sweep_s, g.handover_s,
             g.gpu_busy, g.gpu,
         ):  # fmt: skip
-            out.append(NvsharePoint(job, setup, float(tq) if setup == "on" else None, *physics))
+            tq_s = float(tq) if setup == "on" else None
+            out.append(NvsharePoint(job, setup, tq_s, *physics))  # type: ignore[arg-type]
         return unique(out)
 
     def check(self, grid: Any) -> None:

@@ -34,20 +34,20 @@ LOAD_PLACEHOLDER = "{load}"
 
 
 class SimulateGrid(GridModel):
-    cluster: list[str]
-    workload: list[str]
-    policy: list[str] = ["fifo"]
-    placement: list[str] = ["default"]  # "default": the mechanism's own default
-    seed: list[int] = [0]
-    gpus_per_node: list[PositiveInt] = [1]
-    mechanism: list[Literal["auto", "event", "rounds"]] = ["auto"]
-    backfill: list[bool] = [True]
-    round_s: list[PositiveFloat] = [360.0]
-    resolve_interval_s: list[PositiveFloat] = [1920.0]
-    sharing: list[str] = ["none"]
+    cluster: tuple[str, ...]
+    workload: tuple[str, ...]
+    policy: tuple[str, ...] = ("fifo",)
+    placement: tuple[str, ...] = ("default",)  # "default": the mechanism's own default
+    seed: tuple[int, ...] = (0,)
+    gpus_per_node: tuple[PositiveInt, ...] = (1,)
+    mechanism: tuple[Literal["auto", "event", "rounds"], ...] = ("auto",)
+    backfill: tuple[bool, ...] = (True,)
+    round_s: tuple[PositiveFloat, ...] = (360.0,)
+    resolve_interval_s: tuple[PositiveFloat, ...] = (1920.0,)
+    sharing: tuple[str, ...] = ("none",)
     # Offered load, written into the cluster and workload specs where they say {load}
     # (e.g. workload = "gavel:rate={load},window=4000-5000").
-    load: list[float] = []
+    load: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,9 @@ class SimulateKind:
             g.cluster, g.workload, g.policy, g.placement, g.seed, g.gpus_per_node, g.mechanism,
             g.backfill, g.round_s, g.resolve_interval_s, g.sharing, loads,
         )  # fmt: skip
-        return unique([SimulatePoint(*values) for values in itertools.product(*axes)])
+        return unique(
+            [SimulatePoint(*values) for values in itertools.product(*axes)]  # type: ignore[arg-type]
+        )
 
     def check(self, grid: Any) -> None:
         from gpumosaic.workloads.spec import parse_cluster
@@ -205,9 +207,7 @@ def jobs_table(result: SimResult) -> pa.Table:
         "handovers": [r.handovers for r in records],
     }
     schema = {"gpus": pa.list_(pa.int32())}
-    return pa.table(
-        {k: pa.array(v, type=schema.get(k)) for k, v in columns.items()}
-    )
+    return pa.table({k: pa.array(v, type=schema.get(k)) for k, v in columns.items()})
 
 
 def timeline_table(result: SimResult) -> pa.Table:
