@@ -7,8 +7,8 @@ import json
 import pytest
 
 from gpumosaic.cli.compare_policies import compare_policies
-from gpumosaic.experiments.policy_sweep import sweep_points, with_rate
 from gpumosaic.errors import InputError
+from gpumosaic.experiments.policy_sweep import sweep_points, with_rate
 
 
 def test_with_rate_appends_to_the_template():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from placement_builders import cluster, job, occupy, workload
 
+from gpumosaic.errors import InputError
 from gpumosaic.placement.registry import build_placement, placement_names
 from gpumosaic.placement.scorers import FgdScorer, RandomPlacement, ScoredPlacement
-from gpumosaic.errors import InputError
 
 WL = workload((1, 500, 0, 1.0))
 

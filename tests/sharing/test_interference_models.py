@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sharing import (
     CoLocatedJob,
@@ -13,7 +14,6 @@ from gpumosaic.sharing import (
     ParametricInterference,
     build_interference,
 )
-from gpumosaic.errors import InputError
 
 
 class FakeTable:

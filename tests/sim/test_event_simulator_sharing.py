@@ -3,10 +3,10 @@
 import pytest
 from sim_builders import cluster, job, node, workload
 
+from gpumosaic.errors import InputError
 from gpumosaic.model import JobSpec
 from gpumosaic.sharing.speed import build_speed_model
 from gpumosaic.sim.simulator import simulate
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 

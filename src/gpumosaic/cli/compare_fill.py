@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.fill import FillResult
 from gpumosaic.experiments.fill_plots import arrived_grid, plot_fill_comparison
 from gpumosaic.experiments.fill_sweep import (
@@ -29,7 +30,6 @@ from gpumosaic.experiments.fill_sweep import (
 )
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.errors import InputError
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 

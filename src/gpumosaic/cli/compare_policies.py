@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.policy_sweep import (
     PolicyRun,
     SweepPoint,
@@ -26,7 +27,6 @@ from gpumosaic.experiments.policy_sweep import (
     write_csv,
 )
 from gpumosaic.experiments.pool import process_pool
-from gpumosaic.errors import InputError
 
 
 def compare_policies(

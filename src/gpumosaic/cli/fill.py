@@ -13,9 +13,9 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.fill import FillPoint, FillResult, run_fill
 from gpumosaic.experiments.fill_sweep import TABLE_POINTS_PCT
-from gpumosaic.errors import InputError
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 TASKS_HELP = "openb:NAME (default, gpushare40, multigpu20, ...) or a task-list CSV"

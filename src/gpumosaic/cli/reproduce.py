@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.nvshare_repro import (
     JOBS,
     REFERENCE_TQS,
@@ -20,7 +21,6 @@ from gpumosaic.experiments.nvshare_repro import (
 )
 from gpumosaic.sharing.nvshare import NvshareModel
 from gpumosaic.sharing.paging import PagingModel
-from gpumosaic.errors import InputError
 
 reproduce_app = typer.Typer(
     help="Reproduce published measurements and print ours beside theirs.",

@@ -16,8 +16,8 @@ from rich.table import Table
 from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce import reproduce_app
-from gpumosaic.experiments.gavel_repro import ReproRow, run_part
 from gpumosaic.errors import InputError
+from gpumosaic.experiments.gavel_repro import ReproRow, run_part
 
 
 def _numbers(text: str, kind: type, field: str) -> list:

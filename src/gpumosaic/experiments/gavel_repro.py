@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.pool import process_pool
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.errors import InputError
 from gpumosaic.traces.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import GavelThroughputTable

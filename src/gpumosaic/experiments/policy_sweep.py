@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpumosaic.errors import InputError
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.workload import Workload
 
 

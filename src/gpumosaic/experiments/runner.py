@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from gpumosaic.errors import InputError
 from gpumosaic.metrics.summary import Summary, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
@@ -19,7 +20,6 @@ from gpumosaic.sharing.speed import build_speed_model
 from gpumosaic.sim.gandiva_scoring import AFFINITY, is_affinity
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.simulator import simulate
-from gpumosaic.errors import InputError
 from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpumosaic.errors import InputError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.scorers import (
     BestFitScorer,
@@ -26,7 +27,6 @@ from gpumosaic.placement.scorers import (
     WorstFitScorer,
 )
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.errors import InputError
 
 SINGLE_WEIGHT = 1000.0
 

@@ -32,9 +32,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
 
 DEFAULT_ALPHA = 0.0
 # Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.

@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sharing.interference import (
@@ -34,7 +35,6 @@ from gpumosaic.sharing.interference import (
 )
 from gpumosaic.sharing.jobs import SharedJob
 from gpumosaic.sharing.nvshare import NvshareModel
-from gpumosaic.errors import InputError
 
 Speeds = npt.NDArray[np.float64]
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
+from gpumosaic.traces.text import read_user_text
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 
@@ -51,10 +52,7 @@ SLO_REFERENCE_GPU = "v100"
 def load_gavel_trace(path: str | Path, table: GavelThroughputTable | None = None) -> list[JobSpec]:
     """Read a Gavel trace into JobSpecs (sorted by arrival)."""
     table = table or GavelThroughputTable.load()
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise InputError(f"cannot read trace: {err.strerror}", path=path) from None
+    text = read_user_text(path, what="trace")
     jobs: list[JobSpec] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -8,6 +8,7 @@ throughput table (speed then depends on the GPU model); one file uses one of the
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +17,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
+from gpumosaic.traces.text import read_user_text
 
 
 class JobRow(BaseModel):
@@ -136,24 +138,23 @@ def _read_rows(file: Path) -> tuple[Sequence[Mapping[str, Any]], int]:
     """Rows as dicts and the number users see for the first one (CSV line / YAML item)."""
     suffix = file.suffix.lower()
     if suffix == ".csv":
-        with file.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            fields = reader.fieldnames or []
-            known = set(JobRow.model_fields)
-            for name in fields:
-                if name.strip() not in known:
-                    raise InputError(f"unknown column {name!r}", path=file, row=1, field=name)
-            missing = [c for c in ("arrival_s", "num_gpu") if c not in fields]
-            if missing:
-                raise InputError("missing column", path=file, row=1, field=missing[0])
-            rows = [{k.strip(): v for k, v in r.items() if k is not None} for r in reader]
-            for offset, r in enumerate(rows):
-                if None in r.values():
-                    raise InputError("too few values", path=file, row=offset + 2)
+        reader = csv.DictReader(io.StringIO(read_user_text(file, what="job list")))
+        fields = reader.fieldnames or []
+        known = set(JobRow.model_fields)
+        for name in fields:
+            if name.strip() not in known:
+                raise InputError(f"unknown column {name!r}", path=file, row=1, field=name)
+        missing = [c for c in ("arrival_s", "num_gpu") if c not in fields]
+        if missing:
+            raise InputError("missing column", path=file, row=1, field=missing[0])
+        rows = [{k.strip(): v for k, v in r.items() if k is not None} for r in reader]
+        for offset, r in enumerate(rows):
+            if None in r.values():
+                raise InputError("too few values", path=file, row=offset + 2)
         return rows, 2  # line 1 is the header
     if suffix in (".yaml", ".yml"):
         try:
-            doc = yaml.safe_load(file.read_text())
+            doc = yaml.safe_load(read_user_text(file, what="job list"))
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             line = mark.line + 1 if mark is not None else None

@@ -20,6 +20,7 @@ Pods become JobSpecs:
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +28,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
+from gpumosaic.traces.text import read_user_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -192,8 +194,13 @@ def _read(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
     import pandas as pd  # only when a CSV is read: ~0.2 s to import
 
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        frame = pd.read_csv(
+            io.StringIO(read_user_text(path, what="CSV file")),
+            dtype=str,
+            keep_default_na=False,
+            skipinitialspace=True,
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise InputError(f"not a readable CSV file ({err})", path=path) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in required if c not in frame.columns]

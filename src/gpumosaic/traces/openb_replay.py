@@ -24,8 +24,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from gpumosaic.model.job import JobSpec
 from gpumosaic.errors import InputError
+from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.openb import read_openb_trace
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload

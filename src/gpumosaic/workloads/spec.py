@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
-from gpumosaic.errors import InputError
 from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable

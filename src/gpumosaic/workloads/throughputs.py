@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
-from gpumosaic.errors import InputError
 
 GAVEL_GPU_TYPES = ("v100", "p100", "k80")
 
