@@ -81,6 +81,11 @@ _FILL_CURVES = (
 )
 
 
+_FILL_COLUMNS = [
+    "arrived_pct", "allocation_rate_pct", "fragmentation_rate_pct", "power_gpu_w", "power_cpu_w",
+]  # fmt: skip
+
+
 def _fill_curves(view: StudyView) -> list[Figure]:
     top = (
         float(np.nanmax(view.runs["arrived_pct_final"]))
@@ -92,7 +97,7 @@ def _fill_curves(view: StudyView) -> list[Figure]:
     for group, runs in view.groups():
         per: dict[str, list[npt.NDArray[np.float64]]] = {c: [] for c, _, _ in _FILL_CURVES}
         for run_id in runs["run_id"]:
-            t = view.table(run_id, "timeline")
+            t = view.table(run_id, "timeline", _FILL_COLUMNS)
             if t is None or t.empty:
                 continue
             arrived = t["arrived_pct"].to_numpy()

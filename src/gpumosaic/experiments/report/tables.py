@@ -80,16 +80,16 @@ def reason_category(reason: str) -> str:
 def reason_table(view: StudyView) -> ReasonTable:
     per_run: list[tuple[str, int, dict[str, int]]] = []
     for _, row in view.runs.iterrows():
-        jobs = view.table(str(row["run_id"]), "jobs")
+        jobs = view.table(str(row["run_id"]), "jobs", ["status", "reason", "queueing_s", "start_s"])
         if jobs is None:
             continue
         counts: dict[str, int] = {}
         if "reason" in jobs:
             failed = jobs.loc[(jobs["reason"] != "") & (jobs["status"] != "completed")]
-            for status, reasons in failed.groupby("status")["reason"]:
-                for category, n in reasons.map(reason_category).value_counts().items():
-                    key = f"{status}: {category}"
-                    counts[key] = counts.get(key, 0) + int(n)
+            # Count (status, reason) first: a run has few distinct verdicts.
+            for (status, reason), n in failed.value_counts(["status", "reason"]).items():
+                key = f"{status}: {reason_category(str(reason))}"
+                counts[key] = counts.get(key, 0) + int(n)
         if "queueing_s" in jobs:
             waited = (jobs["queueing_s"] > 0) & jobs["start_s"].notna()
             if waited.any():

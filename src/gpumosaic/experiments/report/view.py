@@ -36,9 +36,8 @@ class StudyView:
         axes = self.group_axes if axes is None else axes
         if not axes:
             return [("all runs", self.runs)]
-        keys = self.runs[list(axes)].astype(str).agg(" ".join, axis=1) if axes else None
+        keys = self.runs[list(axes)].astype(str).agg(" ".join, axis=1)
         out = []
-        assert keys is not None
         for key in dict.fromkeys(keys):
             part = self.runs[keys == key]
             out.append((label(part.iloc[0], axes), part))
@@ -50,9 +49,13 @@ class StudyView:
     def table(
         self, run_id: str, name: str, columns: list[str] | None = None
     ) -> pd.DataFrame | None:
+        """A run's table (None if the run has none); ``columns``: those of them it has."""
         path = run_folder(self.root, run_id) / f"{name}.parquet"
         if not path.is_file():
             return None
+        if columns is not None:
+            present = set(pq.read_schema(path).names)
+            columns = [c for c in columns if c in present]
         return pq.read_table(path, columns=columns).to_pandas()
 
 
@@ -72,7 +75,8 @@ def _fmt(value: Any) -> str:
 
 def load_view(root: Path) -> StudyView:
     check_store(root)
-    experiment = parse_experiment((root / EXPERIMENT_FILE).read_text(), root / EXPERIMENT_FILE)
+    path = root / EXPERIMENT_FILE
+    experiment = parse_experiment(path.read_text(), path, check_grid=False)
     runs = pd.read_parquet(root / RUNS_TABLE)
     runs = runs[runs["kind"] == experiment.kind.name].reset_index(drop=True)
     # Grid order: the experiment's own order for its runs, then any others stored here.

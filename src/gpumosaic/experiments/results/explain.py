@@ -30,6 +30,17 @@ NOT_RECORDED = (
     "not recorded: the cause of each wait while it queued (only the final verdict is "
     "kept) and the times of preemptions (only their counts)"
 )
+NOT_RECORDED_FILL = (
+    "not recorded: which node each filter turned down (only the verdict over all nodes)"
+)
+# The filter's reason codes (placement.filter.Reason), in words.
+REASON_WORDS = {
+    "gpu_model": "no node has a GPU model the task allows",
+    "cpu": "no allowed node had enough CPU free",
+    "memory": "no allowed node had enough memory free",
+    "gpu": "no allowed node had enough GPUs with the milli it asks free",
+    "never_fits": "no node could hold it even empty",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +84,10 @@ def explain_job(root: Path, job_id: int, run: str | None = None) -> JobStory:
     placements_path = folder / "placements.parquet"
     placements = pq.read_table(placements_path).to_pandas() if placements_path.is_file() else None
     axis = read_description(root, run_id).get("axis")
-    story = _fill_story if axis == ARRIVED_AXIS else _timed_story
+    fill = axis == ARRIVED_AXIS
+    story = _fill_story if fill else _timed_story
     verdicts = story(job, jobs, placements)
-    return JobStory(run_id, job_id, tuple(verdicts), NOT_RECORDED)
+    return JobStory(run_id, job_id, tuple(verdicts), NOT_RECORDED_FILL if fill else NOT_RECORDED)
 
 
 def _t(seconds: float) -> str:
@@ -105,9 +117,11 @@ def _fill_story(job: Any, _jobs: pd.DataFrame, _placements: pd.DataFrame | None)
         f"{job['arrived_pct']:.2f}% arrived workload, asking {_ask(job)}"
     ]
     if job["status"] == "rejected":
+        words = REASON_WORDS.get(job["reason"], "")
         lines.append(
-            f"failed at once: the filter found no node ({job['reason']}); a fill replay "
-            "neither queues nor retries"
+            f"failed at once, filter verdict {job['reason']}"
+            + (f" ({words})" if words else "")
+            + "; a fill replay neither queues nor retries"
         )
     else:
         lines.append(f"placed at once {_where(job)}; tasks of a fill replay never leave")
@@ -119,15 +133,16 @@ def _timed_story(job: Any, jobs: pd.DataFrame, placements: pd.DataFrame | None) 
     lines = [f"t={_t(arrival)}: arrived ({job['job_type']}), asking {_ask(job)}"]
     started = math.isfinite(start)
     if started and start > arrival:
-        ahead = jobs[
-            (jobs["arrival_s"] < arrival)
-            & ~(jobs["start_s"] <= arrival)  # not started by then (NaN: never started)
-            & (jobs["job_id"] != job["job_id"])
-        ]
+        earlier = (jobs["arrival_s"] < arrival) | (
+            (jobs["arrival_s"] == arrival) & (jobs["job_id"] < job["job_id"])
+        )
+        # Ahead of it in the queue: arrived first (or together, with a lower id) and not
+        # running yet when it arrived (NaN start: never started).
+        ahead = jobs[earlier & ~(jobs["start_s"] <= arrival)]
+        ids = ", ".join(map(str, ahead["job_id"][:8])) + (", ..." if len(ahead) > 8 else "")
         lines.append(
-            f"queued {_t(start - arrival)}; {len(ahead)} earlier job(s) had not started when "
-            f"it arrived"
-            + (f" (e.g. {', '.join(map(str, ahead['job_id'][:8]))})" if len(ahead) else "")
+            f"queued {_t(start - arrival)}; {len(ahead)} job(s) were ahead of it in the queue"
+            + (f" ({ids})" if len(ahead) else "")
         )
         freed = _freed_by(job, start, placements)
         if freed:
