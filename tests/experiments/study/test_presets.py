@@ -24,7 +24,7 @@ from gpumosaic.experiments.gavel_repro import (
 from gpumosaic.experiments.nvshare_repro import REFERENCE_S, reproduce_nvshare
 from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.experiments.study.file import load_experiment
-from gpumosaic.experiments.study.kinds import KINDS
+from gpumosaic.experiments.study.kinds.registry import run_kind
 from gpumosaic.experiments.study.presets import PRESETS, preset_path
 
 DATA = Path(__file__).parents[3] / "src" / "gpumosaic" / "data" / "alibaba"
@@ -79,7 +79,7 @@ def test_preset_references_are_the_code_reference_tables() -> None:
 
 def test_nvshare_preset_is_reproduce_nvshare() -> None:
     study = load_experiment(preset_path("nvshare"))
-    kind = KINDS["nvshare"]
+    kind = run_kind("nvshare")
     ours = {
         (p.job, p.setup, p.tq_s): product.metrics.total_s
         for p in (r.point for r in study.runs())
@@ -95,7 +95,7 @@ def test_spatial_sharing_preset_is_make_demo() -> None:
         for r in load_experiment(preset_path("spatial-sharing")).runs()
         if r.point.placement == "fgd" and r.point.seed == 3
     )
-    (product,) = KINDS["simulate"].run([point])
+    (product,) = run_kind("simulate").run([point])
     demo = RunRequest(
         cluster="v100:4",
         workload="gavel:jobs=50,rate=0,milli=spatial",
@@ -113,7 +113,7 @@ def test_gavel_static_preset_is_reproduce_gavel_static() -> None:
         for r in load_experiment(preset_path("gavel-static")).runs()
         if r.point.policy == "fifo_as_shipped"
     )
-    (product,) = KINDS["gavel"].run([point])
+    (product,) = run_kind("gavel").run([point])
     row = run_static("fifo_as_shipped")
     assert (product.metrics.avg_jct_h, product.metrics.makespan_h) == (
         row.avg_jct_h,
@@ -140,7 +140,7 @@ seed = 42
 """
     study = experiment(tmp_path, text)
     for planned in study.runs():
-        (product,) = KINDS["fill"].run([planned.point])
+        (product,) = run_kind("fill").run([planned.point])
         p = planned.point
         reference = run_one(FillRunSpec(p.placement, p.seed, p.tasks, p.nodes, p.inflate))
         for pct in (90.0, 100.0, 130.0):

@@ -114,7 +114,7 @@ def test_report_has_its_tables_and_figures(tiny_store: Path) -> None:
         re.search(r'id="figure-data">(.*?)</script>', html, re.S).group(1)  # type: ignore[union-attr]
     )
     assert len(figures) == info["figures"]
-    mosaic = next(f for f in figures if f["id"] == "mosaic")
+    mosaic = next(f for f in figures if f["id"] == "mosaic-plot")
     z = mosaic["spec"]["data"][0]["z"]
     assert len(z) == 2 and max(max(row) for row in z) <= 1000  # 2 GPUs, never over 1000
 
@@ -136,7 +136,12 @@ def test_report_renders_in_headless_chromium_without_console_errors(tiny_store: 
     figures = json.loads(
         re.search(r'id="figure-data">(.*?)</script>', page.read_text(), re.S).group(1)  # type: ignore[union-attr]
     )
-    # Every figure was drawn by plotly (one plot container each), every table is there.
+    # Every figure was drawn by plotly into its own element, every table is there.
     assert done.stdout.count('class="plot-container plotly"') == len(figures)
+    for figure in figures:
+        drawn = re.search(
+            f'<div id="{figure["id"]}" class="plotly-target js-plotly-plot"', done.stdout
+        )
+        assert drawn, figure["id"]
     for table in ("grid-table", "reference-table", "reasons-table"):
         assert f'id="{table}"' in done.stdout

@@ -90,7 +90,7 @@ def mosaic_figure(view: StudyView) -> Figure | None:
     }
     spec["layout"]["yaxis"]["autorange"] = "reversed"
     return Figure(
-        "mosaic",
+        "mosaic-plot",
         f"GPU occupancy mosaic ({name})",
         "Milli-GPU allocated on each GPU (rows, in node order) over the run; set which run "
         "with [report] mosaic = { axis = value, ... } in the experiment file.",

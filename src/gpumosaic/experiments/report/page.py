@@ -214,8 +214,8 @@ def _page(view: StudyView, figs: list[Figure], mosaic: Figure | None, plotly_js:
         f'<section id="mosaic"><h2>{_e(mosaic.title)}</h2>{_figure_div(mosaic)}</section>'
         if mosaic
         else '<section id="mosaic"><h2>GPU occupancy mosaic</h2><p class="note">No run of '
-        "this study stored per-GPU placements (the round-based and Gandiva simulators do "
-        "not record them yet).</p></section>"
+        "this study stored per-GPU placements: the event-driven simulator and fill replays "
+        "record them; the round-based and Gandiva simulators do not yet.</p></section>"
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
+from scipy.special import stdtrit  # Student's t quantile; lighter than scipy.stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ def mean_ci(values: npt.ArrayLike) -> MeanCI:
     if n == 1:
         return MeanCI(float(v[0]), math.nan, 1)
     sem = float(v.std(ddof=1)) / math.sqrt(n)
-    return MeanCI(float(v.mean()), float(stats.t.ppf(0.975, n - 1)) * sem, n)
+    return MeanCI(float(v.mean()), float(stdtrit(n - 1, 0.975)) * sem, n)
 
 
 def band(matrix: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]:
@@ -51,5 +51,5 @@ def band(matrix: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]
     n = matrix.shape[0]
     if n < 2:
         return mean, mean, mean
-    half = float(stats.t.ppf(0.975, n - 1)) * np.nanstd(matrix, axis=0, ddof=1) / math.sqrt(n)
+    half = float(stdtrit(n - 1, 0.975)) * np.nanstd(matrix, axis=0, ddof=1) / math.sqrt(n)
     return mean, mean - half, mean + half

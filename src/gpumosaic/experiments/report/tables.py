@@ -87,7 +87,8 @@ def reason_table(view: StudyView) -> ReasonTable:
         if "reason" in jobs:
             failed = jobs.loc[(jobs["reason"] != "") & (jobs["status"] != "completed")]
             # Count (status, reason) first: a run has few distinct verdicts.
-            for (status, reason), n in failed.value_counts(["status", "reason"]).items():
+            pairs = failed.value_counts(["status", "reason"])
+            for (status, reason), n in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
                 key = f"{status}: {reason_category(str(reason))}"
                 counts[key] = counts.get(key, 0) + int(n)
         if "queueing_s" in jobs:

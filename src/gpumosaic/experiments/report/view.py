@@ -36,7 +36,7 @@ class StudyView:
         axes = self.group_axes if axes is None else axes
         if not axes:
             return [("all runs", self.runs)]
-        keys = self.runs[list(axes)].astype(str).agg(" ".join, axis=1)
+        keys = self.runs[list(axes)].apply(lambda column: column.map(_fmt)).agg(" ".join, axis=1)
         out = []
         for key in dict.fromkeys(keys):
             part = self.runs[keys == key]
@@ -88,7 +88,7 @@ def load_view(root: Path) -> StudyView:
         .reset_index(drop=True)
     )
     grid_axes = [a for a in experiment.axes if a in runs.columns]
-    axes = tuple(a for a in grid_axes if runs[a].astype(str).nunique() > 1)
+    axes = tuple(a for a in grid_axes if runs[a].map(_fmt).nunique() > 1)
     group = tuple(experiment.report.group_by) or tuple(a for a in axes if a != "seed")
     metrics = tuple(experiment.report.metrics) or experiment.kind.default_metrics
     metrics = tuple(m for m in metrics if m in field_names(experiment.kind.metrics_type))

@@ -46,10 +46,10 @@ class _BatchResult:
 def run_batch(kind_name: str, points: Sequence[Any]) -> _BatchResult:
     """One batch in a worker. A user mistake the grid check could not see (it shows only
     once a run starts) fails this batch, not the study."""
-    from gpumosaic.experiments.study.kinds import KINDS
+    from gpumosaic.experiments.study.kinds.registry import run_kind
 
     try:
-        return _BatchResult(tuple(KINDS[kind_name].run(points)), "")
+        return _BatchResult(tuple(run_kind(kind_name).run(points)), "")
     except (InputError, ValueError) as err:
         return _BatchResult((), str(err))
 

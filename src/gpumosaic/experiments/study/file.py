@@ -109,7 +109,7 @@ def load_experiment(path: Path) -> Experiment:
 def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experiment:
     """``check_grid=False`` skips the kind's check of names and inputs (which may load a
     trace): for reading back a study that already ran."""
-    from gpumosaic.experiments.study.kinds import KINDS
+    from gpumosaic.experiments.study.kinds.registry import KINDS, run_kind
 
     lines = KeyLines(text)
 
@@ -123,9 +123,9 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"not valid TOML: {err}", path=path) from None
     model = _validate(ExperimentModel, raw, (), fail)
-    kind = KINDS.get(model.experiment.kind)
-    if kind is None:
+    if model.experiment.kind not in KINDS:
         raise fail(("experiment", "kind"), f"unknown kind (known: {', '.join(KINDS)})")
+    kind = run_kind(model.experiment.kind)
     grid = _validate(kind.grid_model, model.grid, ("grid",), fail)
     try:
         if check_grid:
