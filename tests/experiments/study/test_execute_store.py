@@ -76,3 +76,16 @@ def test_a_run_that_fails_is_reported_and_not_stored(tmp_path: Path) -> None:
     assert outcome.ran == 0 and len(outcome.failed) == 2
     assert "queue order" in outcome.failed[0].error
     assert not list((tmp_path / "out" / "runs").glob("*/row.json"))
+
+
+def test_report_view_shows_the_current_file_and_counts_older_runs(tmp_path: Path) -> None:
+    from gpumosaic.experiments.report.view import load_view
+
+    out = tmp_path / "out"
+    execute(experiment(tmp_path, TINY_NVSHARE), out)
+    smaller = TINY_NVSHARE.replace('job = ["small_50", "big_50"]', 'job = "small_50"')
+    outcome = execute(experiment(tmp_path, smaller), out)
+    assert (outcome.skipped, outcome.ran) == (3, 0)  # its runs were all stored already
+    view = load_view(out)
+    assert len(view.runs) == 3 and view.others == 3
+    assert len(pd.read_parquet(out / "runs.parquet")) == 6  # all stay queryable

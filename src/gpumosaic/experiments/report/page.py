@@ -150,6 +150,16 @@ def _notes_section(view: StudyView) -> str:
     )
 
 
+def _others(view: StudyView) -> str:
+    if not view.others:
+        return ""
+    return (
+        f"<p>{view.others} more runs stored in this folder are not in its experiment file "
+        "(an earlier version of it): not shown here, still in <code>runs</code> for "
+        "gpumosaic query.</p>"
+    )
+
+
 def _figure_div(fig: Figure) -> str:
     return (
         f'<figure class="plot"><div id="{_e(fig.id)}" class="plotly-target"></div>'
@@ -224,7 +234,7 @@ def _page(view: StudyView, figs: list[Figure], mosaic: Figure | None, plotly_js:
 <script>{plotly_js}</script></head>
 <body><header><h1>{_e(exp.name)}</h1><p>{_e(exp.description)}</p>
 <p>kind {_e(exp.kind.name)} · {len(view.runs)} runs · varying: {_e(", ".join(view.axes) or "-")}
- · {_e(made)}</p>
+ · {_e(made)}</p>{_others(view)}
 <nav><a href="#grid">grid</a><a href="#reference">reference</a><a href="#figures">figures</a>
 <a href="#mosaic">mosaic</a><a href="#reasons">reasons</a>
 <a href="#experiment">experiment file</a></nav></header><main>

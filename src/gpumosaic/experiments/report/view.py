@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.results.store import (
     EXPERIMENT_FILE,
     RUNS_TABLE,
@@ -30,6 +31,7 @@ class StudyView:
     axes: tuple[str, ...]  # grid axes whose values vary across runs
     group_axes: tuple[str, ...]  # the rows of the grid table
     metrics: tuple[str, ...]
+    others: int  # runs stored in the folder that this experiment file does not plan
 
     def groups(self, axes: tuple[str, ...] | None = None) -> list[tuple[str, pd.DataFrame]]:
         """(label, runs) per combination of ``axes`` (default: group_axes), in grid order."""
@@ -77,19 +79,20 @@ def load_view(root: Path) -> StudyView:
     check_store(root)
     path = root / EXPERIMENT_FILE
     experiment = parse_experiment(path.read_text(), path, check_grid=False)
-    runs = pd.read_parquet(root / RUNS_TABLE)
-    runs = runs[runs["kind"] == experiment.kind.name].reset_index(drop=True)
-    # Grid order: the experiment's own order for its runs, then any others stored here.
+    stored = pd.read_parquet(root / RUNS_TABLE)
+    # The experiment file's runs, in its grid order (a folder may also hold runs of an
+    # earlier version of the file: they stay queryable, the report counts them).
     order = {r.run_id: i for i, r in enumerate(experiment.runs())}
-    runs = (
-        runs.assign(_order=runs["run_id"].map(order).fillna(len(order)))
-        .sort_values(["_order", "run_id"], kind="stable")
-        .drop(columns="_order")
-        .reset_index(drop=True)
-    )
+    mine = stored["run_id"].isin(list(order))
+    runs = stored[mine].assign(_order=stored.loc[mine, "run_id"].map(order))
+    runs = runs.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+    if runs.empty:
+        raise InputError(
+            f"none of the {len(stored)} stored runs is planned by {EXPERIMENT_FILE}", path=root
+        )
     grid_axes = [a for a in experiment.axes if a in runs.columns]
     axes = tuple(a for a in grid_axes if runs[a].map(_fmt).nunique() > 1)
     group = tuple(experiment.report.group_by) or tuple(a for a in axes if a != "seed")
     metrics = tuple(experiment.report.metrics) or experiment.kind.default_metrics
     metrics = tuple(m for m in metrics if m in field_names(experiment.kind.metrics_type))
-    return StudyView(root, experiment, runs, axes, group, metrics)
+    return StudyView(root, experiment, runs, axes, group, metrics, int((~mine).sum()))
