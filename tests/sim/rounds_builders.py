@@ -11,7 +11,7 @@ from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import feasible_nodes
-from gpumosaic.policies.base import Allocation, PolicyInput
+from gpumosaic.policies.base import Allocation, PolicyInput, PolicyTraits, TypeOrder
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload
 
@@ -21,7 +21,8 @@ class FixedPolicy:
     """X from a function of the input; counts its calls."""
 
     matrix: Callable[[PolicyInput], np.ndarray]
-    name: str = "test_fixed_perf"
+    name: str = "test_fixed"
+    traits: PolicyTraits = field(default_factory=lambda: PolicyTraits(type_order=TypeOrder.FIXED))
     calls: list[float] = field(default_factory=list)
 
     def allocate(self, inp: PolicyInput) -> Allocation:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpumosaic.errors import InputError
-from gpumosaic.traces.gavel_trace import gavel_trace_workload, load_gavel_trace
+from gpumosaic.traces.gavel_trace import load_gavel_trace
+from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 TABLE = GavelThroughputTable.load()

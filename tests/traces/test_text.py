@@ -10,6 +10,7 @@ from gpumosaic.traces.gavel_trace import load_gavel_trace
 from gpumosaic.traces.joblist import load_job_list
 from gpumosaic.traces.openb import load_openb_nodes
 from gpumosaic.traces.text import read_user_text
+from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 JOBS = "arrival_s,num_gpu,gpu_milli,duration_s\r\n0,1,500,60\r\n5,1,1000,30\r\n"
 TRACE_ROW = "ResNet-18 (batch size 16)\tcmd\tdir\t--n\t0\t1000\t1\t1\t-1\t0\n"
@@ -44,7 +45,7 @@ def test_gavel_trace_with_bad_bytes_names_the_row(tmp_path: Path) -> None:
     path = tmp_path / "bad.trace"
     path.write_bytes(TRACE_ROW.encode() + b"\xff\xfe\n")
     with pytest.raises(InputError) as err:
-        load_gavel_trace(path)
+        load_gavel_trace(path, GavelThroughputTable.load())
     assert err.value.row == 2
 
 

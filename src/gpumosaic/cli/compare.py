@@ -18,12 +18,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
 from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
+from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
@@ -82,7 +83,7 @@ def compare(
     sharing: Annotated[
         str, typer.Option(help="sharing model of every run: none, capped, measured, nvshare:...")
     ] = "none",
-    mechanism: Annotated[str, typer.Option(help="auto, event or rounds")] = "auto",
+    mechanism: Annotated[str, typer.Option(help="auto, event, rounds or gandiva")] = "auto",
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
@@ -164,6 +165,10 @@ def compare(
     for p in split_placements(placements):
         _check_placement(p, gandiva=is_gandiva(sharing))
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
+    fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
+    if fallbacks:
+        warning = fallbacks.warning()
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     labels = split_placements(placements)
     rows = _rows(runs, labels)
     _write_csv(runs, out / "runs.csv")

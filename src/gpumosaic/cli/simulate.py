@@ -14,8 +14,9 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.progress import progress_bar
-from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary
+from gpumosaic.run.build import run
+from gpumosaic.run.description import RunDescription
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
@@ -52,7 +53,11 @@ def simulate(
     table_format: Annotated[str, typer.Option("--format", help="csv or parquet")] = "csv",
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per server for MODEL:COUNT")] = 1,
     mechanism: Annotated[
-        str, typer.Option(help="auto, event (non-preemptive) or rounds (Gavel)")
+        str,
+        typer.Option(
+            help="auto, event (non-preemptive), rounds (Gavel) or gandiva (Gandiva's "
+            "scheduler; the same as --sharing gandiva)"
+        ),
     ] = "auto",
     backfill: Annotated[
         bool,
@@ -81,7 +86,7 @@ def simulate(
         from gpumosaic.errors import InputError
 
         raise InputError("must be csv or parquet", field="--format")
-    request = RunRequest(
+    request = RunDescription(
         cluster=cluster,
         workload=workload,
         policy=policy,
@@ -95,7 +100,7 @@ def simulate(
         sharing=sharing,
     )
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
-        outcome = run_request(request, progress=progress)
+        outcome = run(request, progress=progress)
     summary = outcome.summary
     if out is not None:
         from gpumosaic.experiments.store import write_run  # pandas + matplotlib: only if asked
@@ -107,13 +112,16 @@ def simulate(
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    if summary.fallbacks:
+        warning = summary.fallbacks.warning()
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     for line in outcome.never_fit_lines:
         err_console.print(f"[yellow]rejected:[/yellow] {line}", highlight=False, soft_wrap=True)
     if outcome.never_fit_lines and not allow_rejects:
         raise typer.Exit(3)
 
 
-def _print_summary(summary: Summary, request: RunRequest) -> None:
+def _print_summary(summary: Summary, request: RunDescription) -> None:
     table = Table(title=f"{request.policy} + {request.resolved_placement()} on {request.workload}")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -41,7 +41,15 @@ from collections import defaultdict
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PackedPairs,
+    PairCandidates,
+    PolicyInput,
+    PolicyTraits,
+    TypeOrder,
+)
 from gpumosaic.policies.gandiva import pair_key, summed_normalized_rate
 
 
@@ -52,7 +60,12 @@ class GavelShippedFifo:
 
     @property
     def name(self) -> str:
-        return "fifo"  # the mechanism treats it as FIFO (skips zero priorities)
+        return "fifo_as_shipped"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        # What the mechanism does for Gavel's fifo: shuffled types, zero priorities skipped.
+        return PolicyTraits(skips_zero_priority=True)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         types = list(inp.gpu_types)
@@ -98,7 +111,12 @@ class GavelShippedGandiva:
 
     @property
     def name(self) -> str:
-        return "gandiva"  # the mechanism gives it pair entities
+        return "gandiva_as_shipped"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        # What the mechanism does for Gavel's gandiva: every pair offered, fixed type order.
+        return PolicyTraits(PairCandidates.ALL, TypeOrder.FIXED)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         n_types = len(inp.gpu_types)

@@ -29,8 +29,8 @@ from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.traces.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
+from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.sim.result import JobRecord, JobStatus, SimResult, Timeline
 
 JOULES_PER_KWH = 3.6e6
@@ -40,12 +41,17 @@ class Summary:
     policy_solve_s: float
     events: int
     elapsed_s: float
+    fallbacks: Fallbacks = field(default_factory=Fallbacks)
 
     def to_json(self) -> dict[str, float | int | None]:
         """JSON-safe dict: NaN (no completed job, no sample) becomes null."""
         out: dict[str, float | int | None] = {}
-        for key, value in asdict(self).items():
+        for key in self.__dataclass_fields__:
+            value = getattr(self, key)
+            if key == "fallbacks":
+                continue
             out[key] = None if isinstance(value, float) and math.isnan(value) else value
+        out["fallbacks"] = self.fallbacks.to_json()  # type: ignore[assignment]
         return out
 
 
@@ -133,4 +139,5 @@ def summarize(result: SimResult) -> Summary:
         policy_solve_s=result.stats.policy_solve_s,
         events=result.stats.events,
         elapsed_s=result.stats.elapsed_s,
+        fallbacks=result.fallbacks,
     )

@@ -8,13 +8,16 @@ num_gpu * gpu_milli / 1000, so a 300-milli job uses 0.3 of a GPU's capacity.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.types import FloatArray, IntArray
+
+__all__ = ["FloatArray", "IntArray"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +74,57 @@ class Allocation:
     pair_matrix: FloatArray | None = None
     packed: PackedPairs | None = None
     objective: float = float("nan")
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # for people: what the solve did
+    fallbacks: Fallbacks = field(
+        default_factory=Fallbacks
+    )  # counted: where it did something else than asked
+
+
+class TypeOrder(Enum):
+    """How Gavel's round mechanism visits GPU types when it hands out a round."""
+
+    FIXED = "fixed"  # heterogeneity-aware and packing policies: X already picked the type
+    SHUFFLED = "shuffled"  # heterogeneity-agnostic policies: a fresh random order per round
+
+
+class PairCandidates(Enum):
+    """Which job pairs the mechanism offers a space-sharing policy (``PolicyInput.packed``)."""
+
+    NONE = "none"  # the policy does not pack
+    BEST = "best"  # each job's best few partners by packed throughput (the LP policies)
+    ALL = "all"  # every pair (Gandiva groups jobs at random and solves no LP)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyTraits:
+    """What a policy is, as mechanisms need to know it (never read from its name)."""
+
+    pairs: PairCandidates = PairCandidates.NONE
+    type_order: TypeOrder = TypeOrder.SHUFFLED
+    skips_zero_priority: bool = False  # FIFO runs only what it allocated (no work conserving)
+    random: bool = False  # draws random choices: built with the run's numpy Generator
+
+    @property
+    def uses_pairs(self) -> bool:
+        return self.pairs is not PairCandidates.NONE
+
+
+def lp_traits(heterogeneity_aware: bool, use_pairs: bool) -> PolicyTraits:
+    """Traits of Gavel's LP policies: ``_perf`` and ``_packed`` variants fix the type order."""
+    return PolicyTraits(
+        pairs=PairCandidates.BEST if use_pairs else PairCandidates.NONE,
+        type_order=TypeOrder.FIXED if heterogeneity_aware or use_pairs else TypeOrder.SHUFFLED,
+    )
 
 
 class Policy(Protocol):
-    """``name`` is read-only so that frozen dataclasses satisfy the protocol."""
+    """``name`` and ``traits`` are read-only so that frozen dataclasses satisfy the
+    protocol. ``name`` is for people (tables, JSON); mechanisms read ``traits``."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def traits(self) -> PolicyTraits: ...
 
     def allocate(self, inp: PolicyInput) -> Allocation: ...

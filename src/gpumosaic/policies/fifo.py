@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PairCandidates,
+    PolicyInput,
+    PolicyTraits,
+    TypeOrder,
+)
 
 _EPS = 1e-9
 
@@ -32,12 +39,18 @@ class Fifo:
     """Stateful in ``fifo`` mode (sticky types), like Gavel's; one object per simulation."""
 
     def __init__(
-        self, mode: str = "base", seed: int = 0, packing_threshold: float = 1.5, name: str = ""
+        self,
+        mode: str = "base",
+        seed: int = 0,
+        packing_threshold: float = 1.5,
+        name: str = "",
+        rng: np.random.Generator | None = None,
     ) -> None:
+        """``rng``: the run's Generator (``seed`` only seeds one when none is given)."""
         if mode not in ("base", "perf", "packed"):
             raise ValueError(f"fifo mode must be base, perf or packed, got {mode!r}")
         self._mode = mode
-        self._rng = np.random.default_rng(seed)
+        self._rng = rng if rng is not None else np.random.default_rng(seed)
         self._packing_threshold = packing_threshold
         self._sticky: dict[int, int] = {}  # job id -> type column (base mode)
         self._name = name or {"base": "fifo", "perf": "fifo_perf", "packed": "fifo_packed"}[mode]
@@ -45,6 +58,16 @@ class Fifo:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def traits(self) -> PolicyTraits:
+        base = self._mode == "base"
+        return PolicyTraits(
+            pairs=PairCandidates.BEST if self._mode == "packed" else PairCandidates.NONE,
+            type_order=TypeOrder.SHUFFLED if base else TypeOrder.FIXED,
+            skips_zero_priority=True,
+            random=base,
+        )
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         n, n_types = inp.num_jobs, len(inp.gpu_types)

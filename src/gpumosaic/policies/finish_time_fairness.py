@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, PackedPairs, PolicyInput
+from gpumosaic.fallbacks import Fallback, Fallbacks
+from gpumosaic.policies.base import Allocation, PackedPairs, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
     allocation_from_solution,
     build_base_constraints,
@@ -41,6 +42,10 @@ class FinishTimeFairness:
     # The min-max objective has many optimal allocations and each solver returns its own;
     # ECOS is Gavel's, and with it the static trace matches Gavel (CLARABEL: makespan +10%).
     conic_solver: str = "ECOS"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
@@ -89,9 +94,11 @@ class FinishTimeFairness:
             raise PolicySolveError(f"{self.name}: {self.conic_solver} failed: {err}") from None
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or v.value is None:
             raise PolicySolveError(f"{self.name}: {self.conic_solver} status {problem.status}")
+        fallbacks = Fallbacks()
         if problem.status == cp.OPTIMAL_INACCURATE:
             notes = (*notes, f"{self.conic_solver}: optimal_inaccurate")
+            fallbacks = Fallbacks.of(Fallback.SOLVE_INACCURATE)
         values = np.clip(np.asarray(v.value, dtype=np.float64), 0.0, base.upper)
         return allocation_from_solution(
-            inp, base.layout, values, pairs, float(problem.value), notes
+            inp, base.layout, values, pairs, float(problem.value), notes, fallbacks
         )

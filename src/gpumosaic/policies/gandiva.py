@@ -13,19 +13,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PairCandidates,
+    PolicyInput,
+    PolicyTraits,
+    TypeOrder,
+)
 from gpumosaic.policies.isolated import equal_shares
 
 
 class Gandiva:
-    def __init__(self, seed: int = 0, name: str = "gandiva") -> None:
-        self._rng = np.random.default_rng(seed)
+    def __init__(
+        self, seed: int = 0, name: str = "gandiva", rng: np.random.Generator | None = None
+    ) -> None:
+        """``rng``: the run's Generator (``seed`` only seeds one when none is given)."""
+        self._rng = rng if rng is not None else np.random.default_rng(seed)
         self._partner: dict[int, int | None] = {}  # job id -> partner job id (None: alone)
         self._name = name
 
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def traits(self) -> PolicyTraits:
+        # Pairs among every job (random grouping, no LP); types in a fixed order.
+        return PolicyTraits(PairCandidates.ALL, TypeOrder.FIXED, random=True)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         n, n_types = inp.num_jobs, len(inp.gpu_types)

@@ -29,7 +29,15 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.fallbacks import Fallback, Fallbacks
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PackedPairs,
+    PolicyInput,
+    PolicyTraits,
+    lp_traits,
+)
 from gpumosaic.policies.lp_base import (
     VariableLayout,
     aggregate_identical_jobs,
@@ -58,6 +66,10 @@ class WaterFilling:
     slack: float = 1.0001
     epsilon: float = 1e-5
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
@@ -155,7 +167,10 @@ class WaterFilling:
             frozen |= newly
         assert values is not None
         notes.append(f"water filling: {rounds} round(s), fallbacks={fallbacks}")
-        return allocation_from_solution(inp, base.layout, values, pairs, first_level, tuple(notes))
+        failed = Fallbacks.of(Fallback.POLICY_SOLVE_FAILED, fallbacks)
+        return allocation_from_solution(
+            inp, base.layout, values, pairs, first_level, tuple(notes), failed
+        )
 
     def _normalized_rates(
         self, inp: PolicyInput, layout: VariableLayout, pairs: PackedPairs | None

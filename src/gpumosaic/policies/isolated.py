@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
+from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput, PolicyTraits
 from gpumosaic.policies.lp_base import empty_allocation
 
 
@@ -36,6 +36,10 @@ def equal_shares(capacity: FloatArray, demand: FloatArray, per_row: bool = False
 @dataclass(frozen=True, slots=True)
 class Isolated:
     name: str = "isolated"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return PolicyTraits()
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
 from gpumosaic.policies.lp_solve import coo
 
@@ -193,6 +194,7 @@ def allocation_from_solution(
     pairs: PackedPairs | None,
     objective: float,
     notes: tuple[str, ...] = (),
+    fallbacks: Fallbacks | None = None,
 ) -> Allocation:
     """Wrap a solution vector as an Allocation, exactly feasible.
 
@@ -210,6 +212,7 @@ def allocation_from_solution(
         packed=pairs,
         objective=objective,
         notes=notes,
+        fallbacks=fallbacks or Fallbacks(),
     )
 
 
@@ -264,6 +267,7 @@ class JobClasses:
             matrix=alloc.matrix[self.class_of_job],
             objective=alloc.objective,
             notes=(f"{len(self.counts)} job class(es) for {inp.num_jobs} jobs", *alloc.notes),
+            fallbacks=alloc.fallbacks,
         )
 
 

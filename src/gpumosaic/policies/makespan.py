@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, PolicyInput
+from gpumosaic.policies.base import Allocation, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
     allocation_from_solution,
     build_base_constraints,
@@ -37,6 +37,10 @@ class MinTotalDuration:
     use_pairs: bool = False
     reference_type: str = "v100"
     backend: str = "clarabel"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:

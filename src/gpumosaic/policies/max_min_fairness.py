@@ -22,7 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.base import (
+    Allocation,
+    FloatArray,
+    PackedPairs,
+    PolicyInput,
+    PolicyTraits,
+    lp_traits,
+)
 from gpumosaic.policies.lp_base import (
     BaseConstraints,
     aggregate_identical_jobs,
@@ -108,6 +115,10 @@ class MaxMinFairness:
     use_pairs: bool = False
     backend: str = "clarabel"
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:

@@ -1,16 +1,21 @@
 """Policy names (Gavel's, plus Tiresias/LAS) mapped to policy objects.
 
-``build_policy(name, **options)``: options are keyword arguments of the policy class
-(e.g. ``backend="highs"``, ``seed=1``, ``thresholds_gpu_s=(3600.0, 36000.0)``,
+``build_policy(name, rng=None, **options)``: options are keyword arguments of the policy
+class (e.g. ``backend="highs"``, ``thresholds_gpu_s=(3600.0, 36000.0)``,
 ``entity_policy="fifo"``); an unknown name or option raises ValueError naming it.
+``rng`` is the run's ``numpy.random.Generator``: a policy class that draws random
+choices takes it (its traits say ``random``); the others ignore it.
 Stateful policies (``fifo``, ``fifo_perf``, ``fifo_packed``, ``gandiva``) need one object
 per simulation run: call ``build_policy`` once per run.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from gpumosaic.policies.base import Policy
 from gpumosaic.policies.fifo import Fifo
@@ -58,16 +63,8 @@ _VARIANTS: dict[str, tuple[Callable[..., Policy], dict[str, Any]]] = {
 
 POLICY_NAMES: tuple[str, ...] = tuple(_VARIANTS)
 
-# Policies that read PolicyInput.packed: the mechanism should build candidate pairs
-# (``packing_pairs.build_packed_pairs``) for these.
-PACKING_POLICIES: frozenset[str] = frozenset(
-    name
-    for name, (factory, fixed) in _VARIANTS.items()
-    if fixed.get("use_pairs") or factory is Gandiva
-) | {"fifo_packed"}
 
-
-def build_policy(name: str, **options: Any) -> Policy:
+def build_policy(name: str, rng: np.random.Generator | None = None, **options: Any) -> Policy:
     """A fresh policy object for ``name`` with ``options`` (see the module docstring)."""
     try:
         factory, fixed = _VARIANTS[name]
@@ -77,6 +74,8 @@ def build_policy(name: str, **options: Any) -> Policy:
     if clash:
         raise ValueError(f"policy {name!r} fixes option(s) {sorted(clash)}; pick another name")
     kwargs = {"name": name, **fixed, **options}
+    if rng is not None and "rng" in inspect.signature(factory).parameters:
+        kwargs["rng"] = rng
     try:
         return factory(**kwargs)
     except TypeError as err:

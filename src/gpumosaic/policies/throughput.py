@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput
+from gpumosaic.fallbacks import Fallback, Fallbacks
+from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
     allocation_from_solution,
     build_base_constraints,
@@ -55,6 +56,10 @@ class MaxSumThroughput:
     backend: str = "clarabel"
     default_costs: Mapping[str, float] = field(default_factory=lambda: dict(GAVEL_COST_PER_HOUR))
 
+    @property
+    def traits(self) -> PolicyTraits:
+        return lp_traits(heterogeneity_aware=True, use_pairs=self.use_pairs)
+
     def allocate(self, inp: PolicyInput) -> Allocation:
         if inp.num_jobs == 0:
             return empty_allocation(inp)
@@ -79,10 +84,12 @@ class MaxSumThroughput:
             upper=base.upper,
         )
         notes: list[str] = []
+        fallbacks = Fallbacks()
         if self.use_slos and inp.slo_s is not None:
             slo_rows, slo_rhs, late = _slo_constraints(inp, rates)
             if late:
                 notes.append(f"{late} job(s) already past their SLO deadline: left out")
+                fallbacks = Fallbacks.of(Fallback.SLO_JOBS_LEFT_OUT, late)
             if slo_rows.shape[0]:
                 with_slos = LinearProgram(
                     c=program.c,
@@ -94,13 +101,20 @@ class MaxSumThroughput:
                 try:
                     solution = solve(with_slos, self.backend)
                     return allocation_from_solution(
-                        inp, base.layout, solution.values, pairs, -solution.objective, tuple(notes)
+                        inp,
+                        base.layout,
+                        solution.values,
+                        pairs,
+                        -solution.objective,
+                        tuple(notes),
+                        fallbacks,
                     )
                 except PolicySolveError as err:
                     notes.append(f"SLOs infeasible ({err}); solved without SLOs")
+                    fallbacks += Fallbacks.of(Fallback.SLOS_DROPPED)
         solution = solve(program, self.backend)
         return allocation_from_solution(
-            inp, base.layout, solution.values, pairs, -solution.objective, tuple(notes)
+            inp, base.layout, solution.values, pairs, -solution.objective, tuple(notes), fallbacks
         )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumosaic.policies.base import Allocation, IntArray, PolicyInput
+from gpumosaic.policies.base import Allocation, IntArray, PolicyInput, PolicyTraits
 
 _EPS = 1e-9
 
@@ -39,6 +39,10 @@ class Tiresias:
     name: str = "tiresias"
     thresholds_gpu_s: tuple[float, ...] = (3600.0,)
     placement: str = "fastest"
+
+    @property
+    def traits(self) -> PolicyTraits:
+        return PolicyTraits()
 
     def allocate(self, inp: PolicyInput) -> Allocation:
         if self.placement not in ("fastest", "most_free"):

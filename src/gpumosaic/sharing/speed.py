@@ -24,11 +24,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.errors import InputError
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sharing.interference import (
     CoLocatedJob,
     InterferenceModel,
+    MeasuredInterference,
     PairThroughputs,
     build_interference,
     parse_spec,
@@ -79,6 +81,10 @@ class SpeedModel(Protocol):
         """Each job's speed on this GPU relative to running alone (1.0 = no slowdown)."""
         ...
 
+    def fallbacks(self) -> Fallbacks:
+        """What the model answered other than asked so far (e.g. unmeasured pairs)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class InterferenceSpeed:
@@ -105,6 +111,11 @@ class InterferenceSpeed:
             return ShareSpeeds.plain(np.ones(1))
         colocated = [CoLocatedJob.from_spec(j) for j in jobs]
         return ShareSpeeds.plain(self.model.speed_factors(colocated, gpu.throughput_key))
+
+    def fallbacks(self) -> Fallbacks:
+        if isinstance(self.model, MeasuredInterference):
+            return Fallbacks.of(Fallback.UNMEASURED_PAIR, self.model.fallbacks)
+        return Fallbacks()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +154,9 @@ class NvshareSpeed:
             handovers_per_s=np.array([j.handovers_in for j in outcome.jobs]) / runs,
         )
 
+    def fallbacks(self) -> Fallbacks:
+        return Fallbacks()
+
 
 @dataclass(frozen=True, slots=True)
 class CappedSpeed:
@@ -161,6 +175,9 @@ class CappedSpeed:
         self, jobs: Sequence[JobSpec], solo_left_s: Sequence[float], gpu: GpuModel
     ) -> ShareSpeeds:
         return ShareSpeeds.plain(np.ones(len(jobs)))
+
+    def fallbacks(self) -> Fallbacks:
+        return Fallbacks()
 
 
 def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:

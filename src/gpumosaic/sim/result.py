@@ -12,6 +12,8 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.fallbacks import Fallbacks
+
 
 class JobStatus(StrEnum):
     COMPLETED = "completed"
@@ -85,6 +87,9 @@ class SimResult:
     total_gpu_milli: int
     end_s: float  # simulated time when the run stopped
     extra: tuple[tuple[str, float], ...] = field(default=())  # model-specific counters
+    fallbacks: Fallbacks = field(
+        default_factory=Fallbacks
+    )  # what the run did other than asked, by kind
 
 
 class TimelineRecorder:

@@ -14,10 +14,10 @@ from collections import defaultdict
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.mechanisms.rounds.jobs import JobStore
+from gpumosaic.mechanisms.rounds.leases import LeaseBook
 from gpumosaic.model.state import ClusterState
 from gpumosaic.sharing.speed import SpeedModel
-from gpumosaic.sim.round_jobs import JobStore
-from gpumosaic.sim.round_leases import LeaseBook
 
 
 def shared_rates(

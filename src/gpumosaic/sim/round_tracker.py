@@ -1,6 +1,6 @@
 """Cluster-wide figures for the round timeline, refreshed once per round for the nodes
-whose allocation changed (a round moves several jobs; one vectorized pass over the
-touched nodes is much cheaper than one per change)."""
+whose allocation changed (``ClusterState.node_version`` moved): a round moves several
+jobs, and one vectorized pass over the touched nodes is much cheaper than one per change."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class RoundTracker:
     def __init__(self, state: ClusterState, workload: TargetWorkload | None) -> None:
         self.state = state
         self.workload = workload
-        self.dirty: set[int] = set()
+        self._version = state.node_version.copy()
         self.node_fragmentation = (
             node_fragmentation(state, workload) if workload is not None else None
         )
@@ -29,16 +29,13 @@ class RoundTracker:
         self._power(np.arange(state.num_nodes))
         self.node_free_milli = state.gpu_free.sum(axis=1).astype(np.float64)
 
-    def touched(self, node: int) -> None:
-        self.dirty.add(node)
-
     def refresh(self) -> None:
-        """Re-evaluate every node touched since the last refresh."""
-        if not self.dirty:
-            return
-        idx = np.fromiter(self.dirty, dtype=np.intp, count=len(self.dirty))
-        self.dirty.clear()
+        """Re-evaluate every node changed since the last refresh."""
         state = self.state
+        idx = np.flatnonzero(self._version != state.node_version)
+        if len(idx) == 0:
+            return
+        self._version[idx] = state.node_version[idx]
         if self.node_fragmentation is not None and self.workload is not None:
             self.node_fragmentation[idx] = node_fragmentation(state, self.workload, nodes=idx)
         self._power(idx)

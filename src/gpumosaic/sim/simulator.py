@@ -1,17 +1,15 @@
 """Event-driven simulator: arrivals, a pending queue, placement, completions.
 
 Jobs are non-preemptive here: once placed, a job holds its GPU shares until it has done
-its work at the throughput of the GPU model it landed on. A scheduling pass runs after
-all events of one instant (arrivals and completions at the same time are seen
-together), trying pending jobs in the queue order: strict order stops at the first job
-that does not fit (FIFO head-of-line), ``backfill`` lets later jobs that fit go ahead.
-Round-based scheduling (Gavel) lives in ``sim/rounds.py``; both return ``SimResult``.
+its work at the throughput of the GPU model it landed on. The clock-free
+``SchedulingPass`` (``mechanisms/event``) decides who starts where; this driver runs it
+after all events of one instant (arrivals and completions at the same time are seen
+together) and models the progress of the jobs it started. Round-based scheduling
+(Gavel) lives in ``sim/rounds.py``; both return ``SimResult``.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -20,13 +18,14 @@ from functools import partial
 
 import numpy as np
 
+from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.ordering import QueueOrder, SortKey, build_queue_order
+from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.sharing.interference import NoInterference
 from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
 from gpumosaic.sim.engine import Engine, EventHandle
@@ -45,12 +44,6 @@ from gpumosaic.workloads.workload import Workload
 _COMPLETION, _ARRIVAL, _PASS = 0, 1, 2
 
 ProgressCallback = Callable[[float], None]
-Shape = tuple[int, int, int, int, frozenset[str] | None]
-
-
-def _shape(job: JobSpec) -> Shape:
-    """What placement sees of a job: two jobs of one shape fit exactly the same nodes."""
-    return (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
 
 
 @dataclass(slots=True)
@@ -94,14 +87,17 @@ class EventSimulator:
         until_s: float = math.inf,
         progress: ProgressCallback | None = None,
         speed: SpeedModel | None = None,
+        rng: np.random.Generator | None = None,
     ) -> None:
+        """``rng``: the run's Generator (placement ties, random placement); when None,
+        one seeded from ``seed``."""
         self.state = ClusterState(cluster)
         self.speed: SpeedModel = speed or InterferenceSpeed(NoInterference())
         self._node_jobs: dict[int, list[int]] = {}
         self.workload = workload
         self.placement = placement
         self.order = order
-        self.rng = np.random.default_rng(seed)
+        self.rng = rng if rng is not None else np.random.default_rng(seed)
         self.backfill = backfill
         self.until_s = until_s
         self.progress = progress
@@ -109,11 +105,7 @@ class EventSimulator:
         self.tracker = ClusterTracker(self.state, target)
         self.timeline = TimelineRecorder()
         self.runs: dict[int, _JobRun] = {}
-        # Pending jobs grouped by shape, each group sorted by queue key: a pass visits
-        # groups in key order and drops a group at its first failure (see _scheduling_pass).
-        self._pending: dict[int, list[tuple[SortKey, int]]] = {}
-        self._shape_ids: dict[Shape, int] = {}
-        self._pending_count = 0
+        self.scheduling = SchedulingPass(placement, order, backfill)
         self._running = 0
         self._pass_scheduled = False
         self._arrivals: Iterator[JobSpec] = iter(workload.jobs)
@@ -142,9 +134,7 @@ class EventSimulator:
             run.status, run.reason = JobStatus.REJECTED, f"{verdict.reason.value}: {verdict.detail}"
             self._job_done(job)
         else:
-            shape_id = self._shape_ids.setdefault(_shape(job), len(self._shape_ids))
-            bisect.insort(self._pending.setdefault(shape_id, []), (self.order.key(job), job.id))
-            self._pending_count += 1
+            self.scheduling.add(job)
             self._request_pass()
         if not self._stop_reached():
             self._schedule_next_arrival()
@@ -173,37 +163,13 @@ class EventSimulator:
             self.engine.schedule(self.engine.now, self._scheduling_pass, _PASS)
 
     def _scheduling_pass(self) -> None:
-        """Try pending jobs in queue order. Within one pass free resources only shrink,
-        so once a job of some shape finds no node, no later job of that shape will: the
-        pass merges the per-shape queues by key and drops a shape at its first failure.
-        Without backfill the first failure ends the pass (strict FIFO)."""
         self._pass_scheduled = False
-        heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
-        heapq.heapify(heads)
-        taken: dict[int, int] = {}
-        while heads:
-            _, shape_id = heapq.heappop(heads)
-            group = self._pending[shape_id]
-            index = taken.get(shape_id, 0)
-            job = self.runs[group[index][1]].job
-            assignment = self.placement.place(self.state, job, self.rng)
-            if assignment is None:
-                if not self.backfill:
-                    break
-                continue
+        for job, assignment in self.scheduling.run(self.state, self.rng):
             self._start(job, assignment)
-            taken[shape_id] = index + 1
-            if index + 1 < len(group):
-                heapq.heappush(heads, (group[index + 1][0], shape_id))
-        for shape_id, count in taken.items():
-            del self._pending[shape_id][:count]
-            if not self._pending[shape_id]:
-                del self._pending[shape_id]
-            self._pending_count -= count
         self._record()
 
     def _start(self, job: JobSpec, assignment: Assignment) -> None:
-        self.state.allocate(assignment)
+        """Start a job the pass placed (and allocated): model its progress."""
         run = self.runs[job.id]
         now = self.engine.now
         gpu = self.state.spec.nodes[assignment.node].gpu
@@ -275,7 +241,7 @@ class EventSimulator:
             self.engine.now,
             self.tracker.allocated_milli,
             self._running,
-            self._pending_count,
+            len(self.scheduling),
             self.tracker.fragmentation_rate,
             gpu_w,
             cpu_w,
@@ -311,11 +277,12 @@ class EventSimulator:
             stats=stats,
             total_gpu_milli=self.state.total_gpu_milli,
             end_s=end_s,
+            fallbacks=self.speed.fallbacks(),
         )
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
         out: list[JobRecord] = []
-        pending_ids = {job_id for group in self._pending.values() for _, job_id in group}
+        pending_ids = {job.id for job in self.scheduling.pending()}
         for job_id in sorted(self.runs):
             run = self.runs[job_id]
             job = run.job

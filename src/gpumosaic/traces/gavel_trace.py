@@ -24,13 +24,12 @@ order and are returned sorted by arrival time (stable). Every bad row raises an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.text import read_user_text
-from gpumosaic.workloads.throughputs import GavelThroughputTable
-from gpumosaic.workloads.workload import Workload
 
 COLUMNS = (
     "job_type",
@@ -49,9 +48,22 @@ REQUIRED_COLUMNS = 10
 SLO_REFERENCE_GPU = "v100"
 
 
-def load_gavel_trace(path: str | Path, table: GavelThroughputTable | None = None) -> list[JobSpec]:
-    """Read a Gavel trace into JobSpecs (sorted by arrival)."""
-    table = table or GavelThroughputTable.load()
+class MeasuredJobs(Protocol):
+    """What the reader checks rows against: Gavel's throughput table
+    (``workloads.throughputs.GavelThroughputTable``)."""
+
+    source: str
+    job_types: tuple[str, ...]
+    gpu_types: tuple[str, ...]
+
+    def has(self, job_type: str, scale_factor: int, gpu_type: str) -> bool: ...
+
+    def isolated(self, job_type: str, scale_factor: int, gpu_type: str) -> float: ...
+
+
+def load_gavel_trace(path: str | Path, table: MeasuredJobs) -> list[JobSpec]:
+    """Read a Gavel trace into JobSpecs (sorted by arrival); rows are checked against
+    ``table`` (Gavel's throughput table)."""
     text = read_user_text(path, what="trace")
     jobs: list[JobSpec] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
@@ -63,16 +75,7 @@ def load_gavel_trace(path: str | Path, table: GavelThroughputTable | None = None
     return sorted(jobs, key=lambda j: j.arrival_s)
 
 
-def gavel_trace_workload(path: str | Path, table: GavelThroughputTable | None = None) -> Workload:
-    """The workload of spec ``gavel-trace:PATH``: every job measured, Gavel's throughputs."""
-    table = table or GavelThroughputTable.load()
-    jobs = tuple(load_gavel_trace(path, table))
-    return Workload(f"gavel-trace:{Path(path).name}", jobs, table)
-
-
-def _parse_row(
-    line: str, path: str | Path, row: int, job_id: int, table: GavelThroughputTable
-) -> JobSpec:
+def _parse_row(line: str, path: str | Path, row: int, job_id: int, table: MeasuredJobs) -> JobSpec:
     cells = line.rstrip("\r\n").split("\t")
     if len(cells) not in (REQUIRED_COLUMNS, REQUIRED_COLUMNS + 1):
         raise InputError(

@@ -56,13 +56,11 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     if sep and kind == "gavel":
         return ParsedWorkload(_gavel(rest, seed))
     if sep and kind == "gavel-trace":
-        from gpumosaic.traces.gavel_trace import load_gavel_trace
+        from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 
-        table = GavelThroughputTable.load()
-        jobs = load_gavel_trace(rest, table)
-        return ParsedWorkload(Workload(f"gavel-trace:{Path(rest).name}", tuple(jobs), table))
+        return ParsedWorkload(gavel_trace_workload(rest))
     if sep and kind == "openb":
-        from gpumosaic.traces.openb_replay import openb_time_workload
+        from gpumosaic.workloads.openb_replay import openb_time_workload
 
         return ParsedWorkload(openb_time_workload(text, seed))
     path = Path(text)

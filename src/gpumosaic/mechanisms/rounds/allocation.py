@@ -1,8 +1,8 @@
 """The allocation in force and Gavel's accounting of it, re-built at every policy solve.
 
 One owner (``AllocationBook``) holds the policy, the entity table of the current
-allocation (``round_priorities.EntityTable``), the deficits carried from one solve to the
-next, and the solve counters. The round simulator decides *when* to solve; this module
+allocation (``priorities.EntityTable``), the deficits carried from one solve to the
+next, and the solve counters. The round decider decides *when* to solve; this module
 does the solve: build the PolicyInput (with candidate pairs for packing policies), call
 the policy, and turn the Allocation into entities with a fresh accounting period.
 """
@@ -14,11 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.mechanisms.rounds.jobs import JobStore
+from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs
+from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
 from gpumosaic.model.gpu import GpuModel
-from gpumosaic.policies.base import Allocation, Policy
-from gpumosaic.sim.policy_input import build_policy_input, candidate_pairs, uses_pairs
-from gpumosaic.sim.round_jobs import JobStore
-from gpumosaic.sim.round_priorities import EntityTable, reset_accounting
+from gpumosaic.policies.base import Allocation, PairCandidates, Policy
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
 
 
@@ -38,12 +39,13 @@ class AllocationBook:
         # Gavel credits every entity half a round on every type at each reset.
         self.credit_s = round_s / 2.0
         self.pair_partners = pair_partners
-        self.pack = uses_pairs(policy.name)
+        self.pairs = policy.traits.pairs
         self.entities: EntityTable | None = None
         self.deficits: dict[tuple[int, int], np.ndarray] = {}
         self.last_reset_s = 0.0
         self.solves = 0
         self.solve_s = 0.0
+        self.fallbacks = Fallbacks()  # the policy's, summed over solves
 
     def solve(self, now: float, jobs: JobStore, throughputs: Throughputs) -> None:
         """Re-solve for the active jobs and start a new accounting period at ``now``."""
@@ -51,12 +53,15 @@ class AllocationBook:
             self._carry_deficits(now, jobs)
         rows = np.array(jobs.active_rows, dtype=np.int64)
         packed = None
-        if self.pack and isinstance(throughputs, GavelThroughputTable) and len(rows) > 1:
+        pairs = self.pairs
+        if (
+            pairs is not PairCandidates.NONE
+            and isinstance(throughputs, GavelThroughputTable)
+            and len(rows) > 1
+        ):
             keys = [m.throughput_key for m in self.models]
             specs = [jobs.specs[r] for r in rows.tolist()]
-            # Gandiva groups jobs at random among every pair (it solves no LP): all pairs.
-            gandiva = self.policy.name.startswith("gandiva")
-            top_k = len(rows) if gandiva else self.pair_partners
+            top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
             packed = candidate_pairs(specs, throughputs, keys, top_k)
         inp = build_policy_input(
             rows, jobs.columns(), self.type_names, self.capacity_gpus, now, packed
@@ -65,6 +70,8 @@ class AllocationBook:
         allocation = self.policy.allocate(inp)
         self.solve_s += time.perf_counter() - t0
         self.solves += 1
+        if allocation.fallbacks:
+            self.fallbacks += allocation.fallbacks
         self.entities = self._entity_table(rows, allocation, jobs)
         self.last_reset_s = now
 

@@ -1,20 +1,18 @@
-"""Per-job state of the round simulator, in growable numpy arrays (row = arrival order).
+"""Per-job state of the round mechanism, in growable numpy arrays (row = arrival order).
 
-One owner (the round simulator) mutates it; rows never move, so other tables (entities,
-leases) refer to jobs by row.
+One owner (``RoundDecider``) mutates it; rows never move, so other tables (entities,
+leases) refer to jobs by row. Drivers read it (records, progress) and report progress
+through the decider.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
+from gpumosaic.mechanisms.rounds.policy_input import JobColumns
 from gpumosaic.model.job import JobSpec
 from gpumosaic.policies.base import FloatArray
-from gpumosaic.sim.policy_input import JobColumns
-from gpumosaic.sim.result import JobRecord, JobStatus
 
-IntArray = npt.NDArray[np.int64]
 _INITIAL_ROWS = 256
 
 
@@ -92,51 +90,15 @@ class JobStore:
             self.specs, self.rates, self.total_steps, self.done_steps, self.attained_s
         )
 
-    def records(self, type_names: tuple[str, ...]) -> tuple[JobRecord, ...]:
-        out: list[JobRecord] = []
-        for row, spec in enumerate(self.specs):
-            reason = self.rejected.get(row, "")
-            if reason:
-                status = JobStatus.REJECTED
-            elif not np.isnan(self.finish_s[row]):
-                status = JobStatus.COMPLETED
-            elif not np.isnan(self.start_s[row]):
-                status = JobStatus.RUNNING
-            else:
-                status = JobStatus.QUEUED
-            t = int(self.first_type[row])
-            out.append(
-                JobRecord(
-                    job_id=spec.id,
-                    name=spec.name,
-                    job_type=spec.job_type,
-                    arrival_s=spec.arrival_s,
-                    start_s=float(self.start_s[row]),
-                    finish_s=float(self.finish_s[row]),
-                    num_gpu=spec.num_gpu,
-                    gpu_milli=spec.gpu_milli,
-                    status=status,
-                    reason=reason,
-                    gpu_model=type_names[t] if t >= 0 else "",
-                    measured=self.measured[row],
-                    gpu_milli_seconds=float(self.milli_s[row]),
-                    alone_s=_alone_s(spec.work, float(self.rates[row, t])) if t >= 0 else np.nan,
-                )
-            )
-        return tuple(out)
 
+def step_budget(
+    rate: np.ndarray, total_steps: np.ndarray, done_steps: np.ndarray, round_s: float
+) -> np.ndarray:
+    """Steps a lease grants for one round: min(int(rate x round), remaining), as Gavel.
 
-def _alone_s(work: float, rate: float) -> float:
-    return work / rate if rate > 0 else float("nan")
-
-
-def round_steps(
-    rate: np.ndarray, jobs: JobStore, rows: np.ndarray, now: float, round_s: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(finish time, steps) of each job this round: min(int(rate x round), remaining)."""
+    A job slower than one step per round would never progress with int(): it gets a
+    fraction of a step instead (never happens with Gavel's table).
+    """
     whole = np.floor(rate * round_s)
-    # A job slower than one step per round would never progress with int(): let it
-    # run a fraction of a step instead (never happens with Gavel's table).
     per_round = np.where(whole >= 1.0, whole, rate * round_s)
-    steps = np.minimum(per_round, jobs.total_steps[rows] - jobs.done_steps[rows])
-    return now + steps / rate, steps
+    return np.asarray(np.minimum(per_round, total_steps - done_steps), dtype=np.float64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumosaic.sim.round_priorities import (
+from gpumosaic.mechanisms.rounds.priorities import (
     NEW_ENTITY_PRIORITY,
     EntityTable,
     priorities,

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from gpumosaic.types import FloatArray, IntArray
 
 NEW_ENTITY_PRIORITY = 1e9  # Gavel: "don't use inf so 2 * new_priority > new_priority"
 
@@ -36,7 +35,7 @@ NEW_ENTITY_PRIORITY = 1e9  # Gavel: "don't use inf so 2 * new_priority > new_pri
 class EntityTable:
     """The entities of the allocation in force, and their accounting since the last reset.
 
-    Owned by the round simulator; rebuilt at every solve. ``rows_b`` is -1 for a single
+    Owned by the allocation book; rebuilt at every solve. ``rows_b`` is -1 for a single
     job. ``rate_a``/``rate_b`` are each member's steps/s on each type (packed rates for a
     pair). ``demand_milli`` is the GPU milli the entity occupies on its type.
     """

@@ -1,4 +1,4 @@
-"""Build the policy's view of the active jobs (PolicyInput) from the round simulator's arrays.
+"""Build the policy's view of the active jobs (PolicyInput) from the round mechanism's arrays.
 
 Kept apart from the mechanism so that the arrays-to-policy translation is one small,
 testable function: rows of the active jobs in, a PolicyInput (plus candidate pairs for
@@ -11,30 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.policies.base import FloatArray, PackedPairs, PolicyInput
+from gpumosaic.policies.base import PackedPairs, PolicyInput
+from gpumosaic.types import FloatArray, IntArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
-
-IntArray = npt.NDArray[np.int64]
 
 # Candidate partners per job for packed policies (Gavel uses every pair: O(N^2)).
 DEFAULT_PAIR_PARTNERS = 4
-
-
-def uses_pairs(policy_name: str) -> bool:
-    """Gavel packs job pairs for its ``_packed`` policies and for Gandiva."""
-    name = policy_name.lower()
-    return "packed" in name or name.startswith("gandiva")
-
-
-def fixed_type_order(policy_name: str) -> bool:
-    """Gavel visits GPU types in a fixed order for ``_perf`` and packing policies and
-    shuffles them every round for the heterogeneity-agnostic ones."""
-    name = policy_name.lower()
-    return "perf" in name or uses_pairs(name)
 
 
 @dataclass(frozen=True, slots=True)

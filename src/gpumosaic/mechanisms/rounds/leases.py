@@ -26,7 +26,6 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.sim.round_tracker import RoundTracker
 
 EntityKey = tuple[int, int]  # (row of job a, row of job b or -1)
 
@@ -48,12 +47,11 @@ class LeaseCounts:
 
 
 class LeaseBook:
-    """Owns the ClusterState of the round simulator and the current leases."""
+    """Owns the ClusterState of the round mechanism and the current leases."""
 
     def __init__(
         self,
         state: ClusterState,
-        tracker: RoundTracker,
         strategy: PlacementStrategy,
         type_names: tuple[str, ...],
         rng: np.random.Generator,
@@ -61,7 +59,6 @@ class LeaseBook:
         symmetric_fast_path: bool = True,
     ) -> None:
         self.state = state
-        self.tracker = tracker
         self.strategy = strategy
         self.allowed = tuple(frozenset({name.upper()}) for name in type_names)
         self.rng = rng
@@ -84,8 +81,9 @@ class LeaseBook:
 
     def start_round(
         self, chosen: list[tuple[EntityKey, int, JobSpec]], active: np.ndarray
-    ) -> list[int]:
-        """Apply this round's choice; returns the indices into ``chosen`` that got GPUs.
+    ) -> tuple[list[int], set[int]]:
+        """Apply this round's choice; returns the indices into ``chosen`` that got GPUs
+        (in order) and, among them, those whose lease was extended.
 
         ``chosen`` holds (entity key, type index, the spec to place) in priority order;
         ``active`` flags job rows still running (only their leases count as extension
@@ -95,6 +93,7 @@ class LeaseBook:
         kept: dict[EntityKey, Lease] = {}
         placed: list[int] = []
         to_place: list[int] = []
+        extended: set[int] = set()
         for key in self.leases:
             if active[key[0]] or (key[1] >= 0 and active[key[1]]):
                 self.opportunities += 1
@@ -103,6 +102,7 @@ class LeaseBook:
             if lease is not None and lease.type_index == t:
                 kept[key] = lease
                 placed.append(i)
+                extended.add(i)
                 self.extensions += 1
             else:
                 to_place.append(i)
@@ -121,7 +121,7 @@ class LeaseBook:
             placed.append(i)
         placed.sort()
         self.seconds += time.perf_counter() - started
-        return placed
+        return placed, extended
 
     def forget(self, rows: list[int]) -> None:
         """Drop cached specs of finished jobs."""
@@ -140,8 +140,6 @@ class LeaseBook:
             self.state.release_gang(lease.holder)
         else:
             self.state.release(lease.holder)
-        for node in lease.nodes:
-            self.tracker.touched(node)
 
     def _place(self, key: EntityKey, t: int, spec: JobSpec) -> Lease | None:
         holder = holder_id(key)
@@ -155,7 +153,6 @@ class LeaseBook:
         a = self.strategy.place(self.state, job, self.rng)
         if a is not None:
             self.state.allocate(a)
-            self.tracker.touched(a.node)
             return Lease(key, t, holder, (a.node,), gang=False)
         if not (self.span_nodes and job.num_gpu > 1):
             return None
@@ -192,8 +189,6 @@ class LeaseBook:
             state.allocate(parts[0])
         else:
             state.allocate_gang(parts)
-        for part in parts:
-            self.tracker.touched(part.node)
         self.fast_placements += 1
         return Lease(key, t, job.id, tuple(p.node for p in parts), gang=k > 1)
 
@@ -230,8 +225,6 @@ class LeaseBook:
             for node, group in by_node.items()
         )
         self.state.allocate_gang(parts)
-        for part in parts:
-            self.tracker.touched(part.node)
         return Lease(key, t, job.id, tuple(by_node), gang=True)
 
 

@@ -1,0 +1,5 @@
+"""``python -m gpumosaic`` runs the command line (the same as ``gpumosaic``)."""
+
+from gpumosaic.cli import main
+
+main()

@@ -1,0 +1,92 @@
+"""The event mechanism's scheduling pass, without a clock: ``SchedulingPass``.
+
+It owns the pending queue (jobs waiting for GPUs, in the queue order's key) and, when a
+driver calls ``run(state, rng)``, tries them in order and places each one that fits
+through the placement strategy, allocating it in ``state``. Strict order stops at the
+first job that does not fit (FIFO head-of-line); ``backfill`` lets later jobs that fit go
+ahead. The simulator (``sim/simulator.py``) calls it after all events of one instant; a
+live driver (the Kubernetes extender, a wall-clock service) calls the same object
+whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+
+import numpy as np
+
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.policies.ordering import QueueOrder, SortKey
+
+Shape = tuple[int, int, int, int, frozenset[str] | None]
+
+
+def job_shape(job: JobSpec) -> Shape:
+    """What placement sees of a job: two jobs of one shape fit exactly the same nodes."""
+    return (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
+
+
+class SchedulingPass:
+    """Pending jobs grouped by shape, each group sorted by queue key (see ``run``)."""
+
+    def __init__(self, placement: PlacementStrategy, order: QueueOrder, backfill: bool) -> None:
+        self.placement = placement
+        self.order = order
+        self.backfill = backfill
+        self._pending: dict[int, list[tuple[SortKey, int]]] = {}
+        self._jobs: dict[int, JobSpec] = {}
+        self._shape_ids: dict[Shape, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def add(self, job: JobSpec) -> None:
+        """Queue an arrived job (its id must be new)."""
+        shape_id = self._shape_ids.setdefault(job_shape(job), len(self._shape_ids))
+        bisect.insort(self._pending.setdefault(shape_id, []), (self.order.key(job), job.id))
+        self._jobs[job.id] = job
+
+    def pending(self) -> Iterator[JobSpec]:
+        """The jobs still waiting (any order)."""
+        return iter(self._jobs.values())
+
+    def run(
+        self, state: ClusterState, rng: np.random.Generator
+    ) -> list[tuple[JobSpec, Assignment]]:
+        """Place pending jobs in queue order; returns (job, assignment) of those started,
+        in the order they were placed (each already allocated in ``state``).
+
+        Within one pass free resources only shrink, so once a job of some shape finds no
+        node, no later job of that shape will: the pass merges the per-shape queues by
+        key and drops a shape at its first failure. Without backfill the first failure
+        ends the pass (strict FIFO)."""
+        heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
+        heapq.heapify(heads)
+        taken: dict[int, int] = {}
+        started: list[tuple[JobSpec, Assignment]] = []
+        while heads:
+            _, shape_id = heapq.heappop(heads)
+            group = self._pending[shape_id]
+            index = taken.get(shape_id, 0)
+            job = self._jobs[group[index][1]]
+            assignment = self.placement.place(state, job, rng)
+            if assignment is None:
+                if not self.backfill:
+                    break
+                continue
+            state.allocate(assignment)
+            started.append((job, assignment))
+            taken[shape_id] = index + 1
+            if index + 1 < len(group):
+                heapq.heappush(heads, (group[index + 1][0], shape_id))
+        for shape_id, count in taken.items():
+            for _, job_id in self._pending[shape_id][:count]:
+                del self._jobs[job_id]
+            del self._pending[shape_id][:count]
+            if not self._pending[shape_id]:
+                del self._pending[shape_id]
+        return started

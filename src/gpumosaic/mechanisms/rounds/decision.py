@@ -1,0 +1,353 @@
+"""Gavel's round mechanism as a decision without a clock: ``RoundDecider``.
+
+The decider owns what the mechanism decides with: the jobs it knows (``JobStore``), the
+allocation in force and its accounting (``AllocationBook``: the policy, entities,
+priorities, deficits) and the leases on a ``ClusterState`` (``LeaseBook``: placement,
+lease extension). It never reads a clock: every call carries ``now``. A driver
+(the simulator in ``sim/rounds``, or a live service) calls it in this order::
+
+    decider.admit(job, rates)           # for every job that arrived by `now`
+    plan = decider.plan(now)            # solve if due, choose entities, place them
+    ...run plan.entries for at most round_s (each member at most its granted steps)...
+    done = decider.report(plan, RoundReport(...))  # measured progress of the round
+    # nothing placed and nothing else will arrive? decider.solve(now) forces a solve
+
+A live driver (the round service on Ray) calls exactly this object each round: it starts
+or extends the leases of ``plan.entries`` (node, GPU indices, milli per GPU), lets each
+job run its granted steps, and feeds back the steps each job reports and the time it
+ran; the simulator feeds the same values from a progress model (rates x time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpumosaic.fallbacks import Fallback, Fallbacks
+from gpumosaic.mechanisms.rounds.allocation import AllocationBook
+from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
+from gpumosaic.mechanisms.rounds.leases import LeaseBook, holder_id
+from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
+from gpumosaic.mechanisms.rounds.priorities import select_entities
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.policies.base import Policy, TypeOrder
+from gpumosaic.types import BoolArray, FloatArray, IntArray
+from gpumosaic.workloads.throughputs import Throughputs
+
+# Steps below this are a finished job (the arithmetic of float step counts).
+STEP_EPS = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class RoundConfig:
+    round_s: float = 360.0
+    resolve_interval_s: float = 1920.0
+    span_nodes: bool = True  # a multi-GPU job may span nodes (Gavel's one-GPU servers)
+    pair_partners: int = DEFAULT_PAIR_PARTNERS  # candidate partners per job when packing
+    symmetric_fast_path: bool = True  # see leases: identical one-GPU nodes
+
+    def __post_init__(self) -> None:
+        if self.round_s <= 0:
+            raise ValueError("round_s must be > 0")
+        if self.resolve_interval_s < 0:
+            raise ValueError("resolve_interval_s must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEntity:
+    """One entity (a job, or a packed pair) that runs this round, and where."""
+
+    job_ids: tuple[int, ...]  # one id, or two for a packed pair
+    gpu_type: str
+    parts: tuple[Assignment, ...]  # node, GPU indices and milli per GPU (several: a gang)
+    extended: bool  # the entity keeps last round's GPUs (no restart)
+    steps: tuple[float, ...]  # steps granted to each member for the round
+    rates: tuple[float, ...]  # each member's planned steps/s on this type
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPlan:
+    """What runs in the round that starts at ``now_s``: arrays over the placed entities
+    (in priority order) for drivers that compute, and ``entries`` as values for readers."""
+
+    now_s: float
+    entity: IntArray  # index into the allocation's entity table
+    type_index: IntArray
+    rows_a: IntArray  # job rows of the first member
+    rows_b: IntArray  # job rows of the second member, -1 for a single job
+    rate_a: FloatArray  # planned steps/s of each member on its type (pair rates for pairs)
+    rate_b: FloatArray
+    steps_a: FloatArray  # steps granted to each member
+    steps_b: FloatArray
+    extended: BoolArray
+    job_ids: tuple[tuple[int, ...], ...]  # per entity: one id, or two for a pair
+    gpu_types: tuple[str, ...]  # per entity
+    parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
+
+    def __len__(self) -> int:
+        return len(self.entity)
+
+    @property
+    def jobs_running(self) -> int:
+        return len(self.entity) + int((self.rows_b >= 0).sum())
+
+    @property
+    def entries(self) -> tuple[PlannedEntity, ...]:
+        out = []
+        for i, ids in enumerate(self.job_ids):
+            two = len(ids) == 2
+            steps = (float(self.steps_a[i]),) + ((float(self.steps_b[i]),) if two else ())
+            rates = (float(self.rate_a[i]),) + ((float(self.rate_b[i]),) if two else ())
+            out.append(
+                PlannedEntity(
+                    ids, self.gpu_types[i], self.parts[i], bool(self.extended[i]), steps, rates
+                )
+            )
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundReport:
+    """What happened in a round, per plan entry: the driver's measured (or modelled)
+    progress. ``finish_*`` is when each member did its last step of the round, ``ran_s``
+    how long each entity ran, ``end_s`` when the last lease of the round was given back."""
+
+    end_s: float
+    ran_s: FloatArray
+    steps_a: FloatArray
+    steps_b: FloatArray  # 0 for single jobs
+    finish_a: FloatArray
+    finish_b: FloatArray  # ignored for single jobs
+
+
+class RoundDecider:
+    """The per-round decisions of Gavel's mechanism (see the module doc)."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        policy: Policy,
+        placement: PlacementStrategy,
+        throughputs: Throughputs,
+        config: RoundConfig,
+        shuffle_rng: np.random.Generator,
+        place_rng: np.random.Generator,
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.throughputs = throughputs
+        traits = policy.traits
+        self.fixed_order = traits.type_order is TypeOrder.FIXED
+        self.skip_zero_priority = traits.skips_zero_priority
+        self.shuffle_rng = shuffle_rng
+        self.models = cluster.gpu_models
+        self.type_names = tuple(m.name for m in self.models)
+        self.state = ClusterState(cluster)
+        self.leases = LeaseBook(
+            self.state,
+            placement,
+            self.type_names,
+            place_rng,
+            config.span_nodes,
+            config.symmetric_fast_path,
+        )
+        per_model = cluster.gpus_per_model()
+        self.capacity_gpus = np.array([float(per_model[n]) for n in self.type_names])
+        self.capacity_milli = [int(c) * MILLI_PER_GPU for c in self.capacity_gpus]
+        self.jobs = JobStore(len(self.models))
+        self.book = AllocationBook(
+            policy, self.models, self.capacity_gpus, config.round_s, config.pair_partners
+        )
+        self.need_solve = False
+
+    # ---- jobs ------------------------------------------------------------------------
+
+    def admit(self, job: JobSpec, rates: FloatArray, measured: bool = True) -> int:
+        """Add an arrived job with its isolated steps/s per GPU type; returns its row.
+        A job that can never run is rejected with a reason (``jobs.rejected``)."""
+        row = self.jobs.add(job, rates, measured)
+        reason = ""
+        if job.num_gpu == 0 or not self._could_ever_fit(job, rates):
+            reason = "never fits: no node can hold it (or it asks for no GPU)"
+        elif not (rates > 0).any():
+            reason = "no throughput on any GPU model of the cluster"
+        if reason:
+            self.jobs.reject(row, reason)
+        else:
+            self.jobs.activate(row)
+            self.need_solve = True
+        return row
+
+    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
+        if self.state.fits_when_empty(job):
+            return True
+        if not (self.config.span_nodes and job.num_gpu > 1):
+            return False
+        # Spanning nodes: enough GPUs of one model the job can use.
+        return any(rates[t] > 0 and self.capacity_gpus[t] >= job.num_gpu for t in range(len(rates)))
+
+    @property
+    def has_active_jobs(self) -> bool:
+        return bool(self.jobs.active_rows)
+
+    # ---- the policy ------------------------------------------------------------------
+
+    def solve_due(self, now: float) -> bool:
+        """A solve is due when jobs came or went, at most once per resolve interval (Gavel
+        also re-solves while its last reset is still the one at time 0)."""
+        if not self.need_solve:
+            return False
+        last = self.book.last_reset_s
+        return now - last >= self.config.resolve_interval_s or last == 0.0
+
+    def solve(self, now: float) -> None:
+        """Re-solve the policy for the active jobs now (a driver forces this when nothing
+        can run and nothing else will arrive, as Gavel does)."""
+        self.book.solve(now, self.jobs, self.throughputs)
+        self.need_solve = False
+
+    # ---- one round -------------------------------------------------------------------
+
+    def plan(self, now: float) -> RoundPlan:
+        """Solve if due, choose the entities most behind their allocation, place them."""
+        if self.solve_due(now):
+            self.solve(now)
+        placed, extended_at = self._choose_and_place()
+        es = np.array([e for e, _ in placed], dtype=np.int64)
+        ts = np.array([t for _, t in placed], dtype=np.int64)
+        extended = np.zeros(len(placed), dtype=bool)
+        extended[extended_at] = True
+        ent = self.book.entities
+        if ent is None or not placed:
+            empty = np.zeros(0)
+            return RoundPlan(now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), ())
+        rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
+        rate_a, rate_b = ent.rate_a[es, ts], ent.rate_b[es, ts]
+        jobs, r = self.jobs, self.config.round_s
+        steps_a = step_budget(rate_a, jobs.total_steps[rows_a], jobs.done_steps[rows_a], r)
+        steps_b = np.zeros(len(es))
+        pair = rows_b >= 0
+        if pair.any():
+            b = rows_b[pair]
+            steps_b[pair] = step_budget(rate_b[pair], jobs.total_steps[b], jobs.done_steps[b], r)
+        state, specs = self.state, jobs.specs
+        ids: list[tuple[int, ...]] = []
+        parts: list[tuple[Assignment, ...]] = []
+        for a, b in zip(rows_a.tolist(), rows_b.tolist(), strict=True):
+            ids.append((specs[a].id,) if b < 0 else (specs[a].id, specs[b].id))
+            holder = holder_id((a, b))
+            gang = state.gangs.get(holder)
+            parts.append(gang if gang is not None else (state.assignments[holder],))
+        names = self.type_names
+        return RoundPlan(
+            now,
+            es,
+            ts,
+            rows_a,
+            rows_b,
+            rate_a,
+            rate_b,
+            steps_a,
+            steps_b,
+            extended,
+            tuple(ids),
+            tuple(names[t] for t in ts.tolist()),
+            tuple(parts),
+        )
+
+    def _choose_and_place(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """(entity, type) of the placed entities in priority order, and the positions in
+        that list of those whose lease was extended."""
+        ent = self.book.entities
+        if ent is None or not self.jobs.active_rows:
+            self.leases.start_round([], self.jobs.is_active)
+            return [], []
+        active = self.jobs.is_active
+        alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])
+        n_types = len(self.models)
+        if self.fixed_order:
+            order = list(range(n_types))
+        else:
+            order = self.shuffle_rng.permutation(n_types).tolist()
+        chosen = select_entities(ent, alive, order, self.capacity_milli, self.skip_zero_priority)
+        requests = []
+        for e, t in chosen:
+            a, b = int(ent.rows_a[e]), int(ent.rows_b[e])
+            spec = self.jobs.specs[a]
+            if b >= 0:  # a pair shares the GPUs of its members: whole GPUs, same count
+                spec = replace(spec, gpu_milli=MILLI_PER_GPU, cpu_milli=0, memory_mib=0)
+            requests.append(((a, b), t, spec))
+        placed, extended = self.leases.start_round(requests, active)
+        return [chosen[i] for i in placed], [k for k, i in enumerate(placed) if i in extended]
+
+    def report(self, plan: RoundPlan, report: RoundReport) -> list[tuple[int, float]]:
+        """Account the round of ``plan``; returns (row, finish time) of the jobs that
+        finished, in plan order (first members, then second members of pairs)."""
+        now = plan.now_s
+        ent = self.book.entities
+        assert ent is not None
+        es, ts = plan.entity, plan.type_index
+        rows_a, rows_b = plan.rows_a, plan.rows_b
+        executed = report.ran_s
+        ent.time[es, ts] += executed
+        np.add.at(ent.type_total, ts, executed)
+        held = report.end_s - now
+        pair = rows_b >= 0
+        share = np.where(pair, 0.5, 1.0)
+        self._credit(rows_a, report.steps_a, executed, held * share, ts, now)
+        if pair.any():
+            self._credit(
+                rows_b[pair], report.steps_b[pair], executed[pair], held * 0.5, ts[pair], now
+            )
+        done_rows: list[int] = []
+        done_at: list[float] = []
+        self._collect_done(rows_a, report.finish_a, done_rows, done_at)
+        if pair.any():
+            self._collect_done(rows_b[pair], report.finish_b[pair], done_rows, done_at)
+        if done_rows:
+            self.jobs.complete(done_rows, done_at)
+            self.leases.forget(done_rows)
+            self.need_solve = True
+        return list(zip(done_rows, done_at, strict=True))
+
+    def _credit(
+        self,
+        rows: IntArray,
+        steps: FloatArray,
+        executed: FloatArray,
+        held: FloatArray | float,
+        ts: IntArray,
+        now: float,
+    ) -> None:
+        jobs = self.jobs
+        jobs.done_steps[rows] += steps
+        demand = jobs.demand_milli[rows]
+        jobs.attained_s[rows] += executed * demand / MILLI_PER_GPU
+        jobs.milli_s[rows] += demand * held
+        fresh = np.isnan(jobs.start_s[rows])
+        if fresh.any():
+            jobs.start_s[rows[fresh]] = now
+            jobs.first_type[rows[fresh]] = ts[fresh]
+
+    def _collect_done(
+        self, rows: IntArray, finish: FloatArray, out_rows: list[int], out_at: list[float]
+    ) -> None:
+        jobs = self.jobs
+        left = jobs.total_steps[rows] - jobs.done_steps[rows]
+        done = left <= STEP_EPS * np.maximum(jobs.total_steps[rows], 1.0)
+        out_rows.extend(rows[done].tolist())
+        out_at.extend(finish[done].tolist())
+
+    def fallbacks(self) -> Fallbacks:
+        """The policy's fallbacks and the entities that found no GPUs, so far."""
+        failed = Fallbacks.of(Fallback.PLACEMENT_FAILED, self.leases.failures)
+        return self.book.fallbacks + failed
+
+    def release_all(self) -> None:
+        """Give back every lease (the end of a run)."""
+        self.leases.release_all()

@@ -1,0 +1,63 @@
+"""The one place where a run description becomes objects, and where a run is run.
+
+``build_run(description) -> RunParts``: parse the cluster and the workload, make the
+run's root ``numpy.random.Generator`` from ``--seed``, build the policy (a queue order or
+a Gavel allocation policy, by the mechanism's policy kind; a policy that draws at random
+gets the Generator), the placement strategy against the mechanism's target workload, and
+the mechanism's sharing object. ``run(description)`` hands those objects to the
+mechanism (``run/mechanisms``) and summarizes the result. Simulators never see a string.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumosaic.metrics.summary import summarize
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.registry import build_placement
+from gpumosaic.policies.base import Policy
+from gpumosaic.policies.ordering import QueueOrder, build_queue_order
+from gpumosaic.policies.registry import build_policy
+from gpumosaic.run.description import RunDescription
+from gpumosaic.run.mechanisms import PolicyKind, RunParts, get_mechanism
+from gpumosaic.run.mechanisms.base import ProgressCallback
+from gpumosaic.run.outcome import RunOutcome, never_fit_lines
+from gpumosaic.workloads.spec import parse_cluster, parse_workload
+
+
+def build_run(description: RunDescription) -> RunParts:
+    mechanism = get_mechanism(description.resolved_mechanism())
+    cluster = parse_cluster(description.cluster, description.gpus_per_node)
+    parsed = parse_workload(description.workload, description.seed)
+    rng = np.random.default_rng(description.seed)
+    policy: Policy | QueueOrder
+    if mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
+        policy = build_queue_order(description.policy)
+    else:
+        policy = build_policy(description.policy, rng=rng)
+    target = mechanism.target(parsed.workload)
+    name = description.resolved_placement()
+    placement: PlacementStrategy | None = None  # None: the mechanism's own server order
+    if name.strip().lower() != mechanism.own_placement:
+        placement = build_placement(name, target)
+    return RunParts(
+        description=description,
+        cluster=cluster,
+        parsed=parsed,
+        target=target,
+        policy=policy,
+        placement=placement,
+        sharing=mechanism.sharing(description),
+        rng=rng,
+    )
+
+
+def run(description: RunDescription, progress: ProgressCallback | None = None) -> RunOutcome:
+    """Build and run ``description``: the result, its summary, and one line per job that
+    can never fit (naming the file, row and field when the jobs came from a job list)."""
+    parts = build_run(description)
+    mechanism = get_mechanism(description.resolved_mechanism())
+    result = mechanism.simulate(parts, progress)
+    return RunOutcome(
+        result, summarize(result), never_fit_lines(result, parts.parsed, parts.cluster)
+    )

@@ -1,0 +1,170 @@
+"""One validated description of a run: ``RunDescription``.
+
+The same model serves ``gpumosaic simulate``, ``compare`` sweeps, worker processes and
+experiment files (TOML): its field names are the CLI's long option names with
+underscores (``--round-s`` -> ``round_s``), and every error names the option
+(``InputError(field="--round-s")``), whichever way the model was built
+(``RunDescription(**values)``, ``RunDescription.model_validate(mapping)``,
+``RunDescription.from_values(mapping)``). ``run.build.build_run`` turns it into objects.
+
+Field checks happen here (ranges, known names); what needs the parsed inputs (a cluster
+file, a workload) is checked when the run is built, with the same kind of error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from gpumosaic.errors import InputError
+
+DEFAULT_PLACEMENT = "fgd"
+AUTO = "auto"
+
+
+def flag(field_name: str) -> str:
+    """The CLI option of a field: ``round_s`` -> ``--round-s``."""
+    return "--" + field_name.replace("_", "-")
+
+
+def input_error(err: ValidationError) -> InputError:
+    """The first problem of a validation error as an InputError naming the option."""
+    first = err.errors()[0]
+    original = (first.get("ctx") or {}).get("error")
+    if isinstance(original, InputError):
+        return original
+    loc = first.get("loc") or ()
+    name = str(loc[0]) if loc else ""
+    message = first.get("msg", str(err)).removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        message = f"unknown setting {name!r}"
+    return InputError(message, field=flag(name) if name else None)
+
+
+class RunDescription(BaseModel):
+    """Everything that defines one run (see the module doc). Frozen and hashable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    cluster: str
+    workload: str
+    policy: str = "fifo"
+    placement: str | None = None  # None: the mechanism's default (resolved_placement)
+    seed: int = 0
+    gpus_per_node: int = 1
+    mechanism: str = AUTO
+    backfill: bool = True
+    round_s: float = 360.0
+    resolve_interval_s: float = 1920.0
+    sharing: str = "none"
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as err:
+            raise input_error(err) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> RunDescription:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as err:
+            raise input_error(err) from None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> RunDescription:
+        """From a mapping (an experiment file's table); errors name the CLI option."""
+        return cls.model_validate(dict(values))
+
+    # ---- field checks ----------------------------------------------------------------
+
+    @field_validator("cluster", "workload", "policy", "mechanism", "sharing")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("must be >= 0")
+        return value
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _gpus_per_node(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be >= 1")
+        return value
+
+    @field_validator("round_s")
+    @classmethod
+    def _round_s(cls, value: float) -> float:
+        if not value > 0:
+            raise ValueError("must be > 0 seconds")
+        return value
+
+    @field_validator("resolve_interval_s")
+    @classmethod
+    def _resolve_interval_s(cls, value: float) -> float:
+        if not value >= 0:
+            raise ValueError("must be >= 0 seconds")
+        return value
+
+    @field_validator("mechanism")
+    @classmethod
+    def _mechanism(cls, value: str) -> str:
+        from gpumosaic.run.mechanisms import mechanism_names
+
+        known = (AUTO, *mechanism_names())
+        if value not in known:
+            raise InputError(f"must be one of {', '.join(known)}", field="--mechanism")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_the_mechanism(self) -> RunDescription:
+        """The mechanism's own checks: the kind of --policy, --placement, --sharing."""
+        from gpumosaic.run.mechanisms import get_mechanism
+
+        get_mechanism(self.resolved_mechanism()).check(self)
+        return self
+
+    # ---- resolved values -------------------------------------------------------------
+
+    @property
+    def gandiva(self) -> bool:
+        """``--sharing gandiva[:...]`` (or ``--mechanism gandiva``): Gandiva's scheduler."""
+        return self.resolved_mechanism() == "gandiva"
+
+    def resolved_mechanism(self) -> str:
+        """The mechanism that runs: ``--sharing gandiva:...`` asks for Gandiva (a spelling
+        kept from before ``--mechanism gandiva``); ``auto`` is the first mechanism whose
+        policy kind knows ``--policy`` (a queue order: event; a Gavel policy: rounds)."""
+        from gpumosaic.run.mechanisms import auto_mechanism
+
+        if is_gandiva(self.sharing) and self.mechanism in (AUTO, "event"):
+            return "gandiva"
+        if self.mechanism != AUTO:
+            return self.mechanism
+        return auto_mechanism(self.policy)
+
+    def resolved_placement(self) -> str:
+        if self.placement is not None:
+            return self.placement
+        from gpumosaic.run.mechanisms import get_mechanism
+
+        return get_mechanism(self.resolved_mechanism()).default_placement
+
+    def to_json(self) -> dict[str, object]:
+        """The description as the JSON of ``simulate --json`` and sweeps (placement
+        resolved)."""
+        return {**self.model_dump(), "placement": self.resolved_placement()}
+
+
+def is_gandiva(sharing: str) -> bool:
+    """``--sharing gandiva[:...]`` runs Gandiva's own scheduler instead of a mechanism."""
+    return sharing.strip().lower().startswith("gandiva")

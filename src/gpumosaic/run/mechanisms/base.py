@@ -1,0 +1,114 @@
+"""The ``Mechanism`` plug-in contract and what the build module hands a mechanism.
+
+A mechanism says *when* jobs run. As a plug-in it is one small object with:
+
+- ``name``: its ``--mechanism`` spelling;
+- ``policy_kind``: which registry ``--policy`` names come from (queue orders or Gavel
+  allocation policies); ``auto`` picks the first mechanism whose kind knows the name;
+- ``default_placement``: the placement when ``--placement`` is not given;
+- ``own_placement``: a ``--placement`` name that means the mechanism's own server order
+  rather than a registry strategy (Gandiva's ``affinity``), or None;
+- ``check(description)``: reject what it cannot run, as an ``InputError`` naming the
+  option (called when a ``RunDescription`` is validated);
+- ``target(workload)``: the target workload its placement scores against (FGD);
+- ``sharing(description)``: its sharing object, built from ``--sharing``;
+- ``simulate(parts, progress)``: drive its decisions with a simulated clock over the
+  built objects (``RunParts``) and return a ``SimResult``.
+
+Adding one: a file with such a class, and one line in ``run/mechanisms/__init__.py``
+(or ``register_mechanism(obj)`` at run time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from gpumosaic.errors import InputError
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.base import Policy
+from gpumosaic.policies.ordering import QueueOrder
+from gpumosaic.sim.result import SimResult
+from gpumosaic.workloads.spec import ParsedWorkload
+from gpumosaic.workloads.workload import Workload
+
+if TYPE_CHECKING:
+    from gpumosaic.run.description import RunDescription
+
+ProgressCallback = Callable[[float], None]
+
+
+class PolicyKind(Enum):
+    QUEUE_ORDER = "queue order"  # fifo, sjf, priority: the order of a pending queue
+    ALLOCATION = "allocation policy"  # Gavel's policies: X (jobs x GPU types)
+
+
+@dataclass(frozen=True, slots=True)
+class RunParts:
+    """The objects of one run, built once from its description (``run.build``)."""
+
+    description: RunDescription
+    cluster: ClusterSpec
+    parsed: ParsedWorkload
+    target: TargetWorkload
+    policy: Policy | QueueOrder
+    placement: PlacementStrategy | None  # None: the mechanism's own order (Gandiva's)
+    sharing: object  # what the mechanism's ``sharing()`` built (a SpeedModel, a config)
+    rng: np.random.Generator  # the run's root Generator, seeded from --seed
+
+    @property
+    def workload(self) -> Workload:
+        return self.parsed.workload
+
+
+class Mechanism(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def policy_kind(self) -> PolicyKind: ...
+
+    @property
+    def default_placement(self) -> str: ...
+
+    @property
+    def own_placement(self) -> str | None: ...
+
+    def check(self, description: RunDescription) -> None: ...
+
+    def target(self, workload: Workload) -> TargetWorkload: ...
+
+    def sharing(self, description: RunDescription) -> object: ...
+
+    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult: ...
+
+
+def check_placement(placement: str | None, own_order: str | None = None) -> None:
+    """Fail early (``--placement``) on a placement name no strategy has; ``own_order`` is
+    a mechanism's own server order (Gandiva's ``affinity``), allowed only there."""
+    from gpumosaic.model.job import JobSpec
+    from gpumosaic.placement.registry import build_placement
+
+    if placement is None:
+        return
+    name = placement.strip().lower()
+    if own_order is not None and name == own_order:
+        return
+    if name == "affinity":
+        raise InputError(
+            "affinity is Gandiva's own server order: only with --sharing gandiva",
+            field="--placement",
+        )
+    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
+    try:
+        build_placement(placement, probe)
+    except InputError as err:
+        raise InputError(err.message, field="--placement") from None
+    except ValueError as err:
+        raise InputError(str(err), field="--placement") from None

@@ -1,0 +1,64 @@
+"""``--mechanism event``: non-preemptive, event-driven (``sim/simulator.py`` around the
+clock-free ``mechanisms.event.SchedulingPass``); ``--policy`` is a queue order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from gpumosaic.errors import InputError
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
+from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.sharing.speed import SpeedModel, build_speed_model
+from gpumosaic.sim.result import SimResult
+from gpumosaic.sim.simulator import EventSimulator
+from gpumosaic.workloads.throughputs import GavelThroughputTable
+from gpumosaic.workloads.workload import Workload
+
+if TYPE_CHECKING:
+    from gpumosaic.run.description import RunDescription
+
+
+class EventMechanism:
+    name = "event"
+    policy_kind = PolicyKind.QUEUE_ORDER
+    own_placement: str | None = None
+    default_placement = "fgd"
+
+    def check(self, description: RunDescription) -> None:
+        if description.policy.strip().lower() not in QUEUE_ORDERS:
+            known = ", ".join(QUEUE_ORDERS)
+            raise InputError(f"the event mechanism takes a queue order ({known})", field="--policy")
+        check_placement(description.placement)
+
+    def target(self, workload: Workload) -> TargetWorkload:
+        return TargetWorkload.from_jobs(workload.target_sample())
+
+    def sharing(self, description: RunDescription) -> SpeedModel:
+        return build_speed_model(description.sharing)
+
+    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+        workload, cluster = parts.workload, parts.cluster
+        if isinstance(workload.throughputs, GavelThroughputTable):
+            unmeasured = [m.name for m in cluster.gpu_models if m.throughput_key is None]
+            if unmeasured:
+                # Rounds give such GPUs rate 0 (the policy avoids them); a placement cannot.
+                raise InputError(
+                    f"Gavel's throughput table has no rates for {', '.join(unmeasured)}: use "
+                    "v100/p100/k80 (or their V100M16/V100M32 variants), a duration-based job "
+                    "list, or --mechanism rounds with a Gavel policy",
+                    field="--cluster",
+                )
+        assert parts.placement is not None
+        simulator = EventSimulator(
+            cluster,
+            workload,
+            parts.placement,
+            cast(QueueOrder, parts.policy),
+            backfill=parts.description.backfill,
+            target=parts.target,
+            progress=progress,
+            speed=cast(SpeedModel, parts.sharing),
+            rng=parts.rng,
+        )
+        return simulator.run()

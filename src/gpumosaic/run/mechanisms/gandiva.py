@@ -1,0 +1,70 @@
+"""``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler
+(``sim/gandiva.py``: affinity, suspend-resume time slicing, packing, migration);
+``--policy`` is a queue order, ``--sharing gandiva:key=value,...`` its options."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from gpumosaic.errors import InputError
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
+from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.sim.gandiva import simulate_gandiva
+from gpumosaic.sim.gandiva_config import GandivaConfig, parse_gandiva_options
+from gpumosaic.sim.gandiva_scoring import AFFINITY, gandiva_target
+from gpumosaic.sim.result import SimResult
+from gpumosaic.workloads.workload import Workload
+
+if TYPE_CHECKING:
+    from gpumosaic.run.description import RunDescription
+
+
+class GandivaMechanism:
+    name = "gandiva"
+    policy_kind = PolicyKind.QUEUE_ORDER
+    own_placement: str | None = AFFINITY
+    default_placement = AFFINITY
+
+    def check(self, description: RunDescription) -> None:
+        if description.policy.strip().lower() not in QUEUE_ORDERS:
+            raise InputError(
+                f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "
+                f"queue order ({', '.join(QUEUE_ORDERS)}), not {description.policy!r}; "
+                "Gavel's model of Gandiva as an allocation policy is --policy gandiva "
+                "without --sharing gandiva",
+                field="--policy",
+            )
+        self.sharing(description)
+        check_placement(description.placement, own_order=self.own_placement)
+
+    def target(self, workload: Workload) -> TargetWorkload:
+        return gandiva_target(workload.target_sample())
+
+    def sharing(self, description: RunDescription) -> GandivaConfig:
+        from gpumosaic.run.description import is_gandiva
+
+        spec = description.sharing
+        if spec.strip().lower() == "none":
+            spec = "gandiva"  # --mechanism gandiva alone: Gandiva's defaults
+        elif not is_gandiva(spec):
+            raise InputError(
+                f"--mechanism gandiva takes gandiva:key=value,... options, not {spec!r}",
+                field="--sharing",
+            )
+        try:
+            return parse_gandiva_options(spec)
+        except ValueError as err:
+            raise InputError(str(err), field="--sharing") from None
+
+    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+        assert isinstance(parts.sharing, GandivaConfig)
+        return simulate_gandiva(
+            parts.cluster,
+            parts.workload,
+            parts.sharing,
+            seed=parts.description.seed,
+            order=cast(QueueOrder, parts.policy),
+            placement=parts.placement,
+            backfill=parts.description.backfill,
+        )

@@ -1,0 +1,68 @@
+"""``--mechanism rounds``: Gavel's round mechanism (``sim/rounds.py`` around the
+clock-free ``mechanisms.rounds.RoundDecider``); ``--policy`` is a Gavel policy."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from gpumosaic.errors import InputError
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.base import Policy
+from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.sharing.speed import SpeedModel, build_speed_model
+from gpumosaic.sim.result import SimResult
+from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
+from gpumosaic.workloads.workload import Workload
+
+if TYPE_CHECKING:
+    from gpumosaic.run.description import RunDescription
+
+
+class RoundsMechanism:
+    name = "rounds"
+    policy_kind = PolicyKind.ALLOCATION
+    own_placement: str | None = None
+    default_placement = "fgd"
+
+    def check(self, description: RunDescription) -> None:
+        from gpumosaic.policies.ordering import QUEUE_ORDERS
+        from gpumosaic.policies.registry import POLICY_NAMES
+        from gpumosaic.run.description import is_gandiva
+
+        if is_gandiva(description.sharing):
+            raise InputError(
+                "--sharing gandiva runs Gandiva's own event-driven scheduler, not Gavel's "
+                "rounds: drop --mechanism rounds (or use --policy gandiva on the rounds)",
+                field="--mechanism",
+            )
+        if description.policy not in POLICY_NAMES:
+            known = ", ".join(dict.fromkeys((*QUEUE_ORDERS, *POLICY_NAMES)))
+            raise InputError(
+                f"unknown policy {description.policy!r} (known: {known})", field="--policy"
+            )
+        check_placement(description.placement)
+
+    def target(self, workload: Workload) -> TargetWorkload:
+        return TargetWorkload.from_jobs(workload.target_sample())
+
+    def sharing(self, description: RunDescription) -> SpeedModel | None:
+        if description.sharing.strip().lower() == "none":
+            return None  # the rounds' own sharing only: fractions and packed pairs
+        return build_speed_model(description.sharing)
+
+    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+        d = parts.description
+        assert parts.placement is not None
+        simulator = RoundSimulator(
+            parts.cluster,
+            parts.workload,
+            cast(Policy, parts.policy),  # an allocation policy (policy_kind)
+            parts.placement,
+            d.seed,
+            RoundConfig(d.round_s, d.resolve_interval_s),
+            progress,
+            cast(SpeedModel | None, parts.sharing),
+            rng=parts.rng,
+            target=parts.target,
+        )
+        return simulator.run()
