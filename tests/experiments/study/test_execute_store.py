@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 from study_builders import TINY_NVSHARE, TINY_SIMULATE, experiment
 
 from gpumosaic.experiments.runner import run_request
@@ -68,14 +69,26 @@ def test_parallel_workers_store_the_same_numbers(tmp_path: Path) -> None:
 
 
 def test_a_run_that_fails_is_reported_and_not_stored(tmp_path: Path) -> None:
-    text = TINY_SIMULATE.replace('cluster = "v100:2"', 'cluster = "v100:2"\nsharing = "gandiva"')
-    text = text.replace('"strided", "fgd"', '"strided"')
-    study = experiment(tmp_path, text.replace('policy = "fifo"', "").replace(
-        "[grid]", '[grid]\npolicy = "max_min_fairness"'))  # fmt: skip
-    outcome = execute(study, tmp_path / "out")
-    assert outcome.ran == 0 and len(outcome.failed) == 2
-    assert "queue order" in outcome.failed[0].error
+    # A missing job list shows only when a run reads it: those runs fail, none is stored.
+    text = TINY_SIMULATE.replace(
+        'workload = "gavel:jobs=6,rate=0,milli=spatial"', 'workload = "/nonexistent/jobs.csv"'
+    )
+    outcome = execute(experiment(tmp_path, text), tmp_path / "out")
+    assert outcome.ran == 0 and len(outcome.failed) == 4
+    assert "/nonexistent/jobs.csv: no such file" in outcome.failed[0].error
     assert not list((tmp_path / "out" / "runs").glob("*/row.json"))
+
+
+def test_points_are_checked_by_the_run_description(tmp_path: Path) -> None:
+    from gpumosaic.errors import InputError
+
+    extra = 'seed = "0-1"\nsharing = "gandiva"\npolicy = "max_min_fairness"'
+    text = TINY_SIMULATE.replace('seed = "0-1"', extra)
+    with pytest.raises(InputError) as info:
+        experiment(tmp_path, text)
+    # RunDescription's mechanism check names --policy: the grid key policy, on its line.
+    line = text.splitlines().index('policy = "max_min_fairness"') + 1
+    assert f"line {line}, key 'grid.policy'" in str(info.value)
 
 
 def test_report_view_shows_the_current_file_and_counts_older_runs(tmp_path: Path) -> None:

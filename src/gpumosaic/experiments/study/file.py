@@ -131,7 +131,7 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
         if check_grid:
             kind.check(grid)
     except GridError as err:
-        raise fail(("grid", err.axis), err.message) from None
+        raise fail(("grid", err.axis) if err.axis else ("grid",), err.message) from None
     if not kind.points(grid):
         raise fail(("grid",), "the grid has no runs (an axis is an empty list)")
     axes = tuple(type(grid).model_fields)

@@ -1,9 +1,9 @@
 """Run kind ``simulate``: one ``gpumosaic simulate`` run per grid point.
 
-``run_description`` is the ONE place where a study's grid point becomes the run
-description that ``simulate`` itself uses (``experiments.runner``); every run of every
-``simulate`` study goes through it, so the numbers are those of ``simulate`` with the same
-options.
+``run_description`` is the ONE place where a study's grid point becomes the validated run
+description that ``simulate`` itself uses (``run.description.RunDescription``, run by
+``run.build.run``); every point is validated through it before any run starts and every
+run goes through it, so the numbers are those of ``simulate`` with the same options.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 from pydantic import PositiveFloat, PositiveInt
 
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.experiments.study.kinds.base import (
     TIME_AXIS,
     GridError,
@@ -28,6 +27,8 @@ from gpumosaic.experiments.study.kinds.base import (
     unique,
 )
 from gpumosaic.metrics.summary import Summary
+from gpumosaic.run.build import run
+from gpumosaic.run.description import RunDescription
 from gpumosaic.sim.result import SimResult
 
 LOAD_PLACEHOLDER = "{load}"
@@ -40,7 +41,7 @@ class SimulateGrid(GridModel):
     placement: tuple[str, ...] = ("default",)  # "default": the mechanism's own default
     seed: tuple[int, ...] = (0,)
     gpus_per_node: tuple[PositiveInt, ...] = (1,)
-    mechanism: tuple[Literal["auto", "event", "rounds"], ...] = ("auto",)
+    mechanism: tuple[str, ...] = ("auto",)
     backfill: tuple[bool, ...] = (True,)
     round_s: tuple[PositiveFloat, ...] = (360.0,)
     resolve_interval_s: tuple[PositiveFloat, ...] = (1920.0,)
@@ -66,9 +67,9 @@ class SimulatePoint:
     load: float | None
 
 
-def run_description(point: SimulatePoint) -> RunRequest:
-    """The run description of one grid point (the one adapter to ``run_request``)."""
-    return RunRequest(
+def run_description(point: SimulatePoint) -> RunDescription:
+    """The run description of one grid point (the one adapter to ``run.build.run``)."""
+    return RunDescription(
         cluster=_with_load(point.cluster, point.load),
         workload=_with_load(point.workload, point.load),
         policy=point.policy,
@@ -133,6 +134,16 @@ class SimulateKind:
         for policy in g.policy:
             if policy.lower() not in known and policy not in known:
                 raise GridError("policy", f"unknown policy {policy!r} (known: {', '.join(known)})")
+        # Every point through the run description simulate itself validates with: its
+        # error names the CLI option, whose field is the grid key (--round-s: round_s).
+        for point in self.points(grid):
+            try:
+                run_description(point)
+            except InputError as err:
+                axis = (err.field or "").removeprefix("--").replace("-", "_")
+                if axis not in SimulateGrid.model_fields:
+                    raise GridError("", str(err)) from None
+                raise GridError(axis, err.message) from None
 
     def batch_key(self, point: Any) -> Hashable:
         return point
@@ -163,7 +174,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
 
 def run_point(point: SimulatePoint) -> RunProduct:
     request = run_description(point)
-    outcome = run_request(request)
+    outcome = run(request)
     result = outcome.result
     notes = list(outcome.never_fit_lines)
     if result.stats.policy_fallbacks:
@@ -226,7 +237,7 @@ def timeline_table(result: SimResult) -> pa.Table:
     )
 
 
-def placements_table(result: SimResult, request: RunRequest) -> pa.Table | None:
+def placements_table(result: SimResult, request: RunDescription) -> pa.Table | None:
     """One row per (job, GPU) it held: the occupancy mosaic's input. None when this
     simulator does not record placements (rounds re-place jobs every round)."""
     placed = [r for r in result.records if r.node >= 0 and r.gpus]
