@@ -198,10 +198,11 @@ def _metric_bars(view: StudyView) -> list[Figure]:
             )  # fmt: skip
         title = f"{metric} per {', '.join(view.group_axes) or 'study'}"
         layout = _layout(title, ", ".join(view.group_axes), metric, barmode="group")
-        if len(groups) > 8:
-            layout["xaxis"]["tickangle"] = -35
-            layout["margin"]["b"] = 140
-            layout["height"] = 460
+        longest = max(len(label) for label in labels)
+        if len(groups) > 8 or longest > 14:
+            layout["xaxis"]["tickangle"] = -30
+            layout["xaxis"]["automargin"] = True
+            layout["height"] = 380 + min(200, 6 * longest)
         out.append(
             Figure(
                 f"bars-{metric}",
@@ -263,19 +264,25 @@ def _versus_load(view: StudyView) -> Figure | None:
 
 def _jct_cdf(view: StudyView) -> Figure | None:
     data = []
+    spread = 1.0  # longest / median JCT
     for i, (group, runs) in enumerate(view.groups()):
         jcts = []
         for run_id in runs["run_id"]:
-            jobs = view.table(run_id, "jobs", ["jct_s", "status"])
+            jobs = view.table(run_id, "jobs", ["jct_s", "status", "measured"])
             if jobs is None or "jct_s" not in jobs:
                 continue
-            done = jobs.loc[jobs["status"] == "completed", "jct_s"].to_numpy(dtype=float)
+            keep = jobs["status"] == "completed"
+            if "measured" in jobs:  # the measurement window, as the summary's JCT
+                keep &= jobs["measured"].astype(bool)
+            done = jobs.loc[keep, "jct_s"].to_numpy(dtype=float)
             jcts.append(done[np.isfinite(done)])
         if not jcts:
             continue
         values = np.sort(np.concatenate(jcts)) / 3600.0
+        values = values[values > 0]
         if len(values) == 0:
             continue
+        spread = max(spread, float(values[-1] / np.median(values)))
         q = np.linspace(0, 1, min(len(values), 300))
         xs = np.quantile(values, q)
         data.append(
@@ -284,11 +291,14 @@ def _jct_cdf(view: StudyView) -> Figure | None:
         )  # fmt: skip
     if not data:
         return None
+    layout = _layout("JCT CDF", "JCT (h)", "fraction of jobs")
+    if spread > 100:  # a heavy tail: a log axis keeps the short jobs readable
+        layout["xaxis"]["type"] = "log"
     return Figure(
         "jct-cdf",
         "JCT distribution",
-        "Completed jobs of all the group's runs, pooled.",
-        {"data": data, "layout": _layout("JCT CDF", "JCT (h)", "fraction of jobs")},
+        "Completed jobs of the group's runs (those measured, where a window is set), pooled.",
+        {"data": data, "layout": layout},
     )
 
 
