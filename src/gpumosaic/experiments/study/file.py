@@ -98,12 +98,12 @@ class Experiment:
         return tuple(type(self.grid).model_fields)
 
 
-def load_experiment(path: Path) -> Experiment:
+def load_experiment(path: Path, check_grid: bool = True) -> Experiment:
     try:
         text = path.read_text()
     except OSError as err:
         raise InputError(f"cannot read the experiment file: {err.strerror}", path=path) from None
-    return parse_experiment(text, path)
+    return parse_experiment(text, path, check_grid)
 
 
 def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experiment:
