@@ -69,7 +69,7 @@ def test_combination_is_weighted_sum_of_normalized_scores() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("nope", "unknown placement 'nope'"),
+        ("nope", "--placement nope: unknown placement"),
         ("pwr=abc,fgd=800", "not a number"),
         ("pwr=-1,fgd=800", "must be > 0"),
         ("random=1,fgd=2", "cannot be combined"),

@@ -18,12 +18,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
-from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
+from gpumosaic.experiments.sweeps.runs import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.workloads.spec import parse_cluster
 
@@ -54,7 +54,10 @@ def split_placements(text: str) -> list[str]:
     return out
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic compare --cluster v100:4 --workload "
+    "gavel:jobs=50,rate=0,milli=spatial --placements strided,bestfit,fgd --seeds 0-9"
+)
 @user_errors
 def compare(
     mode: Annotated[
@@ -94,8 +97,11 @@ def compare(
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
-        raise InputError(str(err), field="--seeds") from None
+        raise InputError(str(err), field="--seeds", value=seeds) from None
+    if workers < 0:
+        raise InputError("must be >= 1, or 0 for one per core", field="--workers", value=workers)
     n_workers = workers if workers > 0 else default_workers()
+    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     from gpumosaic.experiments.study.compare_file import write_compare_experiment
 
@@ -163,7 +169,7 @@ def compare(
         for s in seed_list
     ]
     for p in split_placements(placements):
-        _check_placement(p, gandiva=is_gandiva(sharing))
+        _check_placement(p, gandiva=is_gandiva(sharing) or mechanism == "gandiva")
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:
@@ -174,7 +180,7 @@ def compare(
     _write_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
-    from gpumosaic.experiments.plots import plot_comparison, plot_timelines  # matplotlib: late
+    from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
@@ -194,7 +200,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva_scoring import is_affinity
+    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if gandiva:

@@ -39,10 +39,10 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Run every point of an experiment's grid not yet in the result folder."""
+    from gpumosaic.experiments.parallel import default_workers
     from gpumosaic.experiments.study.execute import execute
     from gpumosaic.experiments.study.file import load_experiment
     from gpumosaic.experiments.study.presets import preset_path
-    from gpumosaic.experiments.sweep import default_workers
 
     if list_presets:
         _list(json_out)

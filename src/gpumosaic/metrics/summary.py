@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.metrics.fairness import fairness
 from gpumosaic.sim.result import JobRecord, JobStatus, SimResult, Timeline
 
 JOULES_PER_KWH = 3.6e6
@@ -32,6 +33,11 @@ class Summary:
     fragmentation_rate_mean: float
     energy_kwh: float
     avg_slowdown: float
+    slowdown_p99: float
+    slowdown_max: float
+    ftf_rho_mean: float  # finish-time fairness (metrics/fairness.py)
+    ftf_rho_max: float
+    jain_index: float
     suspended_s: float  # summed over jobs: waiting for a GPU they hold a share of
     thrashing_s: float
     handovers: int
@@ -110,6 +116,8 @@ def summarize(result: SimResult) -> Summary:
         if r.status is JobStatus.COMPLETED and r.alone_s > 0 and not math.isnan(r.alone_s)
     ]
 
+    fair = fairness(records, result.total_gpu_milli, result.end_s)
+
     def pct(q: float) -> float:
         return float(np.percentile(jcts, q)) if len(jcts) else math.nan
 
@@ -130,6 +138,11 @@ def summarize(result: SimResult) -> Summary:
         fragmentation_rate_mean=time_average(timeline, timeline.fragmentation_rate, end),
         energy_kwh=integral(timeline, power, end) / JOULES_PER_KWH,
         avg_slowdown=float(np.mean(slowdowns)) if slowdowns else math.nan,
+        slowdown_p99=fair.slowdown_p99,
+        slowdown_max=fair.slowdown_max,
+        ftf_rho_mean=fair.ftf_rho_mean,
+        ftf_rho_max=fair.ftf_rho_max,
+        jain_index=fair.jain_index,
         suspended_s=float(sum(r.suspended_s for r in records)),
         thrashing_s=float(sum(r.thrashing_s for r in records)),
         handovers=int(sum(r.handovers for r in records)),

@@ -13,6 +13,11 @@ DEFAULT_CPU_MILLI_PER_GPU = 16_000
 DEFAULT_MEMORY_MIB_PER_GPU = 131_072
 
 
+# The largest cluster a description may ask for: 16 times Alibaba's openb cluster (6,212
+# GPUs); state arrays and per-round work grow with it.
+MAX_CLUSTER_GPUS = 100_000
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
     name: str
@@ -51,6 +56,12 @@ class ClusterSpec:
         A count that is not a multiple of ``gpus_per_node`` leaves a smaller last node.
         """
         nodes: list[NodeSpec] = []
+        counts = list(counts)
+        total = sum(count for _, count in counts)
+        if total > MAX_CLUSTER_GPUS:
+            raise ValueError(
+                f"{total:,} GPUs is over the limit of {MAX_CLUSTER_GPUS:,} per cluster"
+            )
         for model_name, count in counts:
             model = gpu_model(model_name)
             if count < 0:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpumosaic.errors import did_you_mean
+
 MILLI_PER_GPU = 1000
 
 
@@ -52,5 +54,8 @@ def gpu_model(name: str) -> GpuModel:
     try:
         return GPU_MODELS[name.strip().upper()]
     except KeyError:
-        known = ", ".join(sorted(GPU_MODELS))
-        raise UnknownGpuModelError(f"unknown GPU model {name!r} (known: {known})") from None
+        known = sorted(GPU_MODELS)
+        hint = did_you_mean(name.strip(), known)
+        raise UnknownGpuModelError(
+            f"unknown GPU model {name!r}{hint} (known: {', '.join(known)})"
+        ) from None

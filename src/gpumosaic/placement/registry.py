@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.scorers import (
     BestFitScorer,
@@ -66,7 +66,7 @@ def build_placement(spec: str, workload: TargetWorkload | None) -> PlacementStra
     """A fresh strategy for ``spec`` (one per run: strategies keep per-run caches)."""
     parts = [p for p in spec.split(",") if p.strip()]
     if not parts:
-        raise InputError("empty placement", field="placement")
+        raise InputError("empty placement", field="--placement")
     if len(parts) == 1 and "=" not in parts[0]:
         name = canonical_name(parts[0])
         if name == "random":
@@ -82,12 +82,12 @@ def build_placement(spec: str, workload: TargetWorkload | None) -> PlacementStra
             weight = float(weight_text) if weight_text.strip() else SINGLE_WEIGHT
         except ValueError:
             raise InputError(
-                f"weight of {name_text.strip()!r} is not a number", field="placement"
+                f"weight of {name_text.strip()!r} is not a number", field="--placement"
             ) from None
         if not weight > 0:
-            raise InputError(f"weight of {name_text.strip()!r} must be > 0", field="placement")
+            raise InputError(f"weight of {name_text.strip()!r} must be > 0", field="--placement")
         if name in UNWEIGHTED:
-            raise InputError(f"{name!r} cannot be combined with weights", field="placement")
+            raise InputError(f"{name!r} cannot be combined with weights", field="--placement")
         scorer = _scorer(name, workload)
         members.append(Member(scorer, weight))
         labels.append(f"{scorer.name}={weight:g}")
@@ -97,6 +97,6 @@ def build_placement(spec: str, workload: TargetWorkload | None) -> PlacementStra
 def _scorer(name: str, workload: TargetWorkload | None) -> Scorer:
     factory = SCORERS.get(name)
     if factory is None:
-        known = ", ".join(placement_names())
-        raise InputError(f"unknown placement {name!r} (known: {known})", field="placement")
+        # Canonical names only; aliases (strided) and hyphens (best-fit) are accepted too.
+        raise unknown_name("placement", name, (*UNWEIGHTED, *SCORERS), field="--placement")
     return factory(workload)

@@ -22,6 +22,7 @@ from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms import PolicyKind, RunParts, get_mechanism
 from gpumosaic.run.mechanisms.base import ProgressCallback
 from gpumosaic.run.outcome import RunOutcome, never_fit_lines
+from gpumosaic.workloads.load import offered_load
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
 
@@ -59,5 +60,8 @@ def run(description: RunDescription, progress: ProgressCallback | None = None) -
     mechanism = get_mechanism(description.resolved_mechanism())
     result = mechanism.simulate(parts, progress)
     return RunOutcome(
-        result, summarize(result), never_fit_lines(result, parts.parsed, parts.cluster)
+        result,
+        summarize(result),
+        never_fit_lines(result, parts.parsed, parts.cluster),
+        offered_load(parts.parsed.workload, parts.cluster),
     )

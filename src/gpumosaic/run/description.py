@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 
 DEFAULT_PLACEMENT = "fgd"
 AUTO = "auto"
@@ -40,7 +40,10 @@ def input_error(err: ValidationError) -> InputError:
     message = first.get("msg", str(err)).removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":
         message = f"unknown setting {name!r}"
-    return InputError(message, field=flag(name) if name else None)
+    value = first.get("input") if first.get("type") != "extra_forbidden" else None
+    if isinstance(value, Mapping):
+        value = None
+    return InputError(message, field=flag(name) if name else None, value=value)
 
 
 class RunDescription(BaseModel):
@@ -59,6 +62,7 @@ class RunDescription(BaseModel):
     round_s: float = 360.0
     resolve_interval_s: float = 1920.0
     sharing: str = "none"
+    background: str | None = None  # TASKS[,fraction=F]: pre-filled load (sim/background)
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -115,6 +119,15 @@ class RunDescription(BaseModel):
             raise ValueError("must be >= 0 seconds")
         return value
 
+    @field_validator("background")
+    @classmethod
+    def _background(cls, value: str | None) -> str | None:
+        if value is not None:
+            from gpumosaic.sim.background import BackgroundSpec
+
+            BackgroundSpec.parse(value)
+        return value
+
     @field_validator("mechanism")
     @classmethod
     def _mechanism(cls, value: str) -> str:
@@ -122,7 +135,7 @@ class RunDescription(BaseModel):
 
         known = (AUTO, *mechanism_names())
         if value not in known:
-            raise InputError(f"must be one of {', '.join(known)}", field="--mechanism")
+            raise unknown_name("mechanism", value, known, field="--mechanism")
         return value
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import explain
 from gpumosaic.sim.result import SimResult
+from gpumosaic.workloads.load import OfferedLoad
 from gpumosaic.workloads.spec import ParsedWorkload
 
 
@@ -18,6 +19,7 @@ class RunOutcome:
     result: SimResult
     summary: Summary
     never_fit_lines: tuple[str, ...]
+    offered_load: OfferedLoad | None = None  # None: jobs do not arrive over time
 
 
 def never_fit_lines(

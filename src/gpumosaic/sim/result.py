@@ -44,8 +44,9 @@ class JobRecord:
     migrations: int = 0
     thrashing_s: float = 0.0
     handovers: int = 0
-    node: int = -1  # node of its placement (-1: none, or not recorded by this simulator)
-    gpus: tuple[int, ...] = ()  # GPU slots on that node
+    # Where it ran: (node, GPU slots) per part (a gang has several); () if it never ran
+    # or its simulator does not record placements (rounds re-place jobs every round).
+    placement: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def jct_s(self) -> float:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
@@ -175,12 +175,12 @@ def _resolve(spec: str, *, kind: str) -> Path:
         name = spec[len("openb:") :].strip()
         if kind == "nodes":
             if name not in _NODE_LISTS:
-                raise InputError(f"unknown node list {spec!r} (known: openb:gpu, openb:all)")
+                raise unknown_name("node list", spec, ("openb:gpu", "openb:all"), field=None)
             file_name = _NODE_LISTS[name]
         else:
             if name not in packaged_task_lists():
-                known = ", ".join(f"openb:{n}" for n in packaged_task_lists())
-                raise InputError(f"unknown task list {spec!r} (known: {known})")
+                known = [f"openb:{n}" for n in packaged_task_lists()]
+                raise unknown_name("task list", spec, known, field=None)
             file_name = f"openb_pod_list_{name}.csv"
         return _DATA_DIR / file_name
     path = Path(spec)

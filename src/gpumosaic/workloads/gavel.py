@@ -30,6 +30,12 @@ SCALE_FACTORS: tuple[tuple[int, float], ...] = ((1, 0.70), (2, 0.10), (4, 0.15),
 REFERENCE_GPU = "v100"
 
 
+# The largest workload the generator makes up front: about 1 GB of job records and a
+# run of tens of minutes on one core. Long steady-state studies use window=A-B, which
+# generates jobs lazily and stops when the window's jobs are done.
+MAX_GENERATED_JOBS = 200_000
+
+
 @dataclass(frozen=True, slots=True)
 class GavelWorkloadConfig:
     """``jobs`` None means unbounded (generate until the window's jobs are done)."""
@@ -45,6 +51,12 @@ class GavelWorkloadConfig:
             raise ValueError("a generated workload needs jobs=N or window=A-B")
         if self.jobs is not None and self.jobs < 1:
             raise ValueError("jobs must be >= 1")
+        if self.jobs is not None and self.jobs > MAX_GENERATED_JOBS:
+            raise ValueError(
+                f"jobs={self.jobs} is over the limit of {MAX_GENERATED_JOBS:,} generated jobs "
+                "(memory grows with the job count; use window=A-B with a rate to study a "
+                "steady state instead)"
+            )
         if self.rate_per_hour < 0:
             raise ValueError("rate must be >= 0 jobs per hour")
         if self.window is not None:
@@ -104,6 +116,7 @@ class GavelGenerator:
                 gpu_milli=milli,
                 work=steps,
                 name=f"job{job_id}",
+                may_span_nodes=True,  # Gavel's jobs may span servers
             )
 
     def sample(self, n: int) -> list[JobSpec]:

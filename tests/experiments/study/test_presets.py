@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from study_builders import experiment
 
-from gpumosaic.experiments.fill_sweep import FillRunSpec, run_one
-from gpumosaic.experiments.gandiva_eval import SCENARIOS, VARIANTS
-from gpumosaic.experiments.gavel_repro import (
+from gpumosaic.experiments.reproductions.gandiva import SCENARIOS, VARIANTS
+from gpumosaic.experiments.reproductions.gavel import (
     CONTINUOUS_REFERENCE,
     DEFAULT_CONTINUOUS_POLICIES,
     SHIPPED,
@@ -21,11 +20,12 @@ from gpumosaic.experiments.gavel_repro import (
     STATIC_REFERENCE,
     run_static,
 )
-from gpumosaic.experiments.nvshare_repro import REFERENCE_S, reproduce_nvshare
+from gpumosaic.experiments.reproductions.nvshare import REFERENCE_S, reproduce_nvshare
 from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.experiments.study.file import load_experiment
 from gpumosaic.experiments.study.kinds.registry import run_kind
 from gpumosaic.experiments.study.presets import PRESETS, preset_path
+from gpumosaic.experiments.sweeps.fill import FillRunSpec, run_one
 
 DATA = Path(__file__).parents[3] / "src" / "gpumosaic" / "data" / "alibaba"
 

@@ -102,7 +102,9 @@ def _where(job: Any) -> str:
     model = f" ({job['gpu_model']})" if job.get("gpu_model") else ""
     if node < 0:
         return f"on {job['gpu_model'] or 'its GPUs'} (GPU slots not recorded by this simulator)"
-    return f"on node {node}, GPU slot(s) {', '.join(map(str, gpus)) or '-'}{model}"
+    parts = int(job["parts"]) if "parts" in job and not pd.isna(job["parts"]) else 1
+    more = f", and {parts - 1} more node(s) of its gang" if parts > 1 else ""
+    return f"on node {node}, GPU slot(s) {', '.join(map(str, gpus)) or '-'}{model}{more}"
 
 
 def _ask(job: Any) -> str:

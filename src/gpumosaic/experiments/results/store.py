@@ -23,8 +23,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError:  # a study's store is Parquet: the parquet extra
+    from gpumosaic.errors import InputError
+
+    raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'") from None
 
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.study.kinds.base import RunProduct

@@ -1,14 +1,15 @@
 """Run a study: every planned run not yet in the store, in parallel, stored as it ends.
 
 Runs are grouped in batches by their kind's ``batch_key`` (one run per batch for most
-kinds); a batch runs in one worker: a process of the local pool (``experiments.pool``)
-or a Ray task. The parent process is the store's only writer.
+kinds); a batch runs in one worker: a process of the one parallel map
+(``experiments.parallel``) or a Ray task. The parent process is the store's only writer,
+and stores each batch as it comes back.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,19 +40,28 @@ class StudyOutcome:
 
 @dataclass(frozen=True, slots=True)
 class _BatchResult:
+    run_ids: tuple[str, ...]
     products: tuple[RunProduct, ...]
     error: str  # "" when it ran
 
 
-def run_batch(kind_name: str, points: Sequence[Any]) -> _BatchResult:
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    kind: str
+    run_ids: tuple[str, ...]
+    points: tuple[Any, ...]
+
+
+def run_batch(batch: _Batch) -> _BatchResult:
     """One batch in a worker. A user mistake the grid check could not see (it shows only
-    once a run starts) fails this batch, not the study."""
+    once a run starts, e.g. a job list that is not there) fails this batch, not the study."""
     from gpumosaic.experiments.study.kinds.registry import run_kind
 
     try:
-        return _BatchResult(tuple(run_kind(kind_name).run(points)), "")
+        products = tuple(run_kind(batch.kind).run(batch.points))
     except (InputError, ValueError) as err:
-        return _BatchResult((), str(err))
+        return _BatchResult(batch.run_ids, (), str(err))
+    return _BatchResult(batch.run_ids, products, "")
 
 
 def execute(
@@ -75,31 +85,24 @@ def execute(
     if on_progress:
         on_progress(0, len(todo))
 
-    def collect(batch: list[PlannedRun], result: _BatchResult) -> None:
+    points = {r.run_id: r.point for r in todo}
+
+    def collect(result: _BatchResult) -> None:
         nonlocal done
         if result.error:
-            failed.extend(FailedRun(r.run_id, r.point, result.error) for r in batch)
-        for planned_run, product in zip(batch, result.products, strict=False):
-            store.add(planned_run.run_id, experiment.kind.name, product)
-        done += len(batch)
+            failed.extend(FailedRun(i, points[i], result.error) for i in result.run_ids)
+        for run_id, product in zip(result.run_ids, result.products, strict=False):
+            store.add(run_id, experiment.kind.name, product)
+        done += len(result.run_ids)
         if on_progress:
             on_progress(done, len(todo))
 
-    kind = experiment.kind.name
     if executor == "ray":
-        _run_on_ray(kind, batches, workers, collect)
-    elif workers <= 1 or len(batches) <= 1:
-        for batch in batches:
-            collect(batch, run_batch(kind, [r.point for r in batch]))
+        _run_on_ray(batches, workers, collect)
     else:
-        from concurrent.futures import as_completed
+        from gpumosaic.experiments.parallel import parallel_map
 
-        from gpumosaic.experiments.pool import process_pool
-
-        with process_pool(min(workers, len(batches))) as pool:
-            futures = {pool.submit(run_batch, kind, [r.point for r in b]): b for b in batches}
-            for future in as_completed(futures):
-                collect(futures[future], future.result())
+        parallel_map(run_batch, batches, workers, lambda _n, _total, result: collect(result))
     if not todo:
         store.write_runs_table()  # a study with nothing left to run still has its table
     return StudyOutcome(
@@ -111,18 +114,19 @@ def execute(
     )
 
 
-def _batches(experiment: Experiment, todo: list[PlannedRun]) -> list[list[PlannedRun]]:
+def _batches(experiment: Experiment, todo: list[PlannedRun]) -> list[_Batch]:
     groups: dict[Any, list[PlannedRun]] = {}
     for run in todo:
         groups.setdefault(experiment.kind.batch_key(run.point), []).append(run)
-    return list(groups.values())
+    kind = experiment.kind.name
+    return [
+        _Batch(kind, tuple(r.run_id for r in runs), tuple(r.point for r in runs))
+        for runs in groups.values()
+    ]
 
 
 def _run_on_ray(
-    kind: str,
-    batches: list[list[PlannedRun]],
-    workers: int,
-    collect: Callable[[list[PlannedRun], _BatchResult], None],
+    batches: list[_Batch], workers: int, collect: Callable[[_BatchResult], None]
 ) -> None:
     """Each batch a Ray task on the Ray instance this process is connected to, or on a
     local one started here (and stopped at the end)."""
@@ -142,11 +146,11 @@ def _run_on_ray(
         )
     try:
         remote = ray.remote(num_cpus=1)(run_batch)
-        pending = {remote.remote(kind, [r.point for r in b]): b for b in batches}
+        pending = [remote.remote(batch) for batch in batches]
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
-                collect(pending.pop(ref), ray.get(ref))
+                collect(ray.get(ref))
     finally:
         if started_here:
             ray.shutdown()

@@ -4,9 +4,11 @@ It owns the pending queue (jobs waiting for GPUs, in the queue order's key) and,
 driver calls ``run(state, rng)``, tries them in order and places each one that fits
 through the placement strategy, allocating it in ``state``. Strict order stops at the
 first job that does not fit (FIFO head-of-line); ``backfill`` lets later jobs that fit go
-ahead. The simulator (``sim/simulator.py``) calls it after all events of one instant; a
-live driver (the Kubernetes extender, a wall-clock service) calls the same object
-whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
+ahead. A multi-GPU job that may span servers (``JobSpec.may_span_nodes``) and finds no
+single server takes GPUs of one model on several servers (a gang), when the driver
+allows spanning. The simulator (``sim/event/simulator.py``) calls it after all events
+of one instant; a live driver (the Kubernetes extender, a wall-clock service) calls the
+same object whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
 """
 
 from __future__ import annotations
@@ -14,29 +16,47 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
+from gpumosaic.mechanisms.gang import gang_parts
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 
-Shape = tuple[int, int, int, int, frozenset[str] | None]
+Shape = tuple[int, int, int, int, frozenset[str] | None, bool]
+Parts = tuple[Assignment, ...]  # one part per server (several: a gang)
 
 
 def job_shape(job: JobSpec) -> Shape:
     """What placement sees of a job: two jobs of one shape fit exactly the same nodes."""
-    return (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
+    return (
+        job.num_gpu,
+        job.gpu_milli,
+        job.cpu_milli,
+        job.memory_mib,
+        job.allowed_models,
+        job.may_span_nodes,
+    )
 
 
 class SchedulingPass:
     """Pending jobs grouped by shape, each group sorted by queue key (see ``run``)."""
 
-    def __init__(self, placement: PlacementStrategy, order: QueueOrder, backfill: bool) -> None:
+    def __init__(
+        self,
+        placement: PlacementStrategy,
+        order: QueueOrder,
+        backfill: bool,
+        span_nodes: bool = True,
+    ) -> None:
+        """``span_nodes``: whether jobs that may span servers are placed as gangs."""
         self.placement = placement
         self.order = order
         self.backfill = backfill
+        self.span_nodes = span_nodes
         self._pending: dict[int, list[tuple[SortKey, int]]] = {}
         self._jobs: dict[int, JobSpec] = {}
         self._shape_ids: dict[Shape, int] = {}
@@ -54,11 +74,10 @@ class SchedulingPass:
         """The jobs still waiting (any order)."""
         return iter(self._jobs.values())
 
-    def run(
-        self, state: ClusterState, rng: np.random.Generator
-    ) -> list[tuple[JobSpec, Assignment]]:
-        """Place pending jobs in queue order; returns (job, assignment) of those started,
-        in the order they were placed (each already allocated in ``state``).
+    def run(self, state: ClusterState, rng: np.random.Generator) -> list[tuple[JobSpec, Parts]]:
+        """Place pending jobs in queue order; returns (job, parts) of those started, in
+        the order they were placed (each already allocated in ``state``; a gang's parts
+        with ``state.allocate_gang``).
 
         Within one pass free resources only shrink, so once a job of some shape finds no
         node, no later job of that shape will: the pass merges the per-shape queues by
@@ -67,19 +86,24 @@ class SchedulingPass:
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)
         taken: dict[int, int] = {}
-        started: list[tuple[JobSpec, Assignment]] = []
+        started: list[tuple[JobSpec, Parts]] = []
         while heads:
             _, shape_id = heapq.heappop(heads)
             group = self._pending[shape_id]
             index = taken.get(shape_id, 0)
             job = self._jobs[group[index][1]]
             assignment = self.placement.place(state, job, rng)
-            if assignment is None:
+            parts: Parts | None = None
+            if assignment is not None:
+                state.allocate(assignment)
+                parts = (assignment,)
+            elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                parts = self._gang(state, job, rng)
+            if parts is None:
                 if not self.backfill:
                     break
                 continue
-            state.allocate(assignment)
-            started.append((job, assignment))
+            started.append((job, parts))
             taken[shape_id] = index + 1
             if index + 1 < len(group):
                 heapq.heappush(heads, (group[index + 1][0], shape_id))
@@ -90,3 +114,15 @@ class SchedulingPass:
             if not self._pending[shape_id]:
                 del self._pending[shape_id]
         return started
+
+    def _gang(self, state: ClusterState, job: JobSpec, rng: np.random.Generator) -> Parts | None:
+        """GPUs of one model (the cluster's order) on several servers, all or nothing."""
+        for name in state.model_names:
+            if not job.allows(name):
+                continue
+            typed = replace(job, allowed_models=frozenset({name.upper()}))
+            parts = gang_parts(state, self.placement, typed, rng)
+            if parts is not None:
+                state.allocate_gang(parts)
+                return parts
+        return None

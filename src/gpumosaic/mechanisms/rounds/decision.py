@@ -186,7 +186,7 @@ class RoundDecider:
     def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
         if self.state.fits_when_empty(job):
             return True
-        if not (self.config.span_nodes and job.num_gpu > 1):
+        if not (self.config.span_nodes and job.may_span_nodes and job.num_gpu > 1):
             return False
         # Spanning nodes: enough GPUs of one model the job can use.
         return any(rates[t] > 0 and self.capacity_gpus[t] >= job.num_gpu for t in range(len(rates)))

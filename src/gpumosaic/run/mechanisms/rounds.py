@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
-from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.run.mechanisms.base import (
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    check_placement,
+    refuse_background,
+)
 from gpumosaic.sharing.speed import SpeedModel, build_speed_model
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
@@ -29,6 +35,8 @@ class RoundsMechanism:
         from gpumosaic.policies.registry import POLICY_NAMES
         from gpumosaic.run.description import is_gandiva
 
+        refuse_background(description, "rounds")
+
         if is_gandiva(description.sharing):
             raise InputError(
                 "--sharing gandiva runs Gandiva's own event-driven scheduler, not Gavel's "
@@ -36,9 +44,16 @@ class RoundsMechanism:
                 field="--mechanism",
             )
         if description.policy not in POLICY_NAMES:
-            known = ", ".join(dict.fromkeys((*QUEUE_ORDERS, *POLICY_NAMES)))
-            raise InputError(
-                f"unknown policy {description.policy!r} (known: {known})", field="--policy"
+            if description.policy in QUEUE_ORDERS:
+                raise InputError(
+                    "is a queue order of the event mechanism; the rounds take a Gavel "
+                    "allocation policy (e.g. max_min_fairness_perf, or fifo for Gavel's "
+                    "FIFO): drop --mechanism rounds or choose one",
+                    field="--policy",
+                    value=description.policy,
+                )
+            raise unknown_name(
+                "policy", description.policy, (*QUEUE_ORDERS, *POLICY_NAMES), field="--policy"
             )
         check_placement(description.placement)
 

@@ -14,7 +14,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Protocol
 
-import pyarrow as pa
+try:
+    import pyarrow as pa
+except ImportError:  # a study's store is Parquet: the parquet extra
+    from gpumosaic.errors import InputError
+
+    raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'") from None
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 # The x axis of a run's timeline and placements: simulated seconds, or (fill replays)
@@ -33,7 +38,7 @@ class GridModel(BaseModel):
     def _listify(cls, value: Any, info: ValidationInfo) -> Any:
         values = list(value) if isinstance(value, list | tuple) else [value]
         if info.field_name == "seed":  # "0-9" and "0,3,5" as in --seeds
-            from gpumosaic.experiments.sweep import parse_seeds
+            from gpumosaic.experiments.sweeps.runs import parse_seeds
 
             out: list[Any] = []
             for item in values:

@@ -12,8 +12,6 @@ import numpy as np
 import pyarrow as pa
 from pydantic import PositiveFloat
 
-from gpumosaic.experiments.fill import FAIL_REASONS, FillResult, kind_label, run_fill
-from gpumosaic.experiments.fill_sweep import TABLE_POINTS_PCT, _inputs
 from gpumosaic.experiments.study.kinds.base import (
     ARRIVED_AXIS,
     GridError,
@@ -22,8 +20,10 @@ from gpumosaic.experiments.study.kinds.base import (
     RunProduct,
     unique,
 )
+from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT, _inputs
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
+from gpumosaic.sim.fill import FAIL_REASONS, FillResult, kind_label, run_fill
 
 
 class FillGrid(GridModel):

@@ -1,5 +1,5 @@
 """Run kind ``gandiva``: Gandiva's mechanisms on Gavel's generated workloads as
-``python -m gpumosaic.experiments.gandiva_eval`` runs them (scenario x variant).
+``gpumosaic reproduce gandiva`` runs them (scenario x variant).
 
 The variants of one scenario and seed run together in one task: for an unbounded stream
 the utilization window ends at the earliest end among the variants (``evaluate``), so a
@@ -14,7 +14,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from gpumosaic.experiments.gandiva_eval import (
+from gpumosaic.experiments.reproductions.gandiva import (
     QUICK_SCENARIOS,
     SCENARIOS,
     VARIANTS,
@@ -34,7 +34,7 @@ from gpumosaic.experiments.study.kinds.base import (
 )
 from gpumosaic.experiments.study.kinds.simulate import jobs_table, timeline_table
 from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.gandiva_config import GandivaConfig
+from gpumosaic.sim.gandiva.config import GandivaConfig
 from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
@@ -128,7 +128,7 @@ def _run(
     seed: int,
     window_s: tuple[float, float] | None,
 ) -> tuple[Any, SimResult]:
-    """``gandiva_eval.run_variant``, keeping the run's records."""
+    """``reproductions.gandiva.run_variant``, keeping the run's records."""
     cluster, workload = build(scenario, table, seed)
     config = GandivaConfig(
         packing=variant.packing, migration=variant.migration, time_slicing=variant.time_slicing

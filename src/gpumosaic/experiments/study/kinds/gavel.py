@@ -1,5 +1,5 @@
 """Run kind ``gavel``: Gavel's simulator experiments as ``reproduce gavel`` runs them
-(``experiments/gavel_repro.py``): the static trace or the continuous stream, on the round
+(``experiments/reproductions/gavel.py``): the static trace or the continuous stream, on the round
 mechanism, with Gavel's shipped fifo/gandiva policies available by name."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from gpumosaic.experiments.gavel_repro import (
+from gpumosaic.experiments.reproductions.gavel import (
     CONTINUOUS_CLUSTER,
     SHIPPED,
     STATIC_CLUSTER,
@@ -103,7 +103,7 @@ class GavelKind:
 
 
 def run_point(point: GavelPoint) -> RunProduct:
-    """What ``gavel_repro._row`` does, keeping the run's records for the store."""
+    """What ``reproductions.gavel._row`` does, keeping the run's records for the store."""
     if point.part == "static":
         cluster = ClusterSpec.from_counts(STATIC_CLUSTER, gpus_per_node=1)
         workload = static_workload()

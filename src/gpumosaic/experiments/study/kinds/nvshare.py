@@ -1,5 +1,5 @@
 """Run kind ``nvshare``: one cell of the nvshare thesis's two-job table as ``reproduce
-nvshare`` computes it (``experiments/nvshare_repro.py``): a job pair under one setup."""
+nvshare`` computes it (``experiments/reproductions/nvshare.py``): a job pair under one setup."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import PositiveFloat
 
-from gpumosaic.experiments.nvshare_repro import JOBS, _row, _with
+from gpumosaic.experiments.reproductions.nvshare import JOBS, _row, _with
 from gpumosaic.experiments.study.kinds.base import GridError, GridModel, RunProduct, unique
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.sharing.nvshare import NvshareModel

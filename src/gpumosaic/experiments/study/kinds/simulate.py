@@ -163,7 +163,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva_scoring import is_affinity
+    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if not gandiva:
@@ -207,8 +207,11 @@ def jobs_table(result: SimResult) -> pa.Table:
         "status": [r.status.value for r in records],
         "reason": [r.reason for r in records],
         "gpu_model": [r.gpu_model for r in records],
-        "node": [r.node for r in records],
-        "gpus": [list(r.gpus) for r in records],
+        # Where it ran: the first part's node and GPU slots, and how many parts (a gang
+        # spans nodes); placements.parquet has every part.
+        "node": [r.placement[0][0] if r.placement else -1 for r in records],
+        "gpus": [list(r.placement[0][1]) if r.placement else [] for r in records],
+        "parts": [len(r.placement) for r in records],
         "measured": [r.measured for r in records],
         "gpu_milli_seconds": [r.gpu_milli_seconds for r in records],
         "alone_s": [r.alone_s for r in records],
@@ -240,7 +243,7 @@ def timeline_table(result: SimResult) -> pa.Table:
 def placements_table(result: SimResult, request: RunDescription) -> pa.Table | None:
     """One row per (job, GPU) it held: the occupancy mosaic's input. None when this
     simulator does not record placements (rounds re-place jobs every round)."""
-    placed = [r for r in result.records if r.node >= 0 and r.gpus]
+    placed = [r for r in result.records if r.placement]
     if not placed:
         return None
     from gpumosaic.workloads.spec import parse_cluster
@@ -248,10 +251,11 @@ def placements_table(result: SimResult, request: RunDescription) -> pa.Table | N
     cluster = parse_cluster(request.cluster, request.gpus_per_node)
     offset = np.concatenate([[0], np.cumsum([n.num_gpus for n in cluster.nodes])])
     rows = [
-        (r.job_id, r.node, int(offset[r.node] + g), r.gpu_milli, r.start_s,
+        (r.job_id, node, int(offset[node] + g), r.gpu_milli, r.start_s,
          r.finish_s if not np.isnan(r.finish_s) else result.end_s)
         for r in placed
-        for g in r.gpus
+        for node, gpus in r.placement
+        for g in gpus
     ]  # fmt: skip
     job, node, gpu, milli, start, end = (list(c) for c in zip(*rows, strict=True))
     return pa.table(

@@ -1,0 +1,74 @@
+"""Offered load: how much GPU time a workload asks for per hour against what the cluster
+has, so that a first guess of 1 job/h on 12 GPUs is not silently a 148-day run.
+
+offered load = arrival rate (jobs/h) x mean GPU-hours per job / cluster GPUs, where a
+job's GPU-hours are its GPU demand (num_gpu x gpu_milli / 1000) times its run time alone
+on a GPU drawn from the cluster's mix (models weighted by GPU count; models the job
+cannot run on are skipped). Above 100% the queue can only grow: the run measures a
+backlog, not a steady state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+from gpumosaic.workloads.workload import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedLoad:
+    jobs_per_hour: float
+    gpu_hours_per_job: float
+    cluster_gpus: float
+
+    @property
+    def busy_gpus(self) -> float:
+        """GPUs the arrivals keep busy on average (GPU-hours per hour)."""
+        return self.jobs_per_hour * self.gpu_hours_per_job
+
+    @property
+    def fraction(self) -> float:
+        return self.busy_gpus / self.cluster_gpus
+
+    def line(self) -> str:
+        return (
+            f"offered load: {self.jobs_per_hour:,.2f} jobs/h x {self.gpu_hours_per_job:,.2f} "
+            f"GPU-h per job = {self.busy_gpus:,.1f} of {self.cluster_gpus:,.0f} GPUs busy "
+            f"({self.fraction:.0%} of capacity)"
+        )
+
+
+def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None:
+    """The workload's offered load on ``cluster``; None when jobs do not arrive over time
+    (all at once: a batch, whose length is its makespan) or no job can run anywhere."""
+    jobs: Sequence[JobSpec] = workload.target_sample()
+    if len(jobs) < 2:
+        return None
+    arrivals = np.array([j.arrival_s for j in jobs])
+    span = float(arrivals.max() - arrivals.min())
+    if span <= 0:
+        return None
+    counts = cluster.gpus_per_model()
+    models = [node.gpu for node in cluster.nodes]
+    by_name = {m.name: m for m in models}
+    gpu_hours = []
+    for job in jobs:
+        durations, weights = [], []
+        for name, count in counts.items():
+            rate = workload.throughputs.rate(job, by_name[name])
+            if rate > 0 and job.allows(name):
+                durations.append(job.work / rate)
+                weights.append(count)
+        if durations:
+            alone_h = float(np.average(durations, weights=weights)) / 3600.0
+            gpu_hours.append(job.num_gpu * job.gpu_milli / MILLI_PER_GPU * alone_h)
+    if not gpu_hours:
+        return None
+    jobs_per_hour = (len(jobs) - 1) / span * 3600.0
+    return OfferedLoad(jobs_per_hour, float(np.mean(gpu_hours)), float(sum(counts.values())))

@@ -1,0 +1,102 @@
+"""Every mistake a newcomer made in issue 15 is one line naming the flag, the value and
+what is allowed, with exit status 2; nothing hangs, nothing is a traceback."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpumosaic.cli import app
+
+runner = CliRunner()
+SIM = ["simulate", "--cluster", "v100:4", "--workload", "gavel:jobs=5,rate=0"]
+
+
+def one_line_error(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([*SIM, "--gpus-per-node", "0"], "--gpus-per-node 0: must be >= 1"),
+        ([*SIM, "--gpus-per-node", "-1"], "--gpus-per-node -1"),
+        ([*SIM, "--seed", "-1"], "--seed -1: must be >= 0"),
+        (["fill", "--seed", "-1"], "--seed -1"),
+        (["compare", "--seeds", "-1"], "--seeds -1"),
+        (["compare", "--seeds", "0-1", "--workers", "-3"], "--workers -3"),
+        ([*SIM, "--policy", "max_min_fairness", "--round-s", "0"], "--round-s 0"),
+        ([*SIM, "--policy", "fifo", "--round-s", "-1"], "--round-s -1"),
+        ([*SIM, "--policy", "max_min_fairness", "--resolve-interval-s", "-5"], "-5"),
+        (["simulate", "--cluster", "v100:4", "--workload", "gavel:jobs=10000000"], "200,000"),
+        (["simulate", "--cluster", "v100:10000000", "--workload", "gavel:jobs=5"], "100,000"),
+        ([*SIM, "--gpus-per-node", "3"], "v100:4 does not divide into servers of 3"),
+        (
+            ["simulate", "--cluster", "openb:gpu", "--gpus-per-node", "8", "--workload", "x.csv"],
+            "--gpus-per-node 8",
+        ),
+        ([*SIM, "--mechanism", "rounds", "--policy", "sjf"], "--policy sjf: is a queue order"),
+        ([*SIM, "--policy", "fifoo"], "did you mean 'fifo'"),
+        ([*SIM, "--placement", "fgdd"], "--placement fgdd: unknown placement (did you mean"),
+        ([*SIM, "--mechanism", "round"], "did you mean 'rounds'"),
+        (["simulate", "--cluster", "v10:4", "--workload", "gavel:jobs=5"], "'V100'"),
+        (["simulate", "--cluster", "v100:4", "--workload", "gavl:jobs=5"], "'gavel'"),
+        (["simulate", "--cluster", "v100:4", "--workload", "openb:defaultt"], "'openb:default'"),
+        ([*SIM, "--sharing", "gandiva:packing=maybe"], "--sharing"),
+    ],
+)
+def test_mistake_is_one_line_exit_2(args: list[str], words: str) -> None:
+    assert words in one_line_error(args)
+
+
+@pytest.mark.parametrize("command", [SIM, ["compare", "--seeds", "0"], ["fill"]])
+def test_out_naming_a_file_is_refused_before_any_work(command: list[str], tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    line = one_line_error([*command, "--out", str(afile)])
+    assert "--out" in line and "is a file" in line
+    assert afile.read_text() == "keep me"
+
+
+def test_overload_is_announced_with_the_offered_load() -> None:
+    # A first guess of 1 job/h on 12 GPUs: Gavel's jobs average over 12 GPU-hours.
+    result = runner.invoke(
+        app, ["simulate", "--cluster", "v100:12", "--workload", "gavel:jobs=30,rate=1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "offered load:" in result.output and "of 12 GPUs busy" in result.output
+    assert "warning: offered load" in result.output and "queue grows" in result.output
+
+
+def test_version_and_an_example_in_every_command_help() -> None:
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("gpumosaic ")
+    for command in (["simulate"], ["compare"], ["fill"], ["reproduce", "nvshare"]):
+        help_text = runner.invoke(app, [*command, "--help"], terminal_width=200).stdout
+        assert "Example: gpumosaic " + command[0] in help_text, command
+
+
+def test_background_is_refused_where_it_would_be_ignored() -> None:
+    line = one_line_error([*SIM, "--policy", "max_min_fairness", "--background", "openb:default"])
+    assert "--background openb:default: background load needs the event mechanism" in line
+
+
+def test_a_job_list_on_a_loaded_openb_cluster(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "arrival_s,num_gpu,gpu_milli,duration_s,cpu_milli\n0,1,500,3600,4000\n60,2,1000,600,8000\n"
+    )
+    args = ["simulate", "--cluster", "openb:gpu", "--workload", str(jobs), "--json"]
+    result = runner.invoke(app, [*args, "--background", "openb:default,fraction=0.6"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    summary = json.loads(result.stdout)
+    assert summary["completed"] == 2
+    assert summary["background_allocation"] == pytest.approx(0.6, abs=0.01)
+    assert summary["utilization"] > 0.5  # the background holds its share all run long
