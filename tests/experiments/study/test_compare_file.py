@@ -10,7 +10,7 @@ from gpumosaic.experiments.study.file import parse_experiment
 COMMON = dict(
     seeds=[0, 1], cluster="v100:4", workload="gavel:jobs=50,rate=0,milli=spatial",
     policy="fifo", rates=[], tasks="openb:default", nodes="openb:gpu", inflate=1.3,
-    gpus_per_node=1, backfill=True, sharing="none", mechanism="auto",
+    gpus_per_node=1, backfill=True, sharing=["none"], mechanism="auto",
 )  # fmt: skip
 
 

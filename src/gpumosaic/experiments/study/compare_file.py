@@ -28,7 +28,7 @@ def compare_experiment(
     inflate: float,
     gpus_per_node: int,
     backfill: bool,
-    sharing: str,
+    sharing: list[str],
     mechanism: str,
 ) -> str:
     """The TOML text of the study a ``compare`` call runs."""

@@ -88,6 +88,7 @@ class RoundPlan:
     job_ids: tuple[tuple[int, ...], ...]  # per entity: one id, or two for a pair
     gpu_types: tuple[str, ...]  # per entity
     parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
+    described: bool = True  # False: only the arrays (a driver that asked for no values)
 
     def __len__(self) -> int:
         return len(self.entity)
@@ -98,6 +99,8 @@ class RoundPlan:
 
     @property
     def entries(self) -> tuple[PlannedEntity, ...]:
+        if not self.described:
+            raise ValueError("this plan has arrays only: build the RoundDecider with describe=True")
         out = []
         for i, ids in enumerate(self.job_ids):
             two = len(ids) == 2
@@ -137,7 +140,12 @@ class RoundDecider:
         config: RoundConfig,
         shuffle_rng: np.random.Generator,
         place_rng: np.random.Generator,
+        describe: bool = True,
     ) -> None:
+        """``describe``: plans carry their entries as values (job ids, GPU type, where);
+        a simulator that reads only the arrays turns it off (one Python step less per
+        entity and round)."""
+        self.describe = describe
         self.config = config
         self.policy = policy
         self.throughputs = throughputs
@@ -225,7 +233,9 @@ class RoundDecider:
         ent = self.book.entities
         if ent is None or not placed:
             empty = np.zeros(0)
-            return RoundPlan(now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), ())
+            return RoundPlan(
+                now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), (), self.describe
+            )
         rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
         rate_a, rate_b = ent.rate_a[es, ts], ent.rate_b[es, ts]
         jobs, r = self.jobs, self.config.round_s
@@ -238,9 +248,14 @@ class RoundDecider:
         state, specs = self.state, jobs.specs
         ids: list[tuple[int, ...]] = []
         parts: list[tuple[Assignment, ...]] = []
-        for a, b in zip(rows_a.tolist(), rows_b.tolist(), strict=True):
-            ids.append((specs[a].id,) if b < 0 else (specs[a].id, specs[b].id))
-            holder = holder_id((a, b))
+        if not self.describe:
+            rows_a_list: list[int] = []
+            rows_b_list: list[int] = []
+        else:
+            rows_a_list, rows_b_list = rows_a.tolist(), rows_b.tolist()
+        for ra, rb in zip(rows_a_list, rows_b_list, strict=True):
+            ids.append((specs[ra].id,) if rb < 0 else (specs[ra].id, specs[rb].id))
+            holder = holder_id((ra, rb))
             gang = state.gangs.get(holder)
             parts.append(gang if gang is not None else (state.assignments[holder],))
         names = self.type_names
@@ -256,8 +271,9 @@ class RoundDecider:
             steps_b,
             extended,
             tuple(ids),
-            tuple(names[t] for t in ts.tolist()),
+            tuple(names[t] for t in ts.tolist()) if self.describe else (),
             tuple(parts),
+            self.describe,
         )
 
     def _choose_and_place(self) -> tuple[list[tuple[int, int]], list[int]]:

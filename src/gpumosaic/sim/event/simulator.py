@@ -135,8 +135,8 @@ class EventSimulator:
         job = self.speed.admit(job)
         run = _JobRun(job)
         self.runs[job.id] = run
-        spans = self.speed.ideal and could_span(self.state, job)
-        if not self.state.fits_when_empty(job) and not spans:
+        fits = self.state.fits_when_empty(job)
+        if not fits and not (self.speed.ideal and could_span(self.state, job)):
             verdict = explain(self.state, job)
             run.status, run.reason = JobStatus.REJECTED, f"{verdict.reason.value}: {verdict.detail}"
             if job.may_span_nodes and could_span(self.state, job):

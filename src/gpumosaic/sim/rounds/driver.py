@@ -113,7 +113,14 @@ class RoundSimulator:
         shuffle_rng, place_rng = rng.spawn(2)
         self.models = cluster.gpu_models
         self.decider = RoundDecider(
-            cluster, policy, placement, workload.throughputs, config, shuffle_rng, place_rng
+            cluster,
+            policy,
+            placement,
+            workload.throughputs,
+            config,
+            shuffle_rng,
+            place_rng,
+            describe=on_plan is not None,
         )
         self.jobs: JobStore = self.decider.jobs
         self.tracker = RoundTracker(self.decider.state, target)
