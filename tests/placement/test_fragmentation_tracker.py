@@ -47,3 +47,25 @@ def test_matches_reference_after_random_fill() -> None:
         tracker.refresh()
         np.testing.assert_allclose(tracker.frag, node_fragmentation(state, wl), rtol=1e-12)
         assert abs(tracker.rate() - fragmentation_rate(state, wl)) < 1e-12
+
+
+def test_one_node_refresh_is_bit_identical_to_a_full_recount() -> None:
+    # FGD's score compares F before and after; a Delta of exactly 0 (score 50) needs the
+    # incremental one-node path and the many-node recount to agree bit for bit.
+    wl = workload(
+        (1, 500, 2_000, 0.37), (1, 330, 4_000, 0.29), (2, 1000, 8_000, 0.21), (0, 0, 1_000, 0.13)
+    )
+    state = cluster(*[("T4", 2, 32_000), ("G2", 8, 96_000), ("V100M16", 8, 64_000)] * 4)
+    tracker = FragmentationTracker(state, wl)
+    strategy = build_placement("random", None)
+    rng = np.random.default_rng(8)
+    for _ in range(150):
+        milli = int(rng.integers(1, 1000))
+        a = strategy.place(state, job(1, milli, cpu=int(rng.integers(0, 9_000))), rng)
+        if a is not None:
+            state.allocate(a)
+            tracker.refresh()  # one stale node: the 1-D path
+    fresh = FragmentationTracker(state, wl)  # every node at once: the (K, C, M) path
+    assert np.array_equal(tracker.frag, fresh.frag)
+    assert np.array_equal(tracker.fit_count, fresh.fit_count)
+    assert np.array_equal(tracker.below, fresh.below)

@@ -231,11 +231,20 @@ def compare(
     avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
-    figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
+    scenario = f"{policy} on {cluster}, {workload}"
+    if len(sharings) == 1 and sharings[0] != "none":  # several: each label names its own
+        scenario += f", sharing {sharings[0]}"
+    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seed_list)
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
     first = {p: by_label[p][0] for p in labels}
     total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
-    plot_timelines({p: r.timeline for p, r in first.items()}, total_milli, out / "timeline.png")
+    plot_timelines(
+        {p: r.timeline for p, r in first.items()},
+        total_milli,
+        out / "timeline.png",
+        title=scenario,
+        seed=seed_list[0],
+    )
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     if json_out:
         print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))

@@ -71,6 +71,11 @@ class ClusterState:
         # Jobs whose GPUs span several nodes (Gavel's one-GPU servers): one part per node.
         self.gangs: dict[int, tuple[Assignment, ...]] = {}
         self._model_mask_cache: dict[frozenset[str] | None, npt.NDArray[np.bool_]] = {}
+        self._fits_empty: dict[tuple[int, int, int, int, frozenset[str] | None], bool] = {}
+        self._allocated_milli = 0
+        # Counts releases: while it stays put, free resources only shrink, so a job that
+        # found no node still finds none (callers skip re-trying it).
+        self.releases = 0
 
     @property
     def num_nodes(self) -> int:
@@ -82,7 +87,7 @@ class ClusterState:
 
     @property
     def allocated_gpu_milli(self) -> int:
-        return int(self.gpu_capacity.sum() - self.gpu_free.sum())
+        return self._allocated_milli
 
     def model_mask(self, allowed: frozenset[str] | None) -> npt.NDArray[np.bool_]:
         """Nodes whose GPU model the job allows (cached per distinct constraint)."""
@@ -96,6 +101,30 @@ class ClusterState:
             mask.setflags(write=False)
             self._model_mask_cache[allowed] = mask
         return mask
+
+    def node_signature(self, nodes: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+        """One int row per node of everything a node-local placement score may read (GPU
+        model, GPU count, CPU capacity and free, memory free, free milli and tasks per
+        GPU, tasks per kind): equal rows are nodes in the same state."""
+        return np.concatenate(
+            [
+                np.stack(
+                    [
+                        self.node_model[nodes],
+                        self.num_gpus[nodes],
+                        self.cpu_capacity[nodes],
+                        self.cpu_free[nodes],
+                        self.memory_free[nodes],
+                    ],
+                    axis=1,
+                ).astype(np.int64),
+                self.gpu_free[nodes],
+                self.gpu_tasks[nodes],
+                self.kind_count[nodes],
+            ],
+            axis=1,
+            dtype=np.int64,
+        )
 
     def allocate(self, assignment: Assignment) -> None:
         # Scalar indexing per GPU: assignments hold a handful of GPUs, and numpy's fancy
@@ -120,6 +149,7 @@ class ClusterState:
         for g in a.gpus:
             free[g] -= a.gpu_milli
             tasks[g] += 1
+        self._allocated_milli += a.gpu_milli * len(a.gpus)
         self.cpu_free[node] -= a.cpu_milli
         self.memory_free[node] -= a.memory_mib
         if a.gpus:
@@ -173,6 +203,8 @@ class ClusterState:
         for g in a.gpus:
             free[g] += a.gpu_milli
             tasks[g] -= 1
+        self._allocated_milli -= a.gpu_milli * len(a.gpus)
+        self.releases += 1
         self.cpu_free[node] += a.cpu_milli
         self.memory_free[node] += a.memory_mib
         if a.gpus:
@@ -194,9 +226,19 @@ class ClusterState:
             used[a.node, list(a.gpus)] += a.gpu_milli
         if not np.array_equal(used, self.gpu_capacity - self.gpu_free):
             raise BookkeepingError("GPU bookkeeping disagrees with the assignments")
+        if self._allocated_milli != int(used.sum()):
+            raise BookkeepingError("the allocated GPU milli counter disagrees with the GPUs")
 
     def fits_when_empty(self, job: JobSpec) -> bool:
-        """Could the job run on some node of an empty cluster? False means never."""
+        """Could the job run on some node of an empty cluster? False means never.
+        (Capacities never change, so the answer is kept per job shape.)"""
+        key = (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
+        known = self._fits_empty.get(key)
+        if known is None:
+            known = self._fits_empty[key] = self._fits_when_empty(job)
+        return known
+
+    def _fits_when_empty(self, job: JobSpec) -> bool:
         if job.num_gpu == 0:
             ok = (self.cpu_capacity >= job.cpu_milli) & (self.memory_capacity >= job.memory_mib)
             return bool(ok.any())

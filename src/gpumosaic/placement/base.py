@@ -23,3 +23,10 @@ class PlacementStrategy(Protocol):
     def place(
         self, state: ClusterState, job: JobSpec, rng: np.random.Generator
     ) -> Assignment | None: ...
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, rng: np.random.Generator
+    ) -> tuple[int, tuple[int, ...]] | None:
+        """``place`` without building the Assignment: (node, GPU slots) or None. For
+        callers that hold the job under another id (a fill replay's sampled copies)."""
+        ...

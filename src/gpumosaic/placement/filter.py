@@ -41,6 +41,54 @@ def feasible_nodes(state: ClusterState, job: JobSpec) -> npt.NDArray[np.bool_]:
     return ok & (fitting >= job.num_gpu)
 
 
+# What the filter sees of a job: two jobs with the same key fit exactly the same nodes.
+FilterKey = tuple[int, int, int, int, frozenset[str] | None]
+
+
+def filter_key(job: JobSpec) -> FilterKey:
+    """(num_gpu, gpu_milli, cpu_milli, memory_mib, allowed models); a CPU-only job's GPU
+    fields are normalized away, since the filter ignores them."""
+    if job.num_gpu == 0:
+        return (0, 0, job.cpu_milli, job.memory_mib, None)
+    return (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
+
+
+def feasible_among(
+    state: ClusterState, job: JobSpec, nodes: npt.NDArray[np.intp]
+) -> npt.NDArray[np.bool_]:
+    """``feasible_nodes`` for some nodes only (the ones whose state changed)."""
+    ok = (state.cpu_free[nodes] >= job.cpu_milli) & (state.memory_free[nodes] >= job.memory_mib)
+    if job.num_gpu == 0:
+        return ok
+    ok &= state.model_mask(job.allowed_models)[nodes]
+    fitting = (state.gpu_free[nodes] >= job.gpu_milli).sum(axis=1)
+    return ok & (fitting >= job.num_gpu)
+
+
+class FeasibleSet:
+    """The nodes that pass the filter for one job shape, kept current by re-testing only
+    the nodes whose ``node_version`` moved since the last call."""
+
+    __slots__ = ("mask", "version")
+
+    def __init__(self, num_nodes: int) -> None:
+        self.mask = np.zeros(num_nodes, dtype=bool)
+        self.version = np.full(num_nodes, -1, dtype=np.int64)
+
+    def stale(self, state: ClusterState) -> npt.NDArray[np.intp]:
+        """Nodes changed since the last ``update``."""
+        return np.flatnonzero(self.version != state.node_version)
+
+    def update(
+        self, state: ClusterState, job: JobSpec, stale: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.bool_]:
+        """Re-test ``stale`` (from ``stale``); returns their new verdicts."""
+        ok = feasible_among(state, job, stale)
+        self.mask[stale] = ok
+        self.version[stale] = state.node_version[stale]
+        return ok
+
+
 def explain(state: ClusterState, job: JobSpec) -> Verdict:
     """Name the first filter that leaves no node, in the order GPU model, CPU, memory, GPU."""
     if not state.fits_when_empty(job):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.workload import TargetWorkload
 
@@ -57,7 +58,11 @@ class ClassArrays:
     """The target workload as arrays, aligned with one cluster's nodes.
 
     ``milli`` is the per-GPU request (0 for CPU-only classes); ``model_ok[n, m]`` says
-    whether node n's GPU model is allowed by class m.
+    whether node n's GPU model is allowed by class m; ``class_ok`` is ``model_ok`` of the
+    GPU classes only (a CPU-only class is never "fitting": it counts all free milli).
+    ``fit_table[v, m]`` = 1 if a GPU with ``v`` free milli fits class m, and
+    ``below_table[v, m]`` = ``v`` if it does not (the milli it strands), 0 otherwise: a
+    GPU's contribution to the per-class counts is one row lookup, never a comparison.
     """
 
     milli: npt.NDArray[np.int64]
@@ -66,19 +71,30 @@ class ClassArrays:
     weight: npt.NDArray[np.float64]
     gpu_class: npt.NDArray[np.bool_]
     model_ok: npt.NDArray[np.bool_]
+    class_ok: npt.NDArray[np.bool_]
+    fit_table: npt.NDArray[np.int64]
+    below_table: npt.NDArray[np.int64]
+    count_table: npt.NDArray[np.int64]  # [fit_table | below_table]: one lookup for both
 
     @classmethod
     def build(cls, state: ClusterState, workload: TargetWorkload) -> ClassArrays:
         classes = workload.classes
         model_ok = np.stack([state.model_mask(c.allowed_models) for c in classes], axis=1)
         num_gpu = np.array([c.num_gpu for c in classes], dtype=np.int64)
+        milli = np.array([c.gpu_milli if c.num_gpu else 0 for c in classes], dtype=np.int64)
+        free = np.arange(MILLI_PER_GPU + 1, dtype=np.int64)[:, None]
+        fits = free >= milli
         return cls(
-            milli=np.array([c.gpu_milli if c.num_gpu else 0 for c in classes], dtype=np.int64),
+            milli=milli,
             num_gpu=num_gpu,
             cpu=np.array([c.cpu_milli for c in classes], dtype=np.int64),
             weight=np.asarray(workload.popularity, dtype=np.float64),
             gpu_class=num_gpu > 0,
             model_ok=model_ok,
+            class_ok=model_ok & (num_gpu > 0),
+            fit_table=fits.astype(np.int64),
+            below_table=np.where(fits, 0, free),
+            count_table=np.concatenate([fits.astype(np.int64), np.where(fits, 0, free)], axis=1),
         )
 
 
@@ -88,14 +104,10 @@ def gpu_change_deltas(
     """How one GPU going from ``before`` to ``after`` free milli changes, per class, the
     count of GPUs that fit the class and the free milli stranded below it.
 
-    Shapes: ``before``/``after`` (...,), results (..., M).
+    Shapes: ``before``/``after`` (...,) in 0..1000, results (..., M).
     """
-    t = classes.milli
-    b = before[..., None]
-    a = after[..., None]
-    d_fit = (a >= t).astype(np.int64) - (b >= t)
-    d_below = np.where(a < t, a, 0) - np.where(b < t, b, 0)
-    return d_fit, d_below
+    fit, below = classes.fit_table, classes.below_table
+    return fit[after] - fit[before], below[after] - below[before]
 
 
 class FragmentationTracker:
@@ -118,6 +130,7 @@ class FragmentationTracker:
         self.free = np.zeros(n, dtype=np.int64)
         self.frag = np.zeros(n, dtype=np.float64)
         self._version = np.full(n, -1, dtype=np.int64)
+        self._gpu_deltas: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
         self.refresh()
 
     def refresh(self) -> None:
@@ -126,15 +139,60 @@ class FragmentationTracker:
         stale = np.flatnonzero(self._version != state.node_version)
         if not len(stale):
             return
-        g = state.gpu_free[stale].astype(np.int64)
-        fits = g[:, :, None] >= self.classes.milli
-        self.fit_count[stale] = fits.sum(axis=1)
-        self.below[stale] = np.where(fits, 0, g[:, :, None]).sum(axis=1)
-        self.free[stale] = g.sum(axis=1)
-        zero = np.zeros((len(stale), 1, 1), dtype=np.int64)
-        cpu = state.cpu_free[stale]
-        self.frag[stale] = self.frag_after(stale, zero, zero, zero[:, :, 0], cpu)[:, 0]
+        if len(stale) == 1:  # the common case (one node per task): 1-D, half the calls
+            self._refresh_node(int(stale[0]))
+            return
+        g = state.gpu_free[stale]
+        fit = self.classes.fit_table[g].sum(axis=1)
+        below = self.classes.below_table[g].sum(axis=1)
+        free = g.sum(axis=1, dtype=np.int64)
+        self.fit_count[stale] = fit
+        self.below[stale] = below
+        self.free[stale] = free
+        ok = self.node_ok(stale, state.cpu_free[stale])
+        self.frag[stale] = self.frag_of(ok, fit[:, None, :], below[:, None, :], free[:, None])[:, 0]
         self._version[stale] = state.node_version[stale]
+
+    def _refresh_node(self, node: int) -> None:
+        """``refresh`` of one node, in 1-D arrays. Same values bit for bit: the F sum is
+        the same contiguous M-element reduction as a row of ``frag_of``."""
+        state, c = self.state, self.classes
+        g = state.gpu_free[node]
+        counts = c.count_table[g].sum(axis=0)
+        m = len(c.milli)
+        fit, below = counts[:m], counts[m:]
+        free = int(g.sum())
+        self.fit_count[node] = fit
+        self.below[node] = below
+        self.free[node] = free
+        ok = c.class_ok[node] & (state.cpu_free[node] >= c.cpu) & (fit >= c.num_gpu)
+        self.frag[node] = (np.where(ok, below, free) * c.weight).sum()
+        self._version[node] = state.node_version[node]
+
+    def node_ok(
+        self, nodes: npt.NDArray[np.intp], cpu_free: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_]:
+        """(K, M): class m could use node n at all (a GPU class, its model allowed, enough
+        CPU left); whether enough GPUs fit is the other half of the test."""
+        c = self.classes
+        return c.class_ok[nodes] & (cpu_free[:, None] >= c.cpu)
+
+    def frag_of(
+        self,
+        node_ok: npt.NDArray[np.bool_],
+        fit: npt.NDArray[np.int64],
+        below: npt.NDArray[np.int64],
+        free: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.float64]:
+        """F for K nodes under C candidate states each: ``node_ok`` (K, M) from
+        ``node_ok``, counts ``fit``/``below`` (K, C, M), free milli (K, C). (K, C) milli.
+
+        Every F of the package goes through this one expression, so a node in the same
+        state always gets bit-identical F and FGD sees a Delta of exactly 0.
+        """
+        c = self.classes
+        ok = node_ok[:, None, :] & (fit >= c.num_gpu)
+        return (np.where(ok, below, free[:, :, None]) * c.weight).sum(axis=-1)
 
     def frag_after(
         self,
@@ -145,22 +203,24 @@ class FragmentationTracker:
         cpu_after: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.float64]:
         """F_n for ``nodes`` (K) under C candidate changes each: deltas (K, C, M) for the
-        counts, (K, C) for free milli; CPU left (K,). Returns (K, C) milli-GPU.
-
-        ``refresh`` uses this same function with zero deltas, so an unchanged node gives
-        bit-identical F and FGD sees a Delta of exactly 0.
-        """
-        c = self.classes
-        fit = self.fit_count[nodes][:, None, :] + d_fit
-        below = self.below[nodes][:, None, :] + d_below
-        free = (self.free[nodes][:, None] + d_free)[:, :, None]
-        ok = (
-            c.gpu_class
-            & c.model_ok[nodes][:, None, :]
-            & (fit >= c.num_gpu)
-            & (cpu_after[:, None, None] >= c.cpu)
+        counts, (K, C) for free milli; CPU left (K,). Returns (K, C) milli-GPU."""
+        return self.frag_of(
+            self.node_ok(nodes, cpu_after),
+            self.fit_count[nodes][:, None, :] + d_fit,
+            self.below[nodes][:, None, :] + d_below,
+            self.free[nodes][:, None] + d_free,
         )
-        return (np.where(ok, below, free) * c.weight).sum(axis=-1)
+
+    def gpu_deltas(self, milli: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(V, M) tables for a fractional task of ``milli``: row ``f`` is how the per-class
+        counts change when a GPU with ``f`` free milli takes it (rows f < milli, where it
+        does not fit, are placeholders). Built once per distinct milli."""
+        table = self._gpu_deltas.get(milli)
+        if table is None:
+            free = np.arange(MILLI_PER_GPU + 1)
+            table = gpu_change_deltas(self.classes, free, np.maximum(free - milli, 0))
+            self._gpu_deltas[milli] = table
+        return table
 
     def total(self) -> float:
         """Cluster fragmentation in milli-GPU (call ``refresh`` first)."""

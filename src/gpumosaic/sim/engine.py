@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 Handler = Callable[[], Any]
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _Entry:
     time: float
     priority: int
     sequence: int
-    handler: Handler = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    handler: Handler
+    cancelled: bool = False
+
+
+# The heap holds (time, priority, sequence, entry) tuples: tuples compare in C, and the
+# unique sequence means the entry itself is never compared.
+_Item = tuple[float, int, int, _Entry]
 
 
 class EventHandle:
@@ -49,7 +54,7 @@ class Engine:
 
     def __init__(self, start: float = 0.0) -> None:
         self.now = start
-        self._heap: list[_Entry] = []
+        self._heap: list[_Item] = []
         self._sequence = 0
         self.events_processed = 0
 
@@ -58,19 +63,19 @@ class Engine:
             raise ValueError(f"cannot schedule at {time} before now={self.now}")
         entry = _Entry(time, priority, self._sequence, handler)
         self._sequence += 1
-        heapq.heappush(self._heap, entry)
+        heapq.heappush(self._heap, (time, priority, entry.sequence, entry))
         return EventHandle(entry)
 
     def peek(self) -> float:
         """Time of the next live event, or +inf when none is left."""
-        while self._heap and self._heap[0].cancelled:
+        while self._heap and self._heap[0][3].cancelled:
             heapq.heappop(self._heap)
-        return self._heap[0].time if self._heap else float("inf")
+        return self._heap[0][0] if self._heap else float("inf")
 
     def step(self) -> bool:
         """Run the next live event; False when the queue is empty."""
         while self._heap:
-            entry = heapq.heappop(self._heap)
+            entry = heapq.heappop(self._heap)[3]
             if entry.cancelled:
                 continue
             self.now = entry.time
@@ -87,4 +92,4 @@ class Engine:
             self.now = max(self.now, until)
 
     def __len__(self) -> int:
-        return sum(not e.cancelled for e in self._heap)
+        return sum(not item[3].cancelled for item in self._heap)

@@ -13,18 +13,22 @@ and power are updated for the touched node only.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.power import (
+    CORES_PER_SOCKET,
     SOCKET_FULL_W,
     SOCKET_IDLE_W,
+    VCPU_PER_CORE,
     gpu_power_table,
     node_power_w,
     sockets,
@@ -142,25 +146,29 @@ class FillResult:
 
 
 class _ClusterPower:
-    """Cluster power (model.power's model) kept current one touched node at a time."""
+    """Cluster power (model.power's model) kept current one touched node at a time, in
+    plain floats (numpy costs more than the arithmetic on a handful of GPUs); the same
+    operations as ``node_power_w``, so the same values."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         idle, full = gpu_power_table(state)
         self._idle, self._full = idle.tolist(), full.tolist()
         self._sockets = sockets(state.cpu_capacity).tolist()
+        self._num_gpus = state.num_gpus.tolist()
         gpu_w, cpu_w = node_power_w(state)
         self._node_gpu_w, self._node_cpu_w = gpu_w.tolist(), cpu_w.tolist()
         self.gpu_w, self.cpu_w = float(gpu_w.sum()), float(cpu_w.sum())
 
     def update(self, node: int) -> None:
         state = self.state
-        gpus = int(state.num_gpus[node])
-        busy = int(np.count_nonzero(state.gpu_free[node, :gpus] < state.gpu_capacity[node, :gpus]))
+        gpus = self._num_gpus[node]
+        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < MILLI_PER_GPU)
         gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
-        used = state.cpu_capacity[node : node + 1] - state.cpu_free[node : node + 1]
+        used = int(state.cpu_capacity[node] - state.cpu_free[node])
         total = self._sockets[node]
-        active = min(int(sockets(used)[0]), total)
+        cores = math.ceil(used / (1000 * VCPU_PER_CORE))
+        active = min(math.ceil(cores / CORES_PER_SOCKET), total)
         cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
         self.gpu_w += gpu_w - self._node_gpu_w[node]
         self.cpu_w += cpu_w - self._node_cpu_w[node]
@@ -197,12 +205,13 @@ def run_fill(
     seed: int,
     inflate: float = 1.3,
     progress: Callable[[float], None] | None = None,
-    on_task: Callable[[JobSpec, Assignment | None], None] | None = None,
+    on_task: Callable[[int, JobSpec, Assignment | None], None] | None = None,
 ) -> FillResult:
     """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate).
 
-    ``on_task(task, assignment)`` sees every task of the replay (its id = its index) and
-    where it went (None: it failed), for stores that keep per-task placements."""
+    ``on_task(i, task, assignment)`` sees every task of the replay (i: its index, the id
+    it is placed under) and where it went (None: it failed), for stores that keep
+    per-task placements."""
     start, start_cpu = time.perf_counter(), time.process_time()
     if inflate <= 0:
         raise ValueError(f"inflate must be > 0, got {inflate}")
@@ -216,40 +225,44 @@ def run_fill(
     power = _ClusterPower(state)
 
     n = len(order)
-    arrived = np.zeros(n)
+    demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
+    kinds = np.array([task_kind(t) for t in tasks], dtype=np.int8)
+    arrived = np.cumsum(demand[order]).astype(np.float64)
+    kind = kinds[order]
     allocated = np.zeros(n)
     frag_milli = np.zeros(n)
-    free_milli = np.zeros(n)
     power_gpu = np.zeros(n)
     power_cpu = np.zeros(n)
     reason = np.full(n, PLACED, dtype=np.int8)
-    kind = np.zeros(n, dtype=np.int8)
     reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
-    arrived_milli = allocated_milli = 0
+    allocated_milli = 0
+    frag_total = frag.total()
     report_every = max(1, n // 100)
-    for i, task_index in enumerate(order):
-        job = replace(tasks[task_index], id=i)  # sampled copies need ids of their own
-        arrived_milli += job.total_gpu_milli
-        kind[i] = task_kind(job)
-        assignment = strategy.place(state, job, rng)
-        if assignment is None:
+    for i, task_index in enumerate(order.tolist()):
+        job = tasks[task_index]  # placed under id i: sampled copies need ids of their own
+        choice = strategy.choose(state, job, rng)
+        placed: Assignment | None = None
+        if choice is None:
             reason[i] = reason_code[explain(state, job).reason]
         else:
-            state.allocate(assignment)
-            allocated_milli += assignment.gpu_milli * len(assignment.gpus)
+            node, gpus = choice
+            milli = job.gpu_milli if job.num_gpu else 0
+            placed = Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib)
+            state.allocate(placed)
+            allocated_milli += milli * len(gpus)
             frag.refresh()
-            power.update(assignment.node)
+            frag_total = frag.total()
+            power.update(node)
         if on_task is not None:
-            on_task(job, assignment)
-        arrived[i] = arrived_milli
+            on_task(i, job, placed)
         allocated[i] = allocated_milli
-        frag_milli[i] = frag.total()
-        free_milli[i] = capacity - allocated_milli
+        frag_milli[i] = frag_total
         power_gpu[i], power_cpu[i] = power.gpu_w, power.cpu_w
         if progress is not None and i % report_every == 0:
             progress(i / n)
     if progress is not None:
         progress(1.0)
+    free_milli = capacity - allocated
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(free_milli > 0, frag_milli / np.maximum(free_milli, 1), 0.0)
     return FillResult(

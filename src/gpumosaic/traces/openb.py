@@ -20,10 +20,10 @@ Pods become JobSpecs:
 
 from __future__ import annotations
 
+import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +33,6 @@ from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.text import read_user_text
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Packaged copy of the trace (see data/alibaba/SOURCE.md); never read from outside the package.
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "alibaba"
@@ -80,7 +77,7 @@ def load_openb_nodes(spec: str) -> ClusterSpec:
     cpu = _ints(frame, "cpu_milli", path)
     mem = _ints(frame, "memory_mib", path)
     gpus = _ints(frame, "gpu", path)
-    models = frame["model"].str.strip().tolist()
+    models = frame.stripped("model")
     known: dict[str, GpuModel] = {}
     for row, name in enumerate(models, start=1):
         if name and name not in known:
@@ -99,7 +96,7 @@ def load_openb_nodes(spec: str) -> ClusterSpec:
             raise InputError("the node list has no GPU node", path=path, row=row, field="model")
         nodes.append(
             NodeSpec(
-                name=str(frame["sn"].iat[row - 1]),
+                name=frame.cells("sn")[row - 1],
                 gpu=model,
                 num_gpus=int(gpus[row - 1]),
                 cpu_milli=int(cpu[row - 1]),
@@ -146,7 +143,7 @@ def read_openb_trace(spec: str) -> OpenbTrace:
     start = np.where(np.isnan(scheduled), creation, scheduled)
     work = np.nan_to_num(np.maximum(deletion - start, 0.0), nan=0.0)
     arrival = np.nan_to_num(creation, nan=0.0)
-    names = frame["name"].tolist()
+    names = frame.cells("name")
     jobs = tuple(
         JobSpec(
             id=i,
@@ -162,7 +159,7 @@ def read_openb_trace(spec: str) -> OpenbTrace:
         )
         for i in range(n)
     )
-    text = {c: frame[c].tolist() if c in frame.columns else [""] * n for c in ("pod_phase", "qos")}
+    text = {c: frame.cells(c) if c in frame.columns else [""] * n for c in ("pod_phase", "qos")}
     times = OpenbPodTimes(
         creation, scheduled, deletion, tuple(text["pod_phase"]), tuple(text["qos"])
     )
@@ -189,42 +186,78 @@ def _resolve(spec: str, *, kind: str) -> Path:
     return path
 
 
-def _read(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
-    """Read every cell as text (so bad values can be reported, not silently coerced)."""
-    import pandas as pd  # only when a CSV is read: ~0.2 s to import
+@dataclass(frozen=True, slots=True)
+class _CsvTable:
+    """A CSV file as text cells by column (header names stripped)."""
 
+    columns: dict[str, list[str]]
+    rows: int
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def cells(self, column: str) -> list[str]:
+        return self.columns[column]
+
+    def stripped(self, column: str) -> list[str]:
+        return [cell.strip() for cell in self.columns[column]]
+
+
+def _read(path: Path, required: tuple[str, ...]) -> _CsvTable:
+    """Read every cell as text (so bad values can be reported, not silently coerced).
+
+    The standard library's reader: these files are small and plain, and pandas would cost
+    more to import (~0.25 s) than the whole read. Leading blanks of cells are skipped; a
+    short row reads as empty cells, a long row is an error naming its line.
+    """
     try:
-        frame = pd.read_csv(
-            io.StringIO(read_user_text(path, what="CSV file")),
-            dtype=str,
-            keep_default_na=False,
-            skipinitialspace=True,
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        text = read_user_text(path, what="CSV file")
+        rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    except csv.Error as err:
         raise InputError(f"not a readable CSV file ({err})", path=path) from None
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in required if c not in frame.columns]
+    rows = [row for row in rows if row]  # blank lines are skipped, as pandas does
+    if not rows:
+        raise InputError("not a readable CSV file (no header line)", path=path)
+    header = [c.strip() for c in rows[0]]
+    data = rows[1:]
+    width = len(header)
+    for index, row in enumerate(data):
+        if len(row) > width:
+            raise InputError(
+                f"not a readable CSV file (expected {width} fields in line {index + 2}, "
+                f"saw {len(row)})",
+                path=path,
+            )
+    missing = [c for c in required if c not in header]
     if missing:
         raise InputError("missing column", path=path, field=missing[0])
-    return frame
+    columns = {
+        name: [row[i] if i < len(row) else "" for row in data] for i, name in enumerate(header)
+    }
+    return _CsvTable(columns, len(data))
 
 
-def _numbers(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.float64]:
+def _numbers(frame: _CsvTable, column: str, path: Path) -> npt.NDArray[np.float64]:
     """Column as floats; empty cells are NaN; non-numbers and negatives are errors."""
-    import pandas as pd  # only when a CSV is read: ~0.2 s to import
-
-    text = frame[column].str.strip()
-    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(np.isnan(values) & (text != "").to_numpy())
+    text = frame.stripped(column)
+    values = np.full(len(text), np.nan)
+    for i, cell in enumerate(text):
+        if not cell:
+            continue
+        try:
+            values[i] = float(cell)
+        except ValueError:
+            raise _row_error(path, i, column, f"not a number: {cell!r}") from None
+    bad = np.flatnonzero(np.isnan(values) & np.array([bool(c) for c in text], dtype=bool))
     if len(bad):
-        raise _row_error(path, bad[0], column, f"not a number: {text.iat[bad[0]]!r}")
+        raise _row_error(path, bad[0], column, f"not a number: {text[bad[0]]!r}")
     bad = np.flatnonzero(values < 0)
     if len(bad):
-        raise _row_error(path, bad[0], column, f"must not be negative, got {text.iat[bad[0]]}")
+        raise _row_error(path, bad[0], column, f"must not be negative, got {text[bad[0]]}")
     return values
 
 
-def _ints(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.int64]:
+def _ints(frame: _CsvTable, column: str, path: Path) -> npt.NDArray[np.int64]:
     values = _numbers(frame, column, path)
     bad = np.flatnonzero(np.isnan(values))
     if len(bad):
@@ -235,15 +268,15 @@ def _ints(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.int64]
     return values.astype(np.int64)
 
 
-def _floats(frame: pd.DataFrame, column: str, path: Path) -> npt.NDArray[np.float64]:
+def _floats(frame: _CsvTable, column: str, path: Path) -> npt.NDArray[np.float64]:
     return _numbers(frame, column, path)
 
 
-def _gpu_specs(frame: pd.DataFrame, path: Path) -> list[frozenset[str] | None]:
+def _gpu_specs(frame: _CsvTable, path: Path) -> list[frozenset[str] | None]:
     """``gpu_spec`` cells as allowed-model sets; each distinct text is checked once."""
     if "gpu_spec" not in frame.columns:
         return [None] * len(frame)
-    cells = frame["gpu_spec"].str.strip().tolist()
+    cells = frame.stripped("gpu_spec")
     parsed: dict[str, frozenset[str] | None] = {"": None}
     for row, text in enumerate(cells, start=1):
         if text in parsed:

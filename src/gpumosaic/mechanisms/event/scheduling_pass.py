@@ -61,6 +61,9 @@ class SchedulingPass:
         self._pending: dict[int, list[tuple[SortKey, int]]] = {}
         self._jobs: dict[int, JobSpec] = {}
         self._shape_ids: dict[Shape, int] = {}
+        # Shape -> ``state.releases`` when it last found no node (see ``run``).
+        self._blocked: dict[int, int] = {}
+        self._blocked_state: ClusterState | None = None
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -80,27 +83,37 @@ class SchedulingPass:
         the order they were placed (each already allocated in ``state``; a gang's parts
         with ``state.allocate_gang``).
 
-        Within one pass free resources only shrink, so once a job of some shape finds no
-        node, no later job of that shape will: the pass merges the per-shape queues by
-        key and drops a shape at its first failure. Without backfill the first failure
-        ends the pass (strict FIFO)."""
+        Free resources only shrink until the next release, so once a job of some shape
+        finds no node, no job of that shape will before something is released: the pass
+        merges the per-shape queues by key, drops a shape at its first failure, and does
+        not re-try a shape that failed in an earlier pass when ``state.releases`` has not
+        moved since (a replay that queues re-scored every waiting shape at every event).
+        Without backfill the first failure ends the pass (strict FIFO)."""
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)
         taken: dict[int, int] = {}
         started: list[tuple[JobSpec, Parts]] = []
+        if self._blocked_state is not state:  # another cluster: nothing known about it
+            self._blocked_state, self._blocked = state, {}
+        releases, blocked = state.releases, self._blocked
         while heads:
             _, shape_id = heapq.heappop(heads)
             group = self._pending[shape_id]
             index = taken.get(shape_id, 0)
             job = self._jobs[group[index][1]]
-            assignment = self.placement.place(state, job, rng)
             parts: Parts | None = None
-            if assignment is not None:
-                state.allocate(assignment)
-                parts = (assignment,)
-            elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
-                parts = self._gang(state, job, rng)
+            # A shape that found no node (nor a gang) and nothing was released since:
+            # still none. (A gang attempt that placed pieces released them again, which
+            # moves ``state.releases``: a skip never replaces an attempt that drew on rng.)
+            if blocked.get(shape_id) != releases:
+                assignment = self.placement.place(state, job, rng)
+                if assignment is not None:
+                    state.allocate(assignment)
+                    parts = (assignment,)
+                elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                    parts = self._gang(state, job, rng)
             if parts is None:
+                blocked[shape_id] = releases
                 if not self.backfill:
                     break
                 continue

@@ -25,6 +25,7 @@ MAX_SCORE = 100
 
 Scores = npt.NDArray[np.float64]
 Nodes = npt.NDArray[np.intp]
+Slots = npt.NDArray[np.intp]
 
 
 class Scorer(ABC):
@@ -32,10 +33,21 @@ class Scorer(ABC):
     ``raw_scores`` (and the rest where the reference does something else)."""
 
     name = "scorer"
+    # Raw scores read only the node's state (``ClusterState.node_signature``) and the job's
+    # shape, so nodes in the same state score the same: the placement index scores one
+    # node per distinct state. A scorer that reads the node's index says so here.
+    reads_node_index = False
 
     @abstractmethod
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         """Scores (higher is better) for ``nodes``, all of which can hold ``job``."""
+
+    def scores_and_slots(
+        self, state: ClusterState, job: JobSpec, nodes: Nodes
+    ) -> tuple[Scores, Slots | None]:
+        """Raw scores and, where the scorer scores each GPU of a fractional job (FGD,
+        PWR), the GPU ``fractional_slot`` would choose on each node; else ``None``."""
+        return self.raw_scores(state, job, nodes), None
 
     def normalize(self, raw: Scores) -> Scores:
         """Scores across all feasible nodes of one decision; identity by default."""

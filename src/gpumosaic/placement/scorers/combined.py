@@ -3,11 +3,15 @@
 One class serves every scored strategy: a single scorer is a combination of one member
 (weight 1000, as the reference configures single plugins).
 
-Speed: raw scores are node-local, so they are cached per job shape (cpu, gpu_milli,
-num_gpu) and node, stamped with the node's ``node_version``; a decision recomputes only
-the feasible nodes whose state changed since that shape was last scored. A fill replay
-changes one node per task and the openb trace has ~90 shapes, so almost every score comes
-from the cache. Normalization and the weighted sum run over all feasible nodes each time.
+Speed: raw scores are node-local (they read only the node's state and the job's shape),
+so the strategy keeps, per job shape, every node's raw score per member (-inf where the
+node fails the filter) and the GPU the chooser would take there. A decision re-scores
+only the nodes whose ``node_version`` moved since that shape was last placed -- one
+node per task in a fill replay -- and nodes in the same state are scored once (an empty
+cluster has a handful of distinct node states). The arrays are kept in the order of the
+run's tie-break permutation, so ``argmax`` (first maximum) is the whole decision.
+Normalization (min-max for BestFit and PWR) needs every feasible node and runs at each
+decision over the cached raw scores.
 
 Ties: the highest total wins; among equal totals the node that comes first in a random
 permutation of the nodes wins. The permutation is drawn from the ``rng`` of the first
@@ -24,10 +28,13 @@ import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
-from gpumosaic.placement.filter import feasible_nodes
+from gpumosaic.placement.filter import FilterKey, feasible_among, filter_key
+from gpumosaic.placement.gpu_choice import exclusive_gpus
 from gpumosaic.placement.scorers.base import Nodes, Scorer, Scores
 
 ShapeKey = tuple[int, int, int]
+# Above this many nodes to re-score, group them by state first (np.unique costs ~0.1 ms).
+_DEDUPE_FROM = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,17 @@ class _RawCache:
     version: npt.NDArray[np.int64]
 
 
+@dataclass(slots=True)
+class _ShapeIndex:
+    """Per job shape: each member's raw score per node (in tie-break order, -inf where the
+    node fails the filter), the GPU the chooser takes there (-1: chosen on demand), and
+    the node versions these were computed for (in node order)."""
+
+    version: npt.NDArray[np.int64]
+    raw: list[npt.NDArray[np.float64]]
+    slot: npt.NDArray[np.intp]
+
+
 class ScoredPlacement:
     """A PlacementStrategy built from weighted scorers; the GPU choice inside the chosen
     node is the one of the highest-weight member (the first one on equal weights)."""
@@ -54,24 +72,117 @@ class ScoredPlacement:
         self.name = name
         self.members = members
         self.gpu_chooser = max(members, key=lambda m: m.weight).scorer
+        self._chooser_index = next(i for i, m in enumerate(members) if m.scorer is self.gpu_chooser)
+        self._normalized = any(type(m.scorer).normalize is not Scorer.normalize for m in members)
+        self._dedupe = not any(m.scorer.reads_node_index for m in members)
         self._state: ClusterState | None = None
         self._rank: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._index: dict[FilterKey, _ShapeIndex] = {}
         self._cache: dict[ShapeKey, list[_RawCache]] = {}
 
+    # -- decisions ----------------------------------------------------------------
     def place(
         self, state: ClusterState, job: JobSpec, rng: np.random.Generator
     ) -> Assignment | None:
-        self._bind(state, rng)
-        nodes = np.flatnonzero(feasible_nodes(state, job))
-        if not len(nodes):
+        choice = self.choose(state, job, rng)
+        if choice is None:
             return None
-        total = self.scores(state, job, nodes)
-        best = nodes[total == total.max()]
-        node = int(best[np.argmin(self._rank[best])]) if len(best) > 1 else int(best[0])
-        return self.gpu_chooser.assignment(state, job, node, rng)
+        node, gpus = choice
+        return Assignment(
+            job_id=job.id,
+            node=node,
+            gpus=gpus,
+            gpu_milli=job.gpu_milli if job.num_gpu else 0,
+            cpu_milli=job.cpu_milli,
+            memory_mib=job.memory_mib,
+        )
 
+    def choose(
+        self, state: ClusterState, job: JobSpec, rng: np.random.Generator
+    ) -> tuple[int, tuple[int, ...]] | None:
+        """(node, GPU slots) for ``job`` on ``state``, or None when no node passes the
+        filter. Mutates nothing (but the strategy's caches)."""
+        if self._state is not state:
+            self._bind(state, rng)
+        index = self._index.get(filter_key(job))
+        if index is None:
+            index = self._new_index(job)
+        self._sync(state, job, index)
+        pos = self._decide(index)
+        if pos < 0:
+            return None
+        node = int(self._perm[pos])
+        if job.num_gpu == 0:
+            return node, ()
+        if not job.is_fractional:
+            return node, exclusive_gpus(state.gpu_free[node], job.num_gpu)
+        slot = int(index.slot[pos])
+        if slot < 0:
+            slot = self.gpu_chooser.fractional_slot(state, job, node, rng)
+        return node, (slot,)
+
+    def bind(self, state: ClusterState, rng: np.random.Generator) -> None:
+        """Draw this run's node order from ``rng`` (once per state; later calls keep it)."""
+        self._bind(state, rng)
+
+    def _decide(self, index: _ShapeIndex) -> int:
+        """Position (in tie-break order) of the best feasible node, -1 if none."""
+        if not self._normalized:
+            total = self.members[0].weight * index.raw[0]
+            for member, raw in zip(self.members[1:], index.raw[1:], strict=True):
+                total += member.weight * raw
+            pos = int(np.argmax(total))
+            return pos if total[pos] > -np.inf else -1
+        feasible = np.flatnonzero(index.raw[0] > -np.inf)
+        if not len(feasible):
+            return -1
+        total = np.zeros(len(feasible))
+        for member, raw in zip(self.members, index.raw, strict=True):
+            total += member.weight * member.scorer.normalize(raw[feasible])
+        return int(feasible[np.argmax(total)])
+
+    # -- the per-shape index ------------------------------------------------------
+    def _new_index(self, job: JobSpec) -> _ShapeIndex:
+        n = len(self._perm)
+        index = _ShapeIndex(
+            version=np.full(n, -1, dtype=np.int64),
+            raw=[np.full(n, -np.inf) for _ in self.members],
+            slot=np.full(n, -1, dtype=np.intp),
+        )
+        self._index[filter_key(job)] = index
+        return index
+
+    def _sync(self, state: ClusterState, job: JobSpec, index: _ShapeIndex) -> None:
+        """Re-score the nodes that changed since this shape was last placed."""
+        stale = np.flatnonzero(index.version != state.node_version)
+        if not len(stale):
+            return
+        index.version[stale] = state.node_version[stale]
+        pos = self._rank[stale]
+        for raw in index.raw:
+            raw[pos] = -np.inf
+        index.slot[pos] = -1
+        ok = feasible_among(state, job, stale)
+        nodes, pos = stale[ok], pos[ok]
+        if not len(nodes):
+            return
+        inverse = None
+        if self._dedupe and len(nodes) >= _DEDUPE_FROM:
+            first, inverse = _distinct_rows(state.node_signature(nodes))
+            nodes = nodes[first]
+        for i, member in enumerate(self.members):
+            raw, slots = member.scorer.scores_and_slots(state, job, nodes)
+            if inverse is not None:
+                raw = raw[inverse]
+                slots = None if slots is None else slots[inverse]
+            index.raw[i][pos] = raw
+            if i == self._chooser_index and slots is not None:
+                index.slot[pos] = slots
+
+    # -- scores of given nodes (Gandiva's ranking) --------------------------------
     def scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
-        """Weighted sum of normalized member scores for the feasible ``nodes``."""
+        """Weighted sum of normalized member scores for ``nodes`` (not filtered)."""
         key = (job.cpu_milli, job.gpu_milli if job.num_gpu else 0, job.num_gpu)
         entries = self._cache.get(key)
         if entries is None:
@@ -97,7 +208,22 @@ class ScoredPlacement:
         if self._state is state:
             return
         self._state = state
-        perm = rng.permutation(state.num_nodes)
+        self._perm = rng.permutation(state.num_nodes)
         self._rank = np.empty(state.num_nodes, dtype=np.int64)
-        self._rank[perm] = np.arange(state.num_nodes)
+        self._rank[self._perm] = np.arange(state.num_nodes)
         self._cache = {}
+        self._index = {}
+
+
+def _distinct_rows(
+    rows: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """(index of the first row of each distinct value, group of every row), grouping
+    exactly by the rows' bytes (a dict: ``np.unique(axis=0)`` sorts and is ~20x slower)."""
+    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
+    groups: dict[object, int] = {}  # bytes per row
+    inverse = [groups.setdefault(k, len(groups)) for k in keys.tolist()]
+    inv = np.array(inverse, dtype=np.intp)
+    first = np.full(len(groups), len(inv), dtype=np.intp)
+    np.minimum.at(first, inv, np.arange(len(inv)))
+    return first, inv

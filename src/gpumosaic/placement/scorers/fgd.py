@@ -12,17 +12,15 @@ breaks, and that is what reproduces the published numbers (DESIGN.md).
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.fragmentation import (
     FragmentationTracker,
-    gpu_change_deltas,
     shared_tracker,
 )
-from gpumosaic.placement.scorers.base import MAX_SCORE, Nodes, Scorer, Scores
+from gpumosaic.placement.scorers.base import MAX_SCORE, Nodes, Scorer, Scores, Slots
 from gpumosaic.placement.workload import TargetWorkload
 
 
@@ -33,38 +31,62 @@ class FgdScorer(Scorer):
         self.workload = workload
         self.exact = exact
         self.name = "fgd-exact" if exact else "fgd"
+        self._tracker: FragmentationTracker | None = None
 
     def tracker(self, state: ClusterState) -> FragmentationTracker:
         """Per-node fragmentation of ``state``, brought up to date."""
-        return shared_tracker(state, self.workload)
+        tracker = self._tracker
+        if tracker is None or tracker.state is not state:
+            tracker = self._tracker = shared_tracker(state, self.workload)
+        else:
+            tracker.refresh()
+        return tracker
 
     def candidate_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         """(K, C) scores of each candidate GPU choice; -inf where the GPU does not fit.
         C = GPU slots for a fractional job, 1 otherwise."""
         tracker = self.tracker(state)
-        k = len(nodes)
-        cpu_after = state.cpu_free[nodes] - job.cpu_milli
-        valid: npt.NDArray[np.bool_]
+        classes = tracker.classes
+        node_ok = tracker.node_ok(nodes, state.cpu_free[nodes] - job.cpu_milli)
+        fit = tracker.fit_count[nodes][:, None, :]
+        below = tracker.below[nodes][:, None, :]
         if job.is_fractional:
-            free = state.gpu_free[nodes].astype(np.int64)
-            valid = free >= job.gpu_milli
-            d_fit, d_below = gpu_change_deltas(tracker.classes, free, free - job.gpu_milli)
-            d_free = np.full(free.shape, -job.gpu_milli, dtype=np.int64)
+            free = state.gpu_free[nodes]
+            d_fit, d_below = tracker.gpu_deltas(job.gpu_milli)
+            after_frag = tracker.frag_of(
+                node_ok,
+                fit + d_fit[free],
+                below + d_below[free],
+                (tracker.free[nodes] - job.gpu_milli)[:, None],
+            )
         else:
-            whole = np.array([[MILLI_PER_GPU]], dtype=np.int64)
-            d_fit, d_below = gpu_change_deltas(tracker.classes, whole, whole * 0)
-            d_fit, d_below = d_fit * job.num_gpu, d_below * job.num_gpu
-            d_free = np.full((1, 1), -job.total_gpu_milli, dtype=np.int64)
-            valid = np.ones((k, 1), dtype=bool)
-        after = tracker.frag_after(nodes, d_fit, d_below, d_free, cpu_after)
-        x = (tracker.frag[nodes][:, None] - after) / 1000.0
+            k = job.num_gpu
+            d_fit = (classes.fit_table[0] - classes.fit_table[MILLI_PER_GPU]) * k
+            d_below = (classes.below_table[0] - classes.below_table[MILLI_PER_GPU]) * k
+            after_frag = tracker.frag_of(
+                node_ok,
+                fit + d_fit,
+                below + d_below,
+                (tracker.free[nodes] - job.total_gpu_milli)[:, None],
+            )
+        x = (tracker.frag[nodes][:, None] - after_frag) / 1000.0
         score = 1.0 / (1.0 + np.exp(-x)) * MAX_SCORE
         if not self.exact:
             score = np.trunc(score)
-        return np.where(valid, score, -np.inf)
+        if job.is_fractional:
+            score[free < job.gpu_milli] = -np.inf
+        return score
 
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         return self.candidate_scores(state, job, nodes).max(axis=1)
+
+    def scores_and_slots(
+        self, state: ClusterState, job: JobSpec, nodes: Nodes
+    ) -> tuple[Scores, Slots | None]:
+        if not job.is_fractional:
+            return self.raw_scores(state, job, nodes), None
+        scores = self.candidate_scores(state, job, nodes)
+        return scores.max(axis=1), scores.argmax(axis=1)
 
     def fractional_slot(
         self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator

@@ -12,6 +12,7 @@ from gpumosaic.placement.scorers.base import Nodes, Scorer, Scores
 
 class FirstFitScorer(Scorer):
     name = "firstfit"
+    reads_node_index = True
 
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         # Unique per node, so the random tie-break never applies.

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.power import SOCKET_FULL_W, SOCKET_IDLE_W, gpu_power_table, sockets
 from gpumosaic.model.state import ClusterState
-from gpumosaic.placement.scorers.base import Nodes, Scorer, Scores, minmax
+from gpumosaic.placement.scorers.base import Nodes, Scorer, Scores, Slots, minmax
 
 
 class PwrScorer(Scorer):
@@ -52,6 +52,12 @@ class PwrScorer(Scorer):
 
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
         return self.candidate_scores(state, job, nodes).max(axis=1)
+
+    def scores_and_slots(
+        self, state: ClusterState, job: JobSpec, nodes: Nodes
+    ) -> tuple[Scores, Slots | None]:
+        scores = self.candidate_scores(state, job, nodes)
+        return scores.max(axis=1), (scores.argmax(axis=1) if job.is_fractional else None)
 
     def normalize(self, raw: Scores) -> Scores:
         return minmax(raw, all_equal=100.0)

@@ -138,7 +138,7 @@ def run_point(point: FillPoint) -> RunProduct:
     tasks: list[JobSpec] = []
     where: list[Assignment | None] = []
 
-    def keep(task: JobSpec, assignment: Assignment | None) -> None:
+    def keep(_index: int, task: JobSpec, assignment: Assignment | None) -> None:
         tasks.append(task)
         where.append(assignment)
 
@@ -163,7 +163,7 @@ def _jobs_table(
     reasons = [FAIL_REASONS[c].value if c >= 0 else "" for c in result.fail_reason.tolist()]
     return pa.table(
         {
-            "job_id": [t.id for t in tasks],
+            "job_id": list(range(len(tasks))),  # the replay's index (sampled copies repeat ids)
             "name": [t.name for t in tasks],
             "arrived_pct": result.arrived_pct,
             "num_gpu": [t.num_gpu for t in tasks],

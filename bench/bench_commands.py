@@ -1,0 +1,154 @@
+"""Whole-process timings of the issue-13 targets: median of N runs, with peak memory.
+
+Each command runs as a fresh process under ``/usr/bin/time -v`` (start-up, imports and
+data loading included, as a user sees it); the table gives the median wall time and the
+largest peak resident memory over the runs (of the parent process; a process pool's
+workers are children, and ``time -v`` reports the largest of parent and waited-for
+children).
+
+    /work/venv/bin/python bench/bench_commands.py [--repeat 3] [--only fill,help]
+        [--src SRC]   # the source tree to time (default: this checkout's src/)
+
+``--src`` makes a before/after comparison in one sitting: export the older commit with
+``git archive`` and point ``--src`` at its ``src``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The ``gpumosaic`` console script, without needing the package installed.
+CLI = [sys.executable, "-c", "import sys; from gpumosaic.cli import main; sys.exit(main())"]
+
+FILL_SWEEP_PLACEMENTS = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd,pwr"
+COMMANDS: dict[str, list[str]] = {
+    "help": ["--help"],
+    "fill": [
+        "fill",
+        "--tasks",
+        "openb:default",
+        "--nodes",
+        "openb:gpu",
+        "--placement",
+        "fgd",
+        "--seed",
+        "42",
+        "--inflate",
+        "1.3",
+        "--json",
+    ],
+    "fill_sweep": [
+        "compare",
+        "--mode",
+        "fill",
+        "--placements",
+        FILL_SWEEP_PLACEMENTS,
+        "--seeds",
+        "42-51",
+        "--workers",
+        "2",
+        "--json",
+        "--out",
+        "{tmp}",
+    ],
+    "replay": [
+        "simulate",
+        "--cluster",
+        "openb:gpu",
+        "--workload",
+        "openb:default,inflate=12",
+        "--json",
+    ],
+}
+
+
+def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float | None]:
+    """(wall s, CPU s (user + system, waited-for children included), peak RSS KiB, exit
+    status, CPU s of the runs as the command reports them in its JSON, if it does) of
+    one whole process. A process pool's workers are not waited-for children of the
+    command, so for a sweep the runs' own CPU seconds are the ones to add."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [a.replace("{tmp}", tmp) for a in argv]
+        proc = subprocess.run(
+            ["/usr/bin/time", "-v", *CLI, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    wall = _field(proc.stderr, r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)")
+    rss = _field(proc.stderr, r"Maximum resident set size \(kbytes\): (\d+)")
+    user = float(_field(proc.stderr, r"User time \(seconds\): (\S+)"))
+    system = float(_field(proc.stderr, r"System time \(seconds\): (\S+)"))
+    runs_cpu = None
+    try:
+        reported = json.loads(proc.stdout.strip().splitlines()[-1])
+        if isinstance(reported, dict) and "run_cpu_s" in reported:
+            runs_cpu = float(sum(reported["run_cpu_s"]))
+    except (ValueError, IndexError):
+        pass
+    return _seconds(wall), user + system, int(rss), proc.returncode, runs_cpu
+
+
+def _field(text: str, pattern: str) -> str:
+    match = re.search(pattern, text)
+    if match is None:
+        raise RuntimeError(f"no {pattern!r} in /usr/bin/time output:\n{text[-2000:]}")
+    return match.group(1)
+
+
+def _seconds(text: str) -> float:
+    parts = [float(p) for p in text.split(":")]
+    total = 0.0
+    for p in parts:
+        total = total * 60 + p
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default=",".join(COMMANDS))
+    parser.add_argument("--src", type=Path, default=ROOT / "src")
+    args = parser.parse_args()
+    rows = []
+    for name in args.only.split(","):
+        walls, cpus, peaks, run_cpus = [], [], [], []
+        for _ in range(args.repeat):
+            wall, cpu, rss, status, runs_cpu = run_once(COMMANDS[name], args.src.resolve())
+            if status != 0:
+                raise SystemExit(f"{name}: exit status {status}")
+            walls.append(wall)
+            cpus.append(round(cpu, 2))
+            peaks.append(rss)
+            if runs_cpu is not None:
+                run_cpus.append(round(runs_cpu, 2))
+        row = {
+            "command": name,
+            "median_s": round(statistics.median(walls), 2),
+            "median_cpu_s": round(statistics.median(cpus), 2),
+            "runs_s": walls,
+            "runs_cpu_s": cpus,
+            "peak_mib": round(max(peaks) / 1024, 1),
+            "load_avg_1min": round(os.getloadavg()[0], 2),
+        }
+        if run_cpus:
+            row["runs_own_cpu_s"] = run_cpus
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    load = os.getloadavg()
+    print(json.dumps({"load_avg_1_5_15": [round(x, 2) for x in load]}))
+
+
+if __name__ == "__main__":
+    main()
