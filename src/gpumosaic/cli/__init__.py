@@ -16,6 +16,10 @@ from gpumosaic.cli import serve as _serve  # noqa: F401  isort: skip
 from gpumosaic.cli import jobs as _jobs  # noqa: F401  isort: skip
 from gpumosaic.cli import extender as _extender  # noqa: F401  isort: skip
 from gpumosaic.cli import share as _share  # noqa: F401  isort: skip
+from gpumosaic.cli import run as _run  # noqa: F401  isort: skip
+from gpumosaic.cli import query as _query  # noqa: F401  isort: skip
+from gpumosaic.cli import report as _report  # noqa: F401  isort: skip
+from gpumosaic.cli import explain as _explain  # noqa: F401  isort: skip
 
 
 def main() -> None:

@@ -38,6 +38,14 @@ from gpumosaic.workloads.spec import parse_cluster
 DEMO_PLACEMENTS = "worstfit,bestfit,firstfit,fgd"
 
 
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
@@ -130,6 +138,28 @@ def compare(
             field="--background",
             value=background,
         )
+    from gpumosaic.experiments.study.compare_file import write_compare_experiment
+
+    write_compare_experiment(
+        out,
+        mode=mode,
+        seeds=seed_list,
+        placements=split_placements(
+            placements or (DEFAULT_PLACEMENT if policies is not None else DEMO_PLACEMENTS)
+        ),
+        policies=None if policies is None else _split(policies),
+        cluster=cluster,
+        workload=workload,
+        policy=policy,
+        rates=[float(r) for r in _split(rates) if _number(r)],
+        tasks=tasks,
+        nodes=nodes,
+        inflate=inflate,
+        gpus_per_node=gpus_per_node,
+        backfill=backfill,
+        sharing=sharings,
+        mechanism=mechanism,
+    )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 
