@@ -69,6 +69,7 @@ class LeaseBook:
         self.leases: dict[EntityKey, Lease] = {}
         # The spec placed for (entity, type): built once, as entities move between types.
         self._typed: dict[tuple[EntityKey, int], JobSpec] = {}
+        self._keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
         self.extensions = 0
         self.opportunities = 0
         self.failures = 0
@@ -178,6 +179,9 @@ class LeaseBook:
         if job is None:
             job = replace(spec, id=holder_id(key), allowed_models=self.allowed[t])
             self._typed[(key, t)] = job
+            for row in key:
+                if row >= 0:
+                    self._keys_of_row.setdefault(row, []).append((key, t))
         return job
 
     def _keep(self, key: EntityKey, t: int, lease: Lease | None, i: int, got: BoolArray) -> None:
@@ -217,11 +221,10 @@ class LeaseBook:
         batch.clear()
 
     def forget(self, rows: list[int]) -> None:
-        """Drop cached specs of finished jobs."""
-        done = set(rows)
-        self._typed = {
-            k: v for k, v in self._typed.items() if k[0][0] not in done and k[0][1] not in done
-        }
+        """Drop cached specs of finished jobs (work in the number finished)."""
+        for row in rows:
+            for key in self._keys_of_row.pop(row, ()):
+                self._typed.pop(key, None)
 
     def release_all(self) -> None:
         for lease in self.leases.values():
