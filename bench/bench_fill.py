@@ -12,7 +12,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.experiments.fill import run_fill
+from gpumosaic.sim.fill import run_fill
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 DEFAULT_PLACEMENTS = (

@@ -15,10 +15,14 @@ import argparse
 import json
 import time
 
-from gpumosaic.experiments.gavel_repro import CONTINUOUS_CLUSTER, continuous_workload, summarize
-from gpumosaic.experiments.gavel_stream import gavel_stream_workload
+from gpumosaic.experiments.reproductions.gavel import (
+    CONTINUOUS_CLUSTER,
+    continuous_workload,
+    summarize,
+)
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.sim.rounds import run_rounds
+from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
 
 def main() -> None:

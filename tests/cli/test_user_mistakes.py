@@ -79,3 +79,24 @@ def test_version_and_an_example_in_every_command_help() -> None:
     for command in (["simulate"], ["compare"], ["fill"], ["reproduce", "nvshare"]):
         help_text = runner.invoke(app, [*command, "--help"], terminal_width=200).stdout
         assert "Example: gpumosaic " + command[0] in help_text, command
+
+
+def test_background_is_refused_where_it_would_be_ignored() -> None:
+    line = one_line_error([*SIM, "--policy", "max_min_fairness", "--background", "openb:default"])
+    assert "--background openb:default: background load needs the event mechanism" in line
+
+
+def test_a_job_list_on_a_loaded_openb_cluster(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "arrival_s,num_gpu,gpu_milli,duration_s,cpu_milli\n0,1,500,3600,4000\n60,2,1000,600,8000\n"
+    )
+    args = ["simulate", "--cluster", "openb:gpu", "--workload", str(jobs), "--json"]
+    result = runner.invoke(app, [*args, "--background", "openb:default,fraction=0.6"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    summary = json.loads(result.stdout)
+    assert summary["completed"] == 2
+    assert summary["background_allocation"] == pytest.approx(0.6, abs=0.01)
+    assert summary["utilization"] > 0.5  # the background holds its share all run long

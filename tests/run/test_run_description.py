@@ -58,6 +58,7 @@ def test_the_old_name_builds_the_same_validated_value() -> None:
         "round_s",
         "resolve_interval_s",
         "sharing",
+        "background",
     ]
 
 

@@ -48,18 +48,21 @@ def test_three_jobs_fcfs_by_hand() -> None:
 def test_refill_priced_by_fault_and_writeback_bandwidth() -> None:
     # Two 10,000 MiB working sets on 16,384 MiB: 3,616 MiB overflow. TQ 30, no sync cost.
     # B's first grant (t=30) only evicts 3,616 MiB of A (its own first load is part of its
-    # solo time): e = 3616 / link. Every later grant faults 3,616 MiB back in and evicts
-    # as much: f + e, f = 3616 / fault bandwidth. With 60 s each (hand-worked):
-    # A [0,30]; B stalls e, runs to 60; A stalls f+e, runs to 90; B stalls f+e, runs to
-    # 120; A stalls f+e and finishes its last f+e; B stalls f+e, finishes f+2e.
-    # Makespan = 120 + 4f + 5e.
+    # solo time): e = 3616 / link. Every later grant brings 3,616 MiB back in one dense
+    # pass -- 51% faulted at the fault bandwidth, the rest prefetched at the link
+    # bandwidth -- while as much is written back on the link's other direction:
+    # r = max(0.51 f + 0.49 e, e), f = 3616 / fault bandwidth. With 60 s each
+    # (hand-worked): A [0,30]; B stalls e, runs to 60; A stalls r, runs to 90; B stalls r,
+    # runs to 120; A stalls r and finishes its last r; B stalls r, finishes r + e.
+    # Makespan = 120 + e + 4r.
     paging = PagingModel(link_gb_s=12.0, fault_gb_s=5.0)
     model = NvshareModel(tq_s=30, handover_s=0.0, paging=paging)
     out = model.simulate([gpu_only("A", 60, 10_000), gpu_only("B", 60, 10_000)], GPU_MIB)
     e = 3616 / (12.0 * MIB_PER_GB)
     f = 3616 / (5.0 * MIB_PER_GB)
-    assert out.makespan_s == pytest.approx(120 + 4 * f + 5 * e)
-    assert out.job("A").finish_s == pytest.approx(120 + 2 * (f + e))
+    r = max(0.51 * f + 0.49 * e, e)
+    assert out.makespan_s == pytest.approx(120 + e + 4 * r)
+    assert out.job("A").finish_s == pytest.approx(120 + 2 * r)
     assert out.memory_pressure == pytest.approx(20_000 / GPU_MIB)
 
 
@@ -175,3 +178,16 @@ def test_random_gpus_finish_and_never_beat_solo(jobs, tq_s, anti_thrashing) -> N
         if not anti_thrashing:
             assert j.lock_wait_s == 0
     assert out.handovers == 0 or anti_thrashing
+
+
+def test_refill_is_full_duplex_and_partly_prefetched() -> None:
+    paging = PagingModel(link_gb_s=12.0, fault_gb_s=5.0, prefetch_threshold=0.51)
+    gb = MIB_PER_GB
+    # The write-back runs on the link's other direction: the longer transfer wins.
+    assert paging.refill_s(0, 12 * gb) == pytest.approx(1.0)
+    assert paging.refill_s(10 * gb, 10 * gb) == pytest.approx(0.51 * 2 + 0.49 * 10 / 12)
+    # Without the prefetcher every page faults: the old, slower price.
+    no_prefetch = PagingModel(link_gb_s=12.0, fault_gb_s=5.0, prefetch_threshold=1.0)
+    assert no_prefetch.refill_s(10 * gb, 0) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        PagingModel(prefetch_threshold=1.5)

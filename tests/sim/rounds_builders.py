@@ -65,7 +65,12 @@ class WorstFit:
 
 
 def job(
-    job_id: int, work: float, arrival: float = 0.0, milli: int = 1000, gpus: int = 1
+    job_id: int,
+    work: float,
+    arrival: float = 0.0,
+    milli: int = 1000,
+    gpus: int = 1,
+    span: bool = False,
 ) -> JobSpec:
     return JobSpec(
         id=job_id,
@@ -75,6 +80,7 @@ def job(
         gpu_milli=milli,
         work=work,
         name=f"job{job_id}",
+        may_span_nodes=span,
     )
 
 

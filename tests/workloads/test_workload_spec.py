@@ -34,14 +34,34 @@ def test_gavel_workload_options() -> None:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("gavel:jobs=5,colour=red", "bad gavel workload option"),
-        ("gavel:jobs=5,milli=half", "milli must be"),
-        ("gavel:window=10", "window must be A-B"),
+        ("gavel:jobs=5,colour=red", "gavel workload option 'colour' is not an option"),
+        ("gavel:jobs=5,milli=half", "milli: expected one of spatial, none"),
+        ("gavel:window=10", "window: expected a range A-B"),
         ("gavel:rate=-1,jobs=3", "rate must be"),
-        ("gavel:multigpu=maybe,jobs=3", "multigpu must be on or off"),
+        ("gavel:multigpu=maybe,jobs=3", "multigpu: expected on or off"),
         ("parquet:x", "unknown workload"),
     ],
 )
 def test_bad_workload_specs(text: str, message: str) -> None:
     with pytest.raises(InputError, match=message):
         parse_workload(text, seed=0)
+
+
+def test_gavel_stream_spelling_is_gavels_job_stream_with_a_window() -> None:
+    from itertools import islice
+
+    from gpumosaic.errors import InputError
+    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
+    from gpumosaic.workloads.spec import parse_workload
+
+    parsed = parse_workload("gavel-stream:rate=3,window=2-5", seed=1).workload
+    direct = gavel_stream_workload(3.0, (2, 5), 1)
+    assert parsed.measure == (2, 5)
+    assert list(islice(parsed.jobs, 8)) == list(islice(direct.jobs, 8))
+    for bad in ("gavel-stream:window=2-5", "gavel-stream:rate=3", "gavel-stream:rate=3,window=9"):
+        try:
+            parse_workload(bad, seed=0)
+        except InputError as err:
+            assert err.field == "--workload"
+        else:
+            raise AssertionError(f"{bad} was accepted")

@@ -16,7 +16,9 @@ from gpumosaic.errors import InputError
 
 app = typer.Typer(
     name="gpumosaic",
-    help="Simulate, compare and serve GPU-cluster scheduling with shared GPUs.",
+    # Live serving (a round service, a Kubernetes extender) is being built; the help says
+    # what the commands do today.
+    help="Simulate, compare and reproduce GPU-cluster scheduling with shared GPUs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

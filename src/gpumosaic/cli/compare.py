@@ -23,7 +23,7 @@ from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
-from gpumosaic.experiments.sweep import SweepRun, default_workers, parse_seeds, run_sweep
+from gpumosaic.experiments.sweeps.runs import SweepRun, default_workers, parse_seeds, run_sweep
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.workloads.spec import parse_cluster
 
@@ -141,7 +141,7 @@ def compare(
         for s in seed_list
     ]
     for p in split_placements(placements):
-        _check_placement(p, gandiva=is_gandiva(sharing))
+        _check_placement(p, gandiva=is_gandiva(sharing) or mechanism == "gandiva")
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:
@@ -152,7 +152,7 @@ def compare(
     _write_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
-    from gpumosaic.experiments.plots import plot_comparison, plot_timelines  # matplotlib: late
+    from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
@@ -172,7 +172,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva_scoring import is_affinity
+    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if gandiva:

@@ -19,9 +19,8 @@ from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.fill import FillResult
-from gpumosaic.experiments.fill_plots import arrived_grid, plot_fill_comparison
-from gpumosaic.experiments.fill_sweep import (
+from gpumosaic.experiments.plots.fill import arrived_grid, plot_fill_comparison
+from gpumosaic.experiments.sweeps.fill import (
     FillRunSpec,
     FillSummaryRow,
     on_grid,
@@ -30,6 +29,7 @@ from gpumosaic.experiments.fill_sweep import (
 )
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.sim.fill import FillResult
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 

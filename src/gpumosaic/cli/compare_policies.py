@@ -8,7 +8,6 @@ Runs policies x rates x seeds with the round mechanism in parallel processes, wr
 from __future__ import annotations
 
 import json
-from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.policy_sweep import (
+from gpumosaic.experiments.parallel import parallel_map
+from gpumosaic.experiments.sweeps.policies import (
     PolicyRun,
     SweepPoint,
     aggregate,
@@ -26,7 +26,6 @@ from gpumosaic.experiments.policy_sweep import (
     sweep_points,
     write_csv,
 )
-from gpumosaic.experiments.pool import process_pool
 
 
 def compare_policies(
@@ -106,12 +105,5 @@ def _check(policies: list[str], cluster: str, workload: str, placement: str) -> 
 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[PolicyRun]:
-    runs: list[PolicyRun] = []
-    with (
-        process_pool(workers) as pool,
-        counter_bar(show_progress, "policy sweep", len(points)) as update,
-    ):
-        for future in as_completed([pool.submit(run_point, p) for p in points]):
-            runs.append(future.result())
-            update(len(runs))
-    return runs
+    with counter_bar(show_progress, "policy sweep", len(points)) as update:
+        return parallel_map(run_point, points, workers, lambda done, _total, _run: update(done))

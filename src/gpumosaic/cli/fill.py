@@ -14,8 +14,8 @@ from rich.table import Table
 from gpumosaic.cli.app import app, check_out_dir, check_seed, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.fill import FillPoint, FillResult, run_fill
-from gpumosaic.experiments.fill_sweep import TABLE_POINTS_PCT
+from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT
+from gpumosaic.sim.fill import FillPoint, FillResult, run_fill
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 TASKS_HELP = "openb:NAME (default, gpushare40, multigpu20, ...) or a task-list CSV"
@@ -64,7 +64,7 @@ def write_fill_outputs(result: FillResult, summary: dict[str, Any], out: Path) -
     """Full per-task curve (CSV), the summary JSON and a plot."""
     import pandas as pd
 
-    from gpumosaic.experiments.fill_plots import plot_fill_run  # matplotlib: only if asked
+    from gpumosaic.experiments.plots.fill import plot_fill_run  # matplotlib: only if asked
 
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.nvshare_repro import (
+from gpumosaic.experiments.reproductions.nvshare import (
     JOBS,
     REFERENCE_TQS,
     ReproRow,
@@ -68,6 +68,9 @@ def nvshare(
     sweep_s: Annotated[
         float, typer.Option(help="GPU seconds between re-touches of the working set")
     ] = _DEFAULTS.paging.sweep_s,
+    prefetch_threshold: Annotated[
+        float, typer.Option(help="share of a refill that faults before UVM prefetch copies")
+    ] = _DEFAULTS.paging.prefetch_threshold,
     handover_s: Annotated[
         float, typer.Option(help="fixed sync cost of a lock hand-over, s")
     ] = _DEFAULTS.handover_s,
@@ -79,7 +82,12 @@ def nvshare(
     tqs = parse_tqs(tq)
     try:
         model = NvshareModel(
-            paging=PagingModel(link_gb_s=link_gb_s, fault_gb_s=fault_gb_s, sweep_s=sweep_s),
+            paging=PagingModel(
+                link_gb_s=link_gb_s,
+                fault_gb_s=fault_gb_s,
+                sweep_s=sweep_s,
+                prefetch_threshold=prefetch_threshold,
+            ),
             handover_s=handover_s,
             gpu_busy=gpu_busy,
         )
@@ -95,6 +103,7 @@ def nvshare(
                 "link_gb_s": model.paging.link_gb_s,
                 "fault_gb_s": model.paging.fault_gb_s,
                 "sweep_s": model.paging.sweep_s,
+                "prefetch_threshold": model.paging.prefetch_threshold,
                 "handover_s": model.handover_s,
                 "idle_release_s": model.idle_release_s,
                 "gpu_busy": model.gpu_busy,

@@ -1,5 +1,5 @@
 """``gpumosaic reproduce gavel static|continuous``: Gavel's simulator experiments, ours
-beside the reference numbers (``experiments/gavel_repro.py``)."""
+beside the reference numbers (``experiments/reproductions/gavel.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce import reproduce_app
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.gavel_repro import ReproRow, run_part
+from gpumosaic.experiments.reproductions.gavel import ReproRow, run_part
 
 
 def _numbers(text: str, kind: type, field: str) -> list:
@@ -45,7 +45,9 @@ def gavel(
     ] = "gavel",
     placement: Annotated[str, typer.Option(help="placement strategy")] = "strided",
     workers: Annotated[int, typer.Option(help="parallel runs")] = 2,
-    json_out: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help='print one JSON object, {"rows": [...]}')
+    ] = False,
 ) -> None:
     """Gavel's experiments (docs/gavel.md has the setups and the reference numbers): avg JCT
     and makespan per policy, ours beside Gavel's."""

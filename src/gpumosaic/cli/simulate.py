@@ -17,11 +17,13 @@ from gpumosaic.cli.progress import progress_bar
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
+from gpumosaic.sim.background import BackgroundSpec
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
     "(measure job ids A..B-1, generate until they finish), multigpu=on|off, "
-    "milli=spatial|none; or gavel-trace:PATH, openb:NAME, or a .csv/.yaml job list"
+    "milli=spatial|none; gavel-stream:rate=R,window=A-B (Gavel's own job stream, jobs "
+    "A..B-1 measured); or gavel-trace:PATH, openb:NAME, or a .csv/.yaml job list"
 )
 CLUSTER_HELP = "MODEL:COUNT,... (e.g. v100:36,p100:36,k80:36), openb:gpu, or a node CSV"
 
@@ -39,8 +41,9 @@ def simulate(
     policy: Annotated[
         str,
         typer.Option(
-            help="queue order (fifo, sjf, priority; the only kind --sharing gandiva takes) "
-            "or a Gavel policy name"
+            help="queue order (fifo, sjf, priority: event and gandiva mechanisms) or a Gavel "
+            "policy (rounds). fifo is both: alone it is the queue order (auto picks the "
+            "event mechanism); with --mechanism rounds it is Gavel's fifo policy"
         ),
     ] = "fifo",
     placement: Annotated[
@@ -80,6 +83,13 @@ def simulate(
             "(see docs/sharing.md, docs/gandiva.md)"
         ),
     ] = "none",
+    background: Annotated[
+        str | None,
+        typer.Option(
+            help="pre-fill the cluster with tasks that never leave before the first job: "
+            "openb:default[,fraction=0.8] (fraction of GPU capacity; event mechanism)"
+        ),
+    ] = None,
     allow_rejects: Annotated[
         bool, typer.Option(help="exit 0 even when some jobs can never fit")
     ] = False,
@@ -102,6 +112,7 @@ def simulate(
         round_s=round_s,
         resolve_interval_s=resolve_interval_s,
         sharing=sharing,
+        background=background,
     )
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
         outcome = run(request, progress=progress)
@@ -113,11 +124,31 @@ def simulate(
     load = outcome.offered_load
     if json_out:
         fraction = None if load is None else round(load.fraction, 4)
-        print(json.dumps({**request.to_json(), **summary.to_json(), "offered_load": fraction}))
+        background_json = dict(outcome.result.extra).get("background_allocation")
+        print(
+            json.dumps(
+                {
+                    **request.to_json(),
+                    **summary.to_json(),
+                    "offered_load": fraction,
+                    "background_allocation": background_json,
+                }
+            )
+        )
     else:
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
+    extra = dict(outcome.result.extra)
+    if "background_tasks" in extra and not json_out:
+        err_console.print(
+            f"background: {int(extra['background_tasks']):,} tasks of "
+            f"{BackgroundSpec.parse(request.background or '').source} hold "
+            f"{extra['background_allocation']:.1%} of GPU capacity "
+            f"({int(extra['background_skipped']):,} found no place)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if load is not None and not json_out:
         err_console.print(load.line(), highlight=False, soft_wrap=True)
     if load is not None and load.fraction > 1.0:
@@ -137,9 +168,11 @@ def simulate(
 
 
 def _print_summary(summary: Summary, request: RunDescription) -> None:
+    # The mechanism says what --policy means (fifo: a queue order, or Gavel's policy).
+    mechanism = request.resolved_mechanism()
     table = Table(
-        title=f"{request.policy} + {request.resolved_placement()} on {request.cluster}, "
-        f"{request.workload}, seed {request.seed}"
+        title=f"{request.policy} ({mechanism}) + {request.resolved_placement()} on "
+        f"{request.cluster}, {request.workload}, seed {request.seed}"
     )
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -1,154 +1,18 @@
-"""Gavel's policy at Alibaba scale: max_min_fairness_perf, FGD vs strided, on openb.
-
-The cluster is the openb node list (1,213 nodes, 6,212 GPUs, 7 GPU models); the jobs are
-Gavel's generated single-GPU jobs with the spatial-sharing gpu_milli mix (20% 200, 20%
-300, 25% 500, 15% 700, 20% 1000), Poisson arrivals, a window of jobs measured.
-
-Gavel's table measures only V100, P100 and K80, so the other models get a documented
-mapping (no profiles of them exist to feed ``workloads/estimation.py``):
-
-=========  =====================  ==============================================
-model      rates of               why
-=========  =====================  ==============================================
-V100M16/32 V100                   same GPU
-P100       P100                   same GPU
-T4         P100                   similar FP32 rate (8.1 vs 9.3 TFLOPS), 16 GB
-A10, G2    V100                   G2 uses the A10 profile; A10 trains about as a V100
-G3         V100 x 1.5             G3 uses the A100 profile; A100 ~1.5x V100 (FP32/TF32)
-=========  =====================  ==============================================
-
-``python -m gpumosaic.experiments.gavel_openb --rates 120,240 --window 100-130`` (a cluster
-still filling, minutes); ``--rates 360,800 --window 4000-5000`` measures the steady state
-of the reference note (10-25 min per run on 2 cores; docs/gavel.md has the numbers).
-"""
+"""Moved to the command line: ``gpumosaic reproduce gavel-openb`` (same options, see its
+``--help``). ``python -m gpumosaic.experiments.gavel_openb ARGS`` runs that command."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
+import sys
 from collections.abc import Sequence
-from concurrent.futures import as_completed
-from dataclasses import asdict, dataclass
-
-import numpy as np
-
-from gpumosaic.experiments.pool import process_pool
-from gpumosaic.model.gpu import GpuModel
-from gpumosaic.model.job import JobSpec
-from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
-from gpumosaic.workloads.throughputs import GavelThroughputTable
-from gpumosaic.workloads.workload import Workload
-
-# model name -> (Gavel column, factor)
-OPENB_RATE_MAP: dict[str, tuple[str, float]] = {
-    "V100M16": ("v100", 1.0),
-    "V100M32": ("v100", 1.0),
-    "P100": ("p100", 1.0),
-    "T4": ("p100", 1.0),
-    "A10": ("v100", 1.0),
-    "G2": ("v100", 1.0),
-    "G3": ("v100", 1.5),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class MappedThroughputs:
-    """Gavel's measured rates, borrowed for models the table lacks (see module doc)."""
-
-    table: GavelThroughputTable
-    mapping: tuple[tuple[str, tuple[str, float]], ...] = tuple(OPENB_RATE_MAP.items())
-
-    def rate(self, job: JobSpec, gpu: GpuModel) -> float:
-        key, factor = dict(self.mapping).get(gpu.name.upper(), (gpu.throughput_key, 1.0))
-        if key is None:
-            raise KeyError(f"no throughput for GPU model {gpu.name}")
-        return factor * self.table.isolated(job.job_type, max(job.num_gpu, 1), key)
-
-
-@dataclass(frozen=True, slots=True)
-class OpenbRun:
-    placement: str
-    rate_per_hour: float
-    seed: int
-    avg_jct_h: float
-    completed: int
-    utilization: float  # mean allocated milli / capacity over the measured span
-    fragmentation_rate: float  # mean over the measured span
-    rounds: int
-    policy_solves: int
-    policy_solve_s: float
-    elapsed_s: float
-    placement_failures: int  # placements a per-type milli count admitted but no GPU held
-
-
-def openb_workload(rate: float, window: tuple[int, int], seed: int) -> Workload:
-    table = GavelThroughputTable.load()
-    config = GavelWorkloadConfig(rate_per_hour=rate, window=window, spatial_milli=True)
-    name = f"gavel:rate={rate:g},window={window[0]}-{window[1]},milli=spatial"
-    return Workload(name, GavelGenerator(config, table, seed), MappedThroughputs(table), window)
-
-
-def run_openb(placement: str, rate: float, window: tuple[int, int], seed: int) -> OpenbRun:
-    from gpumosaic.traces.openb import load_openb_nodes
-
-    cluster = load_openb_nodes("openb:gpu")
-    result = run_rounds(
-        cluster, openb_workload(rate, window, seed), "max_min_fairness_perf", placement, seed=seed
-    )
-    measured = [r for r in result.records if r.measured]
-    done = [r for r in measured if r.status is JobStatus.COMPLETED]
-    start = min(r.arrival_s for r in measured)
-    end = max(r.finish_s for r in done) if done else result.end_s
-    tl = result.timeline
-    span = (tl.time_s >= start) & (tl.time_s <= end)
-    weights = np.diff(np.append(tl.time_s, result.end_s))[span]
-    util = tl.allocated_milli[span] / result.total_gpu_milli
-    frag = tl.fragmentation_rate[span]
-    return OpenbRun(
-        placement=placement,
-        rate_per_hour=rate,
-        seed=seed,
-        avg_jct_h=float(np.mean([r.jct_s for r in done])) / 3600.0 if done else float("nan"),
-        completed=len(done),
-        utilization=float(np.average(util, weights=weights)) if weights.sum() else float("nan"),
-        fragmentation_rate=float(np.average(frag, weights=weights))
-        if weights.sum()
-        else float("nan"),
-        rounds=result.stats.rounds,
-        policy_solves=result.stats.policy_solves,
-        policy_solve_s=result.stats.policy_solve_s,
-        elapsed_s=result.stats.elapsed_s,
-        placement_failures=int(dict(result.extra).get("placement_failures", 0)),
-    )
-
-
-def _task(args: tuple[str, float, tuple[int, int], int]) -> OpenbRun:
-    return run_openb(*args)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="120,240")
-    parser.add_argument("--window", default="100-130")
-    parser.add_argument("--placements", default="strided,fgd")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args(argv)
-    start, _, end = args.window.partition("-")
-    window = (int(start), int(end))
-    tasks = [
-        (p, float(r), window, args.seed)
-        for r in args.rates.split(",")
-        for p in args.placements.split(",")
-    ]
-    t0 = time.perf_counter()
-    with process_pool(args.workers) as pool:
-        for future in as_completed([pool.submit(_task, task) for task in tasks]):
-            print(json.dumps(asdict(future.result())), flush=True)
-    print(json.dumps({"total_wall_s": round(time.perf_counter() - t0, 1)}))
+    from gpumosaic.cli import app
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    print(f"(running: gpumosaic reproduce gavel-openb {' '.join(args)})", file=sys.stderr)
+    app(["reproduce", "gavel-openb", *args], prog_name="gpumosaic")
 
 
 if __name__ == "__main__":

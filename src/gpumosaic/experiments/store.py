@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpumosaic.errors import InputError
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.sim.result import SimResult
 
@@ -65,12 +66,13 @@ def write_run(
     meta: dict[str, Any] | None = None,
 ) -> list[Path]:
     """Write jobs.{csv,parquet}, timeline.{csv,parquet}, summary.json and run.png."""
-    from gpumosaic.experiments.plots import plot_run
+    from gpumosaic.experiments.plots.runs import plot_run
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name, frame in (("jobs", jobs_frame(result)), ("timeline", timeline_frame(result))):
         if table_format == "parquet":
+            _require_pyarrow()
             path = out / f"{name}.parquet"
             frame.to_parquet(path, index=False)
         else:
@@ -83,6 +85,16 @@ def write_run(
     written.append(summary_path)
     written.append(plot_run(result, out / "run.png"))
     return written
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401  pandas writes parquet through it
+    except ImportError:
+        raise InputError(
+            "parquet output needs pyarrow, the 'parquet' extra: pip install 'gpumosaic[parquet]'",
+            field="--format",
+        ) from None
 
 
 def _json_default(value: object) -> object:

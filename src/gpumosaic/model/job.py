@@ -15,6 +15,9 @@ class JobSpec:
     ``work`` is in steps; a trace that gives durations instead uses steps = seconds on a
     reference GPU and a throughput of 1 step/s there (``ConstantThroughputs``).
     ``allowed_models`` is ``None`` for "any GPU model", else upper-case model names.
+    ``may_span_nodes``: a multi-GPU job may run on GPUs of several servers at once (a
+    distributed training job, as Gavel's are); a Kubernetes pod (openb tasks) may not.
+    Every mechanism and placement honours it: a job that may not span needs one server.
     """
 
     id: int
@@ -32,6 +35,7 @@ class JobSpec:
     entity: str = ""
     slo_s: float | None = None
     name: str = ""
+    may_span_nodes: bool = False
 
     def __post_init__(self) -> None:
         if self.num_gpu < 0:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.model.gpu import MILLI_PER_GPU, gpu_model
+from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.state import ClusterState
 
 CORES_PER_SOCKET = 16
@@ -31,54 +29,60 @@ def sockets(cpu_milli: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def node_power_w(
-    state: ClusterState,
-    gpu_free: npt.NDArray[np.int32] | None = None,
-    cpu_free: npt.NDArray[np.int64] | None = None,
-    nodes: npt.NDArray[np.intp] | None = None,
+    state: ClusterState, nodes: npt.NDArray[np.intp] | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(GPU watts, CPU watts) per node; a GPU with any allocation draws full power."""
-    idx = np.arange(state.num_nodes) if nodes is None else nodes
-    g = state.gpu_free[idx] if gpu_free is None else gpu_free
-    c = state.cpu_free[idx] if cpu_free is None else cpu_free
-    idle, full = gpu_power_table(state)
-    exists = state.gpu_exists[idx]
-    busy_gpus = (exists & (g < state.gpu_capacity[idx])).sum(axis=1)
-    idle_gpus = exists.sum(axis=1) - busy_gpus
-    gpu_w = busy_gpus * full[idx] + idle_gpus * idle[idx]
-    total_sockets = sockets(state.cpu_capacity[idx])
-    active = np.minimum(sockets(state.cpu_capacity[idx] - c), total_sockets)
-    cpu_w = active * SOCKET_FULL_W + (total_sockets - active) * SOCKET_IDLE_W
-    return gpu_w, cpu_w
+    """(GPU watts, CPU watts) per node (of ``nodes``, default all), now."""
+    tracker = PowerTracker(state)
+    if nodes is None:
+        return tracker.node_gpu_w, tracker.node_cpu_w
+    return tracker.node_gpu_w[nodes], tracker.node_cpu_w[nodes]
 
 
 def cluster_power_w(state: ClusterState) -> tuple[float, float]:
-    """(GPU watts, CPU watts) for the whole cluster."""
-    gpu_w, cpu_w = node_power_w(state)
-    return float(gpu_w.sum()), float(cpu_w.sum())
+    """(GPU watts, CPU watts) for the whole cluster, now."""
+    return PowerTracker(state).power_w
 
 
-class NodePower:
-    """Power of single nodes in plain floats, for trackers that update one touched node
-    at a time (numpy costs more than the arithmetic on a handful of GPUs). The values are
-    bit-identical to ``node_power_w``: the same operations, in scalars."""
+class PowerTracker:
+    """The cluster's power, kept current node by node: the one place the PWR power model
+    is evaluated (a GPU with any allocation draws full power, the others idle power; CPU
+    sockets are active by busy cores, ``ceil(busy cores / 16)``).
+
+    ``update(nodes)`` re-evaluates the given nodes (a driver that knows what it touched);
+    ``power_w`` first re-evaluates every node whose ``state.node_version`` moved since it
+    was last evaluated, so reading it is always current and costs O(touched nodes)."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        idle, full = gpu_power_table(state)
-        self._idle, self._full = idle.tolist(), full.tolist()
-        self._sockets = sockets(state.cpu_capacity).tolist()
-        self._num_gpus = state.num_gpus.tolist()
+        # Per-node constants, computed once.
+        self._idle_w, self._full_w = gpu_power_table(state)
+        self._gpus = state.gpu_exists.sum(axis=1)
+        self._sockets = sockets(state.cpu_capacity)
+        self.node_gpu_w = np.zeros(state.num_nodes)
+        self.node_cpu_w = np.zeros(state.num_nodes)
+        self._version = state.node_version.copy()
+        self.update(np.arange(state.num_nodes))
 
-    def node_w(self, node: int) -> tuple[float, float]:
-        """(GPU watts, CPU watts) of ``node`` now."""
+    def update(self, idx: npt.NDArray[np.intp]) -> None:
+        """Re-evaluate nodes ``idx``."""
         state = self.state
-        gpus = self._num_gpus[node]
-        capacity = MILLI_PER_GPU
-        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < capacity)
-        gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
-        used = int(state.cpu_capacity[node] - state.cpu_free[node])
-        total = self._sockets[node]
-        cores = math.ceil(used / (1000 * VCPU_PER_CORE))
-        active = min(math.ceil(cores / CORES_PER_SOCKET), total)
-        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
-        return gpu_w, cpu_w
+        busy = (state.gpu_exists[idx] & (state.gpu_free[idx] < state.gpu_capacity[idx])).sum(axis=1)
+        self.node_gpu_w[idx] = (
+            busy * self._full_w[idx] + (self._gpus[idx] - busy) * self._idle_w[idx]
+        )
+        total = self._sockets[idx]
+        active = np.minimum(sockets(state.cpu_capacity[idx] - state.cpu_free[idx]), total)
+        self.node_cpu_w[idx] = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+        self._version[idx] = state.node_version[idx]
+
+    def refresh(self) -> None:
+        """Re-evaluate the nodes whose allocation changed since they were last evaluated."""
+        stale = np.flatnonzero(self._version != self.state.node_version)
+        if len(stale):
+            self.update(stale)
+
+    @property
+    def power_w(self) -> tuple[float, float]:
+        """(GPU watts, CPU watts) of the whole cluster."""
+        self.refresh()
+        return float(self.node_gpu_w.sum()), float(self.node_cpu_w.sum())

@@ -62,6 +62,7 @@ class RunDescription(BaseModel):
     round_s: float = 360.0
     resolve_interval_s: float = 1920.0
     sharing: str = "none"
+    background: str | None = None  # TASKS[,fraction=F]: pre-filled load (sim/background)
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -116,6 +117,15 @@ class RunDescription(BaseModel):
     def _resolve_interval_s(cls, value: float) -> float:
         if not value >= 0:
             raise ValueError("must be >= 0 seconds")
+        return value
+
+    @field_validator("background")
+    @classmethod
+    def _background(cls, value: str | None) -> str | None:
+        if value is not None:
+            from gpumosaic.sim.background import BackgroundSpec
+
+            BackgroundSpec.parse(value)
         return value
 
     @field_validator("mechanism")

@@ -35,9 +35,12 @@ import numpy.typing as npt
 from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
+from gpumosaic.options import parse_options, split_options
 
 DEFAULT_ALPHA = 0.0
 # Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.
+# Calibrated: the median of Gavel's P100 pairs, and it agrees with the small "off" rows
+# of the nvshare table (docs/sharing.md, "Parameters").
 GPU_PHASE_BUSY = 0.85
 
 Speeds = npt.NDArray[np.float64]
@@ -162,31 +165,26 @@ class MeasuredInterference:
         return np.array([pair[0] / alone_a, pair[1] / alone_b], dtype=np.float64)
 
 
-def parse_spec(spec: str, what: str) -> tuple[str, dict[str, str]]:
-    """``name[:key=value,key=value]`` -> (name, {key: value}); InputError when malformed."""
+def split_spec(spec: str) -> tuple[str, str]:
+    """``name[:key=value,...]`` -> (name in lower case, the option text)."""
     name, _, rest = spec.strip().partition(":")
-    options: dict[str, str] = {}
-    for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip() or not value.strip():
-            raise InputError(f"bad option {item!r} in {spec!r}: expected key=value", field=what)
-        options[key.strip().lower()] = value.strip()
-    return name.strip().lower(), options
+    return name.strip().lower(), rest
 
 
-def _parametric(options: dict[str, str], spec: str) -> ParametricInterference:
-    unknown = set(options) - {"alpha", "busy"}
-    if unknown:
-        raise InputError(f"unknown option(s) {sorted(unknown)} in {spec!r}", field="interference")
+@dataclass(frozen=True, slots=True)
+class ParametricOptions:
+    """The options of ``parametric:...`` (and of ``measured:...``, for unmeasured pairs)."""
+
+    alpha: float = DEFAULT_ALPHA
+    busy: float = GPU_PHASE_BUSY
+
+
+def _parametric(rest: str, spec: str) -> ParametricInterference:
+    options = parse_options(
+        ParametricOptions, rest, what="interference option", flag="interference"
+    )
     try:
-        alpha = float(options.get("alpha", DEFAULT_ALPHA))
-        busy = float(options.get("busy", GPU_PHASE_BUSY))
-    except ValueError:
-        raise InputError(
-            f"alpha and busy must be numbers in {spec!r}", field="interference"
-        ) from None
-    try:
-        return ParametricInterference(alpha, busy)
+        return ParametricInterference(options.alpha, options.busy)
     except ValueError as err:
         raise InputError(f"{err} in {spec!r}", field="interference") from None
 
@@ -196,9 +194,9 @@ def build_interference(spec: str, table: PairThroughputs | None = None) -> Inter
 
     ``measured`` reads ``table`` or, when none is given, Gavel's packaged table.
     """
-    name, options = parse_spec(spec, "interference")
+    name, options = split_spec(spec)
     if name == "none":
-        if options:
+        if split_options(options, "interference option", "interference"):
             raise InputError(f"'none' takes no options: {spec!r}", field="interference")
         return NoInterference()
     if name == "parametric":

@@ -27,13 +27,14 @@ from gpumosaic.errors import InputError
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
+from gpumosaic.options import parse_options, split_options
 from gpumosaic.sharing.interference import (
     CoLocatedJob,
     InterferenceModel,
     MeasuredInterference,
     PairThroughputs,
     build_interference,
-    parse_spec,
+    split_spec,
 )
 from gpumosaic.sharing.jobs import SharedJob
 from gpumosaic.sharing.nvshare import NvshareModel
@@ -180,27 +181,29 @@ class CappedSpeed:
         return Fallbacks()
 
 
+@dataclass(frozen=True, slots=True)
+class NvshareOptions:
+    """The options of ``--sharing nvshare:...``."""
+
+    tq: float = 30.0  # time quantum, seconds
+    anti_thrashing: bool = True
+    jobs_per_gpu: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.tq > 0:
+            raise ValueError("tq must be a positive number of seconds")
+        if self.jobs_per_gpu < 1:
+            raise ValueError("jobs_per_gpu must be >= 1")
+
+
 def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:
-    name, options = parse_spec(spec, "--sharing")
+    name, rest = split_spec(spec)
     if name == "capped":
-        if options:
+        if split_options(rest, "capped option", "--sharing"):
             raise InputError("'capped' takes no options", field="--sharing")
         return CappedSpeed()
     if name != "nvshare":
         return InterferenceSpeed(build_interference(spec, table))
-    unknown = set(options) - {"tq", "anti_thrashing", "jobs_per_gpu"}
-    if unknown:
-        raise InputError(f"unknown nvshare option(s) {sorted(unknown)}", field="--sharing")
-    try:
-        tq = float(options.get("tq", "30"))
-        per_gpu = int(options.get("jobs_per_gpu", "2"))
-        anti = options.get("anti_thrashing", "on")
-        if anti not in ("on", "off") or per_gpu < 1:
-            raise ValueError
-        model = NvshareModel(tq_s=tq, anti_thrashing=anti == "on")
-    except ValueError:
-        raise InputError(
-            "nvshare options: tq=SECONDS>0, anti_thrashing=on|off, jobs_per_gpu=N>=1",
-            field="--sharing",
-        ) from None
-    return NvshareSpeed(model, per_gpu)
+    options = parse_options(NvshareOptions, rest, what="nvshare option", flag="--sharing")
+    model = NvshareModel(tq_s=options.tq, anti_thrashing=options.anti_thrashing)
+    return NvshareSpeed(model, options.jobs_per_gpu)

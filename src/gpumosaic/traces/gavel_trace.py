@@ -172,4 +172,5 @@ def _parse_row(line: str, path: str | Path, row: int, job_id: int, table: Measur
         priority_weight=weight,
         slo_s=slo_s,
         name=f"job{job_id}",
+        may_span_nodes=True,  # Gavel's jobs are distributed: they may span servers
     )

@@ -44,6 +44,7 @@ class JobRow(BaseModel):
     priority_weight: float = Field(default=1.0, gt=0)
     entity: str = ""
     slo_s: float | None = Field(default=None, gt=0)
+    may_span_nodes: bool = False  # a multi-GPU job may use GPUs of several servers
 
     @field_validator("gpu_spec")
     @classmethod
@@ -131,6 +132,7 @@ def _to_job(row: JobRow, index: int, file: Path, row_no: int, modes: set[bool]) 
         entity=row.entity,
         slo_s=row.slo_s,
         name=row.name or f"job{job_id}",
+        may_span_nodes=row.may_span_nodes,
     )
 
 

@@ -116,6 +116,7 @@ class GavelGenerator:
                 gpu_milli=milli,
                 work=steps,
                 name=f"job{job_id}",
+                may_span_nodes=True,  # Gavel's jobs may span servers
             )
 
     def sample(self, n: int) -> list[JobSpec]:

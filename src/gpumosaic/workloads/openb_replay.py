@@ -20,52 +20,43 @@ How the trace's times become arrivals and durations (see docs/openb_replay.md):
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
 from gpumosaic.errors import InputError
 from gpumosaic.model.job import JobSpec
+from gpumosaic.options import parse_options
 from gpumosaic.traces.openb import read_openb_trace
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload
 
-OPTIONS = ("compress", "inflate", "pending")
+OPTIONS = ("compress", "inflate", "pending")  # OpenbReplayOptions' fields
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbReplayOptions:
+    """The options after ``openb:NAME,...`` (module doc)."""
+
+    compress: float = 1.0
+    inflate: float = 1.0
+    pending: Literal["keep", "drop"] = "keep"
+
+    def __post_init__(self) -> None:
+        if not self.compress > 0:
+            raise ValueError(f"compress must be a positive number, got {self.compress}")
+        if not self.inflate >= 1:
+            raise ValueError(f"inflate must be a number >= 1, got {self.inflate}")
 
 
 def openb_time_workload(spec: str, seed: int = 0) -> Workload:
     """``openb:NAME[,compress=K][,inflate=F][,pending=keep|drop]`` (or a CSV path)."""
-    base, *parts = [p.strip() for p in spec.split(",")]
-    compress = 1.0
-    inflate = 1.0
-    keep_pending = True
-    for part in filter(None, parts):
-        key, _, value = part.partition("=")
-        if key == "compress":
-            try:
-                compress = float(value)
-            except ValueError:
-                compress = -1.0
-            if compress <= 0:
-                raise InputError(
-                    f"compress must be a positive number, got {value!r}", field="--workload"
-                )
-        elif key == "inflate":
-            try:
-                inflate = float(value)
-            except ValueError:
-                inflate = 0.0
-            if inflate < 1:
-                raise InputError(
-                    f"inflate must be a number >= 1, got {value!r}", field="--workload"
-                )
-        elif key == "pending" and value in ("keep", "drop"):
-            keep_pending = value == "keep"
-        else:
-            raise InputError(
-                f"bad openb option {part!r} (compress=K, inflate=F, pending=keep|drop)",
-                field="--workload",
-            )
+    base, _, rest = spec.partition(",")
+    base = base.strip()
+    options = parse_options(OpenbReplayOptions, rest, what="openb option", flag="--workload")
+    compress, inflate = options.compress, options.inflate
+    keep_pending = options.pending == "keep"
     trace = read_openb_trace(base)
     if np.isnan(trace.times.creation_s).all():
         raise InputError(

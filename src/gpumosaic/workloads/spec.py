@@ -2,24 +2,26 @@
 
 Cluster: ``MODEL:COUNT,...`` (e.g. ``v100:36,p100:36,k80:36``), ``openb:gpu`` /
 ``openb:all``, or a node CSV file (``sn,cpu_milli,memory_mib,gpu,model``).
-Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli), ``gavel-trace:PATH``,
-``openb:NAME`` (an Alibaba task list replayed in time) or a job-list file (.csv/.yaml).
+Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli),
+``gavel-stream:rate=R,window=A-B[,multigpu=on]`` (Gavel's own job stream, draw for draw:
+``workloads/gavel_stream.py``), ``gavel-trace:PATH``, ``openb:NAME`` (an Alibaba task list
+replayed in time) or a job-list file (.csv/.yaml).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
+from gpumosaic.options import parse_options
 from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
-
-GAVEL_KEYS = ("jobs", "rate", "window", "multigpu", "milli")
 
 
 def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
@@ -69,6 +71,10 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     kind, sep, rest = text.partition(":")
     if sep and kind == "gavel":
         return ParsedWorkload(_gavel(rest, seed))
+    if sep and kind == "gavel-stream":
+        from gpumosaic.workloads.gavel_stream import parse_gavel_stream
+
+        return ParsedWorkload(parse_gavel_stream(rest, seed))
     if sep and kind == "gavel-trace":
         from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 
@@ -106,48 +112,34 @@ def _check_job_types(job_list: JobList, table: GavelThroughputTable) -> None:
             )
 
 
-def _gavel(args: str, seed: int) -> Workload:
-    values: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in args.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep or key not in GAVEL_KEYS:
-            raise InputError(
-                f"bad gavel workload option {part!r} (keys: {', '.join(GAVEL_KEYS)})",
-                field="--workload",
-            )
-        values[key] = value.strip()
-    try:
-        jobs = int(values["jobs"]) if "jobs" in values else None
-        rate = float(values.get("rate", "0"))
-        window = None
-        if "window" in values:
-            start, dash, end = values["window"].partition("-")
-            if not dash:
-                raise ValueError("window must be A-B, e.g. 4000-5000")
-            window = (int(start), int(end))
-        multigpu = _on_off(values.get("multigpu", "off"), "multigpu")
-        milli = values.get("milli", "none")
-        if milli not in ("spatial", "none"):
-            raise ValueError("milli must be 'spatial' or 'none'")
-        config = GavelWorkloadConfig(
-            jobs=jobs,
-            rate_per_hour=rate,
-            window=window,
-            multigpu=multigpu,
-            spatial_milli=milli == "spatial",
+@dataclass(frozen=True, slots=True)
+class GavelOptions:
+    """The options of ``gavel:...`` (docs: README, "Workloads")."""
+
+    jobs: int | None = None
+    rate: float = 0.0
+    window: tuple[int, int] | None = None
+    multigpu: bool = False
+    milli: Literal["spatial", "none"] = "none"
+
+    def config(self) -> GavelWorkloadConfig:
+        return GavelWorkloadConfig(
+            jobs=self.jobs,
+            rate_per_hour=self.rate,
+            window=self.window,
+            multigpu=self.multigpu,
+            spatial_milli=self.milli == "spatial",
         )
+
+
+def _gavel(args: str, seed: int) -> Workload:
+    options = parse_options(GavelOptions, args, what="gavel workload option", flag="--workload")
+    try:
+        config = options.config()
     except ValueError as err:
         raise InputError(f"gavel workload: {err}", field="--workload") from None
     table = GavelThroughputTable.load()
     name = f"gavel:{args}"
     generator = GavelGenerator(config, table, seed)
     jobs_source = generator if config.jobs is None else tuple(generator)
-    return Workload(name, jobs_source, table, measure=window)
-
-
-def _on_off(value: str, key: str) -> bool:
-    if value in ("on", "true", "1", "yes"):
-        return True
-    if value in ("off", "false", "0", "no"):
-        return False
-    raise ValueError(f"{key} must be on or off")
+    return Workload(name, jobs_source, table, measure=config.window)

@@ -4,9 +4,11 @@ It owns the pending queue (jobs waiting for GPUs, in the queue order's key) and,
 driver calls ``run(state, rng)``, tries them in order and places each one that fits
 through the placement strategy, allocating it in ``state``. Strict order stops at the
 first job that does not fit (FIFO head-of-line); ``backfill`` lets later jobs that fit go
-ahead. The simulator (``sim/simulator.py``) calls it after all events of one instant; a
-live driver (the Kubernetes extender, a wall-clock service) calls the same object
-whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
+ahead. A multi-GPU job that may span servers (``JobSpec.may_span_nodes``) and finds no
+single server takes GPUs of one model on several servers (a gang), when the driver
+allows spanning. The simulator (``sim/event/simulator.py``) calls it after all events
+of one instant; a live driver (the Kubernetes extender, a wall-clock service) calls the
+same object whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
 """
 
 from __future__ import annotations
@@ -14,29 +16,48 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
+from gpumosaic.mechanisms.gang import gang_parts
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 
-Shape = tuple[int, int, int, int, frozenset[str] | None]
+Shape = tuple[int, int, int, int, frozenset[str] | None, bool]
+Parts = tuple[Assignment, ...]  # one part per server (several: a gang)
 
 
 def job_shape(job: JobSpec) -> Shape:
     """What placement sees of a job: two jobs of one shape fit exactly the same nodes."""
-    return (job.num_gpu, job.gpu_milli, job.cpu_milli, job.memory_mib, job.allowed_models)
+    return (
+        job.num_gpu,
+        job.gpu_milli,
+        job.cpu_milli,
+        job.memory_mib,
+        job.allowed_models,
+        job.may_span_nodes,
+    )
 
 
 class SchedulingPass:
     """Pending jobs grouped by shape, each group sorted by queue key (see ``run``)."""
 
-    def __init__(self, placement: PlacementStrategy, order: QueueOrder, backfill: bool) -> None:
+    def __init__(
+        self,
+        placement: PlacementStrategy,
+        order: QueueOrder,
+        backfill: bool,
+        span_nodes: bool = True,
+    ) -> None:
+        """``span_nodes``: whether jobs that may span servers are placed as gangs."""
         self.placement = placement
         self.order = order
         self.backfill = backfill
+        self.span_nodes = span_nodes
         self._pending: dict[int, list[tuple[SortKey, int]]] = {}
         self._jobs: dict[int, JobSpec] = {}
         self._shape_ids: dict[Shape, int] = {}
@@ -57,11 +78,10 @@ class SchedulingPass:
         """The jobs still waiting (any order)."""
         return iter(self._jobs.values())
 
-    def run(
-        self, state: ClusterState, rng: np.random.Generator
-    ) -> list[tuple[JobSpec, Assignment]]:
-        """Place pending jobs in queue order; returns (job, assignment) of those started,
-        in the order they were placed (each already allocated in ``state``).
+    def run(self, state: ClusterState, rng: np.random.Generator) -> list[tuple[JobSpec, Parts]]:
+        """Place pending jobs in queue order; returns (job, parts) of those started, in
+        the order they were placed (each already allocated in ``state``; a gang's parts
+        with ``state.allocate_gang``).
 
         Free resources only shrink until the next release, so once a job of some shape
         finds no node, no job of that shape will before something is released: the pass
@@ -72,7 +92,7 @@ class SchedulingPass:
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)
         taken: dict[int, int] = {}
-        started: list[tuple[JobSpec, Assignment]] = []
+        started: list[tuple[JobSpec, Parts]] = []
         if self._blocked_state is not state:  # another cluster: nothing known about it
             self._blocked_state, self._blocked = state, {}
         releases, blocked = state.releases, self._blocked
@@ -81,15 +101,23 @@ class SchedulingPass:
             group = self._pending[shape_id]
             index = taken.get(shape_id, 0)
             job = self._jobs[group[index][1]]
-            failed = blocked.get(shape_id) == releases  # still no node: nothing freed since
-            assignment = None if failed else self.placement.place(state, job, rng)
-            if assignment is None:
+            parts: Parts | None = None
+            # A shape that found no node (nor a gang) and nothing was released since:
+            # still none. (A gang attempt that placed pieces released them again, which
+            # moves ``state.releases``: a skip never replaces an attempt that drew on rng.)
+            if blocked.get(shape_id) != releases:
+                assignment = self.placement.place(state, job, rng)
+                if assignment is not None:
+                    state.allocate(assignment)
+                    parts = (assignment,)
+                elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                    parts = self._gang(state, job, rng)
+            if parts is None:
                 blocked[shape_id] = releases
                 if not self.backfill:
                     break
                 continue
-            state.allocate(assignment)
-            started.append((job, assignment))
+            started.append((job, parts))
             taken[shape_id] = index + 1
             if index + 1 < len(group):
                 heapq.heappush(heads, (group[index + 1][0], shape_id))
@@ -100,3 +128,21 @@ class SchedulingPass:
             if not self._pending[shape_id]:
                 del self._pending[shape_id]
         return started
+
+    def _gang(self, state: ClusterState, job: JobSpec, rng: np.random.Generator) -> Parts | None:
+        """GPUs of one model (the cluster's order) on several servers, all or nothing."""
+        # Whole free GPUs per model: a cheap necessary condition before asking the
+        # strategy GPU by GPU (most failed attempts stop here).
+        whole = ((state.gpu_free == MILLI_PER_GPU) & state.gpu_exists).sum(axis=1)
+        free_by_model = np.bincount(
+            state.node_model, weights=whole, minlength=len(state.model_names)
+        )
+        for t, name in enumerate(state.model_names):
+            if not job.allows(name) or free_by_model[t] < job.num_gpu:
+                continue
+            typed = replace(job, allowed_models=frozenset({name.upper()}))
+            parts = gang_parts(state, self.placement, typed, rng)
+            if parts is not None:
+                state.allocate_gang(parts)
+                return parts
+        return None

@@ -88,6 +88,7 @@ class RoundPlan:
     job_ids: tuple[tuple[int, ...], ...]  # per entity: one id, or two for a pair
     gpu_types: tuple[str, ...]  # per entity
     parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
+    described: bool = True  # False: only the arrays (a driver that asked for no values)
 
     def __len__(self) -> int:
         return len(self.entity)
@@ -98,6 +99,8 @@ class RoundPlan:
 
     @property
     def entries(self) -> tuple[PlannedEntity, ...]:
+        if not self.described:
+            raise ValueError("this plan has arrays only: build the RoundDecider with describe=True")
         out = []
         for i, ids in enumerate(self.job_ids):
             two = len(ids) == 2
@@ -137,7 +140,12 @@ class RoundDecider:
         config: RoundConfig,
         shuffle_rng: np.random.Generator,
         place_rng: np.random.Generator,
+        describe: bool = True,
     ) -> None:
+        """``describe``: plans carry their entries as values (job ids, GPU type, where);
+        a simulator that reads only the arrays turns it off (one Python step less per
+        entity and round)."""
+        self.describe = describe
         self.config = config
         self.policy = policy
         self.throughputs = throughputs
@@ -186,7 +194,7 @@ class RoundDecider:
     def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
         if self.state.fits_when_empty(job):
             return True
-        if not (self.config.span_nodes and job.num_gpu > 1):
+        if not (self.config.span_nodes and job.may_span_nodes and job.num_gpu > 1):
             return False
         # Spanning nodes: enough GPUs of one model the job can use.
         return any(rates[t] > 0 and self.capacity_gpus[t] >= job.num_gpu for t in range(len(rates)))
@@ -221,7 +229,9 @@ class RoundDecider:
         ent = self.book.entities
         if ent is None or not len(es):
             empty = np.zeros(0)
-            return RoundPlan(now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), ())
+            return RoundPlan(
+                now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), (), self.describe
+            )
         rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
         rate_a, rate_b = ent.rate_a[es, ts], ent.rate_b[es, ts]
         jobs, r = self.jobs, self.config.round_s
@@ -231,16 +241,21 @@ class RoundDecider:
         if pair.any():
             b = rows_b[pair]
             steps_b[pair] = step_budget(rate_b[pair], jobs.total_steps[b], jobs.done_steps[b], r)
-        ids_a = jobs.job_id[rows_a].tolist()
-        if pair.any():
-            ids_b = jobs.job_id[np.maximum(rows_b, 0)].tolist()
-            ids = tuple(
-                (x,) if p < 0 else (x, y)
-                for x, y, p in zip(ids_a, ids_b, rows_b.tolist(), strict=True)
-            )
-        else:
-            ids = tuple((x,) for x in ids_a)
-        names = np.array(self.type_names, dtype=object)
+        ids: tuple[tuple[int, ...], ...] = ()
+        types: tuple[str, ...] = ()
+        parts: tuple[tuple[Assignment, ...], ...] = ()
+        if self.describe:  # values for readers; the simulator reads the arrays only
+            ids_a = jobs.job_id[rows_a].tolist()
+            if pair.any():
+                ids_b = jobs.job_id[np.maximum(rows_b, 0)].tolist()
+                ids = tuple(
+                    (x,) if p < 0 else (x, y)
+                    for x, y, p in zip(ids_a, ids_b, rows_b.tolist(), strict=True)
+                )
+            else:
+                ids = tuple((x,) for x in ids_a)
+            types = tuple(np.array(self.type_names, dtype=object)[ts])
+            parts = self.leases.parts_of(rows_a)
         return RoundPlan(
             now,
             es,
@@ -253,8 +268,9 @@ class RoundDecider:
             steps_b,
             extended,
             ids,
-            tuple(names[ts]),
-            self.leases.parts_of(rows_a),
+            types,
+            parts,
+            self.describe,
         )
 
     def _choose_and_place(self) -> tuple[IntArray, IntArray, BoolArray]:

@@ -4,7 +4,8 @@ An entity (a job, or a packed pair) that runs again on the same GPU type keeps i
 its lease is extended and it pays no restart. Every other holder is released at the round
 boundary and the newly chosen entities are placed by the placement strategy (largest
 demand first, as Gavel assigns the largest scale factors first). A multi-GPU job that no
-single node can hold may span nodes (Gavel's servers have one GPU each).
+single node can hold may span nodes if the job may (``JobSpec.may_span_nodes``: Gavel's
+jobs may, their servers have one GPU each) and the run allows it (``span_nodes``).
 
 Shortcut (``symmetric_fast_path``): on a GPU type whose nodes all hold exactly one GPU
 and have the same CPU and memory, a job asking for whole GPUs can only go to fully free
@@ -23,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpumosaic.mechanisms.gang import gang_parts
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
@@ -150,7 +152,7 @@ class LeaseBook:
             if nodes is not None and job.gpu_milli == MILLI_PER_GPU:
                 self._place_batch(batch, rows_a, rows_b, got)
                 self._keep(key, t, self._place_symmetric(key, t, job, nodes), i, got)
-            elif self.span_nodes and job.num_gpu > 1:
+            elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
                 self._place_batch(batch, rows_a, rows_b, got)
                 self._keep(key, t, self._place_one(key, t, job), i, got)
             else:
@@ -253,7 +255,7 @@ class LeaseBook:
         """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc)."""
         state = self.state
         k = job.num_gpu
-        if k > 1 and not self.span_nodes:
+        if k > 1 and not (self.span_nodes and job.may_span_nodes):
             return None
         cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
         # Nodes of one type are usually one contiguous block: a slice is a view, while
@@ -283,38 +285,11 @@ class LeaseBook:
 
     def _place_gang(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
         """One GPU at a time through the strategy, then one gang (all or nothing)."""
-        k = job.num_gpu
-        piece_ids = [-(2**62) - i for i in range(k)]  # never a real holder id
-        pieces: list[Assignment] = []
-        for pid in piece_ids:
-            piece = replace(
-                job, id=pid, num_gpu=1, cpu_milli=job.cpu_milli // k, memory_mib=job.memory_mib // k
-            )
-            a = self.strategy.place(self.state, piece, self.rng)
-            if a is None:
-                break
-            self.state.allocate(a)
-            pieces.append(a)
-        for a in pieces:
-            self.state.release(a.job_id)
-        if len(pieces) < k:
+        parts = gang_parts(self.state, self.strategy, job, self.rng)
+        if parts is None:
             return None
-        by_node: dict[int, list[Assignment]] = {}
-        for a in pieces:
-            by_node.setdefault(a.node, []).append(a)
-        parts = tuple(
-            Assignment(
-                job_id=job.id,
-                node=node,
-                gpus=tuple(g for a in group for g in a.gpus),
-                gpu_milli=job.gpu_milli,
-                cpu_milli=sum(a.cpu_milli for a in group),
-                memory_mib=sum(a.memory_mib for a in group),
-            )
-            for node, group in by_node.items()
-        )
         self.state.allocate_gang(parts)
-        return Lease(key, t, job.id, tuple(by_node), gang=True)
+        return Lease(key, t, job.id, tuple(p.node for p in parts), gang=True)
 
 
 def _symmetric_nodes(state: ClusterState, t: int) -> np.ndarray | None:

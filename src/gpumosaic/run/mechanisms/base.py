@@ -89,6 +89,18 @@ class Mechanism(Protocol):
     def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult: ...
 
 
+def refuse_background(description: RunDescription, mechanism: str) -> None:
+    """Background load is pre-filled state of the event mechanism; elsewhere it would be
+    silently ignored, so it is an error."""
+    if description.background is not None:
+        raise InputError(
+            f"background load needs the event mechanism (a queue order such as fifo); "
+            f"the {mechanism} mechanism would ignore it",
+            field="--background",
+            value=description.background,
+        )
+
+
 def check_placement(placement: str | None, own_order: str | None = None) -> None:
     """Fail early (``--placement``) on a placement name no strategy has; ``own_order`` is
     a mechanism's own server order (Gandiva's ``affinity``), allowed only there."""

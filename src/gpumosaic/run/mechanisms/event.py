@@ -3,15 +3,18 @@ clock-free ``mechanisms.event.SchedulingPass``); ``--policy`` is a queue order."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
+from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
 from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
 from gpumosaic.sharing.speed import SpeedModel, build_speed_model
+from gpumosaic.sim.background import BackgroundLoad, BackgroundSpec, prefill
+from gpumosaic.sim.event.simulator import EventSimulator
 from gpumosaic.sim.result import SimResult
-from gpumosaic.sim.simulator import EventSimulator
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 
@@ -50,6 +53,7 @@ class EventMechanism:
                     field="--cluster",
                 )
         assert parts.placement is not None
+        initial, background = self._background(parts)
         simulator = EventSimulator(
             cluster,
             workload,
@@ -60,5 +64,29 @@ class EventMechanism:
             progress=progress,
             speed=cast(SpeedModel, parts.sharing),
             rng=parts.rng,
+            initial_state=initial,
         )
-        return simulator.run()
+        result = simulator.run()
+        if background is None:
+            return result
+        extra = (
+            ("background_tasks", float(background.placed)),
+            ("background_skipped", float(background.skipped)),
+            ("background_allocation", background.fraction),
+        )
+        return replace(result, extra=(*result.extra, *extra))
+
+    @staticmethod
+    def _background(parts: RunParts) -> tuple[ClusterState | None, BackgroundLoad | None]:
+        """The starting state pre-filled with ``--background`` load, by the run's own
+        placement and Generator (before any job arrives)."""
+        if parts.description.background is None:
+            return None, None
+        from gpumosaic.traces.openb import load_openb_tasks
+
+        spec = BackgroundSpec.parse(parts.description.background)
+        tasks = load_openb_tasks(spec.source)
+        state = ClusterState(parts.cluster)
+        assert parts.placement is not None
+        load = prefill(state, tasks, parts.placement, spec.fraction, parts.rng, spec.source)
+        return state, load

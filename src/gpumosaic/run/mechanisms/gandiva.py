@@ -1,5 +1,5 @@
 """``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler
-(``sim/gandiva.py``: affinity, suspend-resume time slicing, packing, migration);
+(``sim/gandiva/``: affinity, suspend-resume time slicing, packing, migration);
 ``--policy`` is a queue order, ``--sharing gandiva:key=value,...`` its options."""
 
 from __future__ import annotations
@@ -9,10 +9,16 @@ from typing import TYPE_CHECKING, cast
 from gpumosaic.errors import InputError
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
-from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.run.mechanisms.base import (
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    check_placement,
+    refuse_background,
+)
 from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.gandiva_config import GandivaConfig, parse_gandiva_options
-from gpumosaic.sim.gandiva_scoring import AFFINITY, gandiva_target
+from gpumosaic.sim.gandiva.config import GandivaConfig, parse_gandiva_options
+from gpumosaic.sim.gandiva.ranking import AFFINITY, gandiva_target
 from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.workload import Workload
 
@@ -27,6 +33,7 @@ class GandivaMechanism:
     default_placement = AFFINITY
 
     def check(self, description: RunDescription) -> None:
+        refuse_background(description, "gandiva")
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             raise InputError(
                 f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "

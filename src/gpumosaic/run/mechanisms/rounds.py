@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, cast
 from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
-from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.run.mechanisms.base import (
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    check_placement,
+    refuse_background,
+)
 from gpumosaic.sharing.speed import SpeedModel, build_speed_model
 from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
@@ -28,6 +34,8 @@ class RoundsMechanism:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
         from gpumosaic.policies.registry import POLICY_NAMES
         from gpumosaic.run.description import is_gandiva
+
+        refuse_background(description, "rounds")
 
         if is_gandiva(description.sharing):
             raise InputError(

@@ -1,0 +1,86 @@
+"""``gpumosaic reproduce gavel-openb``: Gavel's max_min_fairness_perf at Alibaba scale, FGD vs
+strided on the openb cluster (``experiments/reproductions/gavel_openb.py``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from gpumosaic.cli.app import user_errors
+from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.reproduce import reproduce_app
+from gpumosaic.cli.reproduce_gavel import _numbers
+from gpumosaic.errors import InputError
+from gpumosaic.experiments.reproductions.gavel_openb import OpenbRun, run_openb_sweep
+from gpumosaic.options import OptionError, convert
+
+
+@reproduce_app.command("gavel-openb")
+@user_errors
+def gavel_openb(
+    rates: Annotated[str, typer.Option(help="jobs/hr, comma-separated")] = "120,240",
+    window: Annotated[str, typer.Option(help="measured job ids A-B")] = "100-130",
+    placements: Annotated[str, typer.Option(help="placements, comma-separated")] = "strided,fgd",
+    seed: Annotated[int, typer.Option(help="seed of the generated jobs")] = 0,
+    workers: Annotated[int, typer.Option(help="parallel runs")] = 2,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print one JSON object: runs and total wall time")
+    ] = False,
+) -> None:
+    """Gavel's policy on the openb cluster (6,212 GPUs): FGD vs strided.
+
+    Avg JCT, utilization and fragmentation over the measured window; minutes per run
+    (the reference window 4000-5000 takes 10-25 min per run)."""
+    try:
+        span = convert(tuple[int, int], window, "window")
+    except OptionError:
+        raise InputError(
+            "expected a range A-B of job ids, e.g. 4000-5000", field="--window", value=window
+        ) from None
+    if not 0 <= span[0] < span[1]:
+        raise InputError("the window A-B needs 0 <= A < B", field="--window", value=window)
+    chosen = [p.strip() for p in placements.split(",") if p.strip()]
+    if not chosen:
+        raise InputError("give at least one placement", field="--placements", value=placements)
+    rate_list = _numbers(rates, float, "--rates")
+    if not rate_list or any(not (r > 0 and math.isfinite(r)) for r in rate_list):
+        raise InputError("rates must be positive numbers", field="--rates", value=rates)
+    started = time.perf_counter()
+    with counter_bar(not json_out, "gavel on openb") as update:
+        runs = run_openb_sweep(
+            chosen, rate_list, span, seed, workers, lambda done, total, _run: update(done, total)
+        )
+    wall_s = round(time.perf_counter() - started, 1)
+    if json_out:
+        print(json.dumps({"runs": [asdict(r) for r in runs], "total_wall_s": wall_s}, indent=1))
+        return
+    Console().print(_table(runs, span))
+
+
+def _table(runs: list[OpenbRun], window: tuple[int, int]) -> Table:
+    table = Table(
+        title=f"Gavel max_min_fairness_perf on openb, jobs {window[0]}-{window[1]} measured",
+        box=box.SIMPLE,
+    )
+    for name in ("placement", "jobs/hr", "avg JCT h", "done", "util", "frag", "rounds", "wall s"):
+        table.add_column(name, justify="left" if name == "placement" else "right")
+    for r in runs:
+        table.add_row(
+            r.placement,
+            f"{r.rate_per_hour:g}",
+            f"{r.avg_jct_h:.2f}",
+            str(r.completed),
+            f"{r.utilization:.1%}",
+            f"{r.fragmentation_rate:.1%}",
+            str(r.rounds),
+            f"{r.elapsed_s:.0f}",
+        )
+    return table

@@ -1,0 +1,1 @@
+"""Reproductions of published results with our models: Gandiva, Gavel, Gavel on openb, nvshare."""

@@ -1,0 +1,1 @@
+"""Sweeps: many runs of one kind (runs, policies x rates, fill replays) in parallel."""

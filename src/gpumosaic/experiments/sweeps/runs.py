@@ -1,0 +1,60 @@
+"""Run many RunRequests in parallel worker processes, with a progress bar."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.experiments.parallel import default_workers, parallel_map
+from gpumosaic.experiments.runner import RunRequest, run_request
+from gpumosaic.metrics.summary import Summary, jct_values
+from gpumosaic.sim.result import Timeline
+
+__all__ = ["SweepRun", "default_workers", "parse_seeds", "run_sweep"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRun:
+    request: RunRequest
+    summary: Summary
+    jcts_s: npt.NDArray[np.float64]
+    timeline: Timeline
+
+
+def _one(request: RunRequest) -> SweepRun:
+    outcome = run_request(request)
+    result = outcome.result
+    return SweepRun(request, outcome.summary, jct_values(result.records), result.timeline)
+
+
+def run_sweep(
+    requests: Sequence[RunRequest],
+    workers: int,
+    on_done: Callable[[int, int], None] | None = None,
+) -> list[SweepRun]:
+    """Results in the order of ``requests`` (whatever order the workers finish in)."""
+    progress = None if on_done is None else lambda done, total, _run: on_done(done, total)
+    return parallel_map(_one, requests, workers, progress)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-9`` -> 0..9 inclusive; ``0,3,5`` -> those; ``42`` -> [42]."""
+    seeds: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if not re.fullmatch(r"\d+(-\d+)?", part):
+            raise ValueError(f"{part!r} is not a seed (whole numbers >= 0: 0-9, 0,1,2 or 42)")
+        start, dash, end = part.partition("-")
+        if dash:
+            lo, hi = int(start), int(end)
+            if hi < lo:
+                raise ValueError(f"seed range {part!r} runs backwards")
+            seeds.extend(range(lo, hi + 1))
+        else:
+            seeds.append(int(part))
+    if not seeds:
+        raise ValueError("no seeds given")
+    return seeds

@@ -1,0 +1,1 @@
+"""Drivers with a wall clock: services that run real jobs."""

@@ -1,0 +1,12 @@
+"""gpumosaic share: time-share one GPU between unmodified processes (in the spirit of nvshare).
+
+A C interposer (``csrc/interposer.c``, LD_PRELOAD) turns ``cuMemAlloc`` into managed memory
+and gates kernel launches and copies on a GPU lock; an asyncio daemon (``daemon.py``) grants
+the lock first-come-first-served for a time quantum, one UNIX socket per GPU. The lock's
+decisions live in ``lock.GpuLock`` (no clock of its own); the wire format in ``protocol``.
+"""
+
+from gpumosaic.live.share.lock import AntiThrashing, GpuLock, GpuStatus
+from gpumosaic.live.share.native import ShareError, build_library, library_path
+
+__all__ = ["AntiThrashing", "GpuLock", "GpuStatus", "ShareError", "build_library", "library_path"]

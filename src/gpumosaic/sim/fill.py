@@ -1,0 +1,274 @@
+"""The "fill the cluster" replay of FGD/PWR (shared/reference/fgd_openb.md).
+
+Shuffle the task list with the seed, append tasks sampled with replacement until the GPU
+requested by all tasks reaches ``inflate`` x the cluster's GPUs (the task that crosses the
+target is the last one; a list that already exceeds it is cut the same way), then place
+the tasks one by one. Tasks never depart; a task that cannot be placed fails at once with
+the filter's reason (no queue, no retry). After every task record the arrived workload,
+the GPU allocation rate, FGD's fragmentation (rate and amount) and the cluster power.
+
+The target workload M of FGD comes from the task list before inflation. Fragmentation
+and power are updated for the touched node only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.job import JobSpec
+from gpumosaic.model.power import (
+    CORES_PER_SOCKET,
+    SOCKET_FULL_W,
+    SOCKET_IDLE_W,
+    VCPU_PER_CORE,
+    gpu_power_table,
+    node_power_w,
+    sockets,
+)
+from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.filter import Reason, explain
+from gpumosaic.placement.fragmentation import shared_tracker
+from gpumosaic.placement.registry import build_placement
+from gpumosaic.placement.workload import TargetWorkload
+
+FAIL_REASONS: tuple[Reason, ...] = tuple(Reason)
+PLACED = -1  # fail_reason code of a placed task
+CPU_ONLY_KIND = -1  # task_kind of a task without GPUs; 0 = sharing, k = k whole GPUs
+
+
+def task_kind(job: JobSpec) -> int:
+    """GpuClustering's kinds, plus CPU-only: -1 no GPU, 0 a GPU fraction, k = k GPUs."""
+    if job.num_gpu == 0:
+        return CPU_ONLY_KIND
+    return 0 if job.is_fractional else job.num_gpu
+
+
+def kind_label(kind: int) -> str:
+    return {CPU_ONLY_KIND: "cpu-only", 0: "sharing"}.get(kind, f"{kind}-gpu")
+
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class FillPoint:
+    """The cluster after some task. Percentages are of the cluster's GPU milli, except
+    the fragmentation rate, which is of the free GPU milli (FGD's definition)."""
+
+    arrived_pct: float
+    allocation_rate_pct: float
+    fragmentation_rate_pct: float
+    fragmentation_pct: float
+    power_gpu_w: float
+    power_cpu_w: float
+
+    @property
+    def power_w(self) -> float:
+        return self.power_gpu_w + self.power_cpu_w
+
+
+@dataclass(frozen=True, slots=True)
+class FillResult:
+    """Per-task curves of one fill run (index i = after the i-th task of the replay)."""
+
+    placement: str
+    seed: int
+    inflate: float
+    cluster_gpu_milli: int
+    arrived_pct: Floats
+    allocation_rate_pct: Floats
+    fragmentation_rate_pct: Floats
+    fragmentation_pct: Floats
+    power_gpu_w: Floats
+    power_cpu_w: Floats
+    fail_reason: npt.NDArray[np.int8]  # index into FAIL_REASONS, PLACED (-1) if placed
+    task_kind: npt.NDArray[np.int8]  # see task_kind()
+    elapsed_s: float  # wall clock
+    cpu_s: float  # CPU time of this process (stable when the machine is shared)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.arrived_pct)
+
+    @property
+    def failed(self) -> npt.NDArray[np.bool_]:
+        return self.fail_reason != PLACED
+
+    @property
+    def power_w(self) -> Floats:
+        return self.power_gpu_w + self.power_cpu_w
+
+    def point(self, i: int) -> FillPoint:
+        return FillPoint(
+            float(self.arrived_pct[i]),
+            float(self.allocation_rate_pct[i]),
+            float(self.fragmentation_rate_pct[i]),
+            float(self.fragmentation_pct[i]),
+            float(self.power_gpu_w[i]),
+            float(self.power_cpu_w[i]),
+        )
+
+    @property
+    def final(self) -> FillPoint:
+        return self.point(self.num_tasks - 1)
+
+    def at_arrived(self, pct: float) -> FillPoint:
+        """The cluster once ``pct`` % of its GPUs have arrived: the first point at or past
+        ``pct``, or the last point if the replay never got there."""
+        i = int(np.searchsorted(self.arrived_pct, pct, side="left"))
+        return self.point(min(i, self.num_tasks - 1))
+
+    def failed_by_reason(self) -> tuple[tuple[Reason, int], ...]:
+        """Failed tasks per reason, reasons with no failure left out."""
+        counts = np.bincount(self.fail_reason[self.failed], minlength=len(FAIL_REASONS))
+        return tuple((r, int(c)) for r, c in zip(FAIL_REASONS, counts, strict=True) if c)
+
+    def failed_by_kind(self) -> tuple[tuple[str, int], ...]:
+        """Failed tasks per task kind (cpu-only, sharing, 1-gpu, ...), in kind order."""
+        kinds, counts = np.unique(self.task_kind[self.failed], return_counts=True)
+        return tuple((kind_label(int(k)), int(c)) for k, c in zip(kinds, counts, strict=True))
+
+    def sample_indices(self, step_pct: float = 1.0) -> npt.NDArray[np.intp]:
+        """Indices of the first point past every ``step_pct`` of arrived workload, plus
+        the last point (for compact curves)."""
+        grid = np.arange(step_pct, self.arrived_pct[-1] + step_pct, step_pct)
+        idx = np.searchsorted(self.arrived_pct, grid, side="left")
+        idx = np.unique(np.append(idx[idx < self.num_tasks], self.num_tasks - 1))
+        return idx.astype(np.intp)
+
+
+class _ClusterPower:
+    """Cluster power (model.power's model) kept current one touched node at a time, in
+    plain floats (numpy costs more than the arithmetic on a handful of GPUs); the same
+    operations as ``node_power_w``, so the same values."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        idle, full = gpu_power_table(state)
+        self._idle, self._full = idle.tolist(), full.tolist()
+        self._sockets = sockets(state.cpu_capacity).tolist()
+        self._num_gpus = state.num_gpus.tolist()
+        gpu_w, cpu_w = node_power_w(state)
+        self._node_gpu_w, self._node_cpu_w = gpu_w.tolist(), cpu_w.tolist()
+        self.gpu_w, self.cpu_w = float(gpu_w.sum()), float(cpu_w.sum())
+
+    def update(self, node: int) -> None:
+        state = self.state
+        gpus = self._num_gpus[node]
+        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < MILLI_PER_GPU)
+        gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
+        used = int(state.cpu_capacity[node] - state.cpu_free[node])
+        total = self._sockets[node]
+        cores = math.ceil(used / (1000 * VCPU_PER_CORE))
+        active = min(math.ceil(cores / CORES_PER_SOCKET), total)
+        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+        self.gpu_w += gpu_w - self._node_gpu_w[node]
+        self.cpu_w += cpu_w - self._node_cpu_w[node]
+        self._node_gpu_w[node], self._node_cpu_w[node] = gpu_w, cpu_w
+
+
+def fill_order(
+    tasks: Sequence[JobSpec], cluster_gpu_milli: int, inflate: float, rng: np.random.Generator
+) -> npt.NDArray[np.intp]:
+    """Indices into ``tasks`` of the replay: shuffled trace, then samples with replacement,
+    stopping at the first task whose cumulative GPU request reaches the target."""
+    if not tasks:
+        raise ValueError("the task list is empty")
+    demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
+    order = rng.permutation(len(tasks))
+    target = inflate * cluster_gpu_milli
+    if demand.sum() == 0:
+        return order.astype(np.intp)  # nothing asks for GPUs: inflation cannot progress
+    chunks = [order]
+    total = int(demand.sum())
+    while total < target:
+        extra = rng.integers(0, len(tasks), size=len(tasks))
+        chunks.append(extra)
+        total += int(demand[extra].sum())
+    order = np.concatenate(chunks)
+    crossed = np.flatnonzero(np.cumsum(demand[order]) >= target)
+    return order[: crossed[0] + 1].astype(np.intp) if len(crossed) else order.astype(np.intp)
+
+
+def run_fill(
+    nodes: ClusterSpec,
+    tasks: Sequence[JobSpec],
+    placement: str,
+    seed: int,
+    inflate: float = 1.3,
+    progress: Callable[[float], None] | None = None,
+) -> FillResult:
+    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate)."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    if inflate <= 0:
+        raise ValueError(f"inflate must be > 0, got {inflate}")
+    workload = TargetWorkload.from_jobs(tasks)
+    state = ClusterState(nodes)
+    capacity = state.total_gpu_milli
+    rng = np.random.default_rng(seed)
+    order = fill_order(tasks, capacity, inflate, rng)
+    strategy = build_placement(placement, workload)
+    frag = shared_tracker(state, workload)  # the same one FGD scores with
+    power = _ClusterPower(state)
+
+    n = len(order)
+    demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
+    kinds = np.array([task_kind(t) for t in tasks], dtype=np.int8)
+    arrived = np.cumsum(demand[order]).astype(np.float64)
+    kind = kinds[order]
+    allocated = np.zeros(n)
+    frag_milli = np.zeros(n)
+    power_gpu = np.zeros(n)
+    power_cpu = np.zeros(n)
+    reason = np.full(n, PLACED, dtype=np.int8)
+    reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
+    allocated_milli = 0
+    frag_total = frag.total()
+    report_every = max(1, n // 100)
+    for i, task_index in enumerate(order.tolist()):
+        job = tasks[task_index]  # placed under id i: sampled copies need ids of their own
+        choice = strategy.choose(state, job, rng)
+        if choice is None:
+            reason[i] = reason_code[explain(state, job).reason]
+        else:
+            node, gpus = choice
+            milli = job.gpu_milli if job.num_gpu else 0
+            state.allocate(Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib))
+            allocated_milli += milli * len(gpus)
+            frag.refresh()
+            frag_total = frag.total()
+            power.update(node)
+        allocated[i] = allocated_milli
+        frag_milli[i] = frag_total
+        power_gpu[i], power_cpu[i] = power.gpu_w, power.cpu_w
+        if progress is not None and i % report_every == 0:
+            progress(i / n)
+    if progress is not None:
+        progress(1.0)
+    free_milli = capacity - allocated
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(free_milli > 0, frag_milli / np.maximum(free_milli, 1), 0.0)
+    return FillResult(
+        placement=strategy.name,
+        seed=seed,
+        inflate=inflate,
+        cluster_gpu_milli=capacity,
+        arrived_pct=100.0 * arrived / capacity,
+        allocation_rate_pct=100.0 * allocated / capacity,
+        fragmentation_rate_pct=100.0 * rate,
+        fragmentation_pct=100.0 * frag_milli / capacity,
+        power_gpu_w=power_gpu,
+        power_cpu_w=power_cpu,
+        fail_reason=reason,
+        task_kind=kind,
+        elapsed_s=time.perf_counter() - start,
+        cpu_s=time.process_time() - start_cpu,
+    )

@@ -1,0 +1,23 @@
+"""What Gandiva did during a run, counted: one frozen value, summed by the simulator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class GandivaCounters:
+    """Counts of Gandiva's actions. Steps return the counts of what they did and the
+    simulator adds them up (``counters + step``); nothing else keeps a count."""
+
+    migrations: int = 0  # jobs moved to another server (a set of n jobs counts n)
+    defragmentations: int = 0  # migrations started to free a whole GPU set for a job
+    spread_moves: int = 0  # waiting jobs moved onto GPUs that became free
+    packs_tried: int = 0  # pairs put on trial
+    packs_kept: int = 0  # trials that beat time-slicing
+    packs_undone: int = 0  # trials that did not
+
+    def __add__(self, other: GandivaCounters) -> GandivaCounters:
+        return GandivaCounters(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(self))
+        )

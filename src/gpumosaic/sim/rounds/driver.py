@@ -1,0 +1,326 @@
+"""Gavel's round mechanism (OSDI'20), simulated: a clock and a progress model around the
+clock-free ``RoundDecider`` (``mechanisms/rounds``).
+
+Time moves in rounds. At each round boundary:
+
+1. jobs that arrived by now join (a job arriving mid-round waits for the boundary);
+2. the decider re-solves the policy if a job arrived or completed since the last solve,
+   at most once per ``resolve_interval_s`` (Gavel: 1920 s; as in Gavel, a solve at t = 0
+   does not start that interval, and this driver forces a solve when nothing can run and
+   nothing else will arrive); jobs that arrived after the last solve wait;
+3. the decider chooses the entities (jobs, or packed pairs) most behind their allocation
+   per GPU type, counting GPU capacity in milli so that fractional jobs share GPUs, and
+   places them: those running on the same type again keep their GPUs (lease extension),
+   the others go through the placement strategy;
+4. the progress model runs each placed job min(int(rate x round_s), remaining) steps,
+   stopping at now + steps / rate (rates scaled by a sharing model if one is given); the
+   round ends when its last job stops (so at most ``round_s`` later, less when every job
+   finishes early) and only then are GPUs freed; the decider is told what ran.
+
+JCT = time of the job's last step - arrival. The run stops when every job (or every job
+of the workload's measurement window) is done. Per-job state lives in arrays, the
+timeline gets one sample per round, and nothing is logged per round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundDecider, RoundPlan, RoundReport
+from gpumosaic.mechanisms.rounds.jobs import JobStore
+from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.job import JobSpec
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.base import Policy
+from gpumosaic.sharing.speed import SpeedModel
+from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.sim.rounds.sharing import shared_rates
+from gpumosaic.sim.rounds.tracker import RoundTracker
+from gpumosaic.workloads.workload import Workload
+
+__all__ = ["RoundConfig", "RoundSimulator", "run_rounds"]
+
+
+def run_rounds(
+    cluster: ClusterSpec,
+    workload: Workload,
+    policy: Policy | str,
+    placement: str | PlacementStrategy = "strided",
+    seed: int = 0,
+    round_s: float = 360.0,
+    resolve_interval_s: float = 1920.0,
+    progress: Callable[[float], None] | None = None,
+    *,
+    span_nodes: bool = True,
+    pair_partners: int = DEFAULT_PAIR_PARTNERS,
+    symmetric_fast_path: bool = True,
+    speed: SpeedModel | None = None,
+) -> SimResult:
+    """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc);
+    ``speed`` adds a sharing model (``sim/rounds/sharing.py``)."""
+    config = RoundConfig(
+        round_s, resolve_interval_s, span_nodes, pair_partners, symmetric_fast_path
+    )
+    simulator = RoundSimulator(cluster, workload, policy, placement, seed, config, progress, speed)
+    return simulator.run()
+
+
+class RoundSimulator:
+    """The driver: arrivals, a simulated clock, a progress model; decisions are the
+    ``RoundDecider``'s. ``on_plan`` sees every round's plan (tests, tracing)."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        workload: Workload,
+        policy: Policy | str,
+        placement: str | PlacementStrategy,
+        seed: int,
+        config: RoundConfig,
+        progress: Callable[[float], None] | None = None,
+        speed: SpeedModel | None = None,
+        on_plan: Callable[[RoundPlan], None] | None = None,
+        *,
+        rng: np.random.Generator | None = None,
+        target: TargetWorkload | None = None,
+    ) -> None:
+        """``rng``: the run's Generator (a string policy draws from it, the decider's type
+        shuffle and placement from two streams spawned from it); when None, one seeded
+        from ``seed``. ``target``: the placement's target workload (default: the
+        workload's sample)."""
+        self.speed = speed
+        self.cluster = cluster
+        self.workload = workload
+        self.config = config
+        self.progress = progress
+        self.on_plan = on_plan
+        rng = rng if rng is not None else np.random.default_rng(seed)
+        if isinstance(policy, str):
+            from gpumosaic.policies.registry import build_policy
+
+            policy = build_policy(policy, rng=rng)
+        if target is None:
+            target = TargetWorkload.from_jobs(workload.target_sample())
+        if isinstance(placement, str):
+            from gpumosaic.placement.registry import build_placement
+
+            placement = build_placement(placement, target)
+        shuffle_rng, place_rng = rng.spawn(2)
+        self.models = cluster.gpu_models
+        self.decider = RoundDecider(
+            cluster,
+            policy,
+            placement,
+            workload.throughputs,
+            config,
+            shuffle_rng,
+            place_rng,
+            describe=on_plan is not None,
+        )
+        self.jobs: JobStore = self.decider.jobs
+        self.tracker = RoundTracker(self.decider.state, target)
+        self.timeline = TimelineRecorder()
+        self.rounds = 0
+        self.arrivals = 0
+        self.completions = 0
+        # Arrivals.
+        self._stream: Iterator[JobSpec] = iter(workload.jobs)
+        self._next: JobSpec | None = next(self._stream, None)
+        self.measured_left = (
+            workload.measure[1] - workload.measure[0] if workload.measure is not None else -1
+        )
+        self.completed = 0
+        self._reported = -1.0
+
+    # ---- main loop -------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        decider = self.decider
+        now = self._next.arrival_s if self._next is not None else 0.0
+        forced_at = float("nan")
+        while True:
+            self._admit(now)
+            if self._finished():
+                break
+            plan = decider.plan(now)
+            if self.on_plan is not None:
+                self.on_plan(plan)
+            self._sample(now, plan.jobs_running)
+            if len(plan):
+                now = self._run_round(plan)
+                continue
+            if self._next is not None:
+                now = self._next.arrival_s  # nothing can run: skip to the next arrival
+            elif decider.has_active_jobs and forced_at != now:
+                forced_at = now  # Gavel forces a solve when the cluster would sit idle
+                decider.solve(now)
+            else:
+                break  # nothing can ever run (e.g. no throughput): the jobs stay queued
+        decider.release_all()
+        book, leases = decider.book, decider.leases
+        fallbacks = decider.fallbacks()
+        if self.speed is not None:
+            fallbacks += self.speed.fallbacks()
+        stats = RunStats(
+            events=self.arrivals + book.solves + self.completions,
+            rounds=self.rounds,
+            policy_solves=book.solves,
+            policy_solve_s=book.solve_s,
+            policy_fallbacks=sum(count for _, count in book.fallbacks.counts),
+            elapsed_s=time.perf_counter() - started,
+        )
+        counts = leases.counts()
+        extra = (
+            ("lease_extensions", float(counts.extensions)),
+            ("lease_opportunities", float(counts.opportunities)),
+            ("placement_failures", float(counts.failures)),
+            ("placement_s", leases.seconds),
+            ("fast_placements", float(leases.fast_placements)),
+        )
+        return SimResult(
+            records=job_records(self.jobs, decider.type_names),
+            timeline=self.timeline.freeze(),
+            stats=stats,
+            total_gpu_milli=decider.state.total_gpu_milli,
+            end_s=now,
+            extra=extra,
+            fallbacks=fallbacks,
+        )
+
+    def _finished(self) -> bool:
+        if self.workload.measure is not None:
+            return self.measured_left <= 0
+        return self._next is None and not self.decider.has_active_jobs
+
+    # ---- arrivals --------------------------------------------------------------------
+
+    def _admit(self, now: float) -> None:
+        while self._next is not None and self._next.arrival_s <= now:
+            job = self._next if self.speed is None else self.speed.admit(self._next)
+            self._next = next(self._stream, None)
+            self.arrivals += 1
+            rates = np.array([self._rate(job, m) for m in self.models])
+            measured = self.workload.is_measured(job.id)
+            row = self.decider.admit(job, rates, measured)
+            if row in self.jobs.rejected:
+                self._count_done(measured)
+
+    def _rate(self, job: JobSpec, model: object) -> float:
+        if not job.allows(model.name):  # type: ignore[attr-defined]
+            return 0.0
+        try:
+            return float(self.workload.throughputs.rate(job, model))  # type: ignore[arg-type]
+        except KeyError:
+            return 0.0
+
+    def _count_done(self, measured: bool) -> None:
+        self.completed += 1
+        if measured and self.measured_left > 0:
+            self.measured_left -= 1
+        if self.progress is not None:
+            fraction = self._fraction_done()
+            if fraction - self._reported >= 0.002 or fraction >= 1.0:
+                self._reported = fraction
+                self.progress(fraction)
+
+    def _fraction_done(self) -> float:
+        if self.workload.measure is not None:
+            total = self.workload.measure[1] - self.workload.measure[0]
+            return 1.0 - self.measured_left / total
+        jobs = self.workload.jobs
+        total = len(jobs) if hasattr(jobs, "__len__") else 0  # type: ignore[arg-type]
+        return self.completed / total if total else 0.0
+
+    # ---- one round: the progress model -----------------------------------------------
+
+    def _run_round(self, plan: RoundPlan) -> float:
+        """Run ``plan`` at the modelled rates; tell the decider; return the round's end."""
+        now = plan.now_s
+        jobs = self.jobs
+        r = self.config.round_s
+        rows_a, rows_b = plan.rows_a, plan.rows_b
+        rate_a, steps_a = plan.rate_a, plan.steps_a
+        if self.speed is not None:
+            decider = self.decider
+            rate_a = shared_rates(
+                self.speed, decider.leases, decider.state, jobs, rows_a, rows_b, rate_a, r
+            )
+            steps_a = _budget(rate_a, jobs, rows_a, r)
+        finish_a = now + steps_a / rate_a
+        pair = rows_b >= 0
+        finish = finish_a.copy()
+        finish_b = np.zeros(len(plan))
+        if pair.any():
+            finish_b[pair] = now + plan.steps_b[pair] / plan.rate_b[pair]
+            finish[pair] = np.maximum(finish_a[pair], finish_b[pair])
+        end = float(finish.max())
+        if end <= now:  # only zero-step jobs (cannot happen with positive rates)
+            end = now + r
+        report = RoundReport(end, finish - now, steps_a, plan.steps_b, finish_a, finish_b)
+        for row, _ in self.decider.report(plan, report):
+            self.completions += 1
+            self._count_done(jobs.measured[row])
+        self.rounds += 1
+        return end
+
+    def _sample(self, now: float, running: int) -> None:
+        tracker = self.tracker
+        tracker.refresh()
+        gpu_w, cpu_w = tracker.power_w
+        self.timeline.record(
+            now,
+            tracker.allocated_milli,
+            running,
+            len(self.jobs.active_rows) - running,
+            tracker.fragmentation_rate,
+            gpu_w,
+            cpu_w,
+        )
+
+
+def _budget(rate: np.ndarray, jobs: JobStore, rows: np.ndarray, round_s: float) -> np.ndarray:
+    from gpumosaic.mechanisms.rounds.jobs import step_budget
+
+    return step_budget(rate, jobs.total_steps[rows], jobs.done_steps[rows], round_s)
+
+
+def job_records(jobs: JobStore, type_names: tuple[str, ...]) -> tuple[JobRecord, ...]:
+    """One record per job the decider saw, with its final status."""
+    out: list[JobRecord] = []
+    for row, spec in enumerate(jobs.specs):
+        reason = jobs.rejected.get(row, "")
+        if reason:
+            status = JobStatus.REJECTED
+        elif not np.isnan(jobs.finish_s[row]):
+            status = JobStatus.COMPLETED
+        elif not np.isnan(jobs.start_s[row]):
+            status = JobStatus.RUNNING
+        else:
+            status = JobStatus.QUEUED
+        t = int(jobs.first_type[row])
+        rate = float(jobs.rates[row, t]) if t >= 0 else 0.0
+        out.append(
+            JobRecord(
+                job_id=spec.id,
+                name=spec.name,
+                job_type=spec.job_type,
+                arrival_s=spec.arrival_s,
+                start_s=float(jobs.start_s[row]),
+                finish_s=float(jobs.finish_s[row]),
+                num_gpu=spec.num_gpu,
+                gpu_milli=spec.gpu_milli,
+                status=status,
+                reason=reason,
+                gpu_model=type_names[t] if t >= 0 else "",
+                measured=jobs.measured[row],
+                gpu_milli_seconds=float(jobs.milli_s[row]),
+                alone_s=spec.work / rate if t >= 0 and rate > 0 else np.nan,
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,52 @@
+"""Cluster-wide figures for the round timeline, refreshed once per round for the nodes
+whose allocation changed (``ClusterState.node_version`` moved): a round moves several
+jobs, and one vectorized pass over the touched nodes is much cheaper than one per change."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumosaic.model.power import PowerTracker
+from gpumosaic.model.state import ClusterState
+from gpumosaic.placement.fragmentation import node_fragmentation
+from gpumosaic.placement.workload import TargetWorkload
+
+
+class RoundTracker:
+    def __init__(self, state: ClusterState, workload: TargetWorkload | None) -> None:
+        self.state = state
+        self.workload = workload
+        self._version = state.node_version.copy()
+        self.node_fragmentation = (
+            node_fragmentation(state, workload) if workload is not None else None
+        )
+        self.power = PowerTracker(state)
+        self.node_free_milli = state.gpu_free.sum(axis=1).astype(np.float64)
+
+    def refresh(self) -> None:
+        """Re-evaluate every node changed since the last refresh."""
+        state = self.state
+        idx = np.flatnonzero(self._version != state.node_version)
+        if len(idx) == 0:
+            return
+        self._version[idx] = state.node_version[idx]
+        if self.node_fragmentation is not None and self.workload is not None:
+            self.node_fragmentation[idx] = node_fragmentation(state, self.workload, nodes=idx)
+        self.power.update(idx)
+        self.node_free_milli[idx] = state.gpu_free[idx].sum(axis=1)
+
+    @property
+    def allocated_milli(self) -> float:
+        return self.state.total_gpu_milli - float(self.node_free_milli.sum())
+
+    @property
+    def fragmentation_rate(self) -> float:
+        """Cluster fragmentation / free milli; NaN without a target workload."""
+        if self.node_fragmentation is None:
+            return float("nan")
+        free = float(self.node_free_milli.sum())
+        return float(self.node_fragmentation.sum()) / free if free > 0 else 0.0
+
+    @property
+    def power_w(self) -> tuple[float, float]:
+        return self.power.power_w

@@ -1,0 +1,66 @@
+"""``gpumosaic reproduce gandiva`` and ``gavel-openb``, and the old ``python -m`` entry
+points that now run them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import gpumosaic.cli.reproduce_gandiva as reproduce_gandiva
+from gpumosaic.cli import app
+from gpumosaic.experiments import gandiva_eval, gavel_openb, gavel_repro
+from gpumosaic.experiments.reproductions.gandiva import Scenario
+
+runner = CliRunner()
+TINY = (Scenario("tiny", (("v100", 4),), 4, 4.0, False, (0, 8), 8),)
+
+
+def test_reproduce_gandiva_json_has_rows_and_packing_gains(monkeypatch) -> None:
+    monkeypatch.setattr(reproduce_gandiva, "QUICK_SCENARIOS", TINY)
+    result = runner.invoke(app, ["reproduce", "gandiva", "--quick", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert [r["scenario"] for r in payload["rows"]] == ["tiny"] * 5
+    assert all(r["measured_done"] == 8 for r in payload["rows"])
+    [gain] = payload["packing_gains"]
+    by_variant = {r["variant"]: r for r in payload["rows"]}
+    on, off = by_variant["+ packing + migration"], by_variant["+ migration"]
+    assert gain["scenario"] == "tiny"
+    assert gain["work_per_busy_gain"] == pytest.approx(
+        on["work_per_busy"] / off["work_per_busy"] - 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--window", "4000"], "--window"),
+        (["--window", "50-10"], "--window"),
+        (["--rates", "fast"], "--rates"),
+        (["--rates", "-3"], "--rates"),
+        (["--placements", ","], "--placements"),
+    ],
+)
+def test_gavel_openb_bad_arguments_are_one_line(args: list[str], field: str) -> None:
+    result = runner.invoke(app, ["reproduce", "gavel-openb", *args])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.output.startswith(f"error: {field}") and result.output.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("module", "args"),
+    [
+        (gavel_openb, ["--window", "4000"]),
+        (gavel_repro, ["static", "--policies", "nope"]),
+        (gandiva_eval, ["--seed", "x"]),
+    ],
+)
+def test_python_m_entry_points_run_the_command(module, args, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(args)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert "gpumosaic reproduce" in captured.err and "Traceback" not in captured.err

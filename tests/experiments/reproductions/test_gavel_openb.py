@@ -1,0 +1,39 @@
+"""Gavel's policy on the openb cluster: the borrowed rates and a short end-to-end run."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpumosaic.experiments.reproductions.gavel_openb import (
+    MappedThroughputs,
+    openb_workload,
+    run_openb,
+)
+from gpumosaic.model.gpu import gpu_model
+from gpumosaic.model.job import JobSpec
+from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+
+def test_models_without_gavel_rates_borrow_the_documented_ones() -> None:
+    table = GavelThroughputTable.load()
+    rates = MappedThroughputs(table)
+    job = JobSpec(
+        id=0, arrival_s=0.0, job_type=table.job_types[0], num_gpu=1, gpu_milli=500, work=1.0
+    )
+    v100 = table.isolated(job.job_type, 1, "v100")
+    p100 = table.isolated(job.job_type, 1, "p100")
+    assert rates.rate(job, gpu_model("G2")) == pytest.approx(v100)
+    assert rates.rate(job, gpu_model("G3")) == pytest.approx(1.5 * v100)
+    assert rates.rate(job, gpu_model("T4")) == pytest.approx(p100)
+
+
+def test_a_short_window_runs_and_reports_bounded_figures() -> None:
+    workload = openb_workload(120.0, (0, 2), seed=0)
+    assert workload.measure == (0, 2)
+    run = run_openb("strided", 120.0, (0, 2), seed=0)
+    assert run.completed == 2
+    assert 0.0 < run.utilization <= 1.0
+    assert 0.0 <= run.fragmentation_rate <= 1.0
+    assert run.rounds > 0 and run.policy_solves > 0
+    # Two small jobs on 6,212 GPUs: every placement the milli counts admit finds GPUs.
+    assert run.placement_failures == 0
