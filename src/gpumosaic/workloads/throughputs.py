@@ -134,7 +134,6 @@ class GavelThroughputTable:
         return factor * self.isolated(job.job_type, max(job.num_gpu, 1), key)
 
 
-
 # GPU models Gavel never measured -> (the measured column whose rates they borrow, factor).
 # No profiles of these models exist to estimate from (workloads/estimation.py), so the
 # mapping is a documented judgement (docs/gavel.md, "GPU models Gavel never measured"):
