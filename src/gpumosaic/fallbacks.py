@@ -14,7 +14,7 @@ from enum import Enum
 
 
 class Fallback(Enum):
-    POLICY_SOLVE_FAILED = "policy_solve_failed"  # an LP/MILP failed: previous allocation kept
+    POLICY_SOLVE_FAILED = "policy_solve_failed"  # an LP/MILP failed: a fallback allocation
     SOLVE_INACCURATE = "solve_inaccurate"  # the solver returned optimal_inaccurate
     SLOS_DROPPED = "slos_dropped"  # SLO constraints infeasible: solved without them
     SLO_JOBS_LEFT_OUT = "slo_jobs_left_out"  # jobs already past their deadline left out
@@ -27,7 +27,7 @@ class Fallback(Enum):
 
 
 _TEXT = {
-    Fallback.POLICY_SOLVE_FAILED: "policy solve failed, previous allocation kept",
+    Fallback.POLICY_SOLVE_FAILED: "policy solve failed, fallback allocation used",
     Fallback.SOLVE_INACCURATE: "solver answer only optimal_inaccurate",
     Fallback.SLOS_DROPPED: "SLOs infeasible, solved without them",
     Fallback.SLO_JOBS_LEFT_OUT: "jobs past their SLO deadline left out of the SLO solve",

@@ -100,3 +100,51 @@ def test_a_job_list_on_a_loaded_openb_cluster(tmp_path: Path) -> None:
     assert summary["completed"] == 2
     assert summary["background_allocation"] == pytest.approx(0.6, abs=0.01)
     assert summary["utilization"] > 0.5  # the background holds its share all run long
+
+
+def test_compare_says_when_two_placements_decide_identically(tmp_path: Path) -> None:
+    args = ["compare", "--placements", "bestfit,fgd", "--seeds", "0-1", "--out", str(tmp_path)]
+    result = runner.invoke(app, [*args, "--workload", "gavel:jobs=12,rate=0,milli=spatial"])
+    assert result.exit_code == 0, result.output
+    assert "note: bestfit and fgd gave identical results on all 2 seeds" in result.output
+    assert "every server has one GPU" in result.output
+
+
+def test_compare_several_sharing_models_in_one_command(tmp_path: Path) -> None:
+    args = ["compare", "--placements", "fgd", "--seeds", "0", "--out", str(tmp_path), "--json"]
+    sharing = ["--sharing", "none", "--sharing", "nvshare:tq=30"]
+    result = runner.invoke(app, [*args, *sharing, "--workload", "gavel:jobs=12,rate=20"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    rows = json.loads(result.stdout)["rows"]
+    assert [row["placement"] for row in rows] == ["fgd + none", "fgd + nvshare:tq=30"]
+    header = (tmp_path / "runs.csv").read_text().splitlines()[0].split(",")
+    assert {"sharing", "ftf_rho_max", "jain_index", "avg_jct_s"} <= set(header)
+
+
+def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    args = ["compare", "--policies", "max_min_fairness", "--rates", "4", "--seeds", "0"]
+    result = runner.invoke(
+        app, [*args, "--cluster", "v100:4", "--workload", "gavel:jobs=6", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    placement_run = runner.invoke(
+        app, ["compare", "--placements", "fgd", "--seeds", "0", "--out", str(tmp_path / "s")]
+    )
+    assert placement_run.exit_code == 0, placement_run.output
+    policy_header = (out / "policy_runs.csv").read_text().splitlines()[0]
+    assert policy_header == (tmp_path / "s" / "runs.csv").read_text().splitlines()[0]
+    assert ",fgd," in (out / "policy_runs.csv").read_text()  # simulate's default placement
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["compare", "--rates", "1,2"], "--rates '1,2': --rates sweeps the load"),
+        (["compare", "--policies", "fifo", "--placements", "fgd,bestfit", "--rates", "1"], "one"),
+    ],
+)
+def test_contradictory_compare_options(args: list[str], words: str) -> None:
+    assert words in one_line_error(args)

@@ -131,6 +131,31 @@ def test_isolated_equal_shares() -> None:
     assert alloc.matrix[0] == pytest.approx([1 / 3, 2 / 3])
 
 
+def test_isolated_scales_only_the_job_that_exceeds_a_whole_time_fraction() -> None:
+    # Gavel's IsolatedPolicy, 4 + 4 GPUs, a 1-GPU and a 4-GPU job: each is owed 2 GPUs of
+    # each type. The 1-GPU job's shares (2, 2) add up to 4 > 1: scaled to (1/2, 1/2). The
+    # 4-GPU job's (1/2, 1/2) add up to 1 and stay (scaling it by the other job's excess,
+    # as ProportionalPolicy-like code would, gives 1/8 each).
+    inp = make_input(
+        [[1.0, 1.0], [1.0, 1.0]], [4.0, 4.0], scale_factors=[1, 4], gpu_types=TWO_TYPES
+    )
+    alloc = build_policy("isolated").allocate(inp)
+    assert_feasible(alloc, inp)
+    assert alloc.matrix == pytest.approx(np.array([[0.5, 0.5], [0.5, 0.5]]))
+    # Fractional demand counts like a scale factor: a 0.5-GPU job alone with 1 GPU is owed
+    # 2 time fractions, scaled to 1.
+    half = make_input([[1.0]], [1.0], demand=[0.5])
+    assert build_policy("isolated").allocate(half).matrix[0, 0] == pytest.approx(1.0)
+
+
+def test_isolated_gives_no_time_where_a_job_has_no_rate() -> None:
+    # Gavel would give job 0 its k80 share too, which it cannot use; its throughput under
+    # either allocation is the same: 2 steps/s * 1/2.
+    inp = make_input([[2.0, 0.0], [1.0, 1.0]], [1.0, 1.0], gpu_types=TWO_TYPES)
+    alloc = build_policy("isolated").allocate(inp)
+    assert alloc.matrix == pytest.approx(np.array([[0.5, 0.0], [0.5, 0.5]]))
+
+
 def test_gandiva_time_shares_then_packs_when_oversubscribed() -> None:
     inp = make_input([[1.0, 1.0], [1.0, 1.0]], [1.0, 1.0], gpu_types=TWO_TYPES)
     alloc = build_policy("gandiva").allocate(inp)

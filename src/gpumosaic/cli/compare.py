@@ -7,7 +7,6 @@ sweep of policies x arrival rates x seeds.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -23,8 +22,16 @@ from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.runner import RunRequest, is_gandiva
-from gpumosaic.experiments.sweeps.runs import SweepRun, default_workers, parse_seeds, run_sweep
+from gpumosaic.experiments.sweeps.runs import (
+    SweepRun,
+    default_workers,
+    parse_seeds,
+    run_sweep,
+    write_runs_csv,
+)
 from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.run.description import DEFAULT_PLACEMENT
 from gpumosaic.workloads.spec import parse_cluster
 
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
@@ -55,7 +62,13 @@ def compare(
     mode: Annotated[
         str, typer.Option(help="sim (simulate runs) or fill (openb fill replay)")
     ] = "sim",
-    placements: Annotated[str, typer.Option(help="comma-separated placements")] = DEMO_PLACEMENTS,
+    placements: Annotated[
+        str | None,
+        typer.Option(
+            help="comma-separated placements (default: strided,best-fit,first-fit,fgd; "
+            "a policy sweep uses one, default fgd)"
+        ),
+    ] = None,
     policies: Annotated[
         str | None, typer.Option(help="comma-separated policies: sweep policies x --rates")
     ] = None,
@@ -76,8 +89,12 @@ def compare(
         bool, typer.Option(help="--no-backfill: strict FIFO, stop at the first job that waits")
     ] = True,
     sharing: Annotated[
-        str, typer.Option(help="sharing model of every run: none, capped, measured, nvshare:...")
-    ] = "none",
+        list[str] | None,
+        typer.Option(
+            help="sharing model of the runs: none, capped, measured, nvshare:...; repeat the "
+            "option to compare several (--sharing none --sharing nvshare:tq=30)"
+        ),
+    ] = None,
     mechanism: Annotated[str, typer.Option(help="auto, event, rounds or gandiva")] = "auto",
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
@@ -95,24 +112,45 @@ def compare(
     n_workers = workers if workers > 0 else default_workers()
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
+    sharings = sharing or ["none"]
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 
-        labels = split_placements(placements)
+        labels = split_placements(placements or DEMO_PLACEMENTS)
         compare_fill(labels, seed_list, tasks, nodes, inflate, out, n_workers, json_out)
         return
     if mode != "sim":
         raise InputError("must be sim or fill", field="--mode")
+    if policies is None and rates:
+        raise InputError(
+            "--rates sweeps the load of a policy comparison: add --policies A,B",
+            field="--rates",
+            value=rates,
+        )
     if policies is not None:
         from gpumosaic.cli.compare_policies import compare_policies
 
+        chosen = split_placements(placements or DEFAULT_PLACEMENT)
+        if len(chosen) > 1:
+            raise InputError(
+                "a policy sweep runs one placement (compare placements without --policies)",
+                field="--placements",
+                value=placements,
+            )
+        if len(sharings) > 1 or sharings[0] != "none":
+            raise InputError(
+                "a policy sweep runs Gavel's rounds with their own sharing (packed pairs, "
+                "fractions): compare sharing models without --policies",
+                field="--sharing",
+                value=",".join(sharings),
+            )
         try:
             rate_list = [float(r) for r in _split(rates)]
         except ValueError:
             raise InputError("rates must be numbers", field="--rates") from None
         if not rate_list:
             raise InputError("a policy sweep needs --rates", field="--rates")
-        placement = split_placements(placements)[0] if placements != DEMO_PLACEMENTS else "strided"
+        placement = chosen[0]
         compare_policies(
             _split(policies),
             rate_list,
@@ -125,6 +163,11 @@ def compare(
             json_out,
         )
         return
+    placement_list = split_placements(placements or DEMO_PLACEMENTS)
+    # One row per (placement, sharing model); labels name the sharing model only when
+    # several are compared.
+    cells = [(p, m) for m in sharings for p in placement_list]
+    label_of = {cell: cell[0] if len(sharings) == 1 else f"{cell[0]} + {cell[1]}" for cell in cells}
     requests = [
         RunRequest(
             cluster=cluster,
@@ -134,29 +177,33 @@ def compare(
             seed=s,
             gpus_per_node=gpus_per_node,
             backfill=backfill,
-            sharing=sharing,
+            sharing=m,
             mechanism=mechanism,
         )
-        for p in split_placements(placements)
+        for p, m in cells
         for s in seed_list
     ]
-    for p in split_placements(placements):
-        _check_placement(p, gandiva=is_gandiva(sharing) or mechanism == "gandiva")
+    for p, m in cells:
+        _check_placement(p, gandiva=is_gandiva(m) or mechanism == "gandiva")
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:
         warning = fallbacks.warning()
         err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
-    labels = split_placements(placements)
-    rows = _rows(runs, labels)
-    _write_csv(runs, out / "runs.csv")
-    jcts = {p: [r.jcts_s for r in runs if r.request.placement == p] for p in labels}
-    avgs = {p: [r.summary.avg_jct_s for r in runs if r.request.placement == p] for p in jcts}
+    labels = [label_of[cell] for cell in cells]
+    by_label = {
+        label_of[cell]: [r for r in runs if (r.request.placement, r.request.sharing) == cell]
+        for cell in cells
+    }
+    rows = _rows(by_label)
+    write_runs_csv(runs, out / "runs.csv")
+    jcts = {p: [r.jcts_s for r in by_label[p]] for p in labels}
+    avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
     figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
-    first = {p: next(r for r in runs if r.request.placement == p) for p in labels}
+    first = {p: by_label[p][0] for p in labels}
     total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
     plot_timelines({p: r.timeline for p, r in first.items()}, total_milli, out / "timeline.png")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
@@ -164,6 +211,8 @@ def compare(
         print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))
     else:
         _print_table(rows, f"{policy} on {cluster}, {workload}, seeds {seeds}")
+        for note in identical_notes(by_label, parse_cluster(cluster, gpus_per_node)):
+            Console().print(note, highlight=False, soft_wrap=True)
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
@@ -193,46 +242,59 @@ def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) 
         return run_sweep(requests, workers, lambda done, _total: update(done))
 
 
-def _rows(runs: list[SweepRun], labels: list[str]) -> list[dict[str, float | str | int]]:
-    base = [r.summary.avg_jct_s for r in runs if r.request.placement == labels[0]]
+def _rows(by_label: dict[str, list[SweepRun]]) -> list[dict[str, float | str | int]]:
+    labels = list(by_label)
+    base = [r.summary.avg_jct_s for r in by_label[labels[0]]]
     base_mean = float(np.mean(base))
     rows: list[dict[str, float | str | int]] = []
-    for label in labels:
-        mine = [r for r in runs if r.request.placement == label]
+    for label, mine in by_label.items():
         avg = np.array([r.summary.avg_jct_s for r in mine])
+
+        def mean(key: str, mine: list[SweepRun] = mine) -> float:
+            values = np.array([getattr(r.summary, key) for r in mine], dtype=float)
+            return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
         rows.append(
             {
                 "placement": label,
                 "seeds": len(mine),
                 "avg_jct_s_mean": float(avg.mean()),
                 "avg_jct_s_sd": float(avg.std(ddof=1)) if len(avg) > 1 else 0.0,
-                "p99_jct_s_mean": float(np.mean([r.summary.p99_jct_s for r in mine])),
-                "makespan_s_mean": float(np.mean([r.summary.makespan_s for r in mine])),
-                "utilization_mean": float(np.mean([r.summary.utilization for r in mine])),
-                "fragmentation_rate_mean": float(
-                    np.nanmean([r.summary.fragmentation_rate_mean for r in mine])
-                ),
+                "p99_jct_s_mean": mean("p99_jct_s"),
+                "makespan_s_mean": mean("makespan_s"),
+                "utilization_mean": mean("utilization"),
+                "fragmentation_rate_mean": mean("fragmentation_rate_mean"),
+                "ftf_rho_max_mean": mean("ftf_rho_max"),
+                "jain_index_mean": mean("jain_index"),
                 f"vs_{labels[0]}_pct": 100.0 * (float(avg.mean()) - base_mean) / base_mean,
             }
         )
     return rows
 
 
-def _write_csv(runs: list[SweepRun], path: Path) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        summary_keys = list(runs[0].summary.to_json())
-        writer.writerow(["placement", "policy", "seed", *summary_keys])
-        for r in runs:
-            values = r.summary.to_json()
-            writer.writerow(
-                [
-                    r.request.placement,
-                    r.request.policy,
-                    r.request.seed,
-                    *(values[k] for k in summary_keys),
-                ]
+def identical_notes(by_label: dict[str, list[SweepRun]], cluster: ClusterSpec) -> list[str]:
+    """Say when two placements decided identically on every seed, and why that happens on
+    one-GPU servers: a newcomer would otherwise conclude that one of them does nothing."""
+    groups: dict[tuple[float, ...], list[str]] = {}
+    for label, mine in by_label.items():
+        key = tuple(float(np.round(np.sum(r.jcts_s), 6)) for r in mine)
+        groups.setdefault(key, []).append(label)
+    notes = []
+    one_gpu = all(node.num_gpus == 1 for node in cluster.nodes)
+    for labels in groups.values():
+        if len(labels) < 2:
+            continue
+        seeds = len(by_label[labels[0]])
+        note = f"note: {' and '.join(labels)} gave identical results on all {seeds} seeds"
+        if one_gpu:
+            note += (
+                ": every server has one GPU, so choosing a server is choosing a GPU, and on "
+                "these jobs their choices coincided (the least-fragmenting GPU was the "
+                "fullest that fits); with several GPUs per server they can differ: try "
+                "--gpus-per-node 4"
             )
+        notes.append(note)
+    return notes
 
 
 def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
@@ -247,6 +309,7 @@ def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
         "makespan (h)",
         "util",
         "frag rate",
+        "max rho",
         "vs " + base_key.removeprefix("vs_").removesuffix("_pct") + " %",
     ):
         table.add_column(column, justify="left" if column == "placement" else "right")
@@ -265,6 +328,7 @@ def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
             h(row["makespan_s_mean"]),
             f"{float(row['utilization_mean']):.1%}",
             f"{float(row['fragmentation_rate_mean']):.1%}",
+            f"{float(row['ftf_rho_max_mean']):.2f}",
             f"{float(row[base_key]):+.1f}",
         )
     console = Console()

@@ -1,8 +1,9 @@
 """``gpumosaic compare --policies A,B --rates 1,2,3 --seeds 0-2``: the policy sweep.
 
 Runs policies x rates x seeds with the round mechanism in parallel processes, writes
-``policy_runs.csv`` (one row per run), ``jct_vs_rate.png`` (Gavel's figure) and
-``policy_table.json`` into ``out``, and prints a table (or JSON with ``--json``).
+``policy_runs.csv`` (one row per run, the columns of ``runs.csv``), ``jct_vs_rate.png``
+(Gavel's figure) and ``policy_table.json`` into ``out``, and prints a table (or JSON
+with ``--json``).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
-    PolicyRun,
     SweepPoint,
     aggregate,
     plot_jct_vs_rate,
     run_point,
     sweep_points,
-    write_csv,
 )
+from gpumosaic.experiments.sweeps.runs import SweepRun, write_runs_csv
 
 
 def compare_policies(
@@ -43,10 +43,9 @@ def compare_policies(
     points = sweep_points(policies, rates, seeds, cluster, workload, placement)
     out.mkdir(parents=True, exist_ok=True)
     runs = _run(points, max(workers, 1), show_progress=not as_json)
-    runs.sort(key=lambda r: (policies.index(r.policy), r.rate_per_hour, r.seed))
-    summary = aggregate(runs)
+    summary = aggregate(points, runs)
     csv_path = out / "policy_runs.csv"
-    write_csv(runs, csv_path)
+    write_runs_csv(runs, csv_path)
     figure = plot_jct_vs_rate(
         summary, out / "jct_vs_rate.png", f"{workload} on {cluster}, {placement}"
     )
@@ -57,7 +56,7 @@ def compare_policies(
             json.dumps(
                 {
                     "points": table,
-                    "runs": [asdict(r) for r in runs],
+                    "runs": [{**r.request.to_json(), **r.summary.to_json()} for r in runs],
                     "csv": str(csv_path),
                     "figure": str(figure),
                 }
@@ -65,7 +64,10 @@ def compare_policies(
         )
         return
     console = Console()
-    grid = Table(title=f"avg JCT (h) over seeds {seeds}: {workload} on {cluster}, {placement}")
+    grid = Table(
+        title=f"avg JCT (h) ± sd, [max finish-time fairness rho] over seeds {seeds}: "
+        f"{workload} on {cluster}, {placement}"
+    )
     grid.add_column("policy")
     for rate in rates:
         grid.add_column(f"{rate:g}/h", justify="right")
@@ -73,7 +75,12 @@ def compare_policies(
         cells = []
         for rate in rates:
             match = [p for p in summary if p.policy == policy and p.rate_per_hour == rate]
-            cells.append(f"{match[0].avg_jct_h:.2f} ± {match[0].std_jct_h:.2f}" if match else "-")
+            cells.append(
+                f"{match[0].avg_jct_h:.2f} ± {match[0].std_jct_h:.2f} "
+                f"[{match[0].ftf_rho_max_mean:.2f}]"
+                if match
+                else "-"
+            )
         grid.add_row(policy, *cells)
     console.print(grid)
     console.print(f"wrote {csv_path}, {figure}")
@@ -104,6 +111,6 @@ def _check(policies: list[str], cluster: str, workload: str, placement: str) -> 
         raise InputError(f"unknown placement {placement!r}", field="--placements")
 
 
-def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[PolicyRun]:
+def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[SweepRun]:
     with counter_bar(show_progress, "policy sweep", len(points)) as update:
         return parallel_map(run_point, points, workers, lambda done, _total, _run: update(done))

@@ -1,11 +1,11 @@
 """Gandiva's policy as Gavel models it (``gandiva``): equal time shares plus random packing.
 
-While the jobs' GPU demand fits the cluster, every job gets an equal share (``equal_shares``
-per row). Once it does not, jobs are grouped into pairs at random (seeded), only pairs of
-equal scale factor that are candidates in ``PolicyInput.packed``; every group (pair or
-single) then gets an equal share. A pair is kept across calls (the policy object
-remembers it) until a member leaves or its packed throughput, normalized by the
-isolated ones and summed over GPU types as in Gavel, drops below 1 (Gandiva's
+While the jobs' GPU demand fits the cluster, every job gets its isolated share
+(``isolated_shares``). Once it does not, jobs are grouped into pairs at random (seeded),
+only pairs of equal scale factor that are candidates in ``PolicyInput.packed``; every
+group (pair or single) then gets an isolated share. A pair is kept across calls (the
+policy object remembers it) until a member leaves or its packed throughput, normalized
+by the isolated ones and summed over GPU types as in Gavel, drops below 1 (Gandiva's
 "introspective" undo of bad packings).
 """
 
@@ -21,7 +21,7 @@ from gpumosaic.policies.base import (
     PolicyTraits,
     TypeOrder,
 )
-from gpumosaic.policies.isolated import equal_shares
+from gpumosaic.policies.isolated import isolated_shares
 
 
 class Gandiva:
@@ -50,7 +50,7 @@ class Gandiva:
             return Allocation(inp.job_ids, inp.gpu_types, matrix, objective=0.0)
         if inp.demand.sum() <= capacity.sum() or inp.packed is None:
             self._partner = {}
-            matrix = np.where(inp.throughputs > 0, equal_shares(capacity, inp.demand, True), 0.0)
+            matrix = np.where(inp.throughputs > 0, isolated_shares(capacity, inp.demand), 0.0)
             return Allocation(inp.job_ids, inp.gpu_types, matrix, objective=float(matrix.sum()))
         packed = inp.packed
         row_of = {job_id: j for j, job_id in enumerate(inp.job_ids)}
@@ -85,7 +85,7 @@ class Gandiva:
                 ),
             ]
         )
-        shares = equal_shares(capacity, group_demand, per_row=True)
+        shares = isolated_shares(capacity, group_demand)
         matrix[singles] = np.where(inp.throughputs[singles] > 0, shares[: len(singles)], 0.0)
         pair_matrix = np.zeros((len(packed.pairs), n_types))
         usable = (packed.throughputs[pair_ks, :, 0] > 0) & (packed.throughputs[pair_ks, :, 1] > 0)

@@ -1,9 +1,12 @@
 """Hierarchical max-min fairness by water filling (Gavel's ``max_min_fairness_water_filling*``).
 
-Normalized throughput n_j(X) = rate_j(X) / prop_j (``proportional_throughputs``). Each
-round raises, as far as possible and in proportion to the job weights, the normalized
-throughput of every job that is not yet frozen, keeping every job at or above what it
-already has:
+What it optimises, in Gavel's terms: the leximin (lexicographic max-min) vector of the
+weighted normalized throughputs sf_j / w_j * n_j(X), where n_j(X) = rate_j(X) / prop_j,
+rate_j(X) = sum_t thr[j, t] X[j, t] (plus pair terms with ``_packed``) and prop_j is the
+job's throughput under Gavel's ``ProportionalPolicy`` share capacity_t / sum(capacity)
+(``proportional_throughputs``). The agnostic variant sets every usable throughput to 1
+(prop_j = 1). Each round raises, as far as possible and in proportion to the job
+weights, every job that is not yet frozen, keeping every job at or above what it has:
 
 1. weights: with entities, an entity's weight is split over its unfrozen jobs, either in
    proportion to their priority weights (``"fairness"``) or all to its earliest job
@@ -11,14 +14,36 @@ already has:
 2. LP: maximize c s.t. (sf_j / w_j) (n_j(X) - level_j) >= c for the active jobs (w_j > 0,
    not frozen), n_j(X) >= level_j (or the frozen value) for every job; then
    level_j += c w_j / sf_j;
-3. bottleneck MILP (HiGHS): maximize the number of active jobs whose n_j can still rise
-   above level_j * slack with nobody dropping below their floor (big-M indicators);
-   active jobs that cannot are frozen at level_j.
+3. bottleneck test: an active job is improvable if it can reach target_j = level_j *
+   slack (+ ``min_gain``) with every job at or above its floor; the others are frozen at
+   level_j. One LP finds most improvable jobs at once (maximize sum(u), 0 <= u <= 1,
+   n_j >= floor_j + (target_j - floor_j) u_j: every job with u_j = 1 reaches its
+   target); each remaining active job gets one LP (maximize n_j).
 
-It stops when every job is frozen or a round freezes nobody. A failed bottleneck MILP
-freezes every active job (so the loop ends) and a failed LP after the first round keeps
-the previous X: both are counted in ``Allocation.notes`` (``fallbacks=N``), never silent.
-A failed first LP raises PolicySolveError.
+It stops when every job is frozen. Where this departs from Gavel's code, and why:
+
+- Gavel's bottleneck test is one MILP (GLPK) that maximizes the number of jobs reaching
+  their targets *at once* and freezes everybody else, which can freeze a job that could
+  still rise (only not together with all the others). Here a job is frozen only if it
+  cannot rise at all, so the result is the leximin vector up to the slack, never below
+  Gavel's. (Gavel's MILP also crashes inside GLPK on some instances.)
+- Gavel writes big-M indicators, among them "z_j = 0 => n_j <= level_j * slack - 1e-5".
+  With the floor n_j >= level_j that row is infeasible for any job below level
+  1e-5 / (slack - 1) = 0.1, which freezes every job. The LPs above have no such row.
+- The level a round reaches is what its allocation achieves (clipped and scaled onto the
+  base constraints), not the LP's c: an interior-point LP reports a level ~1e-10 above
+  what any allocation reaches, and a test that must keep every job there is infeasible
+  or nearly so (HiGHS then reported 1 improvable job class of 25 where the truth is 24,
+  or none, freezing all). Floors are also relaxed by ``floor_tolerance`` (1e-9,
+  relative), and the rows are divided by target_j so the gap to prove is ~1e-4.
+
+A job with no throughput on any type is frozen at 0 from the start (noted): it would
+otherwise pin every round's level at 0. Failures are counted in ``Allocation.fallbacks``
+(``policy_solve_failed``) and described in ``Allocation.notes`` (the last note sums them
+as ``fallbacks=N``), never silent: a failed bottleneck test freezes every active job (so the
+loop ends), a failed LP after the first round keeps the previous X, and a round that
+freezes nobody (impossible in exact arithmetic) stops the filling. A failed first LP
+raises PolicySolveError.
 """
 
 from __future__ import annotations
@@ -47,6 +72,7 @@ from gpumosaic.policies.lp_base import (
     job_rate_matrix,
     pair_coefficients,
     proportional_throughputs,
+    repair_feasibility,
     usable_pairs,
 )
 from gpumosaic.policies.lp_solve import LinearProgram, PolicySolveError, solve
@@ -63,8 +89,14 @@ class WaterFilling:
     entity_policy: str = "fairness"
     entity_policies: tuple[tuple[str, str], ...] = ()  # per-entity overrides
     backend: str = "clarabel"
-    slack: float = 1.0001
-    epsilon: float = 1e-5
+    slack: float = 1.0001  # Gavel's: a job is improvable if it can reach level * slack
+    # Relative relaxation of the floors n_j >= level_j in the LPs (see the module
+    # docstring). Small: what the others may give up adds up, and 1e-6 let bottleneck
+    # jobs of 12-job instances look improvable (the fill then stopped early).
+    floor_tolerance: float = 1e-9
+    # A job at level 0 is improvable only if it can gain this much (normalized
+    # throughput); otherwise every job that cannot run at all would count as improvable.
+    min_gain: float = 1e-6
     aggregate: bool = True  # merge identical jobs (``JobClasses``) when not packing
 
     @property
@@ -113,13 +145,14 @@ class WaterFilling:
         base = build_base_constraints(inp, pairs, n_extra=1)
         norm_rates = self._normalized_rates(inp, base.layout, pairs)
         scale = np.asarray(inp.scale_factors, dtype=np.float64)
-        big_m = 2.0 * float(abs(norm_rates).max()) + 1.0
-        frozen = np.zeros(n, dtype=bool)
+        frozen = np.asarray(norm_rates.max(axis=1).toarray().reshape(-1) <= 0, dtype=bool)
         final = np.zeros(n)
         level = np.zeros(n)
         values: FloatArray | None = None
         first_level = float("nan")
         notes: list[str] = []
+        if frozen.any():
+            notes.append(f"{int(frozen.sum())} job class(es) have no throughput on any type")
         fallbacks = rounds = 0
         while not frozen.all():
             weights = self._weights(inp, frozen, counts)
@@ -129,7 +162,7 @@ class WaterFilling:
             rounds += 1
             rows = np.flatnonzero(active)
             mult = scale[rows] / weights[rows]
-            floors = np.where(frozen, final, level)
+            floors = self._relaxed(np.where(frozen, final, level))
             program = max_min_program(
                 base,
                 sp.csr_array(norm_rates[rows].multiply(mult[:, None])),
@@ -145,27 +178,37 @@ class WaterFilling:
                 fallbacks += 1
                 notes.append(f"round {rounds}: LP failed ({err}); kept the previous allocation")
                 break
-            values = solution.values
-            c = max(float(values[-1]), 0.0)
+            values = self._feasible(inp, base.layout, solution.values, pairs)
+            # The level this round reaches is what the (repaired) allocation achieves, not
+            # the LP's z, which can overshoot it (interior-point tolerance).
+            achieved = norm_rates @ values
+            c = min(
+                float(solution.values[-1]), float((mult * (achieved[rows] - level[rows])).min())
+            )
+            c = max(c, 0.0)
             if rounds == 1:
                 first_level = c
             level[rows] += c / mult
             try:
-                improvable = self._bottleneck_milp(
-                    inp, pairs, norm_rates, active, level, frozen, final, big_m
+                improvable = self._improvable(
+                    inp, pairs, norm_rates, active, level, frozen, final, achieved
                 )
             except PolicySolveError as err:
                 fallbacks += 1
                 notes.append(
-                    f"round {rounds}: bottleneck MILP failed ({err}); froze all active jobs"
+                    f"round {rounds}: bottleneck test failed ({err}); froze all active jobs"
                 )
                 improvable = np.zeros(n, dtype=bool)
             newly = active & ~improvable
             if not newly.any():
+                # An LP round always leaves a bottleneck; none found is a numerical failure.
+                fallbacks += 1
+                notes.append(f"round {rounds}: no bottleneck job found; stopped filling")
                 break
             final[newly] = level[newly]
             frozen |= newly
-        assert values is not None
+        if values is None:  # every job frozen before the first round: nobody can run
+            return empty_allocation(inp, tuple(notes))
         notes.append(f"water filling: {rounds} round(s), fallbacks={fallbacks}")
         failed = Fallbacks.of(Fallback.POLICY_SOLVE_FAILED, fallbacks)
         return allocation_from_solution(
@@ -218,7 +261,7 @@ class WaterFilling:
                 raise ValueError(f"entity policy must be one of {ENTITY_POLICIES}, got {policy!r}")
         return weights
 
-    def _bottleneck_milp(
+    def _improvable(
         self,
         inp: PolicyInput,
         pairs: PackedPairs | None,
@@ -227,38 +270,58 @@ class WaterFilling:
         level: FloatArray,
         frozen: np.ndarray,
         final: FloatArray,
-        big_m: float,
+        achieved: FloatArray,
     ) -> np.ndarray:
-        """Boolean mask of active jobs that can still be raised above level * slack."""
+        """Boolean mask of the active jobs that can still reach target_j = level_j * slack
+        (+ ``min_gain``) with every job at or above its floor (see the module docstring).
+
+        Floors never exceed what the current allocation ``achieved``, so every program
+        here has a feasible point that satisfies the base constraints exactly.
+        """
         n = inp.num_jobs
         base = build_base_constraints(inp, pairs, n_extra=n)
         n_x = base.upper.shape[0]
-        rates = sp.hstack([norm_rates[:, :n_x], sp.csr_array((n, n))], format="csr")
-        z = sp.hstack([sp.csr_array((n, n_x)), sp.identity(n, format="csr")], format="csr")
-        target = level * self.slack
-        floors = np.where(frozen, final, level)
-        # Indicator rows only for active jobs: Gavel also writes them for frozen and
-        # zero-weight jobs (z = 0), which makes the MILP infeasible whenever such a job's
-        # level is below eps / (slack - 1), e.g. the queued jobs of a FIFO entity.
-        act = np.flatnonzero(active)
-        a_ub = sp.vstack(
-            [
-                base.a_ub,
-                rates[act] - big_m * z[act],  # z_j = 0  =>  n_j <= target_j - eps
-                big_m * z[act] - rates[act],  # z_j = 1  =>  n_j >= target_j
-                -rates,  # n_j >= floor_j
-            ],
-            format="csr",
-        )
-        b_ub = np.concatenate([base.b_ub, target[act] - self.epsilon, big_m - target[act], -floors])
-        c = np.concatenate([np.zeros(n_x), -np.ones(n)])
-        program = LinearProgram(
-            c=c,
-            a_ub=sp.csr_array(a_ub),
+        target = level * self.slack + self.min_gain
+        floors = self._relaxed(np.minimum(np.where(frozen, final, level), achieved))
+        # Rows n_j >= floor_j + (target_j - floor_j) u_j, divided by target_j so that the
+        # gap is ~1e-4 whatever the job's level (by at most 1e3: a job at level 0 has a
+        # target of min_gain, and a row scaled by 1e6 stalls the interior point).
+        unit = 1.0 / np.maximum(target, 1e-3)
+        lift = sp.diags_array(np.where(active, (target - floors) * unit, 0.0)).tocsr()
+        level_rows = sp.diags_array(-unit).tocsr() @ norm_rates[:, :n_x]
+        a_ub = sp.csr_array(sp.vstack([base.a_ub, sp.hstack([level_rows, lift], format="csr")]))
+        b_ub = np.concatenate([base.b_ub, -floors * unit])
+        lower = np.zeros(n_x + n)
+        # 1) One LP: maximize sum(u), 0 <= u_j <= 1. Every job whose u_j reaches 1 can reach
+        #    its target (together with the others), which is usually all but the bottlenecks.
+        together = LinearProgram(
+            c=np.concatenate([np.zeros(n_x), -np.ones(n)]),
+            a_ub=a_ub,
             b_ub=b_ub,
-            lower=np.zeros(n_x + n),
+            lower=lower,
             upper=np.concatenate([base.upper, active.astype(np.float64)]),
-            integer=np.concatenate([np.zeros(n_x, dtype=bool), np.ones(n, dtype=bool)]),
         )
-        solution = solve(program, "highs")
-        return np.asarray(solution.values[n_x:] > 0.5) & active
+        u = solve(together, self.backend).values[n_x:]
+        improvable = active & (u >= 1.0 - 1e-4)
+        # 2) The others, one LP each: maximize n_j with everybody at or above the floor.
+        alone_upper = np.concatenate([base.upper, np.zeros(n)])
+        for j in np.flatnonzero(active & ~improvable).tolist():
+            c = np.zeros(n_x + n)
+            c[:n_x] = level_rows[[j]].toarray().reshape(-1)  # -n_j / target_j
+            alone = LinearProgram(c=c, a_ub=a_ub, b_ub=b_ub, lower=lower, upper=alone_upper)
+            best = -solve(alone, self.backend).objective / unit[j]  # max n_j
+            improvable[j] = best >= target[j] - 1e-3 * (target[j] - floors[j])
+        return improvable
+
+    @staticmethod
+    def _feasible(
+        inp: PolicyInput, layout: VariableLayout, values: FloatArray, pairs: PackedPairs | None
+    ) -> FloatArray:
+        """``values`` with X and Y clipped and scaled onto the base constraints exactly."""
+        x, y, extra = layout.split(values)
+        x, y = repair_feasibility(inp, np.clip(x, 0.0, 1.0), np.clip(y, 0.0, 1.0), pairs)
+        return np.concatenate([x.reshape(-1), y.reshape(-1), extra])
+
+    def _relaxed(self, floors: FloatArray) -> FloatArray:
+        """Floors lowered by the relative ``floor_tolerance`` (see the module docstring)."""
+        return np.asarray(floors - self.floor_tolerance * np.abs(floors), dtype=np.float64)

@@ -1,7 +1,9 @@
 """Minimize the time until every current job is done (Gavel's ``min_total_duration*``).
 
-Gavel binary-searches T (seconds) for the smallest T with a feasible X such that every
-job can finish: rate_j(X) >= rem_j / T. With s = 1 / T that is one LP:
+What it optimises, in Gavel's terms (``MinTotalDurationPolicy[WithPerf|WithPacking]``):
+the smallest T (seconds) with an X in the base constraints such that every job can
+finish by T, rate_j(X) >= rem_j / T, i.e. minimize max_j rem_j / rate_j(X). Gavel
+binary-searches T; with s = 1 / T that is one LP:
 
     maximize s  s.t.  rate_j(X) >= rem_j * s  for all j,  base constraints,
 
@@ -9,7 +11,8 @@ which gives the exact optimum instead of one within Gavel's 5% search tolerance.
 ``Allocation.objective`` is T = 1 / s in seconds.
 
 The agnostic ``min_total_duration`` gives each job its throughput on the reference type
-(``v100`` when present, else the first column) on every type, as Gavel does.
+(``v100`` when present, else the first column) on every type, as Gavel does, except on
+types where the job has no throughput (Gavel gives it the v100 rate there too).
 """
 
 from __future__ import annotations

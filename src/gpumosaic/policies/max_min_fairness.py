@@ -1,13 +1,17 @@
 """Max-min fairness (Gavel's ``max_min_fairness``, ``_perf`` and ``_packed``).
 
-``_perf``: maximize min_j  sf_j / (w_j * prop_j) * sum_t thr[j, t] X[j, t], where prop_j is
-the job's throughput under an equal share of the cluster (``proportional_throughputs``),
-sf_j its scale factor and w_j its priority weight. A job with twice the weight gets
-(about) twice the normalized throughput.
+What it optimises, in Gavel's terms (``MaxMinFairnessPolicyWithPerf``): over the base
+constraints, maximize min_j  sf_j / (w_j * prop_j) * sum_t thr[j, t] X[j, t], where prop_j
+is the job's throughput under Gavel's ``ProportionalPolicy`` share capacity_t /
+sum(capacity) of every type (``proportional_throughputs``), sf_j its scale factor and
+w_j its priority weight. At the optimum a job with twice the weight gets twice the
+normalized throughput, unless it is limited by something else (a time fraction of 1).
 
-``max_min_fairness`` (LAS) is the same LP with every throughput set to 1 (so prop_j = 1
-and each job's objective is its weighted GPU time share); X stays 0 where the job cannot
-run at all.
+``max_min_fairness`` (LAS, Gavel's ``MaxMinFairnessPolicy``) is the same LP with every
+throughput set to 1 (so prop_j = 1 and each job's objective is sf_j / w_j times its time
+share), except that X stays 0 on types where the job has no throughput (Gavel gives it
+time there that it cannot use). A job with no throughput on any type is left out of the
+minimum (noted): it would pin the objective at 0.
 
 ``_packed`` adds the candidate pairs of ``PolicyInput.packed``: a job's effective
 throughput also counts Y[k, t] times its rate inside pair k. Gavel normalizes pair rates

@@ -5,8 +5,10 @@ class (e.g. ``backend="highs"``, ``thresholds_gpu_s=(3600.0, 36000.0)``,
 ``entity_policy="fifo"``); an unknown name or option raises ValueError naming it.
 ``rng`` is the run's ``numpy.random.Generator``: a policy class that draws random
 choices takes it (its traits say ``random``); the others ignore it.
-Stateful policies (``fifo``, ``fifo_perf``, ``fifo_packed``, ``gandiva``) need one object
-per simulation run: call ``build_policy`` once per run.
+Stateful policies (``fifo``, ``fifo_perf``, ``fifo_packed``, ``gandiva`` and the
+``finish_time_fairness`` family, whose ledger of isolated time spans calls) need one
+object per simulation run: call ``build_policy`` once per run. Each policy module's
+docstring states what it optimises in Gavel's terms.
 """
 
 from __future__ import annotations

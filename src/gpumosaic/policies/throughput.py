@@ -1,14 +1,20 @@
 """Maximize total throughput, optionally per dollar and under SLOs (Gavel's max_sum_throughput*).
 
-objective: maximize sum_j rate_j(X) with rate in steps/s (``max_sum_throughput_perf``), or
-sum_{j,t} thr[j, t] X[j, t] / cost_t (``..._normalized_by_cost_...``), where cost_t is
-``PolicyInput.cost_per_hour`` or Gavel's on-demand prices (v100 2.48, p100 1.46,
-k80 0.45 $/h).
+What it optimises, in Gavel's terms (``ThroughputSumWithPerf``,
+``ThroughputNormalizedByCostSumWithPerf[SLOs]``, ``...WithPackingSLOs``): over the base
+constraints,
+
+- ``max_sum_throughput_perf``: maximize sum_j rate_j(X), rate_j(X) = sum_t thr[j, t] X[j, t]
+  in steps/s (unweighted: priority weights and scale factors do not enter);
+- ``..._normalized_by_cost_...``: maximize sum_{j,t} thr[j, t] X[j, t] / cost_t, where
+  cost_t is ``PolicyInput.cost_per_hour`` or Gavel's on-demand prices (v100 2.48,
+  p100 1.46, k80 0.45 $/h);
+- ``_packed``: a job's rate also counts Y[k, t] times its rate inside pair k.
 
 SLOs: a job with a deadline must keep rate_j(X) >= rem_j / (time left to its deadline),
 where the deadline is ``arrival_s + slo_s``. A job already past its deadline is left out
 (noted). If the SLOs cannot all be met, the problem is solved again without them, as
-Gavel does, and the Allocation's notes say so.
+Gavel does: counted in ``Allocation.fallbacks`` (``slos_dropped``) and noted.
 """
 
 from __future__ import annotations

@@ -156,3 +156,16 @@ def test_no_backfill_keeps_a_later_small_job_behind_a_blocked_big_one() -> None:
 
     assert starts(True) == {0: 0.0, 1: 100.0, 2: 2.0}
     assert starts(False) == {0: 0.0, 1: 100.0, 2: 150.0}
+
+
+def test_counters_add_field_by_field() -> None:
+    from dataclasses import fields
+
+    from gpumosaic.sim.gandiva.counters import GandivaCounters
+
+    names = [f.name for f in fields(GandivaCounters)]
+    a = GandivaCounters(*range(1, len(names) + 1))
+    b = GandivaCounters(*(10 * i for i in range(1, len(names) + 1)))
+    total = a + b
+    assert [getattr(total, n) for n in names] == [11 * i for i in range(1, len(names) + 1)]
+    assert a + GandivaCounters() is a and not GandivaCounters() and a

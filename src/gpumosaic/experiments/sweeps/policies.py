@@ -1,24 +1,24 @@
 """Policies x input rates x seeds with the round mechanism: Gavel's "avg JCT vs rate" figure.
 
-A sweep point runs in its own process (``run_point`` is picklable); the workload is a
+A sweep point is a ``RunDescription`` run by the one run path (``run.build.run``) in
+its own process (``run_point`` is picklable), so its row in ``policy_runs.csv`` has the
+same columns and units as ``compare``'s ``runs.csv``; the workload is a
 template such as ``gavel:window=4000-5000`` to which ``rate=R`` is appended, or
 ``gavel-stream:window=4000-5000`` for Gavel's own job stream (see ``gavel_stream``).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gpumosaic.errors import InputError
-from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.workloads.workload import Workload
+from gpumosaic.experiments.sweeps.runs import SweepRun, run_one
+from gpumosaic.run.description import RunDescription
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,35 +30,37 @@ class SweepPoint:
     workload: str  # template without rate
     placement: str
 
-
-@dataclass(frozen=True, slots=True)
-class PolicyRun:
-    policy: str
-    rate_per_hour: float
-    seed: int
-    placement: str
-    avg_jct_h: float
-    p99_jct_h: float
-    makespan_h: float
-    measured_jobs: int
-    completed: int
-    avg_fragmentation: float
-    rounds: int
-    policy_solves: int
-    policy_solve_s: float
-    elapsed_s: float
+    def description(self) -> RunDescription:
+        """The run of this point: the same validated description ``simulate`` runs."""
+        return RunDescription(
+            cluster=self.cluster,
+            workload=with_rate(self.workload, self.rate_per_hour),
+            policy=self.policy,
+            placement=self.placement,
+            seed=self.seed,
+            mechanism="rounds",
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyRatePoint:
-    """Mean and spread over seeds of one (policy, rate)."""
+    """Mean and spread over seeds of one (policy, rate); seconds, like every table."""
 
     policy: str
     rate_per_hour: float
     seeds: int
-    avg_jct_h: float
-    std_jct_h: float
+    avg_jct_s_mean: float
+    avg_jct_s_sd: float
+    ftf_rho_max_mean: float
     elapsed_s: float
+
+    @property
+    def avg_jct_h(self) -> float:
+        return self.avg_jct_s_mean / 3600.0
+
+    @property
+    def std_jct_h(self) -> float:
+        return self.avg_jct_s_sd / 3600.0
 
 
 def sweep_points(
@@ -87,81 +89,32 @@ def with_rate(template: str, rate: float) -> str:
     return f"{kind}:{args}" if sep else f"{template}:rate={rate:g}"
 
 
-def build_workload(template: str, rate: float, seed: int) -> Workload:
-    spec = with_rate(template, rate)
-    if spec.startswith("gavel-stream:"):
-        return _gavel_stream(spec.partition(":")[2], seed)
-    from gpumosaic.workloads.spec import parse_workload
-
-    return parse_workload(spec, seed).workload
+def run_point(point: SweepPoint) -> SweepRun:
+    """One point through the one run path (picklable: runs in a worker process)."""
+    return run_one(point.description())
 
 
-def _gavel_stream(args: str, seed: int) -> Workload:
-    from gpumosaic.workloads.gavel_stream import parse_gavel_stream
-
-    return parse_gavel_stream(args, seed)
-
-
-def run_point(point: SweepPoint) -> PolicyRun:
-    from gpumosaic.workloads.spec import parse_cluster
-
-    cluster = parse_cluster(point.cluster)
-    workload = build_workload(point.workload, point.rate_per_hour, point.seed)
-    result = run_rounds(cluster, workload, point.policy, point.placement, seed=point.seed)
-    measured = [r for r in result.records if r.measured]
-    done = [r for r in measured if r.status is JobStatus.COMPLETED]
-    jct = np.array([r.jct_s for r in done]) / 3600.0
-    frag = result.timeline.fragmentation_rate
-    frag = frag[np.isfinite(frag)]
-    makespan = (
-        (max(r.finish_s for r in done) - min(r.arrival_s for r in measured)) / 3600.0
-        if done
-        else math.nan
-    )
-    return PolicyRun(
-        policy=point.policy,
-        rate_per_hour=point.rate_per_hour,
-        seed=point.seed,
-        placement=point.placement,
-        avg_jct_h=float(jct.mean()) if len(jct) else math.nan,
-        p99_jct_h=float(np.percentile(jct, 99)) if len(jct) else math.nan,
-        makespan_h=makespan,
-        measured_jobs=len(measured),
-        completed=len(done),
-        avg_fragmentation=float(frag.mean()) if len(frag) else math.nan,
-        rounds=result.stats.rounds,
-        policy_solves=result.stats.policy_solves,
-        policy_solve_s=result.stats.policy_solve_s,
-        elapsed_s=result.stats.elapsed_s,
-    )
-
-
-def aggregate(runs: Sequence[PolicyRun]) -> list[PolicyRatePoint]:
-    groups: dict[tuple[str, float], list[PolicyRun]] = {}
-    for run in runs:
-        groups.setdefault((run.policy, run.rate_per_hour), []).append(run)
+def aggregate(points: Sequence[SweepPoint], runs: Sequence[SweepRun]) -> list[PolicyRatePoint]:
+    """``runs[i]`` is the run of ``points[i]``."""
+    groups: dict[tuple[str, float], list[SweepRun]] = {}
+    for point, run in zip(points, runs, strict=True):
+        groups.setdefault((point.policy, point.rate_per_hour), []).append(run)
     out = []
     for (policy, rate), group in groups.items():
-        jct = np.array([r.avg_jct_h for r in group])
+        jct = np.array([r.summary.avg_jct_s for r in group])
+        rho = np.array([r.summary.ftf_rho_max for r in group])
         out.append(
             PolicyRatePoint(
                 policy=policy,
                 rate_per_hour=rate,
                 seeds=len(group),
-                avg_jct_h=float(np.nanmean(jct)),
-                std_jct_h=float(np.nanstd(jct)),
-                elapsed_s=float(sum(r.elapsed_s for r in group)),
+                avg_jct_s_mean=float(np.nanmean(jct)),
+                avg_jct_s_sd=float(np.nanstd(jct, ddof=1)) if len(group) > 1 else 0.0,
+                ftf_rho_max_mean=float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
+                elapsed_s=float(sum(r.summary.elapsed_s for r in group)),
             )
         )
     return sorted(out, key=lambda p: (p.policy, p.rate_per_hour))
-
-
-def write_csv(runs: Sequence[PolicyRun], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(PolicyRun)])
-        writer.writeheader()
-        for run in runs:
-            writer.writerow(asdict(run))
 
 
 def plot_jct_vs_rate(points: Sequence[PolicyRatePoint], path: Path, title: str) -> Path:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +17,7 @@ from gpumosaic.experiments.runner import RunRequest, run_request
 from gpumosaic.metrics.summary import Summary, jct_values
 from gpumosaic.sim.result import Timeline
 
-__all__ = ["SweepRun", "default_workers", "parse_seeds", "run_sweep"]
+__all__ = ["SweepRun", "default_workers", "parse_seeds", "run_one", "run_sweep", "write_runs_csv"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +28,7 @@ class SweepRun:
     timeline: Timeline
 
 
-def _one(request: RunRequest) -> SweepRun:
+def run_one(request: RunRequest) -> SweepRun:
     outcome = run_request(request)
     result = outcome.result
     return SweepRun(request, outcome.summary, jct_values(result.records), result.timeline)
@@ -38,7 +41,7 @@ def run_sweep(
 ) -> list[SweepRun]:
     """Results in the order of ``requests`` (whatever order the workers finish in)."""
     progress = None if on_done is None else lambda done, total, _run: on_done(done, total)
-    return parallel_map(_one, requests, workers, progress)
+    return parallel_map(run_one, requests, workers, progress)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -58,3 +61,19 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds:
         raise ValueError("no seeds given")
     return seeds
+
+
+def write_runs_csv(runs: Sequence[SweepRun], path: Path) -> None:
+    """One row per run: the run description's fields, then every summary key (seconds,
+    fractions); the same columns for every comparison (``runs.csv``, ``policy_runs.csv``)."""
+    if not runs:
+        path.write_text("")
+        return
+    first = {**runs[0].request.to_json(), **runs[0].summary.to_json()}
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(first))
+        writer.writeheader()
+        for run in runs:
+            row = {**run.request.to_json(), **run.summary.to_json()}
+            row["fallbacks"] = json.dumps(row["fallbacks"], sort_keys=True)
+            writer.writerow(row)

@@ -18,6 +18,17 @@ class GandivaCounters:
     packs_undone: int = 0  # trials that did not
 
     def __add__(self, other: GandivaCounters) -> GandivaCounters:
+        if not other:
+            return self
         return GandivaCounters(
-            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(self))
+            self.migrations + other.migrations,
+            self.defragmentations + other.defragmentations,
+            self.spread_moves + other.spread_moves,
+            self.packs_tried + other.packs_tried,
+            self.packs_kept + other.packs_kept,
+            self.packs_undone + other.packs_undone,
         )
+
+    def __bool__(self) -> bool:
+        """True when anything was counted (adding an empty value is free)."""
+        return any(getattr(self, f.name) for f in fields(self))

@@ -3,8 +3,9 @@
 A GPU set (a ``GpuGroup``) is held in ClusterState as one assignment with the pseudo job
 id ``-(gid + 1)``: ClusterState keeps "which GPUs are held", the groups keep "which jobs
 take turns on them". ``GpuSets`` opens, closes and relocates sets, keeps each server's
-affinity (the GPU count of the sets on it, 0 while it is empty), the GPU-seconds held,
-and each set's pending event on the engine. Nothing else writes these.
+affinity (the GPU count of the sets on it, 0 while it is empty), the GPU-seconds held and
+what they were spent on (the ``Ledger``), and each set's pending event on the engine.
+Nothing else writes these.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ class GpuSets:
         cluster: ClusterSpec,
         rates: RateModel,
         config: GandivaConfig,
-        ledger: Ledger,
         engine: Engine,
         on_event: Callable[[int], None],
         order: Sequence[int],
@@ -50,7 +50,8 @@ class GpuSets:
         self.held_gpu_s = 0.0
         self._rates = rates
         self._config = config
-        self._ledger = ledger  # the run's; groups add their GPU-seconds to it
+        # GPU-seconds by what the sets did; their groups add to it as they settle.
+        self.ledger = Ledger()
         self._engine = engine
         self._on_event = on_event  # called with a set's id when its next event is due
         self._groups: dict[int, GpuGroup] = {}
@@ -111,7 +112,7 @@ class GpuSets:
         self.state.allocate(Assignment(holder_id(gid), node, gpus, MILLI_PER_GPU, 0, 0))
         self._attach(gid, node, k)
         model = self.cluster.nodes[node].gpu
-        group = GpuGroup(gid, node, gpus, model, self._rates, self._config, self._ledger, now)
+        group = GpuGroup(gid, node, gpus, model, self._rates, self._config, self.ledger, now)
         self._groups[gid] = group
         return group
 

@@ -38,7 +38,7 @@ from gpumosaic.sim.engine import Engine
 from gpumosaic.sim.gandiva.affinity import ChoiceKind, Rank, choose_server
 from gpumosaic.sim.gandiva.config import GandivaConfig
 from gpumosaic.sim.gandiva.counters import GandivaCounters
-from gpumosaic.sim.gandiva.group import GpuGroup, JobRun, Ledger
+from gpumosaic.sim.gandiva.group import GpuGroup, JobRun
 from gpumosaic.sim.gandiva.moves import defragment, spread
 from gpumosaic.sim.gandiva.packing import BadPair, pack_waiting_jobs
 from gpumosaic.sim.gandiva.ranking import gandiva_target, tier_ranker
@@ -73,11 +73,10 @@ class GandivaSimulator:
         self.rng = np.random.default_rng(seed)
         self.engine = Engine()
         self.rates = RateModel(workload.throughputs)
-        self.ledger = Ledger()
         self.timeline = TimelineRecorder()
         server_order = [int(i) for i in self.rng.permutation(len(cluster.nodes))]
         self.sets = GpuSets(
-            cluster, self.rates, config, self.ledger, self.engine, self._on_group_event,
+            cluster, self.rates, config, self.engine, self._on_group_event,
             server_order,
         )  # fmt: skip
         self.queue_order = build_queue_order(order) if isinstance(order, str) else order
@@ -117,7 +116,7 @@ class GandivaSimulator:
             rejected=self.rejected,
             is_measured=self.workload.is_measured,
             counters=self.counters,
-            ledger=self.ledger,
+            ledger=self.sets.ledger,
             held_gpu_s=self.sets.held_gpu_s,
             snapshots=self.snapshots,
             timeline=self.timeline.freeze(),
@@ -131,7 +130,9 @@ class GandivaSimulator:
     def _snapshot(self) -> None:
         if len(self.snapshots) < 2:
             self.sets.settle_all(self.engine.now)
-            self.snapshots.append((self.engine.now, replace(self.ledger), self.sets.held_gpu_s))
+            self.snapshots.append(
+                (self.engine.now, replace(self.sets.ledger), self.sets.held_gpu_s)
+            )
 
     def check(self) -> None:
         """Bookkeeping invariants: state, groups and jobs agree (tests run this always)."""
@@ -184,9 +185,10 @@ class GandivaSimulator:
             if not self.config.time_slicing:
                 group.remove(guest, now)  # no time-slicing: back to the queue
                 self._enqueue(guest)
-        self.counters += GandivaCounters(
-            packs_kept=len(events.kept), packs_undone=len(events.undone)
-        )
+        if events.kept or events.undone:
+            self.counters += GandivaCounters(
+                packs_kept=len(events.kept), packs_undone=len(events.undone)
+            )
         if not group.units:
             self.sets.close(group, now)
         else:
