@@ -148,3 +148,10 @@ def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path)
 )
 def test_contradictory_compare_options(args: list[str], words: str) -> None:
     assert words in one_line_error(args)
+
+
+def test_thousands_of_never_fitting_jobs_are_counted_not_listed() -> None:
+    result = runner.invoke(app, ["simulate", "--cluster", "k80:4", "--workload", "openb:default"])
+    assert result.exit_code == 3
+    rejected = [line for line in result.output.splitlines() if line.startswith("rejected:")]
+    assert len(rejected) == 11 and "more jobs that no server can ever hold" in rejected[-1]

@@ -12,6 +12,7 @@ from gpumosaic.cli import reproduce_gavel as _reproduce_gavel  # noqa: F401  iso
 from gpumosaic.cli import reproduce_gandiva as _reproduce_gandiva  # noqa: F401  isort: skip
 from gpumosaic.cli import reproduce_gavel_openb as _reproduce_gavel_openb  # noqa: F401  isort: skip
 from gpumosaic.cli import fill as _fill  # noqa: F401  isort: skip
+from gpumosaic.cli import extender as _extender  # noqa: F401  isort: skip
 from gpumosaic.cli import share as _share  # noqa: F401  isort: skip
 
 

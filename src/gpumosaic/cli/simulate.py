@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import sys
@@ -98,7 +99,15 @@ def simulate(
     if table_format not in ("csv", "parquet"):
         from gpumosaic.errors import InputError
 
-        raise InputError("must be csv or parquet", field="--format")
+        raise InputError("must be csv or parquet", field="--format", value=table_format)
+    if table_format == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        from gpumosaic.errors import InputError
+
+        raise InputError(
+            "Parquet needs pyarrow: pip install 'gpumosaic[parquet]'",
+            field="--format",
+            value=table_format,
+        )
     check_out_dir(out)
     request = RunDescription(
         cluster=cluster,
@@ -161,10 +170,23 @@ def simulate(
     if summary.fallbacks:
         warning = summary.fallbacks.warning()
         err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
-    for line in outcome.never_fit_lines:
+    rejected = outcome.never_fit_lines
+    for line in rejected[:SHOWN_REJECTS]:
         err_console.print(f"[yellow]rejected:[/yellow] {line}", highlight=False, soft_wrap=True)
-    if outcome.never_fit_lines and not allow_rejects:
+    if len(rejected) > SHOWN_REJECTS:
+        where = "every one is in jobs.csv" if out is not None else "--out DIR lists every one"
+        err_console.print(
+            f"[yellow]rejected:[/yellow] ... and {len(rejected) - SHOWN_REJECTS:,} more jobs "
+            f"that no server can ever hold ({where})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if rejected and not allow_rejects:
         raise typer.Exit(3)
+
+
+# Jobs that can never fit are named one per line up to this many, then counted.
+SHOWN_REJECTS = 10
 
 
 def _print_summary(summary: Summary, request: RunDescription) -> None:
