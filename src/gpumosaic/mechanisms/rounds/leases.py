@@ -77,6 +77,7 @@ class LeaseBook:
         self.failures = 0
         self.seconds = 0.0  # spent placing and releasing (reported by the benchmark)
         self.fast_placements = 0
+        self.placements = 0  # entities placed anew (not extended)
         # Per job row: the type of its single-job lease (-1: none) and where each entity
         # holds GPUs (by its first member's row); pairs' keys. Arrays so that a round
         # touches only the leases that change.
@@ -192,6 +193,7 @@ class LeaseBook:
             self.failures += 1
             return
         self.leases[key] = lease
+        self.placements += 1
         got[i] = True
         a, b = key
         if b < 0:
