@@ -78,6 +78,10 @@ class LeaseBook:
         self.seconds = 0.0  # spent placing and releasing (reported by the benchmark)
         self.fast_placements = 0
         self.placements = 0  # entities placed anew (not extended)
+        # Within one round's placements: per symmetric type, its free nodes and how many of
+        # them are taken (see _place_symmetric); cleared whenever the strategy places.
+        self._idle: dict[int, np.ndarray] = {}
+        self._taken: dict[int, int] = {}
         # Per job row: the type of its single-job lease (-1: none) and where each entity
         # holds GPUs (by its first member's row); pairs' keys. Arrays so that a round
         # touches only the leases that change.
@@ -145,6 +149,7 @@ class LeaseBook:
         to_place.sort(key=lambda i: -specs[i].total_gpu_milli)
         got = np.zeros(len(rows_a), dtype=bool)
         got[extended] = True
+        self._idle.clear()
         batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
         for i in to_place:
             key, t = (int(rows_a[i]), int(rows_b[i])), int(types[i])
@@ -155,6 +160,7 @@ class LeaseBook:
                 self._keep(key, t, self._place_symmetric(key, t, job, nodes), i, got)
             elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
                 self._place_batch(batch, rows_a, rows_b, got)
+                self._idle.clear()  # the strategy may take whole free nodes of any type
                 self._keep(key, t, self._place_one(key, t, job), i, got)
             else:
                 batch.append((i, t, job))
@@ -215,6 +221,7 @@ class LeaseBook:
         same decisions as one ``place`` each, in order)."""
         if not batch:
             return
+        self._idle.clear()  # the strategy may take whole free nodes of any type
         result = place_many(self.strategy, self.state, [job for _, _, job in batch], self.rng)
         by_holder = {a.job_id: a for a in result.placed}
         for i, t, job in batch:
@@ -260,20 +267,36 @@ class LeaseBook:
         if k > 1 and not (self.span_nodes and job.may_span_nodes):
             return None
         cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
-        # Nodes of one type are usually one contiguous block: a slice is a view, while
-        # fancy indexing copies (this runs for every placement of every round).
-        first, last = int(nodes[0]), int(nodes[-1])
-        if last - first + 1 == len(nodes):
-            idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU) + first
+        cached = not (cpu_need or memory_need) and t in self._idle
+        if cached:
+            # The free nodes of the type, listed once per run of such placements; each
+            # placement takes the next k (the lowest-index free ones, as a fresh scan would).
+            idle, cursor = self._idle[t], self._taken[t]
         else:
-            idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
-        if cpu_need or memory_need:
-            idle = idle[
-                (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
-            ]
-        free = idle[:k]
+            # Nodes of one type are usually one contiguous block: a slice is a view, while
+            # fancy indexing copies.
+            first, last = int(nodes[0]), int(nodes[-1])
+            if last - first + 1 == len(nodes):
+                idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
+                idle += first
+            else:
+                idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
+            cursor = 0
+            if cpu_need or memory_need:
+                idle = idle[
+                    (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
+                ]
+                self._idle.pop(t, None)  # this placement takes nodes the list may hold
+            else:
+                self._idle[t] = idle
+                cached = True
+        free = idle[cursor : cursor + k]
         if len(free) < k:
+            if cached:
+                self._taken[t] = cursor
             return None
+        if cached:
+            self._taken[t] = cursor + k
         parts = tuple(
             Assignment(job.id, int(node), (0,), MILLI_PER_GPU, cpu_need, memory_need)
             for node in free
