@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ unit: $(STAMP_DEV)
 	$(BIN)/python -m pytest
 
 test: lint typecheck unit
+
+# Headless Chromium for the report test (tests/experiments/study): Debian's package, about
+# 2 minutes and root needed, so not part of `make test`; without it that one test is skipped.
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 bench: $(STAMP_RUN)
 	$(BIN)/python bench/bench_simulate.py

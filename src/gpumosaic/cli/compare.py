@@ -37,6 +37,14 @@ from gpumosaic.workloads.spec import parse_cluster
 DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
 
 
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
@@ -113,6 +121,28 @@ def compare(
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
+    from gpumosaic.experiments.study.compare_file import write_compare_experiment
+
+    write_compare_experiment(
+        out,
+        mode=mode,
+        seeds=seed_list,
+        placements=split_placements(
+            placements or (DEFAULT_PLACEMENT if policies is not None else DEMO_PLACEMENTS)
+        ),
+        policies=None if policies is None else _split(policies),
+        cluster=cluster,
+        workload=workload,
+        policy=policy,
+        rates=[float(r) for r in _split(rates) if _number(r)],
+        tasks=tasks,
+        nodes=nodes,
+        inflate=inflate,
+        gpus_per_node=gpus_per_node,
+        backfill=backfill,
+        sharing=sharings,
+        mechanism=mechanism,
+    )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 
@@ -201,11 +231,20 @@ def compare(
     avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
-    figure = plot_comparison(jcts, avgs, out / "compare.png", f"{policy} on {workload}")
+    scenario = f"{policy} on {cluster}, {workload}"
+    if len(sharings) == 1 and sharings[0] != "none":  # several: each label names its own
+        scenario += f", sharing {sharings[0]}"
+    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seed_list)
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
     first = {p: by_label[p][0] for p in labels}
     total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
-    plot_timelines({p: r.timeline for p, r in first.items()}, total_milli, out / "timeline.png")
+    plot_timelines(
+        {p: r.timeline for p, r in first.items()},
+        total_milli,
+        out / "timeline.png",
+        title=scenario,
+        seed=seed_list[0],
+    )
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     if json_out:
         print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))

@@ -68,7 +68,7 @@ def compare_fill(
     elapsed = time.perf_counter() - start
     rows = summarize(results)
     out.mkdir(parents=True, exist_ok=True)
-    figures = plot_fill_comparison(results, out)
+    figures = plot_fill_comparison(results, out, scenario=f"tasks {tasks} on nodes {nodes}")
     write_curves(results, out / "curves.csv")
     pd.DataFrame([asdict(r) for r in rows]).to_csv(out / "table.csv", index=False)
     if as_json:

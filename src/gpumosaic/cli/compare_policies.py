@@ -47,7 +47,7 @@ def compare_policies(
     csv_path = out / "policy_runs.csv"
     write_runs_csv(runs, csv_path)
     figure = plot_jct_vs_rate(
-        summary, out / "jct_vs_rate.png", f"{workload} on {cluster}, {placement}"
+        summary, out / "jct_vs_rate.png", f"{workload} on {cluster}, {placement}", seeds=seeds
     )
     table = [asdict(p) for p in summary]
     (out / "policy_table.json").write_text(json.dumps(table, indent=2) + "\n")

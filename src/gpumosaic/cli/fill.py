@@ -81,7 +81,8 @@ def write_fill_outputs(result: FillResult, summary: dict[str, Any], out: Path) -
     )
     frame.to_csv(out / "curve.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    plot_fill_run(result, out / "fill.png")
+    scenario = f"tasks {summary['tasks']} on nodes {summary['nodes']}"
+    plot_fill_run(result, out / "fill.png", scenario=scenario)
 
 
 @app.command(

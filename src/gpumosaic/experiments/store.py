@@ -83,8 +83,23 @@ def write_run(
     payload = {**(meta or {}), **summary.to_json()}
     summary_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     written.append(summary_path)
-    written.append(plot_run(result, out / "run.png"))
+    written.append(plot_run(result, out / "run.png", title=run_title(meta or {})))
     return written
+
+
+def run_title(meta: dict[str, Any]) -> str:
+    """The scenario of one run for its figure: cluster, workload, policy, placement,
+    sharing and mechanism where not the defaults, and the seed."""
+    parts = [
+        f"{meta['policy']} on {meta['cluster']}" if "policy" in meta and "cluster" in meta else "",
+        str(meta.get("workload", "")),
+        f"placement {meta['placement']}" if meta.get("placement") else "",
+        f"sharing {meta['sharing']}" if meta.get("sharing") not in (None, "none") else "",
+        f"mechanism {meta['mechanism']}" if meta.get("mechanism") not in (None, "auto") else "",
+        f"background {meta['background']}" if meta.get("background") else "",
+        f"seed {meta['seed']}" if "seed" in meta else "",
+    ]
+    return ", ".join(p for p in parts if p)
 
 
 def _require_pyarrow() -> None:

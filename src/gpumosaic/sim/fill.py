@@ -205,8 +205,13 @@ def run_fill(
     seed: int,
     inflate: float = 1.3,
     progress: Callable[[float], None] | None = None,
+    on_task: Callable[[int, JobSpec, Assignment | None], None] | None = None,
 ) -> FillResult:
-    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate)."""
+    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate).
+
+    ``on_task(i, task, assignment)`` sees every task of the replay (i: its index, the id
+    it is placed under) and where it went (None: it failed), for stores that keep
+    per-task placements."""
     start, start_cpu = time.perf_counter(), time.process_time()
     if inflate <= 0:
         raise ValueError(f"inflate must be > 0, got {inflate}")
@@ -236,16 +241,20 @@ def run_fill(
     for i, task_index in enumerate(order.tolist()):
         job = tasks[task_index]  # placed under id i: sampled copies need ids of their own
         choice = strategy.choose(state, job, rng)
+        placed: Assignment | None = None
         if choice is None:
             reason[i] = reason_code[explain(state, job).reason]
         else:
             node, gpus = choice
             milli = job.gpu_milli if job.num_gpu else 0
-            state.allocate(Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib))
+            placed = Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib)
+            state.allocate(placed)
             allocated_milli += milli * len(gpus)
             frag.refresh()
             frag_total = frag.total()
             power.update(node)
+        if on_task is not None:
+            on_task(i, job, placed)
         allocated[i] = allocated_milli
         frag_milli[i] = frag_total
         power_gpu[i], power_cpu[i] = power.gpu_w, power.cpu_w

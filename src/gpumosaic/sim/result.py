@@ -44,6 +44,9 @@ class JobRecord:
     migrations: int = 0
     thrashing_s: float = 0.0
     handovers: int = 0
+    # Where it ran: (node, GPU slots) per part (a gang has several); () if it never ran
+    # or its simulator does not record placements (rounds re-place jobs every round).
+    placement: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def jct_s(self) -> float:

@@ -47,3 +47,33 @@ def test_unknown_policy_fails_before_running(tmp_path):
         compare_policies(
             ["nope"], [1.0], [0], "v100:2", "gavel:jobs=3", "strided", tmp_path, 1, True
         )
+
+
+def test_jct_vs_rate_figure_names_seeds_and_marks_identical_policies():
+    from gpumosaic.experiments.sweeps.policies import PolicyRatePoint, jct_vs_rate_figure
+
+    def point(policy: str, rate: float, jct: float) -> PolicyRatePoint:
+        return PolicyRatePoint(
+            policy=policy,
+            rate_per_hour=rate,
+            seeds=3,
+            avg_jct_s_mean=jct * 3600.0,
+            avg_jct_s_sd=1800.0,
+            ftf_rho_max_mean=1.0,
+            elapsed_s=1.0,
+        )
+
+    points = [
+        point(p, r, j)
+        for p, scale in (("fifo", 2.0), ("max_min_fairness", 1.0), ("las", 1.0))
+        for r, j in ((1.0, 3.0), (2.0, 5.0), (4.0, 9.0))
+        for j in (j * scale,)
+    ]
+    fig = jct_vs_rate_figure(points, "gavel:jobs=30 on v100:4, strided", seeds=[0, 1, 2])
+    (ax,) = fig.axes
+    assert fig.get_suptitle() == "gavel:jobs=30 on v100:4, strided, seeds 0-2"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["fifo", "max_min_fairness", "las (= max_min_fairness)"]
+    assert list(ax.get_xticks()) == [1.0, 2.0, 4.0] and ax.get_ylim()[0] == 0.0
+    lines = [c.lines[0] for c in ax.containers]  # errorbar containers: (line, caps, bars)
+    assert lines[1].get_marker() != lines[2].get_marker()

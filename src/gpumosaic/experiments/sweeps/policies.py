@@ -13,12 +13,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sweeps.runs import SweepRun, run_one
 from gpumosaic.run.description import RunDescription
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,30 +121,71 @@ def aggregate(points: Sequence[SweepPoint], runs: Sequence[SweepRun]) -> list[Po
     return sorted(out, key=lambda p: (p.policy, p.rate_per_hour))
 
 
-def plot_jct_vs_rate(points: Sequence[PolicyRatePoint], path: Path, title: str) -> Path:
-    """Gavel's figure: average JCT against input job rate, one line per policy."""
-    import matplotlib
+def jct_vs_rate_figure(
+    points: Sequence[PolicyRatePoint], title: str, *, seeds: Sequence[int] = ()
+) -> Figure:
+    """Gavel's figure: average JCT against input job rate, one line per policy (mean over
+    seeds, error bar = sd); policies with identical curves are marked ``(= x)``."""
+    from gpumosaic.experiments.plots.style import (
+        display_labels,
+        footnote,
+        identical_note,
+        identical_to,
+        new_figure,
+        seeds_label,
+        series_style,
+    )
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for policy in dict.fromkeys(p.policy for p in points):
-        mine = sorted((p for p in points if p.policy == policy), key=lambda p: p.rate_per_hour)
+    by_policy = {
+        policy: sorted((p for p in points if p.policy == policy), key=lambda p: p.rate_per_hour)
+        for policy in dict.fromkeys(p.policy for p in points)
+    }
+    same = identical_to(
+        {
+            k: ([p.rate_per_hour for p in v], [p.avg_jct_h for p in v], [p.std_jct_h for p in v])
+            for k, v in by_policy.items()
+        }
+    )
+    shown = display_labels(list(by_policy), same)
+    fig = new_figure(7.5, 5.0)
+    ax = fig.subplots()
+    rates = sorted({p.rate_per_hour for p in points})
+    # Policies side by side at each rate (a small dodge) so error bars do not hide each other.
+    dodge = 0.012 * (rates[-1] - rates[0] if len(rates) > 1 else 1.0)
+    for i, (policy, mine) in enumerate(by_policy.items()):
+        style = series_style(i)
+        shift = (i - (len(by_policy) - 1) / 2) * dodge
         ax.errorbar(
-            [p.rate_per_hour for p in mine],
+            [p.rate_per_hour + shift for p in mine],
             [p.avg_jct_h for p in mine],
             yerr=[p.std_jct_h for p in mine],
-            marker="o",
+            marker=style.marker,
+            ls=style.linestyle,
+            lw=style.linewidth,
+            color=style.color,
+            markersize=max(4.0, 9.0 - 1.5 * i),
+            zorder=style.zorder,
             capsize=3,
-            label=policy,
+            label=shown[policy],
         )
-    ax.set_xlabel("input job rate (jobs/hr)")
-    ax.set_ylabel("average JCT (hours)")
-    ax.set_title(title, fontsize=9)
+    if 0 < len(rates) <= 12:
+        ax.set_xticks(rates, [f"{r:g}" for r in rates])
+    ax.set_xlabel("input job rate (jobs/hour)")
+    n_seeds = max((p.seeds for p in points), default=0)
+    ax.set_ylabel(f"average JCT (hours), mean ± sd over {n_seeds} seed(s)")
+    ax.set_ylim(bottom=0)
+    ax.margins(x=0.08)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.legend(loc="outside right upper", fontsize=8)
+    fig.suptitle(", ".join(p for p in (title, seeds_label(seeds)) if p), fontsize=10)
+    dodged = "policies drawn slightly apart at each rate so error bars stay visible"
+    footnote(fig, [dodged if len(by_policy) > 1 else "", identical_note(same)])
+    return fig
+
+
+def plot_jct_vs_rate(
+    points: Sequence[PolicyRatePoint], path: Path, title: str, *, seeds: Sequence[int] = ()
+) -> Path:
+    """Gavel's figure as a PNG; ``title`` names the scenario, ``seeds`` are appended."""
+    jct_vs_rate_figure(points, title, seeds=seeds).savefig(path, dpi=120)
     return path

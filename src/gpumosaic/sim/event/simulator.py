@@ -61,6 +61,7 @@ class _JobRun:
     # Progress under a non-ideal sharing model: work left as of ``last_s`` at ``rate``.
     node: int = -1
     gpus: tuple[int, ...] = ()
+    placement: tuple[tuple[int, tuple[int, ...]], ...] = ()  # every part: (node, GPU slots)
     alone_rate: float = math.nan
     rate: float = math.nan
     remaining: float = math.nan
@@ -192,6 +193,7 @@ class EventSimulator:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
         run.start_s, run.gpu_model, run.status = now, gpu.name, JobStatus.RUNNING
         run.alone_s = job.work / rate
+        run.placement = tuple((part.node, part.gpus) for part in parts)
         self._running += 1
         if self.speed.ideal:
             run.finish_s = now + run.alone_s
@@ -328,6 +330,7 @@ class EventSimulator:
                     suspended_s=run.waiting_s,
                     thrashing_s=run.thrashing_s,
                     handovers=round(run.handovers),
+                    placement=run.placement,
                 )
             )
         return tuple(out)

@@ -1,0 +1,91 @@
+"""``gpumosaic serve``: the round-based scheduler as a service executing jobs on Ray."""
+
+from __future__ import annotations
+
+import signal
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpumosaic.cli.app import app, user_errors
+
+
+@app.command()
+@user_errors
+def serve(
+    policy: Annotated[str, typer.Option(help="a Gavel policy (as simulate --policy)")] = (
+        "max_min_fairness_perf"
+    ),
+    placement: Annotated[str, typer.Option(help="fgd, pwr, bestfit, strided, ...")] = "fgd",
+    round_s: Annotated[float, typer.Option(help="round length in seconds")] = 360.0,
+    ray_address: Annotated[
+        str | None, typer.Option(help="join this Ray cluster (default: start a local one)")
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="MODEL:COUNT,... GPU models (logical on local Ray, e.g. v100:2,k80:2)"),
+    ] = None,
+    state: Annotated[str, typer.Option(help="SQLite state file")] = "gpumosaic-state/state.db",
+    host: Annotated[str, typer.Option(help="API address (non-loopback needs --token)")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="API port (0: any free port)")] = 8470,
+    token: Annotated[
+        str, typer.Option(envvar="GPUMOSAIC_TOKEN", help="bearer token the API requires")
+    ] = "",
+    grace_s: Annotated[float, typer.Option(help="SIGTERM -> SIGKILL grace period")] = 10.0,
+    max_retries: Annotated[int, typer.Option(help="retries of a failing job")] = 2,
+    resolve_interval_s: Annotated[
+        float, typer.Option(help="least time between policy solves (0: whenever jobs change)")
+    ] = 0.0,
+    target_workload: Annotated[
+        str | None, typer.Option(help="job list whose shapes FGD keeps room for")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed of every random choice")] = 0,
+    start_timeout_s: Annotated[
+        float, typer.Option(help="a lease Ray cannot start by then goes back to the queue")
+    ] = 120.0,
+) -> None:
+    """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
+    from gpumosaic.live.rounds.service import Service, ServiceConfig, check_names, connect_ray
+
+    config = ServiceConfig(
+        policy=policy,
+        placement=placement,
+        round_s=round_s,
+        resolve_interval_s=resolve_interval_s,
+        grace_s=grace_s,
+        max_retries=max_retries,
+        state=state,
+        host=host,
+        port=port,
+        token=token,
+        ray_address=ray_address,
+        cluster=cluster,
+        seed=seed,
+        target_workload=target_workload,
+        start_timeout_s=start_timeout_s,
+    )
+    check_names(config)
+    import ray
+
+    embedded = not ray.is_initialized() and ray_address is None
+    live = connect_ray(config)
+    service = Service(config, live)
+    service.start()
+    models = ", ".join(f"{n} x{c}" for n, c in live.spec.gpus_per_model().items())
+    Console(stderr=True).print(
+        f"gpumosaic serve: {service.url} ({policy} + {placement}, rounds of {round_s:g} s, "
+        f"{models}; state {state})",
+        highlight=False,
+    )
+    print(service.url, flush=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: service.request_stop())
+    try:
+        service.wait()
+    finally:
+        service.stop()
+        if embedded:
+            ray.shutdown()

@@ -1,0 +1,1 @@
+"""The report page of a result folder: one self-contained HTML file (``build_report``)."""

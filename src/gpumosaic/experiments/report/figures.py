@@ -1,0 +1,343 @@
+"""The report's figures as plotly specs (plain dicts: data + layout), from a StudyView.
+
+Which figures a study gets follows from what its runs stored: fill curves (x = arrived
+workload) get allocation / fragmentation / power vs arrived workload with 95% bands; timed
+runs get JCT CDFs and utilization / fragmentation / power over time; a numeric axis that
+varies (load, rate) gets "metric vs load"; every study gets its metrics per group.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from gpumosaic.experiments.report.stats import band, mean_ci
+from gpumosaic.experiments.report.view import StudyView
+from gpumosaic.experiments.study.kinds.base import ARRIVED_AXIS
+
+MAX_LINE_POINTS = 1500
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    id: str
+    title: str
+    caption: str
+    spec: dict[str, Any]
+
+
+def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"},
+        "xaxis": {"title": {"text": x}, "zeroline": False},
+        "yaxis": {"title": {"text": y}, "zeroline": False},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "height": 380,
+        "legend": {"orientation": "v"},
+        "hovermode": "closest",
+        "template": None,
+        **extra,
+    }
+
+
+def _r(values: npt.ArrayLike, digits: int = 4) -> list[float | None]:
+    """Rounded, JSON-safe (NaN -> null) list: keeps the page small."""
+    out: list[float | None] = []
+    for v in np.asarray(values, dtype=float).tolist():
+        out.append(None if not math.isfinite(v) else float(f"{v:.{digits}g}"))
+    return out
+
+
+def figures(view: StudyView) -> list[Figure]:
+    figs: list[Figure] = []
+    fill = (view.runs["axis"] == ARRIVED_AXIS).any()
+    if fill:
+        figs.extend(_fill_curves(view))
+    figs.extend(_metric_bars(view))
+    vs = _versus_load(view)
+    if vs is not None:
+        figs.append(vs)
+    if not fill:
+        cdf = _jct_cdf(view)
+        if cdf is not None:
+            figs.append(cdf)
+        figs.extend(_over_time(view))
+    return figs
+
+
+# -- fill replays: the FGD paper's figures -------------------------------------------------
+
+_FILL_CURVES = (
+    ("allocation_rate_pct", "GPU allocation rate vs arrived workload", "allocated, % of GPUs"),
+    ("fragmentation_rate_pct", "Fragmentation rate vs arrived workload", "% of free GPU milli"),
+    ("power_w", "Cluster power vs arrived workload", "kW"),
+)
+
+
+_FILL_COLUMNS = [
+    "arrived_pct", "allocation_rate_pct", "fragmentation_rate_pct", "power_gpu_w", "power_cpu_w",
+]  # fmt: skip
+
+
+def _fill_curves(view: StudyView) -> list[Figure]:
+    top = (
+        float(np.nanmax(view.runs["arrived_pct_final"]))
+        if "arrived_pct_final" in view.runs
+        else 130.0
+    )
+    grid = np.arange(1.0, math.floor(top) + 1.0, 1.0)
+    curves: dict[str, dict[str, list[npt.NDArray[np.float64]]]] = {}
+    for group, runs in view.groups():
+        per: dict[str, list[npt.NDArray[np.float64]]] = {c: [] for c, _, _ in _FILL_CURVES}
+        for run_id in runs["run_id"]:
+            t = view.table(run_id, "timeline", _FILL_COLUMNS)
+            if t is None or t.empty:
+                continue
+            arrived = t["arrived_pct"].to_numpy()
+            idx = np.minimum(np.searchsorted(arrived, grid, side="left"), len(arrived) - 1)
+            per["allocation_rate_pct"].append(t["allocation_rate_pct"].to_numpy()[idx])
+            per["fragmentation_rate_pct"].append(t["fragmentation_rate_pct"].to_numpy()[idx])
+            power = (t["power_gpu_w"].to_numpy() + t["power_cpu_w"].to_numpy()) / 1000.0
+            per["power_w"].append(power[idx])
+        curves[group] = per
+    out = []
+    for column, title, unit in _FILL_CURVES:
+        data: list[dict[str, Any]] = []
+        for i, (group, per) in enumerate(curves.items()):
+            if not per[column]:
+                continue
+            color = PALETTE[i % len(PALETTE)]
+            mean, low, high = band(np.vstack(per[column]))
+            n = len(per[column])
+            data += _band_traces(group, grid, mean, low, high, color, n)
+        out.append(
+            Figure(
+                f"fill-{column}",
+                title,
+                "Mean over seeds; the band is the 95% interval of the mean. Click a legend "
+                "entry to hide a placement, double-click to show it alone.",
+                {
+                    "data": data,
+                    "layout": _layout(title, "arrived workload, % of cluster GPUs", unit),
+                },
+            )
+        )
+    return out
+
+
+def _band_traces(
+    name: str,
+    x: npt.NDArray[np.float64],
+    mean: npt.NDArray[np.float64],
+    low: npt.NDArray[np.float64],
+    high: npt.NDArray[np.float64],
+    color: str,
+    n: int,
+) -> list[dict[str, Any]]:
+    xs = _r(x)
+    return [
+        {"x": xs, "y": _r(low), "mode": "lines", "line": {"width": 0, "color": color},
+         "legendgroup": name, "showlegend": False, "hoverinfo": "skip", "type": "scatter"},
+        {"x": xs, "y": _r(high), "mode": "lines", "line": {"width": 0, "color": color},
+         "fill": "tonexty", "fillcolor": _alpha(color, 0.2), "legendgroup": name,
+         "showlegend": False, "hoverinfo": "skip", "type": "scatter"},
+        {"x": xs, "y": _r(mean), "mode": "lines", "line": {"width": 2, "color": color},
+         "name": f"{name} (n={n})", "legendgroup": name, "type": "scatter"},
+    ]  # fmt: skip
+
+
+def _alpha(color: str, a: float) -> str:
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{a})"
+
+
+# -- per-group metrics, with the reference where there is one ------------------------------
+
+
+def _metric_bars(view: StudyView) -> list[Figure]:
+    groups = view.groups()
+    out = []
+    for metric in view.metrics[:4]:
+        means = [mean_ci(runs[metric]) if metric in runs else mean_ci([]) for _, runs in groups]
+        labels = [g for g, _ in groups]
+        data: list[dict[str, Any]] = [
+            {
+                "type": "bar",
+                "x": labels,
+                "y": _r([m.mean for m in means]),
+                "error_y": {"type": "data", "array": _r([m.half_width for m in means]),
+                            "visible": True},
+                "name": "ours (mean, 95% interval)",
+                "marker": {"color": PALETTE[0]},
+                "customdata": [m.n for m in means],
+                "hovertemplate": "%{x}<br>%{y} (n=%{customdata})<extra></extra>",
+            }
+        ]  # fmt: skip
+        ref_x, ref_y, ref_text = [], [], []
+        for ref in view.experiment.reference:
+            if ref.metric != metric:
+                continue
+            for group, runs in groups:
+                if _matches(runs, ref.where):
+                    ref_x.append(group)
+                    ref_y.append(ref.value)
+                    ref_text.append(ref.source)
+        if ref_x:
+            data.append(
+                {"type": "scatter", "mode": "markers", "x": ref_x, "y": ref_y, "text": ref_text,
+                 "name": "reference", "marker": {"symbol": "diamond", "size": 11,
+                                                 "color": "#d62728"},
+                 "hovertemplate": "%{x}<br>reference %{y}<br>%{text}<extra></extra>"}
+            )  # fmt: skip
+        title = f"{metric} per {', '.join(view.group_axes) or 'study'}"
+        layout = _layout(title, ", ".join(view.group_axes), metric, barmode="group")
+        longest = max(len(label) for label in labels)
+        if len(groups) > 8 or longest > 14:
+            layout["xaxis"]["tickangle"] = -30
+            layout["xaxis"]["automargin"] = True
+            layout["height"] = 380 + min(200, 6 * longest)
+        out.append(
+            Figure(
+                f"bars-{metric}",
+                title,
+                "Bars: mean over the group's runs with its 95% interval; diamonds: the "
+                "published reference (hover for the source).",
+                {"data": data, "layout": layout},
+            )
+        )
+    return out
+
+
+def _matches(runs: pd.DataFrame, where: dict[str, Any]) -> bool:
+    for key, value in where.items():
+        if key not in runs:
+            return False
+        if not (runs[key].astype(str) == _as_str(value, runs[key])).any():
+            return False
+    return True
+
+
+def _as_str(value: Any, column: pd.Series) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and column.dtype.kind == "f":
+        return str(float(value))
+    return str(value)
+
+
+# -- metric vs load --------------------------------------------------------------------------
+
+
+def _versus_load(view: StudyView) -> Figure | None:
+    x = view.experiment.report.x or next((a for a in ("load", "rate") if a in view.axes), "")
+    if not x or x not in view.runs:
+        return None
+    metric = next((m for m in view.metrics if "jct" in m), view.metrics[0])
+    series_axes = tuple(a for a in view.group_axes if a != x)
+    data = []
+    for i, (name, runs) in enumerate(view.groups(series_axes)):
+        points = sorted(runs[x].dropna().unique())
+        stats_ = [mean_ci(runs.loc[runs[x] == v, metric]) for v in points]
+        data.append(
+            {"type": "scatter", "mode": "lines+markers", "name": name, "x": _r(points),
+             "y": _r([s.mean for s in stats_]),
+             "error_y": {"type": "data", "array": _r([s.half_width for s in stats_]),
+                         "visible": True},
+             "line": {"color": PALETTE[i % len(PALETTE)]}}
+        )  # fmt: skip
+    title = f"{metric} vs {x}"
+    return Figure(
+        f"vs-{x}",
+        title,
+        "Mean over seeds at each load with its 95% interval.",
+        {"data": data, "layout": _layout(title, x, metric)},
+    )
+
+
+# -- timed runs: JCT CDFs and the cluster over time ----------------------------------------
+
+
+def _jct_cdf(view: StudyView) -> Figure | None:
+    data = []
+    spread = 1.0  # longest / median JCT
+    for i, (group, runs) in enumerate(view.groups()):
+        jcts = []
+        for run_id in runs["run_id"]:
+            jobs = view.table(run_id, "jobs", ["jct_s", "status", "measured"])
+            if jobs is None or "jct_s" not in jobs:
+                continue
+            keep = jobs["status"] == "completed"
+            if "measured" in jobs:  # the measurement window, as the summary's JCT
+                keep &= jobs["measured"].astype(bool)
+            done = jobs.loc[keep, "jct_s"].to_numpy(dtype=float)
+            jcts.append(done[np.isfinite(done)])
+        if not jcts:
+            continue
+        values = np.sort(np.concatenate(jcts)) / 3600.0
+        values = values[values > 0]
+        if len(values) == 0:
+            continue
+        spread = max(spread, float(values[-1] / np.median(values)))
+        q = np.linspace(0, 1, min(len(values), 300))
+        xs = np.quantile(values, q)
+        data.append(
+            {"type": "scatter", "mode": "lines", "name": f"{group} ({len(values)} jobs)",
+             "x": _r(xs), "y": _r(q), "line": {"shape": "hv", "color": PALETTE[i % 10]}}
+        )  # fmt: skip
+    if not data:
+        return None
+    layout = _layout("JCT CDF", "JCT (h)", "fraction of jobs")
+    if spread > 100:  # a heavy tail: a log axis keeps the short jobs readable
+        layout["xaxis"]["type"] = "log"
+    return Figure(
+        "jct-cdf",
+        "JCT distribution",
+        "Completed jobs of the group's runs (those measured, where a window is set), pooled.",
+        {"data": data, "layout": layout},
+    )
+
+
+_OVER_TIME = (
+    ("allocation_rate", "Utilization over time", "allocated, share of GPU milli", 1.0),
+    ("fragmentation_rate", "Fragmentation rate over time", "share of free GPU milli", 1.0),
+    ("power_w", "Cluster power over time", "kW", 1e-3),
+)
+
+
+def _over_time(view: StudyView) -> list[Figure]:
+    """One run per group (its first seed): seeds differ only in their draws."""
+    lines: dict[str, list[dict[str, Any]]] = {c: [] for c, _, _, _ in _OVER_TIME}
+    for i, (group, runs) in enumerate(view.groups()):
+        t = view.table(str(runs["run_id"].iloc[0]), "timeline")
+        if t is None or t.empty or "time_s" not in t:
+            continue
+        step = max(1, len(t) // MAX_LINE_POINTS)
+        t = t.iloc[::step]
+        hours = t["time_s"].to_numpy() / 3600.0
+        t = t.assign(power_w=t["power_gpu_w"] + t["power_cpu_w"])
+        for column, _, _, scale in _OVER_TIME:
+            if column not in t:
+                continue
+            y = t[column].to_numpy(dtype=float) * scale
+            seed = runs["seed"].iloc[0] if "seed" in runs else ""
+            lines[column].append(
+                {"type": "scatter", "mode": "lines", "x": _r(hours), "y": _r(y),
+                 "name": f"{group}" + (f" (seed {seed})" if seed != "" else ""),
+                 "line": {"shape": "hv", "width": 1.5, "color": PALETTE[i % 10]},
+                 "connectgaps": True}
+            )  # fmt: skip
+    return [
+        Figure(
+            f"time-{column}",
+            title,
+            "One run per group (its first seed); step lines, sampled at every change.",
+            {"data": lines[column], "layout": _layout(title, "time (h)", unit)},
+        )
+        for column, title, unit, _ in _OVER_TIME
+        if lines[column]
+    ]

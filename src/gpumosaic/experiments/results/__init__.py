@@ -1,0 +1,1 @@
+"""A study's result store (Parquet), SQL over it (DuckDB) and per-job explanations."""

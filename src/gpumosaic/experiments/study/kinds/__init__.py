@@ -1,0 +1,1 @@
+"""Run kinds: what one run of a study is (``registry.KINDS`` names them)."""

@@ -1,0 +1,107 @@
+"""What a run kind is: a grid model (pydantic, one list per axis), the point it expands
+to (a frozen dataclass: the run's configuration) and the function that runs points.
+
+The result of a run is a ``RunProduct``: its configuration, its summary metrics (a frozen
+dataclass: one column each in the store's run table) and its tables (jobs, timeline,
+placements), in the columnar form the store writes as Parquet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Hashable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, Protocol
+
+try:
+    import pyarrow as pa
+except ImportError:  # a study's store is Parquet: the parquet extra
+    from gpumosaic.errors import InputError
+
+    raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'") from None
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+
+# The x axis of a run's timeline and placements: simulated seconds, or (fill replays)
+# the arrived workload in % of the cluster's GPUs.
+TIME_AXIS = "time_s"
+ARRIVED_AXIS = "arrived_pct"
+
+
+class GridModel(BaseModel):
+    """A grid: every field is a list of values (a single value is a one-item list)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _listify(cls, value: Any, info: ValidationInfo) -> Any:
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        if info.field_name == "seed":  # "0-9" and "0,3,5" as in --seeds
+            from gpumosaic.experiments.sweeps.runs import parse_seeds
+
+            out: list[Any] = []
+            for item in values:
+                out.extend(parse_seeds(item) if isinstance(item, str) else [item])
+            return out
+        return values
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTable:
+    name: str  # jobs | timeline | placements
+    table: pa.Table
+
+
+@dataclass(frozen=True, slots=True)
+class RunProduct:
+    point: Any  # the kind's point dataclass
+    metrics: Any  # a frozen dataclass of numbers
+    description: dict[str, Any]  # the run description, stored beside the tables as JSON
+    tables: tuple[NamedTable, ...] = ()
+    axis: str = TIME_AXIS
+    notes: tuple[str, ...] = ()  # fallbacks and rejections worth a line in the report
+
+
+class RunKind(Protocol):
+    name: ClassVar[str]
+    grid_model: ClassVar[type[GridModel]]
+    metrics_type: ClassVar[type]
+    default_metrics: ClassVar[tuple[str, ...]]  # the report table's columns
+
+    def points(self, grid: Any) -> list[Any]:
+        """Every point of the grid, in a stable order, without duplicates."""
+        ...
+
+    def check(self, grid: Any) -> None:
+        """Reject names and specs that cannot run (``GridError`` naming the axis)."""
+        ...
+
+    def batch_key(self, point: Any) -> Hashable:
+        """Points with the same key run together in one task (``run``)."""
+        ...
+
+    def run(self, points: Sequence[Any]) -> list[RunProduct]: ...
+
+
+class GridError(ValueError):
+    """A grid value that cannot run: ``axis`` is the grid key it came from."""
+
+    def __init__(self, axis: str, message: str) -> None:
+        super().__init__(message)
+        self.axis = axis
+        self.message = message
+
+
+def run_id(kind: str, point: Any) -> str:
+    """Stable id of a run: a hash of its kind and configuration."""
+    payload = json.dumps({"kind": kind, **asdict(point)}, sort_keys=True, default=str)
+    return hashlib.sha1(payload.encode()).hexdigest()[:12]
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def unique(points: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(points))

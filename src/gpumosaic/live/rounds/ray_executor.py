@@ -1,0 +1,291 @@
+"""The Ray executor: each rank of a lease is one Ray actor that runs the job's command as
+a subprocess.
+
+What the actor holds (Ray's admission): ``num_gpus`` = the rank's share (fractional for a
+milli-GPU job) and ``gpumosaic_model_<M>`` = the same amount of the chosen model, on the
+node the placement layer chose (``node:<ip>``, Ray's per-node resource). A gang (several
+ranks) first reserves one bundle per rank in a placement group (PACK; each bundle pinned
+to its node the same way) and starts its actors in their bundles. The GPU *index* the
+placement layer chose is honoured by setting the job's ``CUDA_VISIBLE_DEVICES`` to the
+node's device numbers (``cluster.LiveCluster.devices``), not to the ids Ray picked: Ray's
+own fractional packing may differ from the placement's, which it never sees.
+
+The actor is threaded (``wait`` blocks while ``terminate`` may be called) and holds no
+CPU, so a 2-core machine runs many leases. The subprocess gets ``PR_SET_PDEATHSIG``
+(Linux): if the actor dies (``ray.kill``, node loss, the service's Ray job ending), its
+job dies with it, so a restarted service never finds an orphan still training. It runs
+in its own session so that SIGTERM/SIGKILL reach the whole process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpumosaic.live.rounds.cluster import model_resource
+from gpumosaic.live.rounds.executor import ExitReport, LaunchSpec, rank_env
+
+LOG_TAIL_BYTES = 4000
+NAMESPACE = "gpumosaic"  # lease actors are named in it, so a restarted service finds them
+_SHELL_CHARS = set(";&|<>()$`\\\"'*?[]#~=%\n")
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def argv(command: str) -> list[str]:
+    """A plain command runs directly (so PDEATHSIG reaches the job itself); one that
+    needs a shell (pipes, ``&&``, variables) runs under ``/bin/sh -c``."""
+    if any(c in _SHELL_CHARS for c in command):
+        return ["/bin/sh", "-c", command]
+    return shlex.split(command)
+
+
+def actor_name(lease_id: str, rank: int) -> str:
+    return f"lease-{lease_id}-rank-{rank}"
+
+
+def log_tail(path: str, size: int = LOG_TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            f.seek(max(0, end - size))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class LeaseProcess:
+    """Body of the Ray actor (decorated in ``RayExecutor``): one rank's subprocess."""
+
+    def __init__(self, command: str, workdir: str, env: dict[str, str], log_path: str) -> None:
+        self.log_path = log_path
+        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+        if env.get("GPUMOSAIC_CHECKPOINT_DIR"):
+            os.makedirs(env["GPUMOSAIC_CHECKPOINT_DIR"], exist_ok=True)
+        full_env = {**os.environ, **env}
+        with open(log_path, "ab") as log:
+            log.write(
+                f"--- lease {env.get('GPUMOSAIC_LEASE_ID', '')} rank "
+                f"{env.get('GPUMOSAIC_RANK', '0')} ---\n".encode()
+            )
+            log.flush()
+            self.proc = subprocess.Popen(
+                argv(command),
+                cwd=workdir or None,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        self.started_at = time.time()
+
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait(self) -> tuple[int, str]:
+        code = self.proc.wait()
+        return code, log_tail(self.log_path)
+
+    def terminate(self, grace_s: float) -> None:
+        if self.proc.poll() is not None:
+            return
+        self._signal(signal.SIGTERM)
+        timer = threading.Timer(grace_s, self._kill_if_alive)
+        timer.daemon = True
+        timer.start()
+
+    def _kill_if_alive(self) -> None:
+        if self.proc.poll() is None:
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+
+@dataclass(slots=True)
+class _Running:
+    spec: LaunchSpec
+    actors: list[Any]
+    waits: list[Any]
+    started: list[Any]
+    launched_at: float
+    pg: Any = None
+    results: dict[int, tuple[int | None, str, bool, str]] = field(default_factory=dict)
+    ready: bool = False
+    cancelled: bool = False  # stopped before its processes started: killed at once
+
+
+class RayExecutor:
+    """Leases as Ray actors on the cluster ``ray`` is connected to (see module doc)."""
+
+    def __init__(self, start_timeout_s: float = 120.0) -> None:
+        import ray
+
+        self.ray = ray
+        self.start_timeout_s = start_timeout_s
+        remote: Any = ray.remote  # its stubs lack the actor options
+        self._actor_cls = remote(num_cpus=0, max_restarts=0, max_concurrency=4)(LeaseProcess)
+        self._running: dict[str, _Running] = {}
+        self._port = 29500
+
+    def launch(self, spec: LaunchSpec) -> None:
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        pg = None
+        if len(spec.ranks) > 1:
+            bundles = [self._resources(spec, r, bundle=True) for r in spec.ranks]
+            pg = placement_group(bundles, strategy="PACK")
+        self._port += 1
+        actors, waits, started = [], [], []
+        for i, rank in enumerate(spec.ranks):
+            env = rank_env(spec, rank, self._port)
+            if pg is not None:
+                opts: dict[str, Any] = {
+                    "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                        placement_group=pg, placement_group_bundle_index=i
+                    ),
+                    **self._resources(spec, rank, bundle=False, split=True),
+                }
+            else:
+                opts = self._resources(spec, rank, bundle=False, split=True)
+            opts.update(name=actor_name(spec.lease_id, rank.rank), namespace=NAMESPACE)
+            actor = self._actor_cls.options(**opts).remote(
+                spec.command, spec.workdir, env, spec.log_path
+            )
+            actors.append(actor)
+            started.append(actor.pid.remote())
+            waits.append(actor.wait.remote())
+        self._running[spec.lease_id] = _Running(spec, actors, waits, started, time.time(), pg)
+
+    @staticmethod
+    def _resources(
+        spec: LaunchSpec, rank: Any, *, bundle: bool, split: bool = False
+    ) -> dict[str, Any]:
+        share = rank.gpu_share
+        custom = {f"node:{rank.ip}": 0.001}
+        if share > 0:
+            custom[model_resource(spec.gpu_model)] = share
+        if bundle:
+            return {"GPU": share, **custom} if share > 0 else custom
+        return {"num_gpus": share, "resources": custom}
+
+    def stop(self, lease_id: str, grace_s: float) -> None:
+        run = self._running.get(lease_id)
+        if run is None:
+            return
+        if not run.ready:
+            done, _ = self.ray.wait(run.started, num_returns=len(run.started), timeout=0)
+            run.ready = len(done) == len(run.started)
+        if not run.ready:  # nothing to checkpoint yet: do not wait for it to start
+            run.cancelled = True
+            self._abort(run)
+            return
+        for actor in run.actors:
+            actor.terminate.remote(grace_s)
+
+    def reap(self, lease_id: str, ranks: int) -> None:
+        """Kill the actors of a lease a previous run of the service left (after a crash,
+        Ray may not yet have cleaned up the dead driver's actors, which hold GPUs)."""
+        for rank in range(ranks):
+            try:
+                actor = self.ray.get_actor(actor_name(lease_id, rank), namespace=NAMESPACE)
+            except ValueError:
+                continue  # already gone
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor)
+
+    def kill(self, lease_id: str) -> None:
+        """Kill the lease's actors at once (as a lost node would)."""
+        run = self._running.get(lease_id)
+        if run is not None:
+            for actor in run.actors:
+                self.ray.kill(actor)
+
+    def actors(self, lease_id: str) -> list[Any]:
+        run = self._running.get(lease_id)
+        return [] if run is None else list(run.actors)
+
+    def poll(self) -> list[ExitReport]:
+        ray = self.ray
+        out: list[ExitReport] = []
+        now = time.time()
+        for lease_id, run in list(self._running.items()):
+            if run.cancelled:
+                del self._running[lease_id]
+                out.append(ExitReport(lease_id, None, False, "", "stopped before it started"))
+                continue
+            if not run.ready:
+                done, _ = ray.wait(run.started, num_returns=len(run.started), timeout=0)
+                if len(done) == len(run.started):
+                    run.ready = True
+                elif now - run.launched_at > self.start_timeout_s:
+                    self._abort(run)
+                    del self._running[lease_id]
+                    out.append(
+                        ExitReport(lease_id, None, True, "", "not started in time (Ray resources)")
+                    )
+                    continue
+            pending = [w for i, w in enumerate(run.waits) if i not in run.results]
+            if not pending:
+                continue
+            done, _ = ray.wait(pending, num_returns=len(pending), timeout=0)
+            for ref in done:
+                i = run.waits.index(ref)
+                try:
+                    code, tail = ray.get(ref)
+                    run.results[i] = (code, tail, False, "")
+                except Exception as err:  # the actor or its node died
+                    tail = log_tail(run.spec.log_path)
+                    run.results[i] = (None, tail, True, type(err).__name__)
+            if any(lost for _, _, lost, _ in run.results.values()) and len(run.results) < len(
+                run.waits
+            ):
+                self._abort(run)  # a gang does not go on with a rank missing
+                for i in range(len(run.waits)):
+                    run.results.setdefault(i, (None, "", True, "gang member lost"))
+            if len(run.results) == len(run.waits):
+                del self._running[lease_id]
+                self._abort(run)  # the actors hold their GPUs until they are gone
+                out.append(self._report(lease_id, run))
+        return out
+
+    @staticmethod
+    def _report(lease_id: str, run: _Running) -> ExitReport:
+        results = [run.results[i] for i in range(len(run.waits))]
+        lost = any(r[2] for r in results)
+        codes = [r[0] for r in results if r[0] is not None]
+        code = next((c for c in codes if c != 0), 0 if codes else None)
+        tail = results[0][1]
+        detail = next((r[3] for r in results if r[3]), "")
+        return ExitReport(lease_id, code, lost, tail, detail)
+
+    def _abort(self, run: _Running) -> None:
+        for actor in run.actors:
+            with contextlib.suppress(Exception):  # already gone
+                self.ray.kill(actor)
+        if run.pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(run.pg)
+
+    def shutdown(self) -> None:
+        for run in self._running.values():
+            self._abort(run)
+        self._running.clear()

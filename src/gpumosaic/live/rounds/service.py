@@ -1,0 +1,358 @@
+"""``gpumosaic serve``: the store, the lease table, the round driver, an executor and the
+HTTP server, wired together and run until stopped.
+
+The decision objects are built exactly as the simulator builds them (``sim/rounds.py``):
+the policy from the policy registry with the run's seeded Generator, the placement from
+the placement registry with a target workload, the ``RoundDecider`` with the same
+``RoundConfig`` and the two Generators spawned from the seed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import resource
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.live.rounds.cluster import (
+    LiveCluster,
+    discover,
+    local_ray_resources,
+    parse_counts,
+    ray_nodes,
+)
+from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
+from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
+from gpumosaic.live.rounds.executor import Executor
+from gpumosaic.live.rounds.leases import LeaseTable
+from gpumosaic.live.rounds.store import JobRow, Store
+from gpumosaic.live.rounds.submission import JobSubmission
+from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+from gpumosaic.model.job import JobSpec
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+# FGD needs the workload it should keep room for. Without --target-workload the service
+# assumes an even mix of the shapes users submit most (a whole GPU, half, a quarter, two
+# GPUs): an assumption, not a measurement; pass a job list to use your own mix.
+DEFAULT_TARGET = (
+    (1, 1000),
+    (1, 500),
+    (1, 250),
+    (2, 1000),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    policy: str = "max_min_fairness_perf"
+    placement: str = "fgd"
+    round_s: float = 360.0
+    resolve_interval_s: float = 0.0  # re-solve at any boundary where jobs came or went
+    grace_s: float = 10.0
+    max_retries: int = 2
+    state: str = "gpumosaic-state/state.db"
+    host: str = "127.0.0.1"
+    port: int = 8470
+    token: str = ""
+    ray_address: str | None = None
+    cluster: str | None = None  # MODEL:COUNT,... (local Ray, or a subset of a cluster)
+    seed: int = 0
+    target_workload: str | None = None
+    start_timeout_s: float = 120.0
+    park_margin_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.round_s <= 0:
+            raise InputError("must be > 0", field="--round-s")
+        if self.grace_s < 0:
+            raise InputError("must be >= 0", field="--grace-s")
+        if self.max_retries < 0:
+            raise InputError("must be >= 0", field="--max-retries")
+        if not is_loopback(self.host) and not self.token:
+            raise InputError(
+                f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
+                field="--host",
+            )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def connect_ray(config: ServiceConfig) -> LiveCluster:
+    """Join ``--ray-address``, use an already connected Ray, or start a local one with
+    the ``--cluster`` models as logical GPUs; then read the cluster off Ray."""
+    import ray
+
+    declared = parse_counts(config.cluster) if config.cluster else None
+    if not ray.is_initialized():
+        if config.ray_address:
+            ray.init(address=config.ray_address, logging_level=logging.ERROR, log_to_driver=False)
+        else:
+            if declared is None:
+                raise InputError(
+                    "local Ray needs the GPU models: --cluster MODEL:COUNT,... (e.g. v100:2,k80:2)",
+                    field="--cluster",
+                )
+            num_gpus, resources = local_ray_resources(declared)
+            ray.init(
+                num_gpus=num_gpus,
+                resources=resources,
+                include_dashboard=False,
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+            )
+    return discover(ray_nodes(ray.nodes()), declared)
+
+
+def target_workload(path: str | None) -> TargetWorkload:
+    if path:
+        from gpumosaic.traces.joblist import load_job_list
+
+        return TargetWorkload.from_jobs(load_job_list(path).jobs)
+    jobs = [
+        JobSpec(id=i, arrival_s=0.0, job_type="job", num_gpu=n, gpu_milli=m, work=1.0)
+        for i, (n, m) in enumerate(DEFAULT_TARGET)
+    ]
+    return TargetWorkload.from_jobs(jobs)
+
+
+def check_names(config: ServiceConfig) -> None:
+    """Fail on a policy, placement or cluster mistake before Ray is started."""
+    from gpumosaic.placement.registry import build_placement
+    from gpumosaic.policies.registry import POLICY_NAMES
+
+    if config.policy not in POLICY_NAMES:
+        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
+    build_placement(config.placement, target_workload(config.target_workload))
+    if config.cluster:
+        parse_counts(config.cluster)
+
+
+def build_decider(
+    config: ServiceConfig, cluster: LiveCluster
+) -> tuple[LiveRoundDecider, PriorThroughputs]:
+    """The policy, placement and decider, built as ``sim/rounds.py`` builds them."""
+    from gpumosaic.placement.registry import build_placement
+    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
+
+    if config.policy not in POLICY_NAMES:
+        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
+    policy = build_policy(config.policy, rng=np.random.default_rng(config.seed))
+    placement = build_placement(config.placement, target_workload(config.target_workload))
+    priors = PriorThroughputs(GavelThroughputTable.load())
+    round_config = RoundConfig(config.round_s, config.resolve_interval_s)
+    shuffle_rng, place_rng = np.random.default_rng(config.seed).spawn(2)
+    decider = LiveRoundDecider(
+        cluster.spec, policy, placement, priors, round_config, shuffle_rng, place_rng
+    )
+    return decider, priors
+
+
+class Service:
+    """One running service. ``start()`` returns once the API answers; ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        cluster: LiveCluster,
+        executor_factory: Callable[[LeaseTable], Executor] | None = None,
+        clock: Callable[[], float] = time.time,
+        on_plan: Callable[[RoundPlan], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.clock = clock
+        self.token = config.token
+        self.park_margin_s = config.park_margin_s
+        self.default_retries = config.max_retries
+        state = Path(config.state)
+        self.data_dir = state.parent if state.parent != Path("") else Path(".")
+        self.store = Store(state)
+        self.table = LeaseTable(self.store, clock)
+        if executor_factory is None:
+            from gpumosaic.live.rounds.ray_executor import RayExecutor
+
+            self.executor: Executor = RayExecutor(config.start_timeout_s)
+        else:
+            self.executor = executor_factory(self.table)
+        self.decider, self.priors = build_decider(config, cluster)
+        self.on_plan = on_plan
+        self.driver: RoundDriver | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._server: Any = None
+        self.url = ""
+        self.max_gpus = self._max_gpus()
+        self.driver_error: BaseException | None = None
+
+    # ---- what the API asks ---------------------------------------------------------
+
+    def _max_gpus(self) -> dict[str, int]:
+        return self.cluster.spec.gpus_per_model()
+
+    def check_fits(self, sub: JobSubmission) -> tuple[str, str] | None:
+        models = [m.upper() for m in sub.gpu_models] or list(self.max_gpus)
+        present = [m for m in models if m in self.max_gpus]
+        if not present:
+            have = ", ".join(sorted(self.max_gpus))
+            return "gpu_models", f"the cluster has none of {', '.join(models)} (it has {have})"
+        most = max(self.max_gpus[m] for m in present)
+        if sub.gpus > most:
+            return "gpus", f"asks for {sub.gpus} GPUs; at most {most} of one allowed model exist"
+        return None
+
+    def live_steps(self, job: JobRow) -> float:
+        if job.lease_id is not None:
+            lease = self.table.get(job.lease_id)
+            if lease is not None:
+                return lease.steps
+        return job.steps_done
+
+    def log_path(self, job_id: int) -> str:
+        return str(self.data_dir / "logs" / f"job-{job_id}.log")
+
+    def metrics(self) -> dict[str, float]:
+        d = self.driver
+        if d is None:
+            return {}
+        c = d.counters
+        book = self.decider.book
+        last = c.boundary_s[-1] if c.boundary_s else 0.0
+        return {
+            "rounds_total": c.rounds,
+            "leases_launched_total": c.launches,
+            "lease_extensions_total": c.extensions,
+            "lease_stops_total": c.stops,
+            "leases_lost_total": c.lost,
+            "job_retries_total": c.retries,
+            "forced_solves_total": c.forced_solves,
+            "unmeasured_grants_total": c.unmeasured_grants,
+            "placement_failures_total": self.decider.leases.failures,
+            "policy_solves_total": book.solves,
+            "policy_solve_seconds_total": book.solve_s,
+            "round_decision_seconds": last,
+            "rss_bytes": _rss_bytes(),
+        }
+
+    # ---- life cycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        import uvicorn
+
+        from gpumosaic.live.rounds.api import create_app
+
+        app = create_app(self)
+        uv_config = uvicorn.Config(
+            app,
+            host=self.config.host,
+            port=self.config.port,
+            log_level="warning",
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(uv_config)
+        self._server.install_signal_handlers = lambda: None
+        server_thread = threading.Thread(target=self._server.run, name="gpumosaic-api", daemon=True)
+        server_thread.start()
+        self._threads.append(server_thread)
+        give_up = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > give_up or not server_thread.is_alive():
+                raise RuntimeError(
+                    f"the API did not start on {self.config.host}:{self.config.port}"
+                )
+            time.sleep(0.02)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        self.url = f"http://{host}:{port}"
+        driver_config = DriverConfig(
+            round_s=self.config.round_s,
+            grace_s=self.config.grace_s,
+            max_retries=self.config.max_retries,
+            server_url=self.url,
+            token=self.config.token,
+            data_dir=str(self.data_dir),
+        )
+        self.driver = RoundDriver(
+            self.store,
+            self.table,
+            self.executor,
+            self.decider,
+            self.cluster,
+            self.priors,
+            driver_config,
+            clock=self.clock,
+            on_plan=self.on_plan,
+        )
+        self.driver.recover()
+        loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
+        loop.start()
+        self._threads.append(loop)
+
+    def _loop(self) -> None:
+        driver = self.driver
+        assert driver is not None
+        try:
+            while not self._stop.is_set():
+                driver.boundary(self.clock())
+                while not self._stop.is_set():
+                    driver.tick(self.clock())
+                    if driver.round_over(self.clock()):
+                        break
+                    self._stop.wait(driver.config.poll_s)
+        except BaseException as err:  # surfaced by /healthz and the CLI, never swallowed
+            self.driver_error = err
+            raise
+
+    def stop(self, *, stop_jobs: bool = True) -> None:
+        self._stop.set()
+        for t in self._threads[1:]:  # the round loop: it must not decide while we stop
+            t.join(timeout=10)
+        if self.driver is not None and stop_jobs:
+            self.driver.shutdown()
+            give_up = time.monotonic() + self.config.grace_s + 5
+            while self.driver.lease_of and time.monotonic() < give_up:
+                self.driver.tick(self.clock())
+                time.sleep(0.05)
+        if self._server is not None:
+            self._server.should_exit = True
+        for t in self._threads:
+            t.join(timeout=10)
+        self.executor.shutdown()
+        self.store.close()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def wait(self) -> None:
+        """Block until interrupted (the ``serve`` command)."""
+        try:
+            while not self._stop.is_set():
+                if self.driver_error is not None:
+                    raise self.driver_error
+                self._stop.wait(0.5)
+        except KeyboardInterrupt:
+            pass
+
+
+def _rss_bytes() -> int:
+    try:
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

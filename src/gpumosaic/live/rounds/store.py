@@ -1,0 +1,535 @@
+"""The service's durable state in SQLite: jobs, leases, measured throughputs, rounds, events.
+
+One ``Store`` owns one connection (WAL journal, ``synchronous=NORMAL``) behind a lock; every
+change is one explicit transaction, so a SIGKILL leaves either the whole change or none of
+it. The API threads and the round driver share the store; nothing else writes the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpumosaic.live.rounds.submission import TERMINAL_STATES, JobSubmission
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    command TEXT NOT NULL,
+    steps REAL NOT NULL,
+    num_gpu INTEGER NOT NULL,
+    gpu_milli INTEGER NOT NULL,
+    gpu_models TEXT NOT NULL,          -- '|'-joined upper-case names, '' = any
+    priority_weight REAL NOT NULL,
+    job_type TEXT NOT NULL,
+    workdir TEXT NOT NULL,
+    env TEXT NOT NULL,                 -- JSON object
+    max_retries INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    steps_done REAL NOT NULL DEFAULT 0,
+    checkpoint_steps REAL NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER,
+    log_tail TEXT NOT NULL DEFAULT '',
+    attained_s REAL NOT NULL DEFAULT 0,
+    gpu_type TEXT NOT NULL DEFAULT '',
+    gpu_index TEXT NOT NULL DEFAULT '',
+    lease_id TEXT,
+    pid INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL
+);
+CREATE TABLE IF NOT EXISTS leases (
+    id TEXT PRIMARY KEY,
+    job_id INTEGER NOT NULL REFERENCES jobs(id),
+    round INTEGER NOT NULL,
+    gpu_type TEXT NOT NULL,
+    parts TEXT NOT NULL,               -- JSON [[node, [gpu, ...], milli], ...]
+    active INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    end_reason TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER,
+    pid INTEGER,
+    running_at REAL,                   -- the job's first call (its process is running)
+    extensions INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS leases_active ON leases(active);
+CREATE TABLE IF NOT EXISTS throughputs (
+    job_id INTEGER NOT NULL,
+    gpu_type TEXT NOT NULL,
+    steps_per_s REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    PRIMARY KEY (job_id, gpu_type)
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    idx INTEGER PRIMARY KEY,
+    start_s REAL NOT NULL,
+    end_s REAL,
+    plan TEXT NOT NULL                 -- JSON [[job ids], gpu_type, extended, steps]
+);
+CREATE TABLE IF NOT EXISTS service (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    epoch_s REAL NOT NULL              -- time 0 of the scheduler's clock (first start)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    t REAL NOT NULL,
+    job_id INTEGER,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    id: int
+    name: str
+    command: str
+    steps: float
+    num_gpu: int
+    gpu_milli: int
+    gpu_models: tuple[str, ...]
+    priority_weight: float
+    job_type: str
+    workdir: str
+    env: tuple[tuple[str, str], ...]
+    max_retries: int
+    state: str
+    reason: str
+    steps_done: float
+    checkpoint_steps: float
+    attempts: int
+    exit_code: int | None
+    log_tail: str
+    attained_s: float
+    gpu_type: str
+    gpu_index: str
+    lease_id: str | None
+    pid: int | None
+    cancel_requested: bool
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    id: str
+    job_id: int
+    round: int
+    gpu_type: str
+    parts: tuple[tuple[int, tuple[int, ...], int], ...]
+    active: bool
+    started_at: float
+    ended_at: float | None
+    end_reason: str
+    exit_code: int | None
+    pid: int | None
+    extensions: int
+    running_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    seq: int
+    t: float
+    job_id: int | None
+    kind: str
+    detail: str
+
+
+def _job(r: sqlite3.Row) -> JobRow:
+    return JobRow(
+        id=r["id"],
+        name=r["name"],
+        command=r["command"],
+        steps=r["steps"],
+        num_gpu=r["num_gpu"],
+        gpu_milli=r["gpu_milli"],
+        gpu_models=tuple(m for m in r["gpu_models"].split("|") if m),
+        priority_weight=r["priority_weight"],
+        job_type=r["job_type"],
+        workdir=r["workdir"],
+        env=tuple(sorted(json.loads(r["env"]).items())),
+        max_retries=r["max_retries"],
+        state=r["state"],
+        reason=r["reason"],
+        steps_done=r["steps_done"],
+        checkpoint_steps=r["checkpoint_steps"],
+        attempts=r["attempts"],
+        exit_code=r["exit_code"],
+        log_tail=r["log_tail"],
+        attained_s=r["attained_s"],
+        gpu_type=r["gpu_type"],
+        gpu_index=r["gpu_index"],
+        lease_id=r["lease_id"],
+        pid=r["pid"],
+        cancel_requested=bool(r["cancel_requested"]),
+        submitted_at=r["submitted_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+    )
+
+
+def _lease(r: sqlite3.Row) -> LeaseRow:
+    parts = tuple(
+        (int(n), tuple(int(g) for g in gs), int(m)) for n, gs, m in json.loads(r["parts"])
+    )
+    return LeaseRow(
+        id=r["id"],
+        job_id=r["job_id"],
+        round=r["round"],
+        gpu_type=r["gpu_type"],
+        parts=parts,
+        active=bool(r["active"]),
+        started_at=r["started_at"],
+        ended_at=r["ended_at"],
+        end_reason=r["end_reason"],
+        exit_code=r["exit_code"],
+        pid=r["pid"],
+        extensions=r["extensions"],
+        running_at=r["running_at"],
+    )
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+        self._depth = 0  # > 0 inside ``batch``: changes join its one transaction
+        # Bumped by every submission and cancellation, so the driver rescans the jobs
+        # only when one happened (not at every tick).
+        self.jobs_version = 0
+
+    def epoch(self, now: float) -> float:
+        """Time 0 of the decisions' clock: the first start of this state file, so that a
+        restarted service goes on with the same times."""
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO service (one, epoch_s) VALUES (1, ?)", (now,))
+            r = db.execute("SELECT epoch_s FROM service").fetchone()
+        return float(r["epoch_s"])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._depth:
+                yield self._db
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Many changes as one transaction (a round boundary): all or none survive."""
+        with self._tx():
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+    # ---- jobs ----------------------------------------------------------------------
+
+    def add_job(self, sub: JobSubmission, now: float, default_retries: int) -> int:
+        retries = default_retries if sub.max_retries is None else sub.max_retries
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO jobs (name, command, steps, num_gpu, gpu_milli, gpu_models, "
+                "priority_weight, job_type, workdir, env, max_retries, state, submitted_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                (
+                    sub.name,
+                    sub.command,
+                    sub.steps,
+                    sub.gpus,
+                    sub.gpu_milli,
+                    "|".join(m.upper() for m in sub.gpu_models),
+                    sub.priority_weight,
+                    sub.job_type,
+                    sub.workdir,
+                    json.dumps(sub.env, sort_keys=True),
+                    retries,
+                    now,
+                ),
+            )
+            job_id = int(cur.lastrowid or 0)
+            self.jobs_version += 1
+            if not sub.name:
+                db.execute("UPDATE jobs SET name = ? WHERE id = ?", (f"job{job_id}", job_id))
+            self._event(db, now, job_id, "submitted", sub.command)
+        return job_id
+
+    def job(self, job_id: int) -> JobRow | None:
+        with self._lock:
+            r = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if r is None else _job(r)
+
+    def jobs(self, *, live_only: bool = False) -> list[JobRow]:
+        query = "SELECT * FROM jobs"
+        if live_only:
+            query += " WHERE state IN ('queued', 'running')"
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id").fetchall()
+        return [_job(r) for r in rows]
+
+    def mark_running(
+        self, job_id: int, lease_id: str, gpu_type: str, gpu_index: str, now: float
+    ) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET state = 'running', lease_id = ?, gpu_type = ?, gpu_index = ?, "
+                "pid = NULL, started_at = COALESCE(started_at, ?) WHERE id = ?",
+                (lease_id, gpu_type, gpu_index, now, job_id),
+            )
+
+    def record_progress(self, job_id: int, steps: float) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET steps_done = ? WHERE id = ?", (steps, job_id))
+
+    def record_pid(self, job_id: int, lease_id: str, pid: int, now: float) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET pid = ? WHERE id = ?", (pid, job_id))
+            db.execute(
+                "UPDATE leases SET pid = ?, running_at = COALESCE(running_at, ?) WHERE id = ?",
+                (pid, now, lease_id),
+            )
+
+    def record_checkpoint(self, job_id: int, steps: float, now: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET checkpoint_steps = ?, steps_done = MAX(steps_done, ?) "
+                "WHERE id = ?",
+                (steps, steps, job_id),
+            )
+            self._event(db, now, job_id, "checkpoint", f"{steps:g}")
+
+    def add_attained(self, job_id: int, seconds: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET attained_s = attained_s + ? WHERE id = ?", (seconds, job_id)
+            )
+
+    def process_ended(
+        self,
+        job_id: int,
+        *,
+        state: str,
+        steps_done: float,
+        attempts: int,
+        exit_code: int | None,
+        log_tail: str,
+        reason: str,
+        now: float,
+    ) -> None:
+        """A job's process is gone: its state after that (queued again, or terminal)."""
+        finished = now if state in TERMINAL_STATES else None
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, steps_done = ?, attempts = ?, exit_code = ?, "
+                "log_tail = ?, reason = ?, finished_at = ?, lease_id = NULL, pid = NULL "
+                "WHERE id = ?",
+                (state, steps_done, attempts, exit_code, log_tail, reason, finished, job_id),
+            )
+            if state != "queued" or reason:  # a lease that simply ended is in ``leases``
+                self._event(db, now, job_id, state, reason)
+
+    def finish(self, job_id: int, state: str, reason: str, now: float) -> None:
+        """A job leaves for good without a process ending (cancelled while queued, rejected)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, reason = ?, finished_at = ?, lease_id = NULL "
+                "WHERE id = ?",
+                (state, reason, now, job_id),
+            )
+            self._event(db, now, job_id, state, reason)
+
+    def request_cancel(self, job_id: int, now: float) -> bool:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = ? "
+                "AND state IN ('queued', 'running')",
+                (job_id,),
+            )
+            if cur.rowcount:
+                self.jobs_version += 1
+                self._event(db, now, job_id, "cancel_requested")
+        return bool(cur.rowcount)
+
+    # ---- leases --------------------------------------------------------------------
+
+    def add_lease(
+        self,
+        lease_id: str,
+        job_id: int,
+        round_idx: int,
+        gpu_type: str,
+        parts: list[tuple[int, tuple[int, ...], int]],
+        now: float,
+    ) -> None:
+        with self._tx() as db:
+            db.execute(  # the leases table is the record: no event row per lease
+                "INSERT INTO leases (id, job_id, round, gpu_type, parts, active, started_at) "
+                "VALUES (?, ?, ?, ?, ?, 1, ?)",
+                (lease_id, job_id, round_idx, gpu_type, json.dumps(parts), now),
+            )
+
+    def extend_lease(self, lease_id: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE leases SET extensions = extensions + 1 WHERE id = ?", (lease_id,))
+
+    def end_lease(self, lease_id: str, now: float, reason: str, exit_code: int | None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE leases SET active = 0, ended_at = ?, end_reason = ?, exit_code = ? "
+                "WHERE id = ? AND active = 1",
+                (now, reason, exit_code, lease_id),
+            )
+
+    def leases(self, job_id: int | None = None, *, active_only: bool = False) -> list[LeaseRow]:
+        query, args = "SELECT * FROM leases WHERE 1=1", []
+        if job_id is not None:
+            query += " AND job_id = ?"
+            args.append(job_id)
+        if active_only:
+            query += " AND active = 1"
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY started_at, id", args).fetchall()
+        return [_lease(r) for r in rows]
+
+    # ---- throughputs ---------------------------------------------------------------
+
+    def save_round_measures(
+        self,
+        attained: list[tuple[float, int]],
+        rates: list[tuple[int, str, float, int]],
+    ) -> None:
+        """A round's accounting in two statements: GPU-seconds received per job, and the
+        jobs' throughput estimates (job, GPU type, steps/s, samples)."""
+        with self._tx() as db:
+            db.executemany("UPDATE jobs SET attained_s = attained_s + ? WHERE id = ?", attained)
+            db.executemany(
+                "INSERT INTO throughputs VALUES (?, ?, ?, ?) ON CONFLICT (job_id, gpu_type) "
+                "DO UPDATE SET steps_per_s = excluded.steps_per_s, samples = excluded.samples",
+                rates,
+            )
+
+    def throughput_samples(self, job_id: int) -> dict[str, tuple[float, int]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT gpu_type, steps_per_s, samples FROM throughputs WHERE job_id = ?",
+                (job_id,),
+            ).fetchall()
+        return {r["gpu_type"]: (float(r["steps_per_s"]), int(r["samples"])) for r in rows}
+
+    def throughputs(self, job_id: int) -> dict[str, float]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT gpu_type, steps_per_s FROM throughputs WHERE job_id = ?", (job_id,)
+            ).fetchall()
+        return {r["gpu_type"]: float(r["steps_per_s"]) for r in rows}
+
+    # ---- rounds and events ---------------------------------------------------------
+
+    def start_round(self, idx: int, start_s: float, plan: list[object]) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO rounds (idx, start_s, plan) VALUES (?, ?, ?)",
+                (idx, start_s, json.dumps(plan)),
+            )
+
+    def end_round(self, idx: int, end_s: float) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE rounds SET end_s = ? WHERE idx = ?", (end_s, idx))
+
+    def last_round(self) -> int:
+        with self._lock:
+            r = self._db.execute("SELECT MAX(idx) AS m FROM rounds").fetchone()
+        return -1 if r["m"] is None else int(r["m"])
+
+    def rounds(self) -> list[tuple[int, float, float | None, list[object]]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM rounds ORDER BY idx").fetchall()
+        return [(r["idx"], r["start_s"], r["end_s"], json.loads(r["plan"])) for r in rows]
+
+    def event(self, t: float, job_id: int | None, kind: str, detail: str = "") -> None:
+        with self._tx() as db:
+            self._event(db, t, job_id, kind, detail)
+
+    @staticmethod
+    def _event(
+        db: sqlite3.Connection, t: float, job_id: int | None, kind: str, detail: str = ""
+    ) -> None:
+        db.execute(
+            "INSERT INTO events (t, job_id, kind, detail) VALUES (?, ?, ?, ?)",
+            (t, job_id, kind, detail),
+        )
+
+    def events(self, job_id: int | None = None) -> list[EventRow]:
+        query, args = "SELECT * FROM events", []
+        if job_id is not None:
+            query += " WHERE job_id = ?"
+            args.append(job_id)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY seq", args).fetchall()
+        return [EventRow(r["seq"], r["t"], r["job_id"], r["kind"], r["detail"]) for r in rows]
+
+    def count_events(self, kind: str) -> int:
+        with self._lock:
+            r = self._db.execute(
+                "SELECT COUNT(*) AS n FROM events WHERE kind = ?", (kind,)
+            ).fetchone()
+        return int(r["n"])
+
+    # ---- restart -------------------------------------------------------------------
+
+    def recover(self, now: float) -> list[LeaseRow]:
+        """After a restart: end every lease the last run left active and put its job back in
+        the queue at its last checkpoint. Returns those leases (their processes, if any
+        survived, must be stopped before the job runs again)."""
+        stale = self.leases(active_only=True)
+        with self._tx() as db:
+            for lease in stale:
+                db.execute(
+                    "UPDATE leases SET active = 0, ended_at = ?, end_reason = 'service restart' "
+                    "WHERE id = ?",
+                    (now, lease.id),
+                )
+            db.execute(
+                "UPDATE jobs SET state = 'queued', steps_done = checkpoint_steps, "
+                "lease_id = NULL, pid = NULL WHERE state = 'running'"
+            )
+            for lease in stale:
+                self._event(db, now, lease.job_id, "requeued", "service restart")
+        return stale

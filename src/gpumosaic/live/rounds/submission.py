@@ -1,0 +1,75 @@
+"""What a user submits (validated, so a mistake is a 422 naming the field) and what the
+service shows back."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gpumosaic.model.gpu import MILLI_PER_GPU, UnknownGpuModelError, gpu_model
+
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "rejected")
+TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "rejected"})
+
+
+class JobSubmission(BaseModel):
+    """One job: a command line run as a subprocess, and what it needs."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    command: str = Field(min_length=1, description="shell command line of the job")
+    steps: float = Field(gt=0, description="total training steps")
+    gpus: int = Field(default=1, ge=1, le=1024, description="GPUs (a gang if > 1)")
+    gpu_milli: int = Field(default=MILLI_PER_GPU, ge=1, le=MILLI_PER_GPU)
+    gpu_models: list[str] = Field(default_factory=list, description="allowed models; [] = any")
+    priority_weight: float = Field(default=1.0, gt=0)
+    name: str = ""
+    job_type: str = Field(default="", description="a Gavel job type: its table rate is the prior")
+    workdir: str = Field(default="", description="working directory ('' = the service's)")
+    env: dict[str, str] = Field(default_factory=dict)
+    max_retries: int | None = Field(default=None, ge=0, le=100)
+
+    @field_validator("gpu_models")
+    @classmethod
+    def _known_models(cls, value: list[str]) -> list[str]:
+        out = []
+        for name in value:
+            try:
+                out.append(gpu_model(name).name)
+            except UnknownGpuModelError as err:
+                raise ValueError(str(err)) from None
+        return out
+
+    @model_validator(mode="after")
+    def _whole_gpus_for_gangs(self) -> JobSubmission:
+        if self.gpus > 1 and self.gpu_milli != MILLI_PER_GPU:
+            raise ValueError("a multi-GPU job must ask for whole GPUs (gpu_milli 1000)")
+        return self
+
+
+class JobView(BaseModel):
+    """A job as the API and ``gpumosaic jobs --json`` show it."""
+
+    id: int
+    name: str
+    state: str
+    command: str
+    steps: float
+    steps_done: float
+    checkpoint_steps: float
+    gpus: int
+    gpu_milli: int
+    gpu_models: list[str]
+    priority_weight: float
+    gpu_type: str
+    gpu_index: str
+    attained_s: float
+    steps_per_s: float | None
+    attempts: int
+    exit_code: int | None
+    reason: str
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    lease_id: str | None
+    pid: int | None
+    log_tail: str = ""

@@ -1,0 +1,104 @@
+"""Running a study: stored run by run, resumed without rerunning finished runs, and the
+same numbers as the commands the runs stand for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from study_builders import TINY_NVSHARE, TINY_SIMULATE, experiment
+
+from gpumosaic.experiments.runner import run_request
+from gpumosaic.experiments.study.execute import execute
+from gpumosaic.experiments.study.kinds.simulate import run_description
+
+
+def test_store_holds_runs_table_tables_and_descriptions(tmp_path: Path) -> None:
+    study = experiment(tmp_path, TINY_SIMULATE)
+    outcome = execute(study, tmp_path / "out", workers=1)
+    assert (outcome.planned, outcome.skipped, outcome.ran, outcome.failed) == (4, 0, 4, ())
+    runs = pd.read_parquet(tmp_path / "out" / "runs.parquet")
+    assert sorted(runs["run_id"]) == sorted(r.run_id for r in study.runs())
+    assert {"placement", "seed", "cluster", "avg_jct_s", "utilization"} <= set(runs.columns)
+    for planned in study.runs():
+        folder = tmp_path / "out" / "runs" / planned.run_id
+        description = json.loads((folder / "run.json").read_text())
+        assert description["request"]["placement"] == planned.point.placement
+        jobs = pq.read_table(folder / "jobs.parquet").to_pandas()
+        assert len(jobs) == 6 and set(jobs["run_id"]) == {planned.run_id}
+        assert (jobs["node"] >= 0).all()  # the event simulator records placements
+        placements = pq.read_table(folder / "placements.parquet").to_pandas()
+        assert set(placements["job_id"]) == set(jobs["job_id"])
+        assert (placements["milli"] <= 1000).all()
+        # The stored summary is what simulate's own path gives for this point.
+        summary = run_request(run_description(planned.point)).summary
+        row = runs[runs["run_id"] == planned.run_id].iloc[0]
+        assert row["avg_jct_s"] == summary.avg_jct_s
+        assert row["makespan_s"] == summary.makespan_s
+
+
+def test_a_rerun_skips_finished_runs_and_redoes_unfinished_ones(tmp_path: Path) -> None:
+    study = experiment(tmp_path, TINY_NVSHARE)
+    out = tmp_path / "out"
+    first = execute(study, out)
+    assert (first.ran, first.skipped) == (6, 0)
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/row.json")}
+    again = execute(study, out)
+    assert (again.ran, again.skipped) == (0, 6)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/row.json")}
+    assert before == after  # nothing rewritten
+    # A run killed before its row was written counts as unfinished and runs again.
+    victim = study.runs()[2].run_id
+    (out / "runs" / victim / "row.json").unlink()
+    third = execute(study, out)
+    assert (third.ran, third.skipped) == (1, 5)
+    assert len(pd.read_parquet(out / "runs.parquet")) == 6
+
+
+def test_parallel_workers_store_the_same_numbers(tmp_path: Path) -> None:
+    study = experiment(tmp_path, TINY_NVSHARE)
+    execute(study, tmp_path / "serial", workers=1)
+    execute(study, tmp_path / "pool", workers=2)
+    a = pd.read_parquet(tmp_path / "serial" / "runs.parquet").sort_values("run_id")
+    b = pd.read_parquet(tmp_path / "pool" / "runs.parquet").sort_values("run_id")
+    pd.testing.assert_series_equal(a["total_s"].reset_index(drop=True),
+                                   b["total_s"].reset_index(drop=True))  # fmt: skip
+
+
+def test_a_run_that_fails_is_reported_and_not_stored(tmp_path: Path) -> None:
+    # A missing job list shows only when a run reads it: those runs fail, none is stored.
+    text = TINY_SIMULATE.replace(
+        'workload = "gavel:jobs=6,rate=0,milli=spatial"', 'workload = "/nonexistent/jobs.csv"'
+    )
+    outcome = execute(experiment(tmp_path, text), tmp_path / "out")
+    assert outcome.ran == 0 and len(outcome.failed) == 4
+    assert "/nonexistent/jobs.csv: no such file" in outcome.failed[0].error
+    assert not list((tmp_path / "out" / "runs").glob("*/row.json"))
+
+
+def test_points_are_checked_by_the_run_description(tmp_path: Path) -> None:
+    from gpumosaic.errors import InputError
+
+    extra = 'seed = "0-1"\nsharing = "gandiva"\npolicy = "max_min_fairness"'
+    text = TINY_SIMULATE.replace('seed = "0-1"', extra)
+    with pytest.raises(InputError) as info:
+        experiment(tmp_path, text)
+    # RunDescription's mechanism check names --policy: the grid key policy, on its line.
+    line = text.splitlines().index('policy = "max_min_fairness"') + 1
+    assert f"line {line}, key 'grid.policy'" in str(info.value)
+
+
+def test_report_view_shows_the_current_file_and_counts_older_runs(tmp_path: Path) -> None:
+    from gpumosaic.experiments.report.view import load_view
+
+    out = tmp_path / "out"
+    execute(experiment(tmp_path, TINY_NVSHARE), out)
+    smaller = TINY_NVSHARE.replace('job = ["small_50", "big_50"]', 'job = "small_50"')
+    outcome = execute(experiment(tmp_path, smaller), out)
+    assert (outcome.skipped, outcome.ran) == (3, 0)  # its runs were all stored already
+    view = load_view(out)
+    assert len(view.runs) == 3 and view.others == 3
+    assert len(pd.read_parquet(out / "runs.parquet")) == 6  # all stay queryable
