@@ -20,10 +20,10 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	touch $@ $(STAMP_RUN)
 
 # The spatial-sharing experiment: 4 x V100, 50 fractional jobs at t=0, FIFO,
-# strided / best-fit / first-fit / FGD placement, seeds 0..9.
+# worst-fit (Gavel's "strided") / best-fit / first-fit / FGD placement, seeds 0..9.
 demo: $(STAMP_RUN)
 	$(BIN)/gpumosaic compare --cluster v100:4 --workload gavel:jobs=50,rate=0,milli=spatial \
-		--policy fifo --placements strided,best-fit,first-fit,fgd --seeds 0-9 --out runs/demo
+		--policy fifo --placements worstfit,bestfit,firstfit,fgd --seeds 0-9 --out runs/demo
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench

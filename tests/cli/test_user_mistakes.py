@@ -144,14 +144,20 @@ def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path)
     [
         (["compare", "--rates", "1,2"], "--rates '1,2': --rates sweeps the load"),
         (["compare", "--policies", "fifo", "--placements", "fgd,bestfit", "--rates", "1"], "one"),
+        (
+            ["compare", "--policies", "fifo", "--rates", "1", "--background", "openb:default"],
+            "--background openb:default: background load is for placement comparisons",
+        ),
     ],
 )
 def test_contradictory_compare_options(args: list[str], words: str) -> None:
     assert words in one_line_error(args)
 
 
-def test_thousands_of_never_fitting_jobs_are_counted_not_listed() -> None:
-    result = runner.invoke(app, ["simulate", "--cluster", "k80:4", "--workload", "openb:default"])
+def test_many_never_fitting_jobs_are_counted_not_listed(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,num_gpu,gpu_milli,duration_s\n" + "0,8,1000,60\n" * 25)
+    result = runner.invoke(app, ["simulate", "--cluster", "v100:4", "--workload", str(jobs)])
     assert result.exit_code == 3
     rejected = [line for line in result.output.splitlines() if line.startswith("rejected:")]
-    assert len(rejected) == 11 and "more jobs that no server can ever hold" in rejected[-1]
+    assert len(rejected) == 11 and "15 more jobs that no server can ever hold" in rejected[-1]

@@ -31,10 +31,11 @@ from gpumosaic.experiments.sweeps.runs import (
 )
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.placement.registry import canonical_name
 from gpumosaic.run.description import DEFAULT_PLACEMENT
 from gpumosaic.workloads.spec import parse_cluster
 
-DEMO_PLACEMENTS = "strided,best-fit,first-fit,fgd"
+DEMO_PLACEMENTS = "worstfit,bestfit,firstfit,fgd"
 
 
 def _number(text: str) -> bool:
@@ -54,7 +55,9 @@ def split_placements(text: str) -> list[str]:
     weighted combination: ``fgd,pwr=200,fgd=800`` -> ``[fgd, pwr=200,fgd=800]``."""
     out: list[str] = []
     for part in _split(text):
-        if "=" in part and out and "=" in out[-1]:
+        name, eq, weight = part.partition("=")
+        part = f"{canonical_name(name)}{eq}{weight}"  # printed in canonical form
+        if eq and out and "=" in out[-1]:
             out[-1] = f"{out[-1]},{part}"
         else:
             out.append(part)
@@ -73,7 +76,7 @@ def compare(
     placements: Annotated[
         str | None,
         typer.Option(
-            help="comma-separated placements (default: strided,best-fit,first-fit,fgd; "
+            help="comma-separated placements (default: worstfit,bestfit,firstfit,fgd; "
             "a policy sweep uses one, default fgd)"
         ),
     ] = None,
@@ -104,6 +107,13 @@ def compare(
         ),
     ] = None,
     mechanism: Annotated[str, typer.Option(help="auto, event, rounds or gandiva")] = "auto",
+    background: Annotated[
+        str | None,
+        typer.Option(
+            help="pre-fill the cluster for every run: openb:default[,fraction=0.8] "
+            "(see simulate --help)"
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
         "runs/compare"
     ),
@@ -136,6 +146,20 @@ def compare(
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
+    if background is not None and (mode == "fill" or policies is not None):
+        raise InputError(
+            "background load is for placement comparisons of a job list (the fill mode "
+            "and policy sweeps would ignore it)",
+            field="--background",
+            value=background,
+        )
+    if background is not None and executor == "ray":
+        raise InputError(
+            "--background is not part of a comparison's experiment file yet: run it with "
+            "--executor local",
+            field="--background",
+            value=background,
+        )
     from gpumosaic.experiments.study.compare_file import write_compare_experiment
 
     written = write_compare_experiment(
@@ -227,6 +251,7 @@ def compare(
             backfill=backfill,
             sharing=m,
             mechanism=mechanism,
+            background=background,
         )
         for p, m in cells
         for s in seed_list
