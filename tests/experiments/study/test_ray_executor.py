@@ -14,9 +14,10 @@ from gpumosaic.experiments.study.execute import execute
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    """One local instance per test session (reused if some other test started one)."""
+    """One local instance for this module (reused if some other test started one); stopped
+    at the module's end, so that tests/live/rounds can start theirs with logical GPUs."""
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
