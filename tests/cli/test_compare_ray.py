@@ -1,11 +1,10 @@
 """``gpumosaic compare --executor ray``: the comparison's study through the study executor,
-each run a Ray task on one local Ray instance, stored as it ends; a rerun skips them."""
+each run a Ray task on the test run's one local Ray instance (``ray_cluster``, CPU tasks),
+stored as it ends; a rerun skips them."""
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,6 @@ from gpumosaic.cli import app
 
 ray = pytest.importorskip("ray")
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """A local instance (CPU only, no dashboard, auth off), or the session's if one runs."""
-    started = not ray.is_initialized()
-    if started:
-        os.environ["RAY_AUTH_MODE"] = "disabled"
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)  # fmt: skip
-    yield
-    if started:
-        ray.shutdown()
 
 
 def _compare(out: Path) -> dict[str, object]:
@@ -43,7 +29,7 @@ def _compare(out: Path) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_ray_sweep_stores_every_run_and_a_restart_skips_them(
-    tmp_path: Path, local_ray: None
+    tmp_path: Path, ray_cluster: object
 ) -> None:
     out = tmp_path / "cmp"
     first = _compare(out)

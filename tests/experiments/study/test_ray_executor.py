@@ -1,8 +1,8 @@
-"""``--executor ray``: each batch a Ray task on one local Ray instance for the session."""
+"""``--executor ray``: each batch a Ray task on the test run's one local Ray instance
+(the ``ray_cluster`` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -11,24 +11,9 @@ from study_builders import TINY_NVSHARE, experiment
 
 from gpumosaic.experiments.study.execute import execute
 
-ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """One local instance for this module (reused if some other test started one); stopped
-    at the module's end, so that tests/live/rounds can start theirs with logical GPUs."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)  # fmt: skip
-    yield
-    if started:
-        ray.shutdown()
-
 
 @pytest.mark.slow
-def test_ray_executor_stores_what_the_local_one_does(tmp_path: Path, local_ray: None) -> None:
+def test_ray_executor_stores_what_the_local_one_does(tmp_path: Path, ray_cluster: object) -> None:
     study = experiment(tmp_path, TINY_NVSHARE)
     on_ray = execute(study, tmp_path / "ray", executor="ray", workers=2)
     assert (on_ray.ran, on_ray.failed) == (6, ())

@@ -1,34 +1,17 @@
-"""One local Ray instance for the whole test run (logical GPUs of two models, no
-dashboard, auth off), and a helper that runs a round service on it in this process."""
+"""Helpers that run a round service in this process on the test run's one local Ray
+instance (the ``ray_cluster`` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 JOBS = Path(__file__).parent / "jobs"
 TRAIN = f"{sys.executable} {JOBS / 'train.py'}"
-
-
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[object]:
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray = pytest.importorskip("ray")
-    ray.init(
-        num_cpus=2,
-        num_gpus=4,
-        resources={"gpumosaic_model_V100": 2, "gpumosaic_model_K80": 2},
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
-    yield ray
-    ray.shutdown()
 
 
 def wait_for(
