@@ -48,6 +48,8 @@ def one_line_error(args: list[str]) -> str:
         (["simulate", "--cluster", "v100:4", "--workload", "gavl:jobs=5"], "'gavel'"),
         (["simulate", "--cluster", "v100:4", "--workload", "openb:defaultt"], "'openb:default'"),
         ([*SIM, "--sharing", "gandiva:packing=maybe"], "--sharing"),
+        ([*SIM, "--sharing", "nvsare"], "--sharing nvsare: unknown sharing model (did you mean"),
+        ([*SIM, "--sharing", "parametric:busy=x"], "--sharing: interference option busy"),
     ],
 )
 def test_mistake_is_one_line_exit_2(args: list[str], words: str) -> None:

@@ -16,9 +16,9 @@ from gpumosaic.errors import InputError
 
 app = typer.Typer(
     name="gpumosaic",
-    # Live serving (a round service, a Kubernetes extender) is being built; the help says
-    # what the commands do today.
-    help="Simulate, compare and reproduce GPU-cluster scheduling with shared GPUs.",
+    help="Simulate, compare and serve GPU-cluster scheduling with shared GPUs: the same "
+    "policies and placements drive the simulator, the round service on Ray (serve), the "
+    "Kubernetes extender and the GPU time-sharing runtime (share).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -101,8 +101,9 @@ def fill(
     out: Annotated[Path | None, typer.Option(help="folder for curve.csv, summary, plot")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Fill the cluster with tasks that never leave and record allocation, fragmentation
-    and power against the arrived workload (the FGD / PWR experiment)."""
+    """Fill the cluster with tasks that never leave (the FGD / PWR experiment).
+
+    Records allocation, fragmentation and power against the arrived workload."""
     check_seed(seed)
     check_out_dir(out)
     if not inflate > 0:

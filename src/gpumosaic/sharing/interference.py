@@ -32,7 +32,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.options import parse_options, split_options
@@ -180,13 +180,14 @@ class ParametricOptions:
 
 
 def _parametric(rest: str, spec: str) -> ParametricInterference:
-    options = parse_options(
-        ParametricOptions, rest, what="interference option", flag="interference"
-    )
+    options = parse_options(ParametricOptions, rest, what="interference option", flag="--sharing")
     try:
         return ParametricInterference(options.alpha, options.busy)
     except ValueError as err:
-        raise InputError(f"{err} in {spec!r}", field="interference") from None
+        raise InputError(f"{err} in {spec!r}", field="--sharing") from None
+
+
+SHARING_MODELS = ("none", "parametric", "measured", "capped", "nvshare", "gandiva")
 
 
 def build_interference(spec: str, table: PairThroughputs | None = None) -> InterferenceModel:
@@ -196,8 +197,8 @@ def build_interference(spec: str, table: PairThroughputs | None = None) -> Inter
     """
     name, options = split_spec(spec)
     if name == "none":
-        if split_options(options, "interference option", "interference"):
-            raise InputError(f"'none' takes no options: {spec!r}", field="interference")
+        if split_options(options, "interference option", "--sharing"):
+            raise InputError(f"'none' takes no options: {spec!r}", field="--sharing")
         return NoInterference()
     if name == "parametric":
         return _parametric(options, spec)
@@ -208,7 +209,6 @@ def build_interference(spec: str, table: PairThroughputs | None = None) -> Inter
 
             table = GavelThroughputTable.load()
         return MeasuredInterference(table, fallback)
-    raise InputError(
-        f"unknown interference model {name!r} (known: none, parametric, measured)",
-        field="interference",
-    )
+    # Reached for every --sharing name that is not capped or nvshare (speed.py) nor
+    # gandiva (a mechanism): the user's choice is among all of them.
+    raise unknown_name("sharing model", name, SHARING_MODELS, field="--sharing")
