@@ -78,7 +78,12 @@ def test_overload_is_announced_with_the_offered_load() -> None:
 def test_version_and_an_example_in_every_command_help() -> None:
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("gpumosaic ")
-    for command in (["simulate"], ["compare"], ["fill"], ["reproduce", "nvshare"]):
+    commands = [
+        ["simulate"], ["compare"], ["fill"], ["serve"], ["submit"], ["jobs"], ["job"], ["logs"],
+        ["cancel"], ["reproduce", "nvshare"], ["reproduce", "gavel"], ["reproduce", "gandiva"],
+        ["reproduce", "gavel-openb"], ["extender"], ["extender", "replay"], ["share", "run"],
+    ]  # fmt: skip
+    for command in commands:
         help_text = runner.invoke(app, [*command, "--help"], terminal_width=200).stdout
         assert "Example: gpumosaic " + command[0] in help_text, command
 

@@ -38,7 +38,10 @@ def require_kube_extra() -> None:
             ) from None
 
 
-@extender_app.callback(invoke_without_command=True)
+@extender_app.callback(
+    invoke_without_command=True,
+    epilog="Example: gpumosaic extender --placement fgd --target-workload openb:default",
+)
 @user_errors
 def extender(
     ctx: typer.Context,
@@ -128,7 +131,11 @@ def extender(
             watcher.stop()
 
 
-@extender_app.command("replay")
+@extender_app.command(
+    "replay",
+    epilog="Example: gpumosaic extender replay --tasks openb:default --nodes openb:gpu "
+    "--seed 42 --json",
+)
 @user_errors
 def replay_command(
     tasks: Annotated[str, typer.Option(help=TASKS_HELP)] = "openb:default",

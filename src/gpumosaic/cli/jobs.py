@@ -20,7 +20,10 @@ TokenOpt = Annotated[str, typer.Option(envvar="GPUMOSAIC_TOKEN", help="the servi
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
-@app.command()
+@app.command(
+    epilog='Example: gpumosaic submit --server URL --command "python job.py" --steps 60 '
+    "--gpus 1 --gpu-milli 500 --name j1 --json",
+)
 @user_errors
 def submit(
     command: Annotated[
@@ -132,7 +135,10 @@ def _num(v: Any, fmt: str = "{:,.0f}") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
-@app.command("jobs")
+@app.command(
+    "jobs",
+    epilog="Example: gpumosaic jobs --server URL --json",
+)
 @user_errors
 def jobs_command(
     server: ServerOpt = DEFAULT_SERVER, token: TokenOpt = "", json_out: JsonOpt = False
@@ -161,7 +167,9 @@ def jobs_command(
     Console().print(table)
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic job 3 --server URL",
+)
 @user_errors
 def job(
     job_id: Annotated[int, typer.Argument(help="job id")],
@@ -182,7 +190,9 @@ def job(
         print(tail.rstrip())
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic logs 3 --server URL",
+)
 @user_errors
 def logs(
     job_id: Annotated[int, typer.Argument(help="job id")],
@@ -194,7 +204,9 @@ def logs(
     print(ServiceClient(server, token).logs(job_id, tail), end="")
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic cancel 3 --server URL",
+)
 @user_errors
 def cancel(
     job_id: Annotated[int, typer.Argument(help="job id")],

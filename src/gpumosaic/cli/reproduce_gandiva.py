@@ -20,7 +20,7 @@ from gpumosaic.experiments.reproductions.gandiva import (
 )
 
 
-@reproduce_app.command("gandiva")
+@reproduce_app.command("gandiva", epilog="Example: gpumosaic reproduce gandiva --quick --json")
 @user_errors
 def gandiva(
     quick: Annotated[bool, typer.Option("--quick", help="smaller windows (about 15 s)")] = False,

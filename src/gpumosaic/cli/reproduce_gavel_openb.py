@@ -23,7 +23,10 @@ from gpumosaic.experiments.reproductions.gavel_openb import OpenbRun, run_openb_
 from gpumosaic.options import OptionError, convert
 
 
-@reproduce_app.command("gavel-openb")
+@reproduce_app.command(
+    "gavel-openb",
+    epilog="Example: gpumosaic reproduce gavel-openb --rates 860 --window 4000-5000",
+)
 @user_errors
 def gavel_openb(
     rates: Annotated[str, typer.Option(help="jobs/hr, comma-separated")] = "120,240",

@@ -11,7 +11,10 @@ from rich.console import Console
 from gpumosaic.cli.app import app, user_errors
 
 
-@app.command()
+@app.command(
+    epilog="Example: gpumosaic serve --cluster v100:2,k80:2 --policy max_min_fairness_perf "
+    "--placement fgd --round-s 360"
+)
 @user_errors
 def serve(
     policy: Annotated[str, typer.Option(help="a Gavel policy (as simulate --policy)")] = (
