@@ -227,3 +227,23 @@ def test_affinity_placement_is_gandivas_only() -> None:
     assert result.exit_code == 2 and "--sharing gandiva" in result.output
     default = runner.invoke(app, ["simulate", "--workload", "gavel:jobs=4,rate=0", "--json"])
     assert json.loads(default.stdout)["placement"] == "fgd"  # unchanged without gandiva
+
+
+def test_openb_steady_state_command_borrows_rates_unless_told_not_to():
+    """The Alibaba-scale study's command (docs/gavel.md), on a two-job window: models
+    Gavel never measured take borrowed rates by default; borrow=off leaves them idle."""
+    base = [
+        "simulate", "--cluster", "openb:gpu", "--policy", "max_min_fairness_perf",
+        "--placement", "fgd", "--seed", "0", "--json", "--workload",
+    ]  # fmt: skip
+    on = runner.invoke(app, [*base, "gavel:rate=120,window=0-2,milli=spatial"])
+    off = runner.invoke(app, [*base, "gavel:rate=120,window=0-2,milli=spatial,borrow=off"])
+    assert on.exit_code == 0, on.output
+    assert off.exit_code == 0, off.output
+    s_on = json.loads(on.stdout[on.stdout.index("{") :])
+    s_off = json.loads(off.stdout[off.stdout.index("{") :])
+    assert s_on["mechanism"] == "auto" and s_on["rounds"] > 0
+    assert s_on["measured_jobs"] == 2 and s_off["measured_jobs"] == 2
+    # Without borrowing only the measured models (V100, P100 columns) have rates, so a
+    # job's expected alone time, and the offered load, average over other models.
+    assert s_on["offered_load"] != s_off["offered_load"]

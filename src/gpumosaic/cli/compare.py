@@ -119,8 +119,23 @@ def compare(
     ),
     workers: Annotated[int, typer.Option(help="parallel processes (default: all cores)")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print results as JSON")] = False,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="local: the table, CSV and plots from worker processes; ray: each run a Ray "
+            "task, stored in OUT as it ends (a rerun skips stored runs; gpumosaic report OUT)"
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="with --executor ray: the cluster to join (default: a local Ray)"),
+    ] = None,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
+    if executor not in ("local", "ray"):
+        raise InputError("must be local or ray", field="--executor", value=executor)
+    if ray_address is not None and executor != "ray":
+        raise InputError("--ray-address needs --executor ray", field="--ray-address")
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
@@ -138,9 +153,16 @@ def compare(
             field="--background",
             value=background,
         )
+    if background is not None and executor == "ray":
+        raise InputError(
+            "--background is not part of a comparison's experiment file yet: run it with "
+            "--executor local",
+            field="--background",
+            value=background,
+        )
     from gpumosaic.experiments.study.compare_file import write_compare_experiment
 
-    write_compare_experiment(
+    written = write_compare_experiment(
         out,
         mode=mode,
         seeds=seed_list,
@@ -160,6 +182,9 @@ def compare(
         sharing=sharings,
         mechanism=mechanism,
     )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
+    if executor == "ray":
+        _compare_on_ray(written, out, n_workers, ray_address, json_out)
+        return
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
 
@@ -391,3 +416,53 @@ def _print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
     console = Console()
     # Wide enough for the whole table even when stdout is not a terminal (make demo | tee).
     Console(width=max(console.width, 120)).print(table)
+
+
+def _compare_on_ray(
+    experiment: Path, out: Path, workers: int, address: str | None, json_out: bool
+) -> None:
+    """The comparison as the study it wrote (``experiment``), through the study executor:
+    a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
+    import sys
+
+    from gpumosaic.experiments.study.execute import execute
+    from gpumosaic.experiments.study.file import load_experiment
+
+    study = load_experiment(experiment)
+    joined = False
+    if address is not None:
+        try:
+            import ray
+        except ImportError:
+            raise InputError(
+                "--executor ray needs Ray: pip install 'gpumosaic[ray]'", field="--executor"
+            ) from None
+        if not ray.is_initialized():
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            joined = True
+    try:
+        with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
+            outcome = execute(study, out, "ray", workers, lambda done, total: update(done, total))
+    finally:
+        if joined:
+            ray.shutdown()
+    payload = {
+        "out": str(out),
+        "planned": outcome.planned,
+        "skipped": outcome.skipped,
+        "ran": outcome.ran,
+        "failed": [{"run_id": f.run_id, "error": f.error} for f in outcome.failed],
+        "elapsed_s": round(outcome.elapsed_s, 3),
+    }
+    if json_out:
+        typer.echo(json.dumps(payload))
+    else:
+        Console().print(
+            f"{outcome.planned} runs planned, {outcome.skipped} already stored, "
+            f"{outcome.ran} ran on Ray in {outcome.elapsed_s:.1f} s -> {out}\n"
+            f"next: gpumosaic report {out}"
+        )
+    if outcome.failed:
+        for error in dict.fromkeys(f.error for f in outcome.failed):
+            err_console.print(f"[red]error:[/red] run(s) failed: {error}", highlight=False)
+        raise typer.Exit(1)

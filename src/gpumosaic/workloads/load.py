@@ -61,7 +61,10 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
     for job in jobs:
         durations, weights = [], []
         for name, count in counts.items():
-            rate = workload.throughputs.rate(job, by_name[name])
+            try:
+                rate = workload.throughputs.rate(job, by_name[name])
+            except KeyError:  # a model the table does not measure (gavel: borrow=off)
+                continue
             if rate > 0 and job.allows(name):
                 durations.append(job.work / rate)
                 weights.append(count)

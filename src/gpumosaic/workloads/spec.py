@@ -2,7 +2,7 @@
 
 Cluster: ``MODEL:COUNT,...`` (e.g. ``v100:36,p100:36,k80:36``), ``openb:gpu`` /
 ``openb:all``, or a node CSV file (``sn,cpu_milli,memory_mib,gpu,model``).
-Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli),
+Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli, borrow),
 ``gavel-stream:rate=R,window=A-B[,multigpu=on]`` (Gavel's own job stream, draw for draw:
 ``workloads/gavel_stream.py``), ``gavel-trace:PATH``, ``openb:NAME`` (an Alibaba task list
 replayed in time) or a job-list file (.csv/.yaml).
@@ -20,7 +20,11 @@ from gpumosaic.model.gpu import UnknownGpuModelError
 from gpumosaic.options import parse_options
 from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
-from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable
+from gpumosaic.workloads.throughputs import (
+    BORROWED_RATES,
+    ConstantThroughputs,
+    GavelThroughputTable,
+)
 from gpumosaic.workloads.workload import Workload
 
 
@@ -121,6 +125,9 @@ class GavelOptions:
     window: tuple[int, int] | None = None
     multigpu: bool = False
     milli: Literal["spatial", "none"] = "none"
+    # GPU models Gavel never measured take the documented borrowed rates
+    # (workloads/throughputs.py BORROWED_RATES, docs/gavel.md); off: they get no rate.
+    borrow: bool = True
 
     def config(self) -> GavelWorkloadConfig:
         return GavelWorkloadConfig(
@@ -142,4 +149,5 @@ def _gavel(args: str, seed: int) -> Workload:
     name = f"gavel:{args}"
     generator = GavelGenerator(config, table, seed)
     jobs_source = generator if config.jobs is None else tuple(generator)
-    return Workload(name, jobs_source, table, measure=config.window)
+    rates = table.borrowing(BORROWED_RATES) if options.borrow else table
+    return Workload(name, jobs_source, rates, measure=config.window)

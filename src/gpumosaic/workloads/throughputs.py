@@ -53,6 +53,8 @@ class GavelThroughputTable:
         self._isolated = isolated
         self._packed = packed
         self.source = source
+        # Models the table lacks -> (measured column, factor): see ``borrowing``.
+        self.borrowed: dict[str, tuple[str, float]] = {}
         self.gpu_types: tuple[str, ...] = tuple(isolated)
         first = next(iter(isolated.values()))
         self.job_types: tuple[str, ...] = tuple(dict.fromkeys(jt for jt, _ in first))
@@ -107,10 +109,44 @@ class GavelThroughputTable:
         """(throughput of a, throughput of b) when packed together; None if not measured."""
         return self._packed.get(gpu_type, {}).get(((job_type_a, sf_a), (job_type_b, sf_b)))
 
+    def borrowing(self, borrowed: dict[str, tuple[str, float]]) -> GavelThroughputTable:
+        """The same table, where a GPU model it does not measure (no ``throughput_key``)
+        takes ``factor`` x the rates of a measured column (model name -> (column, factor);
+        ``BORROWED_RATES`` is the documented default)."""
+        table = GavelThroughputTable(self._isolated, self._packed, self.source)
+        table.borrowed = dict(borrowed)
+        return table
+
+    def column(self, gpu: GpuModel) -> tuple[str | None, float]:
+        """The column (and factor) that gives ``gpu``'s rates; (None, 1.0) if none does."""
+        if gpu.throughput_key is not None:
+            return gpu.throughput_key, 1.0
+        return self.borrowed.get(gpu.name.upper(), (None, 1.0))
+
+    def borrows(self, gpu: GpuModel) -> bool:
+        """Whether ``gpu``'s rates are borrowed from another model's column."""
+        return gpu.throughput_key is None and gpu.name.upper() in self.borrowed
+
     def rate(self, job: JobSpec, gpu: GpuModel) -> float:
-        if gpu.throughput_key is None:
+        key, factor = self.column(gpu)
+        if key is None:
             raise KeyError(f"Gavel's table does not measure GPU model {gpu.name}")
-        return self.isolated(job.job_type, max(job.num_gpu, 1), gpu.throughput_key)
+        return factor * self.isolated(job.job_type, max(job.num_gpu, 1), key)
+
+
+# GPU models Gavel never measured -> (the measured column whose rates they borrow, factor).
+# No profiles of these models exist to estimate from (workloads/estimation.py), so the
+# mapping is a documented judgement (docs/gavel.md, "GPU models Gavel never measured"):
+# T4 ~ P100 (8.1 vs 9.3 TFLOPS FP32, 16 GB); A10 and G2 (the A10 profile) ~ V100; G3 (the
+# A100 profile) ~ 1.5 x V100 (FP32/TF32). The 1.5 is an estimate, not a measurement.
+BORROWED_RATES: dict[str, tuple[str, float]] = {
+    "V100M16": ("v100", 1.0),
+    "V100M32": ("v100", 1.0),
+    "T4": ("p100", 1.0),
+    "A10": ("v100", 1.0),
+    "G2": ("v100", 1.0),
+    "G3": ("v100", 1.5),
+}
 
 
 def _parse_job_key(text: str, source: str) -> JobKey:

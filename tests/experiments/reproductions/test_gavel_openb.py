@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gpumosaic.experiments.reproductions.gavel_openb import (
-    MappedThroughputs,
-    openb_workload,
-    run_openb,
-)
+from gpumosaic.experiments.reproductions.gavel_openb import openb_workload, run_openb
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.job import JobSpec
+from gpumosaic.workloads.spec import parse_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 
 def test_models_without_gavel_rates_borrow_the_documented_ones() -> None:
     table = GavelThroughputTable.load()
-    rates = MappedThroughputs(table)
+    rates = parse_workload("gavel:rate=860,window=0-2,milli=spatial", 0).workload.throughputs
     job = JobSpec(
         id=0, arrival_s=0.0, job_type=table.job_types[0], num_gpu=1, gpu_milli=500, work=1.0
     )
@@ -25,6 +22,12 @@ def test_models_without_gavel_rates_borrow_the_documented_ones() -> None:
     assert rates.rate(job, gpu_model("G2")) == pytest.approx(v100)
     assert rates.rate(job, gpu_model("G3")) == pytest.approx(1.5 * v100)
     assert rates.rate(job, gpu_model("T4")) == pytest.approx(p100)
+    assert rates.rate(job, gpu_model("V100")) == pytest.approx(v100)  # measured: unchanged
+    # borrow=off: an unmeasured model has no rate (the mechanism gives it no work).
+    plain = parse_workload("gavel:rate=860,window=0-2,borrow=off", 0).workload.throughputs
+    with pytest.raises(KeyError):
+        plain.rate(job, gpu_model("G3"))
+    assert plain.rate(job, gpu_model("V100")) == pytest.approx(v100)
 
 
 def test_a_short_window_runs_and_reports_bounded_figures() -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpumosaic.mechanisms.rounds.priorities import (
     NEW_ENTITY_PRIORITY,
     EntityTable,
+    _greedy,
+    _greedy_fit,
     priorities,
     reset_accounting,
     select_entities,
@@ -100,3 +104,16 @@ def test_pair_blocks_its_members_and_dead_entities_are_skipped():
     assert select_entities(tab, alive, [0], [3000], False) == [(2, 0)]
     alive[2] = False
     assert select_entities(tab, alive, [0], [3000], False) == [(0, 0), (1, 0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([200, 300, 500, 700, 1000, 2000]), min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=12_000),
+)
+def test_vectorized_capacity_walk_takes_what_gavels_loop_takes(demand, left):
+    d = np.asarray(demand, dtype=np.int64)
+    n = len(d)
+    tab = table(np.ones((n, 1)), np.zeros((n, 1)), [0.0], demand=d)
+    loop = _greedy(list(range(n)), 0, left, tab.rows_a, tab.rows_b, tab, np.zeros(n, bool))
+    assert _greedy_fit(d, left).tolist() == [e for e, _ in loop]

@@ -5,7 +5,9 @@ Gavel's generated single-GPU jobs with the spatial-sharing gpu_milli mix (20% 20
 300, 25% 500, 15% 700, 20% 1000), Poisson arrivals, a window of jobs measured.
 
 Gavel's table measures only V100, P100 and K80, so the other models get a documented
-mapping (no profiles of them exist to feed ``workloads/estimation.py``):
+mapping (no profiles of them exist to feed ``workloads/estimation.py``); it lives in
+``workloads/throughputs.py`` (``BORROWED_RATES``) and every ``gavel:`` workload uses it
+unless ``borrow=off``:
 
 =========  =====================  ==============================================
 model      rates of               why
@@ -18,8 +20,11 @@ G3         V100 x 1.5             G3 uses the A100 profile; A100 ~1.5x V100 (FP3
 =========  =====================  ==============================================
 
 ``gpumosaic reproduce gavel-openb --rates 120,240 --window 100-130`` (a cluster
-still filling, minutes); ``--rates 360,800 --window 4000-5000`` measures the steady state
-of the reference note (10-25 min per run on 2 cores; docs/gavel.md has the numbers).
+still filling); ``--rates 360,800 --window 4000-5000`` measures the steady state of the
+reference note (docs/gavel.md has the numbers). One run of it is the command
+``gpumosaic simulate --cluster openb:gpu --workload
+gavel:rate=860,window=4000-5000,milli=spatial --policy max_min_fairness_perf --placement
+fgd --seed 0 --json``.
 """
 
 from __future__ import annotations
@@ -30,38 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumosaic.experiments.parallel import parallel_map
-from gpumosaic.model.gpu import GpuModel
-from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.sim.rounds import run_rounds
-from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
-from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
-
-# model name -> (Gavel column, factor)
-OPENB_RATE_MAP: dict[str, tuple[str, float]] = {
-    "V100M16": ("v100", 1.0),
-    "V100M32": ("v100", 1.0),
-    "P100": ("p100", 1.0),
-    "T4": ("p100", 1.0),
-    "A10": ("v100", 1.0),
-    "G2": ("v100", 1.0),
-    "G3": ("v100", 1.5),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class MappedThroughputs:
-    """Gavel's measured rates, borrowed for models the table lacks (see module doc)."""
-
-    table: GavelThroughputTable
-    mapping: tuple[tuple[str, tuple[str, float]], ...] = tuple(OPENB_RATE_MAP.items())
-
-    def rate(self, job: JobSpec, gpu: GpuModel) -> float:
-        key, factor = dict(self.mapping).get(gpu.name.upper(), (gpu.throughput_key, 1.0))
-        if key is None:
-            raise KeyError(f"no throughput for GPU model {gpu.name}")
-        return factor * self.table.isolated(job.job_type, max(job.num_gpu, 1), key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +57,12 @@ class OpenbRun:
 
 
 def openb_workload(rate: float, window: tuple[int, int], seed: int) -> Workload:
-    table = GavelThroughputTable.load()
-    config = GavelWorkloadConfig(rate_per_hour=rate, window=window, spatial_milli=True)
-    name = f"gavel:rate={rate:g},window={window[0]}-{window[1]},milli=spatial"
-    return Workload(name, GavelGenerator(config, table, seed), MappedThroughputs(table), window)
+    """The ``gavel:rate=R,window=A-B,milli=spatial`` workload of ``gpumosaic simulate``
+    (models Gavel never measured borrow ``BORROWED_RATES``)."""
+    from gpumosaic.workloads.spec import parse_workload
+
+    spec = f"gavel:rate={rate:g},window={window[0]}-{window[1]},milli=spatial"
+    return parse_workload(spec, seed).workload
 
 
 def run_openb(placement: str, rate: float, window: tuple[int, int], seed: int) -> OpenbRun:

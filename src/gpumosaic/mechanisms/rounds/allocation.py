@@ -41,7 +41,11 @@ class AllocationBook:
         self.pair_partners = pair_partners
         self.pairs = policy.traits.pairs
         self.entities: EntityTable | None = None
-        self.deficits: dict[tuple[int, int], np.ndarray] = {}
+        # Deficits carried into the next table: sorted entity keys and their (K, T) rows.
+        self.deficits: tuple[np.ndarray, np.ndarray] = (
+            np.zeros(0, dtype=np.int64),
+            np.zeros((0, len(models))),
+        )
         self.last_reset_s = 0.0
         self.solves = 0
         self.solve_s = 0.0
@@ -58,6 +62,8 @@ class AllocationBook:
             pairs is not PairCandidates.NONE
             and isinstance(throughputs, GavelThroughputTable)
             and len(rows) > 1
+            # Packed rates exist only for measured models (none are borrowed).
+            and all(m.throughput_key is not None for m in self.models)
         ):
             keys = [m.throughput_key for m in self.models]
             specs = [jobs.specs[r] for r in rows.tolist()]
@@ -80,12 +86,10 @@ class AllocationBook:
         assert ent is not None
         carried = reset_accounting(ent, now - self.last_reset_s, self.credit_s)
         active = jobs.is_active
-        pairs = zip(ent.rows_a.tolist(), ent.rows_b.tolist(), strict=True)
-        self.deficits = {
-            (a, b): carried[e]
-            for e, (a, b) in enumerate(pairs)
-            if active[a] and (b < 0 or active[b])
-        }
+        alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])
+        keys = _entity_keys(ent.rows_a[alive], ent.rows_b[alive])
+        order = np.argsort(keys, kind="stable")
+        self.deficits = (keys[order], carried[alive][order])
 
     def _entity_table(self, rows: np.ndarray, alloc: Allocation, jobs: JobStore) -> EntityTable:
         n_types = len(self.models)
@@ -108,11 +112,12 @@ class AllocationBook:
         ra = np.concatenate(rows_a)
         rb = np.concatenate(rows_b)
         deficit = np.zeros((len(ra), n_types))
-        if self.deficits:
-            for e, key in enumerate(zip(ra.tolist(), rb.tolist(), strict=True)):
-                carried = self.deficits.get(key)
-                if carried is not None:
-                    deficit[e] = carried
+        known, carried = self.deficits
+        if len(known):
+            keys = _entity_keys(ra, rb)
+            at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+            hit = known[at] == keys
+            deficit[hit] = carried[at[hit]]
         return EntityTable(
             rows_a=ra,
             rows_b=rb,
@@ -124,3 +129,8 @@ class AllocationBook:
             demand_milli=np.concatenate(demand).astype(np.int64),
             type_total=np.full(n_types, self.credit_s * len(ra)),
         )
+
+
+def _entity_keys(rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+    """One int64 per entity (job rows a, b; b = -1 for a single job), for lookups."""
+    return np.asarray(rows_a, dtype=np.int64) * (1 << 31) + (np.asarray(rows_b) + 1)

@@ -27,9 +27,9 @@ import numpy as np
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
-from gpumosaic.mechanisms.rounds.leases import LeaseBook, holder_id
+from gpumosaic.mechanisms.rounds.leases import LeaseBook
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
-from gpumosaic.mechanisms.rounds.priorities import select_entities
+from gpumosaic.mechanisms.rounds.priorities import select_entity_arrays
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
@@ -225,13 +225,9 @@ class RoundDecider:
         """Solve if due, choose the entities most behind their allocation, place them."""
         if self.solve_due(now):
             self.solve(now)
-        placed, extended_at = self._choose_and_place()
-        es = np.array([e for e, _ in placed], dtype=np.int64)
-        ts = np.array([t for _, t in placed], dtype=np.int64)
-        extended = np.zeros(len(placed), dtype=bool)
-        extended[extended_at] = True
+        es, ts, extended = self._choose_and_place()
         ent = self.book.entities
-        if ent is None or not placed:
+        if ent is None or not len(es):
             empty = np.zeros(0)
             return RoundPlan(
                 now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), (), self.describe
@@ -245,20 +241,21 @@ class RoundDecider:
         if pair.any():
             b = rows_b[pair]
             steps_b[pair] = step_budget(rate_b[pair], jobs.total_steps[b], jobs.done_steps[b], r)
-        state, specs = self.state, jobs.specs
-        ids: list[tuple[int, ...]] = []
-        parts: list[tuple[Assignment, ...]] = []
-        if not self.describe:
-            rows_a_list: list[int] = []
-            rows_b_list: list[int] = []
-        else:
-            rows_a_list, rows_b_list = rows_a.tolist(), rows_b.tolist()
-        for ra, rb in zip(rows_a_list, rows_b_list, strict=True):
-            ids.append((specs[ra].id,) if rb < 0 else (specs[ra].id, specs[rb].id))
-            holder = holder_id((ra, rb))
-            gang = state.gangs.get(holder)
-            parts.append(gang if gang is not None else (state.assignments[holder],))
-        names = self.type_names
+        ids: tuple[tuple[int, ...], ...] = ()
+        types: tuple[str, ...] = ()
+        parts: tuple[tuple[Assignment, ...], ...] = ()
+        if self.describe:  # values for readers; the simulator reads the arrays only
+            ids_a = jobs.job_id[rows_a].tolist()
+            if pair.any():
+                ids_b = jobs.job_id[np.maximum(rows_b, 0)].tolist()
+                ids = tuple(
+                    (x,) if p < 0 else (x, y)
+                    for x, y, p in zip(ids_a, ids_b, rows_b.tolist(), strict=True)
+                )
+            else:
+                ids = tuple((x,) for x in ids_a)
+            types = tuple(np.array(self.type_names, dtype=object)[ts])
+            parts = self.leases.parts_of(rows_a)
         return RoundPlan(
             now,
             es,
@@ -270,36 +267,41 @@ class RoundDecider:
             steps_a,
             steps_b,
             extended,
-            tuple(ids),
-            tuple(names[t] for t in ts.tolist()) if self.describe else (),
-            tuple(parts),
+            ids,
+            types,
+            parts,
             self.describe,
         )
 
-    def _choose_and_place(self) -> tuple[list[tuple[int, int]], list[int]]:
-        """(entity, type) of the placed entities in priority order, and the positions in
-        that list of those whose lease was extended."""
+    def _choose_and_place(self) -> tuple[IntArray, IntArray, BoolArray]:
+        """Entity and type of the placed entities in priority order, and whether each one's
+        lease was extended."""
         ent = self.book.entities
-        if ent is None or not self.jobs.active_rows:
-            self.leases.start_round([], self.jobs.is_active)
-            return [], []
         active = self.jobs.is_active
+        empty = np.zeros(0, dtype=np.int64)
+        if ent is None or not self.jobs.active_rows:
+            self.leases.start_round(empty, empty, empty, lambda i: self.jobs.specs[0], active)
+            return empty, empty, np.zeros(0, dtype=bool)
         alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])
         n_types = len(self.models)
         if self.fixed_order:
             order = list(range(n_types))
         else:
             order = self.shuffle_rng.permutation(n_types).tolist()
-        chosen = select_entities(ent, alive, order, self.capacity_milli, self.skip_zero_priority)
-        requests = []
-        for e, t in chosen:
-            a, b = int(ent.rows_a[e]), int(ent.rows_b[e])
-            spec = self.jobs.specs[a]
-            if b >= 0:  # a pair shares the GPUs of its members: whole GPUs, same count
+        es, ts = select_entity_arrays(
+            ent, alive, order, self.capacity_milli, self.skip_zero_priority
+        )
+        rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
+        specs = self.jobs.specs
+
+        def spec_of(i: int) -> JobSpec:
+            spec = specs[int(rows_a[i])]
+            if rows_b[i] >= 0:  # a pair shares the GPUs of its members: whole GPUs, same count
                 spec = replace(spec, gpu_milli=MILLI_PER_GPU, cpu_milli=0, memory_mib=0)
-            requests.append(((a, b), t, spec))
-        placed, extended = self.leases.start_round(requests, active)
-        return [chosen[i] for i in placed], [k for k, i in enumerate(placed) if i in extended]
+            return spec
+
+        placed, extended = self.leases.start_round(rows_a, rows_b, ts, spec_of, active)
+        return es[placed], ts[placed], extended
 
     def report(self, plan: RoundPlan, report: RoundReport) -> list[tuple[int, float]]:
         """Account the round of ``plan``; returns (row, finish time) of the jobs that

@@ -30,6 +30,7 @@ class JobStore:
         self.finish_s = np.full(_INITIAL_ROWS, np.nan)
         self.first_type = np.full(_INITIAL_ROWS, -1, dtype=np.int64)
         self.demand_milli = np.zeros(_INITIAL_ROWS, dtype=np.int64)
+        self.job_id = np.zeros(_INITIAL_ROWS, dtype=np.int64)  # JobSpec.id by row
         self.is_active = np.zeros(_INITIAL_ROWS, dtype=bool)
         self.rejected: dict[int, str] = {}  # row -> reason
         self.active_rows: list[int] = []  # arrival order
@@ -49,6 +50,7 @@ class JobStore:
             "finish_s",
             "first_type",
             "demand_milli",
+            "job_id",
             "is_active",
         ):
             old = getattr(self, name)
@@ -68,6 +70,7 @@ class JobStore:
         self.rates[row] = rates
         self.total_steps[row] = spec.work
         self.demand_milli[row] = max(spec.num_gpu, 1) * spec.gpu_milli
+        self.job_id[row] = spec.id
         return row
 
     def activate(self, row: int) -> None:

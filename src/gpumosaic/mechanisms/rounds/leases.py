@@ -19,6 +19,7 @@ scoring them; this is most of Gavel's experiments, where jobs change GPU type of
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,6 +29,8 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.batch import place_many
+from gpumosaic.types import BoolArray, IntArray
 
 EntityKey = tuple[int, int]  # (row of job a, row of job b or -1)
 
@@ -68,11 +71,23 @@ class LeaseBook:
         self.leases: dict[EntityKey, Lease] = {}
         # The spec placed for (entity, type): built once, as entities move between types.
         self._typed: dict[tuple[EntityKey, int], JobSpec] = {}
+        self._keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
         self.extensions = 0
         self.opportunities = 0
         self.failures = 0
         self.seconds = 0.0  # spent placing and releasing (reported by the benchmark)
         self.fast_placements = 0
+        self.placements = 0  # entities placed anew (not extended)
+        # Within one round's placements: per symmetric type, its free nodes and how many of
+        # them are taken (see _place_symmetric); cleared whenever the strategy places.
+        self._idle: dict[int, np.ndarray] = {}
+        self._taken: dict[int, int] = {}
+        # Per job row: the type of its single-job lease (-1: none) and where each entity
+        # holds GPUs (by its first member's row); pairs' keys. Arrays so that a round
+        # touches only the leases that change.
+        self._held_type = np.full(0, -1, dtype=np.int64)
+        self._parts = np.empty(0, dtype=object)
+        self._pair_keys: set[EntityKey] = set()
         self._symmetric = [
             _symmetric_nodes(state, t) if symmetric_fast_path else None
             for t in range(len(type_names))
@@ -82,60 +97,152 @@ class LeaseBook:
         return LeaseCounts(self.extensions, self.opportunities, self.failures)
 
     def start_round(
-        self, chosen: list[tuple[EntityKey, int, JobSpec]], active: np.ndarray
-    ) -> tuple[list[int], set[int]]:
-        """Apply this round's choice; returns the indices into ``chosen`` that got GPUs
-        (in order) and, among them, those whose lease was extended.
+        self,
+        rows_a: IntArray,
+        rows_b: IntArray,
+        types: IntArray,
+        spec_of: Callable[[int], JobSpec],
+        active: BoolArray,
+    ) -> tuple[IntArray, BoolArray]:
+        """Apply this round's choice: entity i has job rows ``rows_a[i]``, ``rows_b[i]``
+        (-1 for a single job) and runs on type ``types[i]``, in priority order;
+        ``spec_of(i)`` is the spec to place for it (asked only for entities that need
+        GPUs). ``active`` flags job rows still running (only their leases count as
+        extension opportunities, as in Gavel).
 
-        ``chosen`` holds (entity key, type index, the spec to place) in priority order;
-        ``active`` flags job rows still running (only their leases count as extension
-        opportunities, as in Gavel).
+        Returns the positions that got GPUs (ascending) and, for each, whether its lease
+        was extended. Work per round: numpy over the chosen entities, Python only for
+        the leases that end and the entities that are placed anew.
         """
         started = time.perf_counter()
-        kept: dict[EntityKey, Lease] = {}
-        placed: list[int] = []
-        to_place: list[int] = []
-        extended: set[int] = set()
-        for key in self.leases:
-            if active[key[0]] or (key[1] >= 0 and active[key[1]]):
-                self.opportunities += 1
-        for i, (key, t, _) in enumerate(chosen):
+        n_rows = len(active)
+        self._grow_rows(n_rows)
+        held = self._held_type[:n_rows]
+        single = rows_b < 0
+        held_rows = np.flatnonzero(held >= 0)
+        self.opportunities += int(active[held_rows].sum())
+        self.opportunities += sum(
+            1 for a, b in self._pair_keys if active[a] or (b >= 0 and active[b])
+        )
+        extended = np.zeros(len(rows_a), dtype=bool)
+        extended[single] = held[rows_a[single]] == types[single]
+        kept_pairs: set[EntityKey] = set()
+        for i in np.flatnonzero(~single).tolist():
+            key = (int(rows_a[i]), int(rows_b[i]))
             lease = self.leases.get(key)
-            if lease is not None and lease.type_index == t:
-                kept[key] = lease
-                placed.append(i)
-                extended.add(i)
-                self.extensions += 1
-            else:
-                to_place.append(i)
-        for key, lease in self.leases.items():
-            if key not in kept:
-                self._release(lease)
-        self.leases = kept
-        to_place.sort(key=lambda i: -chosen[i][2].total_gpu_milli)
+            if lease is not None and lease.type_index == int(types[i]):
+                extended[i] = True
+                kept_pairs.add(key)
+        self.extensions += int(extended.sum())
+        # Release every lease not extended: singles by mask, pairs one by one.
+        keep_row = np.zeros(n_rows, dtype=bool)
+        keep_row[rows_a[extended & single]] = True
+        for row in held_rows[~keep_row[held_rows]].tolist():
+            self._release(self.leases.pop((row, -1)))
+            held[row] = -1
+        for key in [k for k in self._pair_keys if k not in kept_pairs]:
+            self._release(self.leases.pop(key))
+            self._pair_keys.discard(key)
+        # Place the rest, largest demand first (stable: priority order among equals).
+        to_place = np.flatnonzero(~extended).tolist()
+        specs = {i: spec_of(i) for i in to_place}
+        to_place.sort(key=lambda i: -specs[i].total_gpu_milli)
+        got = np.zeros(len(rows_a), dtype=bool)
+        got[extended] = True
+        self._idle.clear()
+        batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
         for i in to_place:
-            key, t, spec = chosen[i]
-            lease = self._place(key, t, spec)
-            if lease is None:
-                self.failures += 1
-                continue
-            self.leases[key] = lease
-            placed.append(i)
-        placed.sort()
+            key, t = (int(rows_a[i]), int(rows_b[i])), int(types[i])
+            job = self._typed_spec(key, t, specs[i])
+            nodes = self._symmetric[t]
+            if nodes is not None and job.gpu_milli == MILLI_PER_GPU:
+                self._place_batch(batch, rows_a, rows_b, got)
+                self._keep(key, t, self._place_symmetric(key, t, job, nodes), i, got)
+            elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                self._place_batch(batch, rows_a, rows_b, got)
+                self._idle.clear()  # the strategy may take whole free nodes of any type
+                self._keep(key, t, self._place_one(key, t, job), i, got)
+            else:
+                batch.append((i, t, job))
+        self._place_batch(batch, rows_a, rows_b, got)
+        placed = np.flatnonzero(got)
         self.seconds += time.perf_counter() - started
-        return placed, extended
+        return placed, extended[placed]
+
+    def parts_of(self, rows_a: IntArray) -> tuple[tuple[Assignment, ...], ...]:
+        """Where each entity (by the row of its first member) holds GPUs now."""
+        return tuple(self._parts[rows_a])
+
+    def _grow_rows(self, n_rows: int) -> None:
+        if n_rows <= len(self._held_type):
+            return
+        size = max(n_rows, 2 * len(self._held_type))
+        held = np.full(size, -1, dtype=np.int64)
+        held[: len(self._held_type)] = self._held_type
+        parts = np.empty(size, dtype=object)
+        parts[: len(self._parts)] = self._parts
+        self._held_type, self._parts = held, parts
+
+    def _typed_spec(self, key: EntityKey, t: int, spec: JobSpec) -> JobSpec:
+        job = self._typed.get((key, t))
+        if job is None:
+            job = replace(spec, id=holder_id(key), allowed_models=self.allowed[t])
+            self._typed[(key, t)] = job
+            for row in key:
+                if row >= 0:
+                    self._keys_of_row.setdefault(row, []).append((key, t))
+        return job
+
+    def _keep(self, key: EntityKey, t: int, lease: Lease | None, i: int, got: BoolArray) -> None:
+        """Record a placement attempt's outcome for entity position ``i``."""
+        if lease is None:
+            self.failures += 1
+            return
+        self.leases[key] = lease
+        self.placements += 1
+        got[i] = True
+        a, b = key
+        if b < 0:
+            self._held_type[a] = t
+        else:
+            self._pair_keys.add(key)
+        holder = lease.holder
+        gang = self.state.gangs.get(holder)
+        self._parts[a] = gang if gang is not None else (self.state.assignments[holder],)
+
+    def _place_batch(
+        self,
+        batch: list[tuple[int, int, JobSpec]],
+        rows_a: IntArray,
+        rows_b: IntArray,
+        got: BoolArray,
+    ) -> None:
+        """Place a run of single-node jobs with ``place_many`` (the strategy's batch path:
+        same decisions as one ``place`` each, in order)."""
+        if not batch:
+            return
+        self._idle.clear()  # the strategy may take whole free nodes of any type
+        result = place_many(self.strategy, self.state, [job for _, _, job in batch], self.rng)
+        by_holder = {a.job_id: a for a in result.placed}
+        for i, t, job in batch:
+            key = (int(rows_a[i]), int(rows_b[i]))
+            a = by_holder.get(job.id)
+            lease = None if a is None else Lease(key, t, job.id, (a.node,), gang=False)
+            self._keep(key, t, lease, i, got)
+        batch.clear()
 
     def forget(self, rows: list[int]) -> None:
-        """Drop cached specs of finished jobs."""
-        done = set(rows)
-        self._typed = {
-            k: v for k, v in self._typed.items() if k[0][0] not in done and k[0][1] not in done
-        }
+        """Drop cached specs of finished jobs (work in the number finished)."""
+        for row in rows:
+            for key in self._keys_of_row.pop(row, ()):
+                self._typed.pop(key, None)
 
     def release_all(self) -> None:
         for lease in self.leases.values():
             self._release(lease)
         self.leases = {}
+        self._pair_keys.clear()
+        self._held_type[:] = -1
 
     def _release(self, lease: Lease) -> None:
         if lease.gang:
@@ -143,21 +250,12 @@ class LeaseBook:
         else:
             self.state.release(lease.holder)
 
-    def _place(self, key: EntityKey, t: int, spec: JobSpec) -> Lease | None:
-        holder = holder_id(key)
-        job = self._typed.get((key, t))
-        if job is None:
-            job = replace(spec, id=holder, allowed_models=self.allowed[t])
-            self._typed[(key, t)] = job
-        nodes = self._symmetric[t]
-        if nodes is not None and job.gpu_milli == MILLI_PER_GPU:
-            return self._place_symmetric(key, t, job, nodes)
+    def _place_one(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
+        """A multi-GPU job that may span nodes: one node through the strategy, else a gang."""
         a = self.strategy.place(self.state, job, self.rng)
         if a is not None:
             self.state.allocate(a)
-            return Lease(key, t, holder, (a.node,), gang=False)
-        if not (self.span_nodes and job.may_span_nodes and job.num_gpu > 1):
-            return None
+            return Lease(key, t, job.id, (a.node,), gang=False)
         return self._place_gang(key, t, job)
 
     def _place_symmetric(
@@ -169,20 +267,36 @@ class LeaseBook:
         if k > 1 and not (self.span_nodes and job.may_span_nodes):
             return None
         cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
-        # Nodes of one type are usually one contiguous block: a slice is a view, while
-        # fancy indexing copies (this runs for every placement of every round).
-        first, last = int(nodes[0]), int(nodes[-1])
-        if last - first + 1 == len(nodes):
-            idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU) + first
+        cached = not (cpu_need or memory_need) and t in self._idle
+        if cached:
+            # The free nodes of the type, listed once per run of such placements; each
+            # placement takes the next k (the lowest-index free ones, as a fresh scan would).
+            idle, cursor = self._idle[t], self._taken[t]
         else:
-            idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
-        if cpu_need or memory_need:
-            idle = idle[
-                (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
-            ]
-        free = idle[:k]
+            # Nodes of one type are usually one contiguous block: a slice is a view, while
+            # fancy indexing copies.
+            first, last = int(nodes[0]), int(nodes[-1])
+            if last - first + 1 == len(nodes):
+                idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
+                idle += first
+            else:
+                idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
+            cursor = 0
+            if cpu_need or memory_need:
+                idle = idle[
+                    (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
+                ]
+                self._idle.pop(t, None)  # this placement takes nodes the list may hold
+            else:
+                self._idle[t] = idle
+                cached = True
+        free = idle[cursor : cursor + k]
         if len(free) < k:
+            if cached:
+                self._taken[t] = cursor
             return None
+        if cached:
+            self._taken[t] = cursor + k
         parts = tuple(
             Assignment(job.id, int(node), (0,), MILLI_PER_GPU, cpu_need, memory_need)
             for node in free

@@ -89,21 +89,36 @@ def select_entities(
     capacity_milli: list[int],
     skip_zero_priority: bool,
 ) -> list[tuple[int, int]]:
-    """Greedy pass of Gavel's ``_schedule_jobs_on_workers_helper``: (entity, type) pairs.
+    """``select_entity_arrays`` as (entity, type) pairs."""
+    es, ts = select_entity_arrays(table, alive, type_order, capacity_milli, skip_zero_priority)
+    return list(zip(es.tolist(), ts.tolist(), strict=True))
+
+
+def select_entity_arrays(
+    table: EntityTable,
+    alive: npt.NDArray[np.bool_],
+    type_order: list[int],
+    capacity_milli: list[int],
+    skip_zero_priority: bool,
+) -> tuple[IntArray, IntArray]:
+    """Greedy pass of Gavel's ``_schedule_jobs_on_workers_helper``: the chosen entities and
+    their types, in the order chosen.
 
     ``alive`` masks entities whose jobs are all still active. ``capacity_milli[t]`` is the
     type's GPU capacity in milli (fractional jobs share GPUs). FIFO skips entities of
     priority 0, every other policy also runs them when GPUs are left (work conserving).
     """
+    empty = np.zeros(0, dtype=np.int64)
     if table.size == 0:
-        return []
+        return empty, empty
     prio = priorities(table)
     runnable = table.runnable() & alive[:, None]
     order_key = np.arange(table.size)
     rows_a, rows_b = table.rows_a, table.rows_b
     pair = rows_b >= 0
     taken = np.zeros(int(max(rows_a.max(), rows_b.max())) + 1, dtype=bool)  # by job row
-    chosen: list[tuple[int, int]] = []
+    chosen: list[IntArray] = []
+    chosen_types: list[int] = []
     for t in type_order:
         left = capacity_milli[t]
         if left <= 0:
@@ -120,15 +135,50 @@ def select_entities(
             (order_key[idx], -table.x[idx, t], -table.deficit[idx, t], -prio[idx, t])
         )
         ranked = idx[order]
-        demand = table.demand_milli[ranked]
-        if not pair[ranked].any() and (demand == demand[0]).all():
-            # Singles of one size (the common case): the greedy takes the top ones.
-            take = ranked[: left // int(demand[0])]
+        if not pair[ranked].any():
+            # Singles only: no member is shared within the type, so the greedy is a
+            # capacity walk over the demands (vectorized, same picks).
+            take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
             taken[rows_a[take]] = True
-            chosen.extend((int(e), t) for e in take)
-            continue
-        chosen.extend(_greedy(ranked.tolist(), t, left, rows_a, rows_b, table, taken))
-    return chosen
+        else:
+            picked = _greedy(ranked.tolist(), t, left, rows_a, rows_b, table, taken)
+            take = np.array([e for e, _ in picked], dtype=np.int64)
+        chosen.append(take)
+        chosen_types.append(t)
+    if not chosen:
+        return empty, empty
+    es = np.concatenate(chosen)
+    ts = np.repeat(np.array(chosen_types, dtype=np.int64), [len(c) for c in chosen])
+    return es.astype(np.int64), ts
+
+
+def _greedy_fit(demand: IntArray, left: int) -> IntArray:
+    """Positions Gavel's greedy takes from ``demand`` (in rank order) with ``left`` milli:
+    each entity that still fits is taken, one that does not is skipped.
+
+    A prefix whose running sum fits is all taken; the first entity past it does not fit,
+    and from there only entities of demand <= what is left can be, so the walk jumps to
+    the next such one and repeats. Each jump leaves less than the skipped demand, so
+    there are few jumps (at most left / smallest demand), each one numpy pass.
+    """
+    out: list[IntArray] = []
+    start, n = 0, len(demand)
+    while start < n and left > 0:
+        run = np.cumsum(demand[start:])
+        fit = int(np.searchsorted(run, left, side="right"))  # run[:fit] <= left
+        if fit:
+            out.append(np.arange(start, start + fit))
+            left -= int(run[fit - 1])
+        start += fit
+        if start >= n or left <= 0:
+            break
+        later = np.flatnonzero(demand[start + 1 :] <= left)
+        if len(later) == 0:
+            break
+        start += 1 + int(later[0])
+    if not out:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(out)
 
 
 def _greedy(
