@@ -88,6 +88,15 @@ def test_threaded_clients_never_launch_without_the_lock(share_factory) -> None:
     procs = [share.client("--kernels", "800", "--threads", "4") for _ in range(2)]
     for p in procs:
         finish(p)
+    # The last holder exits holding the lock: wait until the daemon has logged both
+    # disconnects, or its final held interval would look open.
+    share.wait_for(
+        lambda: (
+            {e["pid"] for e in share.daemon.event_list() if e["event"] == "DISCONNECT"}
+            >= {p.pid for p in procs}
+        ),
+        what="both disconnects logged",
+    )
     events = share.daemon.event_list()
     held: dict[int, list[tuple[int, int]]] = {p.pid: [] for p in procs}
     start: dict[int, int] = {}
