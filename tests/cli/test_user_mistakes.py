@@ -168,3 +168,15 @@ def test_many_never_fitting_jobs_are_counted_not_listed(tmp_path: Path) -> None:
     assert result.exit_code == 3
     rejected = [line for line in result.output.splitlines() if line.startswith("rejected:")]
     assert len(rejected) == 11 and "15 more jobs that no server can ever hold" in rejected[-1]
+
+
+def test_jobs_csv_names_each_jobs_node_gpus_and_model(tmp_path: Path) -> None:
+    args = ["simulate", "--cluster", "v100:8", "--gpus-per-node", "4", "--out", str(tmp_path)]
+    result = runner.invoke(app, [*args, "--workload", "gavel:jobs=6,rate=0,milli=spatial"])
+    assert result.exit_code == 0, result.output
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "jobs.csv").open()))
+    assert len(rows) == 6 and all(row["gpu_model"] == "V100" for row in rows)
+    assert all(row["node"] in ("0", "1") for row in rows)
+    assert all(0 <= int(gpu) < 4 for row in rows for gpu in row["gpus"].split())

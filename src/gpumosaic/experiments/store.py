@@ -37,6 +37,10 @@ def jobs_frame(result: SimResult) -> pd.DataFrame:
             "migrations": r.migrations,
             "thrashing_s": r.thrashing_s,
             "handovers": r.handovers,
+            # Where it ran (the event mechanism records it): node indices into the
+            # cluster and the GPU slots on each, "-" between the parts of a gang.
+            "node": "-".join(str(node) for node, _ in r.placement),
+            "gpus": "-".join(" ".join(map(str, gpus)) for _, gpus in r.placement),
         }
         for r in result.records
     ]
