@@ -16,9 +16,9 @@ What it optimises, in Gavel's terms: minimize max_j rho_j(X) over the base const
   far / iso_j of this call (0 for a job that has not run, which is all Gavel ever sees).
   The ledger makes the policy stateful: build one object per run.
 
-Priority weights do not enter (Gavel computes them and leaves them unused, a TODO in its
-code). rem_j / rate_j is convex in X (inv_pos of an affine function), so this is one
-conic program, solved with cvxpy and ECOS (Gavel's solver) by default.
+Priority weights do not enter (Gavel computes them and leaves them unused, with a note
+in its code to use them later). rem_j / rate_j is convex in X (inv_pos of an affine
+function), so this is one conic program, solved with cvxpy and ECOS (Gavel's solver) by default.
 
 ``finish_time_fairness`` (heterogeneity-agnostic) is the same with every usable type at
 the job's throughput on ``reference_type`` (v100), as Gavel's. (Gavel also gives that
