@@ -24,7 +24,16 @@ WL = workload((1, 500, 2_000, 0.5), (1, 1000, 4_000, 0.3), (2, 1000, 8_000, 0.2)
 # Mixed models, sizes and CPU: few identical nodes, so ties and dedupe both get exercised.
 NODES = [("T4", 2, 32_000), ("V100", 4, 64_000), ("T4", 2, 32_000), ("A100", 8, 96_000)] * 3
 SHAPES = [(1, 250, 1_000), (1, 500, 2_000), (1, 1000, 4_000), (2, 1000, 8_000), (0, 0, 3_000)]
-STRATEGIES = ["fgd", "fgd-exact", "bestfit", "pwr", "pwr=200,fgd=800", "gpupacking", "firstfit"]
+STRATEGIES = [
+    "fgd",
+    "fgd-exact",
+    "worstfit",
+    "bestfit",
+    "pwr",
+    "pwr=200,fgd=800",
+    "gpupacking",
+    "firstfit",
+]
 
 
 def random_jobs(rng: np.random.Generator, n: int) -> list[JobSpec]:

@@ -7,6 +7,7 @@ padding slots: ``gpu_exists`` is False there and their free milli is 0, so they 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +157,16 @@ class ClusterState:
             self.kind_count[node, a.kind] += 1
         self.node_version[node] += 1
         self.assignments[a.job_id] = a
+
+    def adopt(self, assignments: Sequence[Assignment]) -> None:
+        """Record assignments whose resources a compiled placement step already took from
+        the arrays (``placement.kernel.place_run`` allocates exactly as ``allocate`` does:
+        GPU milli and tasks per slot, CPU, memory, the kind count, the node version)."""
+        for a in assignments:
+            if a.job_id in self.assignments:
+                raise BookkeepingError(f"job {a.job_id} is already placed")
+            self.assignments[a.job_id] = a
+            self._allocated_milli += a.gpu_milli * len(a.gpus)
 
     def allocate_gang(self, parts: tuple[Assignment, ...]) -> None:
         """Place one job on several nodes at once (all parts carry the job's id).

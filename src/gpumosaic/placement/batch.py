@@ -8,6 +8,8 @@ re-scored or moved), releases the rest and places the newcomers with ``place_man
 Decisions are exactly those of a loop of ``strategy.place`` + ``state.allocate`` in the
 same order (job i sees the cluster after jobs 0..i-1). What makes a batch cheap:
 
+- a run of consecutive same-shape jobs goes to the strategy at once: a compiled strategy
+  (FGD, worst fit) places and allocates the whole run in one kernel call;
 - scored strategies keep per job shape the score of every node and re-score only the
   nodes whose state changed since that shape was last placed (``ScoredPlacement``); a run
   of same-shape jobs therefore re-scores one node per job, the one the last job took;
@@ -26,6 +28,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import FilterKey, filter_key
+from gpumosaic.placement.scorers.combined import ScoredPlacement
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +66,44 @@ def place_many(
     placed: list[Assignment] = []
     unplaced: list[JobSpec] = []
     failed: set[FilterKey] = set()
-    for i, job in enumerate(jobs):
-        key = filter_key(job)
-        assignment = None if key in failed else strategy.place(state, job, rng)
-        if assignment is None:
+    keys = [filter_key(job) for job in jobs]
+    start = 0
+    while start < len(jobs):
+        key = keys[start]
+        end = start + 1
+        while end < len(jobs) and keys[end] == key:
+            end += 1
+        run = jobs[start:end]
+        got = [] if key in failed else _place_run(strategy, state, run, rng)
+        placed.extend(got)
+        if len(got) < len(run):
             if stop_at_first_failure:
-                unplaced.extend(jobs[i:])
+                unplaced.extend(jobs[start + len(got) :])
                 break
             failed.add(key)
-            unplaced.append(job)
-            continue
+            unplaced.extend(run[len(got) :])
+        start = end
+    return BatchResult(tuple(placed), tuple(unplaced))
+
+
+def _place_run(
+    strategy: PlacementStrategy,
+    state: ClusterState,
+    run: Sequence[JobSpec],
+    rng: np.random.Generator,
+) -> list[Assignment]:
+    """Place a run of same-shape jobs in order, allocating each, up to the first that
+    finds no node: in one compiled call where the strategy has one (``ScoredPlacement``)."""
+    if isinstance(strategy, ScoredPlacement):
+        return strategy.place_run(state, run, rng)
+    placed: list[Assignment] = []
+    for job in run:
+        assignment = strategy.place(state, job, rng)
+        if assignment is None:
+            break
         state.allocate(assignment)
         placed.append(assignment)
-    return BatchResult(tuple(placed), tuple(unplaced))
+    return placed
 
 
 def reconcile(

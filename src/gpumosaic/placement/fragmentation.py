@@ -74,7 +74,6 @@ class ClassArrays:
     class_ok: npt.NDArray[np.bool_]
     fit_table: npt.NDArray[np.int64]
     below_table: npt.NDArray[np.int64]
-    count_table: npt.NDArray[np.int64]  # [fit_table | below_table]: one lookup for both
 
     @classmethod
     def build(cls, state: ClusterState, workload: TargetWorkload) -> ClassArrays:
@@ -94,7 +93,6 @@ class ClassArrays:
             class_ok=model_ok & (num_gpu > 0),
             fit_table=fits.astype(np.int64),
             below_table=np.where(fits, 0, free),
-            count_table=np.concatenate([fits.astype(np.int64), np.where(fits, 0, free)], axis=1),
         )
 
 
@@ -115,9 +113,10 @@ class FragmentationTracker:
 
     For every node and class m it keeps ``fit_count`` (GPUs with free >= the class's milli)
     and ``below`` (free milli on the GPUs below it). Only nodes whose
-    ``state.node_version`` moved since the last ``refresh`` are recomputed, so a replay
-    that touches one node per task pays for one node per task. ``frag_after`` evaluates
-    hypothetical changes from these counts without copying any node.
+    ``state.node_version`` moved since they were last counted are recomputed, so a replay
+    that touches one node per task pays for one node per task. The counting and F are
+    compiled (``placement.kernel``: ``refresh_stale``), the same functions the FGD scorer
+    uses, so a node in the same state always gets bit-identical F.
     """
 
     def __init__(self, state: ClusterState, workload: TargetWorkload) -> None:
@@ -129,87 +128,27 @@ class FragmentationTracker:
         self.below = np.zeros((n, m), dtype=np.int64)
         self.free = np.zeros(n, dtype=np.int64)
         self.frag = np.zeros(n, dtype=np.float64)
-        self._version = np.full(n, -1, dtype=np.int64)
+        # The node version each node's counts are for (-1: never counted).
+        self.tracked = np.full(n, -1, dtype=np.int64)
         self._gpu_deltas: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        c = self.classes
+        # One whole GPU taken: the count change, as a one-row table (see ``gpu_deltas``).
+        self.whole_gpu_deltas = (
+            (c.fit_table[0] - c.fit_table[MILLI_PER_GPU])[None, :].copy(),
+            (c.below_table[0] - c.below_table[MILLI_PER_GPU])[None, :].copy(),
+        )
         self.refresh()
 
     def refresh(self) -> None:
-        """Recompute the nodes that changed since the last call."""
-        state = self.state
-        stale = np.flatnonzero(self._version != state.node_version)
-        if not len(stale):
-            return
-        if len(stale) == 1:  # the common case (one node per task): 1-D, half the calls
-            self._refresh_node(int(stale[0]))
-            return
-        g = state.gpu_free[stale]
-        fit = self.classes.fit_table[g].sum(axis=1)
-        below = self.classes.below_table[g].sum(axis=1)
-        free = g.sum(axis=1, dtype=np.int64)
-        self.fit_count[stale] = fit
-        self.below[stale] = below
-        self.free[stale] = free
-        ok = self.node_ok(stale, state.cpu_free[stale])
-        self.frag[stale] = self.frag_of(ok, fit[:, None, :], below[:, None, :], free[:, None])[:, 0]
-        self._version[stale] = state.node_version[stale]
+        """Recompute the nodes that changed since they were last counted."""
+        from gpumosaic.placement import kernel
 
-    def _refresh_node(self, node: int) -> None:
-        """``refresh`` of one node, in 1-D arrays. Same values bit for bit: the F sum is
-        the same contiguous M-element reduction as a row of ``frag_of``."""
         state, c = self.state, self.classes
-        g = state.gpu_free[node]
-        counts = c.count_table[g].sum(axis=0)
-        m = len(c.milli)
-        fit, below = counts[:m], counts[m:]
-        free = int(g.sum())
-        self.fit_count[node] = fit
-        self.below[node] = below
-        self.free[node] = free
-        ok = c.class_ok[node] & (state.cpu_free[node] >= c.cpu) & (fit >= c.num_gpu)
-        self.frag[node] = (np.where(ok, below, free) * c.weight).sum()
-        self._version[node] = state.node_version[node]
-
-    def node_ok(
-        self, nodes: npt.NDArray[np.intp], cpu_free: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.bool_]:
-        """(K, M): class m could use node n at all (a GPU class, its model allowed, enough
-        CPU left); whether enough GPUs fit is the other half of the test."""
-        c = self.classes
-        return c.class_ok[nodes] & (cpu_free[:, None] >= c.cpu)
-
-    def frag_of(
-        self,
-        node_ok: npt.NDArray[np.bool_],
-        fit: npt.NDArray[np.int64],
-        below: npt.NDArray[np.int64],
-        free: npt.NDArray[np.int64],
-    ) -> npt.NDArray[np.float64]:
-        """F for K nodes under C candidate states each: ``node_ok`` (K, M) from
-        ``node_ok``, counts ``fit``/``below`` (K, C, M), free milli (K, C). (K, C) milli.
-
-        Every F of the package goes through this one expression, so a node in the same
-        state always gets bit-identical F and FGD sees a Delta of exactly 0.
-        """
-        c = self.classes
-        ok = node_ok[:, None, :] & (fit >= c.num_gpu)
-        return (np.where(ok, below, free[:, :, None]) * c.weight).sum(axis=-1)
-
-    def frag_after(
-        self,
-        nodes: npt.NDArray[np.intp],
-        d_fit: npt.NDArray[np.int64],
-        d_below: npt.NDArray[np.int64],
-        d_free: npt.NDArray[np.int64],
-        cpu_after: npt.NDArray[np.int64],
-    ) -> npt.NDArray[np.float64]:
-        """F_n for ``nodes`` (K) under C candidate changes each: deltas (K, C, M) for the
-        counts, (K, C) for free milli; CPU left (K,). Returns (K, C) milli-GPU."""
-        return self.frag_of(
-            self.node_ok(nodes, cpu_after),
-            self.fit_count[nodes][:, None, :] + d_fit,
-            self.below[nodes][:, None, :] + d_below,
-            self.free[nodes][:, None] + d_free,
-        )
+        kernel.refresh_stale(
+            state.gpu_free, state.cpu_free, state.node_version, c.class_ok, c.cpu,
+            c.num_gpu, c.weight, c.fit_table, c.below_table, self.fit_count, self.below,
+            self.free, self.frag, self.tracked,
+        )  # fmt: skip
 
     def gpu_deltas(self, milli: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(V, M) tables for a fractional task of ``milli``: row ``f`` is how the per-class
@@ -221,6 +160,14 @@ class FragmentationTracker:
             table = gpu_change_deltas(self.classes, free, np.maximum(free - milli, 0))
             self._gpu_deltas[milli] = table
         return table
+
+    def job_deltas(
+        self, job_num_gpu: int, job_milli: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The count-change tables the FGD kernel reads for a job of this shape."""
+        if job_num_gpu == 1 and job_milli < MILLI_PER_GPU:
+            return self.gpu_deltas(job_milli)
+        return self.whole_gpu_deltas
 
     def total(self) -> float:
         """Cluster fragmentation in milli-GPU (call ``refresh`` first)."""

@@ -10,6 +10,7 @@ nodes and is done after the cache, every time.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,55 @@ Nodes = npt.NDArray[np.intp]
 Slots = npt.NDArray[np.intp]
 
 
+@dataclass(frozen=True, slots=True)
+class KernelInputs:
+    """What a compiled scorer (``placement.kernel.place_run``) reads besides the cluster's
+    arrays: FGD's tracker counts and tables, worst fit's CPU scale. A scorer fills the
+    fields it uses and leaves ``UNUSED`` arrays (same dtypes, empty) in the others."""
+
+    exact: bool
+    cpu_scale: float
+    class_ok: npt.NDArray[np.bool_]
+    c_cpu: npt.NDArray[np.int64]
+    c_num_gpu: npt.NDArray[np.int64]
+    weight: npt.NDArray[np.float64]
+    fit_table: npt.NDArray[np.int64]
+    below_table: npt.NDArray[np.int64]
+    fit_count: npt.NDArray[np.int64]
+    below: npt.NDArray[np.int64]
+    free: npt.NDArray[np.int64]
+    frag: npt.NDArray[np.float64]
+    tracked: npt.NDArray[np.int64]
+    d_fit: npt.NDArray[np.int64]
+    d_below: npt.NDArray[np.int64]
+    thresholds: npt.NDArray[np.float64]
+
+    @classmethod
+    def unused(cls, cpu_scale: float = 0.0) -> KernelInputs:
+        """Inputs of a scorer that reads none of FGD's arrays."""
+        ints2 = np.zeros((0, 0), dtype=np.int64)
+        ints1 = np.zeros(0, dtype=np.int64)
+        floats = np.zeros(0)
+        return cls(
+            exact=False,
+            cpu_scale=cpu_scale,
+            class_ok=np.zeros((0, 0), dtype=bool),
+            c_cpu=ints1,
+            c_num_gpu=ints1,
+            weight=floats,
+            fit_table=ints2,
+            below_table=ints2,
+            fit_count=ints2,
+            below=ints2,
+            free=ints1,
+            frag=floats,
+            tracked=ints1,
+            d_fit=ints2,
+            d_below=ints2,
+            thresholds=floats,
+        )
+
+
 class Scorer(ABC):
     """Base class: identity normalization and best-fit GPU choice. Subclasses override
     ``raw_scores`` (and the rest where the reference does something else)."""
@@ -37,6 +87,10 @@ class Scorer(ABC):
     # shape, so nodes in the same state score the same: the placement index scores one
     # node per distinct state. A scorer that reads the node's index says so here.
     reads_node_index = False
+    # A scorer that ``placement.kernel.place_run`` implements says which (kernel.FGD,
+    # kernel.WORSTFIT) and provides ``kernel_inputs``; a strategy of that one scorer then
+    # decides in compiled code. None: the scorer's numpy ``raw_scores`` is used.
+    kernel_kind: int | None = None
 
     @abstractmethod
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
@@ -48,6 +102,10 @@ class Scorer(ABC):
         """Raw scores and, where the scorer scores each GPU of a fractional job (FGD,
         PWR), the GPU ``fractional_slot`` would choose on each node; else ``None``."""
         return self.raw_scores(state, job, nodes), None
+
+    def kernel_inputs(self, state: ClusterState, job: JobSpec) -> KernelInputs:
+        """The arrays ``place_run`` reads for this scorer (only where ``kernel_kind``)."""
+        raise NotImplementedError(f"{self.name} has no compiled kernel")
 
     def normalize(self, raw: Scores) -> Scores:
         """Scores across all feasible nodes of one decision; identity by default."""

@@ -13,6 +13,11 @@ run's tie-break permutation, so ``argmax`` (first maximum) is the whole decision
 Normalization (min-max for BestFit and PWR) needs every feasible node and runs at each
 decision over the cached raw scores.
 
+A strategy of one compiled scorer (FGD, worst fit: ``Scorer.kernel_kind``) keeps the
+same index but runs the whole per-job step -- re-test and re-score the stale nodes, take
+the first best position, pick the GPUs -- in ``placement.kernel.place_run``; ``place_run``
+here places a run of same-shape jobs with one kernel call that also allocates them.
+
 Ties: the highest total wins; among equal totals the node that comes first in a random
 permutation of the nodes wins. The permutation is drawn from the ``rng`` of the first
 ``place`` call on a given ClusterState and kept for every later call on that state: one
@@ -21,16 +26,17 @@ fixed node order per run, as the reference shuffles node names once per run with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
 from gpumosaic.placement.filter import FilterKey, feasible_among, filter_key
 from gpumosaic.placement.gpu_choice import exclusive_gpus
-from gpumosaic.placement.scorers.base import Nodes, Scorer, Scores
+from gpumosaic.placement.scorers.base import KernelInputs, Nodes, Scorer, Scores
 
 ShapeKey = tuple[int, int, int]
 # Above this many nodes to re-score, group them by state first (np.unique costs ~0.1 ms).
@@ -60,6 +66,7 @@ class _ShapeIndex:
     version: npt.NDArray[np.int64]
     raw: list[npt.NDArray[np.float64]]
     slot: npt.NDArray[np.intp]
+    inputs: KernelInputs | None = None  # what the compiled scorer reads for this shape
 
 
 class ScoredPlacement:
@@ -75,6 +82,10 @@ class ScoredPlacement:
         self._chooser_index = next(i for i, m in enumerate(members) if m.scorer is self.gpu_chooser)
         self._normalized = any(type(m.scorer).normalize is not Scorer.normalize for m in members)
         self._dedupe = not any(m.scorer.reads_node_index for m in members)
+        # One scorer with a compiled kernel: every decision runs in placement.kernel.
+        self._compiled = members[0].scorer if len(members) == 1 else None
+        if self._compiled is not None and self._compiled.kernel_kind is None:
+            self._compiled = None
         self._state: ClusterState | None = None
         self._rank: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -105,6 +116,11 @@ class ScoredPlacement:
         filter. Mutates nothing (but the strategy's caches)."""
         if self._state is not state:
             self._bind(state, rng)
+        if self._compiled is not None:
+            placed, nodes, gpus = self._run_compiled(state, (job,), apply=False)
+            if not placed:
+                return None
+            return int(nodes[0]), tuple(int(g) for g in gpus[0])
         index = self._index.get(filter_key(job))
         if index is None:
             index = self._new_index(job)
@@ -121,6 +137,73 @@ class ScoredPlacement:
         if slot < 0:
             slot = self.gpu_chooser.fractional_slot(state, job, node, rng)
         return node, (slot,)
+
+    def place_run(
+        self, state: ClusterState, jobs: Sequence[JobSpec], rng: np.random.Generator
+    ) -> list[Assignment]:
+        """Place ``jobs`` (one shape: equal ``filter_key``) in order and allocate each on
+        ``state`` before the next; stop at the first that finds no node (the later ones
+        cannot fit either). The same decisions as a loop of ``place`` + ``allocate``."""
+        if not jobs:
+            return []
+        if self._state is not state:
+            self._bind(state, rng)
+        if self._compiled is None:
+            placed: list[Assignment] = []
+            for job in jobs:
+                a = self.place(state, job, rng)
+                if a is None:
+                    break
+                state.allocate(a)
+                placed.append(a)
+            return placed
+        ids = [job.id for job in jobs]
+        if len(set(ids)) != len(ids) or any(state.holds(i) for i in ids):
+            raise BookkeepingError("a job of the run is listed twice or already placed")
+        count, nodes, gpus = self._run_compiled(state, jobs, apply=True)
+        job = jobs[0]
+        milli = job.gpu_milli if job.num_gpu else 0
+        out = [
+            Assignment(j.id, node, tuple(slots), milli, j.cpu_milli, j.memory_mib)
+            for j, node, slots in zip(
+                jobs[:count], nodes[:count].tolist(), gpus[:count].tolist(), strict=True
+            )
+        ]
+        state.adopt(out)
+        return out
+
+    def _run_compiled(
+        self, state: ClusterState, jobs: Sequence[JobSpec], *, apply: bool
+    ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``kernel.place_run`` for jobs of one shape: (how many placed, their nodes,
+        their GPU slots (count, slots taken))."""
+        from gpumosaic.placement import kernel
+
+        scorer = self._compiled
+        assert scorer is not None
+        job = jobs[0]
+        key = filter_key(job)
+        index = self._index.get(key)
+        if index is None:
+            index = self._new_index(job)
+        k = index.inputs
+        if k is None:
+            k = index.inputs = scorer.kernel_inputs(state, job)
+        count = len(jobs) if apply else 1
+        taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
+        nodes = np.empty(count, dtype=np.int64)
+        gpus = np.empty((count, max(taken, 1)), dtype=np.int64)
+        placed = kernel.place_run(
+            count, apply, scorer.kernel_kind, k.exact, job.num_gpu,
+            job.gpu_milli if job.num_gpu else 0, job.cpu_milli, job.memory_mib,
+            state.model_mask(job.allowed_models if job.num_gpu else None),
+            state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
+            state.kind_count, state.node_version, index.version, index.raw[0], index.slot,
+            self._rank, self._perm, k.cpu_scale, k.class_ok, k.c_cpu, k.c_num_gpu, k.weight,
+            k.fit_table, k.below_table, k.fit_count, k.below, k.free, k.frag, k.tracked,
+            k.d_fit, k.d_below, k.thresholds, nodes, gpus,
+        )  # fmt: skip
+        return placed, nodes, gpus[:, :taken]
 
     def bind(self, state: ClusterState, rng: np.random.Generator) -> None:
         """Draw this run's node order from ``rng`` (once per state; later calls keep it)."""
