@@ -325,6 +325,28 @@ def fits(
     return fitting >= num_gpu
 
 
+@njit(cache=True, fastmath=True)
+def _max(raw):  # pragma: no cover
+    """The largest score. fastmath lets the loop vectorize; max is exact in any order
+    (scores are never NaN, and -0.0 never meets 0.0 at the top)."""
+    best = -np.inf
+    for p in range(raw.shape[0]):
+        best = max(best, raw[p])
+    return best
+
+
+@njit(cache=True)
+def first_max(raw):  # pragma: no cover
+    """``argmax(raw)`` (the first position of the largest value), -1 if all are -inf."""
+    best = _max(raw)
+    if best == -np.inf:
+        return -1
+    for p in range(raw.shape[0]):
+        if raw[p] == best:
+            return p
+    return -1
+
+
 @njit(cache=True)
 def place_run(
     count, apply, kind, exact, num_gpu, milli, cpu, memory, model_ok,
@@ -377,12 +399,7 @@ def place_run(
                 raw[p], slot[p] = worstfit_node(
                     n, num_gpu, milli, cpu, cpu_scale, gpu_free, cpu_free
                 )
-        best = -np.inf
-        pos = -1
-        for p in range(num_nodes):
-            if raw[p] > best:
-                best = raw[p]
-                pos = p
+        pos = first_max(raw)
         if pos < 0:
             break
         n = perm[pos]

@@ -26,7 +26,7 @@ fixed node order per run, as the reference shuffles node names once per run with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +69,19 @@ class _ShapeIndex:
     inputs: KernelInputs | None = None  # what the compiled scorer reads for this shape
 
 
+@dataclass(slots=True)
+class _CompiledShape:
+    """One job shape's call of ``kernel.place_run``: the arguments after (count, apply),
+    the GPU slots a job takes, and the one-job output buffers."""
+
+    run: Callable[..., int]
+    args: tuple[object, ...]
+    taken: int
+    node: npt.NDArray[np.int64]
+    gpus: npt.NDArray[np.int64]
+    gpus_row: npt.NDArray[np.int64]
+
+
 class ScoredPlacement:
     """A PlacementStrategy built from weighted scorers; the GPU choice inside the chosen
     node is the one of the highest-weight member (the first one on equal weights)."""
@@ -91,6 +104,7 @@ class ScoredPlacement:
         self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._index: dict[FilterKey, _ShapeIndex] = {}
         self._cache: dict[ShapeKey, list[_RawCache]] = {}
+        self._shapes: dict[FilterKey, _CompiledShape] = {}
 
     # -- decisions ----------------------------------------------------------------
     def place(
@@ -117,10 +131,7 @@ class ScoredPlacement:
         if self._state is not state:
             self._bind(state, rng)
         if self._compiled is not None:
-            placed, nodes, gpus = self._run_compiled(state, (job,), apply=False)
-            if not placed:
-                return None
-            return int(nodes[0]), tuple(int(g) for g in gpus[0])
+            return self._choose_compiled(state, job)
         index = self._index.get(filter_key(job))
         if index is None:
             index = self._new_index(job)
@@ -177,33 +188,56 @@ class ScoredPlacement:
     ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``kernel.place_run`` for jobs of one shape: (how many placed, their nodes,
         their GPU slots (count, slots taken))."""
+        shape = self._compiled_shape(state, jobs[0])
+        count = len(jobs) if apply else 1
+        nodes = np.empty(count, dtype=np.int64)
+        gpus = np.empty((count, max(shape.taken, 1)), dtype=np.int64)
+        placed = shape.run(count, apply, *shape.args, nodes, gpus)
+        return placed, nodes, gpus[:, : shape.taken]
+
+    def _choose_compiled(
+        self, state: ClusterState, job: JobSpec
+    ) -> tuple[int, tuple[int, ...]] | None:
+        """``choose`` in one kernel call with the shape's prepared arguments."""
+        shape = self._shapes.get(filter_key(job))
+        if shape is None:
+            shape = self._compiled_shape(state, job)
+        if not shape.run(1, False, *shape.args, shape.node, shape.gpus):
+            return None
+        return int(shape.node[0]), tuple(shape.gpus_row.tolist())
+
+    def _compiled_shape(self, state: ClusterState, job: JobSpec) -> _CompiledShape:
+        key = filter_key(job)
+        shape = self._shapes.get(key)
+        if shape is not None:
+            return shape
         from gpumosaic.placement import kernel
 
         scorer = self._compiled
         assert scorer is not None
-        job = jobs[0]
-        key = filter_key(job)
         index = self._index.get(key)
         if index is None:
             index = self._new_index(job)
-        k = index.inputs
-        if k is None:
-            k = index.inputs = scorer.kernel_inputs(state, job)
-        count = len(jobs) if apply else 1
+        k = index.inputs = scorer.kernel_inputs(state, job)
         taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
-        nodes = np.empty(count, dtype=np.int64)
-        gpus = np.empty((count, max(taken, 1)), dtype=np.int64)
-        placed = kernel.place_run(
-            count, apply, scorer.kernel_kind, k.exact, job.num_gpu,
-            job.gpu_milli if job.num_gpu else 0, job.cpu_milli, job.memory_mib,
+        # Everything the kernel reads keeps its identity for the run (arrays are updated
+        # in place), so the arguments are gathered once per shape.
+        args = (
+            scorer.kernel_kind, k.exact, job.num_gpu, job.gpu_milli if job.num_gpu else 0,
+            job.cpu_milli, job.memory_mib,
             state.model_mask(job.allowed_models if job.num_gpu else None),
             state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
             state.kind_count, state.node_version, index.version, index.raw[0], index.slot,
             self._rank, self._perm, k.cpu_scale, k.class_ok, k.c_cpu, k.c_num_gpu, k.weight,
             k.fit_table, k.below_table, k.fit_count, k.below, k.free, k.frag, k.tracked,
-            k.d_fit, k.d_below, k.thresholds, nodes, gpus,
+            k.d_fit, k.d_below, k.thresholds,
         )  # fmt: skip
-        return placed, nodes, gpus[:, :taken]
+        gpus = np.zeros((1, max(taken, 1)), dtype=np.int64)
+        shape = _CompiledShape(
+            kernel.place_run, args, taken, np.zeros(1, dtype=np.int64), gpus, gpus[0, :taken]
+        )
+        self._shapes[key] = shape
+        return shape
 
     def bind(self, state: ClusterState, rng: np.random.Generator) -> None:
         """Draw this run's node order from ``rng`` (once per state; later calls keep it)."""
@@ -296,6 +330,7 @@ class ScoredPlacement:
         self._rank[self._perm] = np.arange(state.num_nodes)
         self._cache = {}
         self._index = {}
+        self._shapes = {}
 
 
 def _distinct_rows(
