@@ -348,6 +348,34 @@ def first_max(raw):  # pragma: no cover
 
 
 @njit(cache=True)
+def sync_node(
+    n, kind, exact, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free,
+    node_version, index_version, raw, slot, rank, cpu_scale, class_ok, c_cpu, c_num_gpu,
+    weight, fit_table, below_table, fit_count, below, free, frag, tracked, d_fit, d_below,
+    thresholds, buf, cand, xs,
+):  # fmt: skip  # pragma: no cover
+    """Re-test and re-score node ``n`` for one shape's index (its position ``rank[n]``)."""
+    index_version[n] = node_version[n]
+    p = rank[n]
+    if not fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
+        raw[p] = -np.inf
+        slot[p] = -1
+        return
+    if kind == 0:  # FGD
+        if tracked[n] != node_version[n]:
+            refresh_node(
+                n, gpu_free, cpu_free, node_version, class_ok, c_cpu, c_num_gpu, weight,
+                fit_table, below_table, fit_count, below, free, frag, tracked, buf,
+            )  # fmt: skip
+        raw[p], slot[p] = fgd_node(
+            n, num_gpu, milli, cpu, exact, gpu_free, cpu_free, class_ok, c_cpu, c_num_gpu,
+            weight, fit_count, below, free, frag, d_fit, d_below, thresholds, buf, cand, xs,
+        )  # fmt: skip
+    else:  # worst fit
+        raw[p], slot[p] = worstfit_node(n, num_gpu, milli, cpu, cpu_scale, gpu_free, cpu_free)
+
+
+@njit(cache=True)
 def place_run(
     count, apply, kind, exact, num_gpu, milli, cpu, memory, model_ok,
     gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
@@ -358,13 +386,16 @@ def place_run(
 ):  # fmt: skip  # pragma: no cover
     """Place up to ``count`` jobs of one shape in turn; how many found a node.
 
-    Each job: re-test and re-score the nodes whose version moved since this shape's index
-    (``index_version``, ``raw``/``slot`` in tie-break order) last saw them, take the first
-    best position, write its node and GPU slots to ``out_node``/``out_gpus``. With
-    ``apply`` the job is allocated on the state's arrays (as ``ClusterState.allocate``;
-    the caller records the assignments with ``ClusterState.adopt``) and the next job
-    follows; without, one job is decided and nothing of the state changes. Stops at the
-    first job no node can hold (later ones of the same shape cannot fit either).
+    First the nodes whose version moved since this shape's index (``index_version``,
+    ``raw``/``slot`` in tie-break order) last saw them are re-tested and re-scored. Each
+    job takes the first best position and writes its node and GPU slots to
+    ``out_node``/``out_gpus``. Without ``apply`` that is all (one job decided, the state
+    untouched). With ``apply`` the job is allocated on the state's arrays (as
+    ``ClusterState.allocate``; the caller records the assignments with
+    ``ClusterState.adopt``), only that node is re-scored, and the next job follows: the
+    first best is the same position if its score did not fall, else the next position
+    holding the same best score, else a new scan. Stops at the first job no node can
+    hold (later ones of the same shape cannot fit either).
     """
     num_nodes = node_version.shape[0]
     width = gpu_free.shape[1]
@@ -372,34 +403,17 @@ def place_run(
     cand = np.empty(max(width, 1))
     xs = np.empty(max(width, 1))
     fractional = num_gpu == 1 and milli < 1000
+    for n in range(num_nodes):
+        if index_version[n] != node_version[n]:
+            sync_node(
+                n, kind, exact, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free,
+                memory_free, node_version, index_version, raw, slot, rank, cpu_scale,
+                class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count,
+                below, free, frag, tracked, d_fit, d_below, thresholds, buf, cand, xs,
+            )  # fmt: skip
+    pos = first_max(raw)
     placed = 0
     for j in range(count):
-        for n in range(num_nodes):
-            if index_version[n] == node_version[n]:
-                continue
-            index_version[n] = node_version[n]
-            p = rank[n]
-            if not fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
-                raw[p] = -np.inf
-                slot[p] = -1
-                continue
-            if kind == 0:  # FGD
-                if tracked[n] != node_version[n]:
-                    refresh_node(
-                        n, gpu_free, cpu_free, node_version, class_ok, c_cpu, c_num_gpu,
-                        weight, fit_table, below_table, fit_count, below, free, frag,
-                        tracked, buf,
-                    )  # fmt: skip
-                raw[p], slot[p] = fgd_node(
-                    n, num_gpu, milli, cpu, exact, gpu_free, cpu_free, class_ok, c_cpu,
-                    c_num_gpu, weight, fit_count, below, free, frag, d_fit, d_below,
-                    thresholds, buf, cand, xs,
-                )  # fmt: skip
-            else:  # worst fit
-                raw[p], slot[p] = worstfit_node(
-                    n, num_gpu, milli, cpu, cpu_scale, gpu_free, cpu_free
-                )
-        pos = first_max(raw)
         if pos < 0:
             break
         n = perm[pos]
@@ -425,6 +439,22 @@ def place_run(
         if num_gpu > 0:
             kind_count[n, 0 if fractional else num_gpu] += 1
         node_version[n] += 1
+        # Only node n changed since the scores were current (this call owns the state).
+        best = raw[pos]
+        sync_node(
+            n, kind, exact, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free,
+            memory_free, node_version, index_version, raw, slot, rank, cpu_scale,
+            class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count,
+            below, free, frag, tracked, d_fit, d_below, thresholds, buf, cand, xs,
+        )  # fmt: skip
+        if raw[pos] >= best:
+            continue  # every earlier position is below best: pos is still the first max
+        later = -1
+        for p in range(pos + 1, num_nodes):
+            if raw[p] == best:
+                later = p
+                break
+        pos = later if later >= 0 else first_max(raw)
     return placed
 
 
