@@ -162,11 +162,11 @@ class ClusterState:
         """Record assignments whose resources a compiled placement step already took from
         the arrays (``placement.kernel.place_run`` allocates exactly as ``allocate`` does:
         GPU milli and tasks per slot, CPU, memory, the kind count, the node version)."""
-        for a in assignments:
-            if a.job_id in self.assignments:
-                raise BookkeepingError(f"job {a.job_id} is already placed")
-            self.assignments[a.job_id] = a
-            self._allocated_milli += a.gpu_milli * len(a.gpus)
+        new = {a.job_id: a for a in assignments}
+        if len(new) != len(assignments) or not new.keys().isdisjoint(self.assignments):
+            raise BookkeepingError("a job is listed twice or already placed")
+        self.assignments.update(new)
+        self._allocated_milli += sum(a.gpu_milli * len(a.gpus) for a in assignments)
 
     def allocate_gang(self, parts: tuple[Assignment, ...]) -> None:
         """Place one job on several nodes at once (all parts carry the job's id).

@@ -168,8 +168,12 @@ class ScoredPlacement:
                 state.allocate(a)
                 placed.append(a)
             return placed
-        ids = [job.id for job in jobs]
-        if len(set(ids)) != len(ids) or any(state.holds(i) for i in ids):
+        ids = {job.id for job in jobs}
+        if (
+            len(ids) != len(jobs)
+            or not ids.isdisjoint(state.assignments)
+            or not ids.isdisjoint(state.gangs)
+        ):
             raise BookkeepingError("a job of the run is listed twice or already placed")
         count, nodes, gpus = self._run_compiled(state, jobs, apply=True)
         job = jobs[0]
