@@ -163,7 +163,8 @@ class ClusterState:
         the arrays (``placement.kernel.place_run`` allocates exactly as ``allocate`` does:
         GPU milli and tasks per slot, CPU, memory, the kind count, the node version)."""
         new = {a.job_id: a for a in assignments}
-        if len(new) != len(assignments) or not new.keys().isdisjoint(self.assignments):
+        # dict_keys.isdisjoint iterates over its argument: the new ones, not all held.
+        if len(new) != len(assignments) or not self.assignments.keys().isdisjoint(new):
             raise BookkeepingError("a job is listed twice or already placed")
         self.assignments.update(new)
         self._allocated_milli += sum(a.gpu_milli * len(a.gpus) for a in assignments)

@@ -171,8 +171,8 @@ class ScoredPlacement:
         ids = {job.id for job in jobs}
         if (
             len(ids) != len(jobs)
-            or not ids.isdisjoint(state.assignments)
-            or not ids.isdisjoint(state.gangs)
+            or not state.assignments.keys().isdisjoint(ids)  # iterates over ids
+            or not state.gangs.keys().isdisjoint(ids)
         ):
             raise BookkeepingError("a job of the run is listed twice or already placed")
         count, nodes, gpus = self._run_compiled(state, jobs, apply=True)
