@@ -7,7 +7,7 @@ import json
 import math
 import time
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -19,8 +19,10 @@ from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce import reproduce_app
 from gpumosaic.cli.reproduce_gavel import _numbers
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.reproductions.gavel_openb import OpenbRun, run_openb_sweep
 from gpumosaic.options import OptionError, convert
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.reproductions.gavel_openb import OpenbRun
 
 
 @reproduce_app.command(
@@ -56,6 +58,8 @@ def gavel_openb(
     rate_list = _numbers(rates, float, "--rates")
     if not rate_list or any(not (r > 0 and math.isfinite(r)) for r in rate_list):
         raise InputError("rates must be positive numbers", field="--rates", value=rates)
+    from gpumosaic.experiments.reproductions.gavel_openb import run_openb_sweep  # only now
+
     started = time.perf_counter()
     with counter_bar(not json_out, "gavel on openb") as update:
         runs = run_openb_sweep(
