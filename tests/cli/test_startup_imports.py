@@ -101,3 +101,33 @@ def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
     assert not any(m.startswith("gpumosaic.cli.") and m != "gpumosaic.cli.fill"
                    and m not in ("gpumosaic.cli.app", "gpumosaic.cli.__main__")
                    and m != "gpumosaic.cli.progress" for m in modules)  # fmt: skip
+
+
+def test_every_command_module_is_listed() -> None:
+    # A command is imported only through COMMAND_MODULES: one registered by a module that
+    # is not listed there (or listed under another name) would silently vanish.
+    import importlib
+    import pkgutil
+
+    import typer.main
+
+    import gpumosaic.cli
+    from gpumosaic.cli.app import COMMAND_MODULES, app
+
+    for module in pkgutil.iter_modules(gpumosaic.cli.__path__):
+        if module.name != "__main__":
+            importlib.import_module(f"gpumosaic.cli.{module.name}")
+    defined: dict[str, set[str]] = {}
+    for info in app.registered_commands:
+        assert info.callback is not None
+        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        defined.setdefault(name, set()).add(info.callback.__module__)
+    for group in app.registered_groups:
+        assert group.name is not None and group.typer_instance is not None
+        for info in group.typer_instance.registered_commands:
+            assert info.callback is not None
+            defined.setdefault(group.name, set()).add(info.callback.__module__)
+    assert set(defined) == set(COMMAND_MODULES)
+    for name, modules in defined.items():
+        listed = {f"gpumosaic.cli.{m}" for m in COMMAND_MODULES[name]}
+        assert modules <= listed, name
