@@ -169,20 +169,37 @@ class _FillRecord:
 
 
 class _FailureReasons:
-    """The filter's reason for each failed task. ``explain`` depends on the job's filter
-    key and the cluster's state only, and in a fill the state changes only by placing, so
-    failures of one shape between two placements share one answer."""
+    """The filter's reason for each failed task, as ``explain`` gives it.
+
+    Nearly every failure of a fill is "gpu": some node passes the GPU-model, CPU and
+    memory filters, but none has the GPUs. Once ``explain`` says so for a job shape, one
+    such node is kept as a witness; while that node is untouched (its ``node_version``
+    unchanged) it still passes those filters, so the answer is still "gpu" without a scan.
+    """
 
     def __init__(self) -> None:
-        self._codes: dict[tuple[FilterKey, int], int] = {}
         self._code = {r: i for i, r in enumerate(FAIL_REASONS)}
+        self._witness: dict[FilterKey, tuple[int, int]] = {}  # shape -> (node, version)
 
-    def code(self, state: ClusterState, job: JobSpec, placed: int) -> int:
-        key = (filter_key(job), placed)
-        code = self._codes.get(key)
-        if code is None:
-            code = self._codes[key] = self._code[explain(state, job).reason]
-        return code
+    def code(self, state: ClusterState, job: JobSpec) -> int:
+        key = filter_key(job)
+        witness = self._witness.get(key)
+        if witness is not None and state.node_version[witness[0]] == witness[1]:
+            return self._code[Reason.GPU]
+        reason = explain(state, job).reason
+        if reason is Reason.GPU:
+            node = _passes_all_but_gpu(state, job)
+            self._witness[key] = (node, int(state.node_version[node]))
+        return self._code[reason]
+
+
+def _passes_all_but_gpu(state: ClusterState, job: JobSpec) -> int:
+    """A node that passes the filter's GPU-model, CPU and memory tests (``explain`` said
+    "gpu", so there is one)."""
+    ok = (state.cpu_free >= job.cpu_milli) & (state.memory_free >= job.memory_mib)
+    if job.num_gpu:
+        ok &= state.model_mask(job.allowed_models)
+    return int(np.argmax(ok))
 
 
 def _node_fragmentation(
@@ -338,7 +355,7 @@ def run_fill(
         choice = strategy.choose(state, job, rng)
         placed: Assignment | None = None
         if choice is None:
-            reason[i] = failures.code(state, job, record.placed)
+            reason[i] = failures.code(state, job)
         else:
             node, gpus = choice
             milli = job.gpu_milli if job.num_gpu else 0
