@@ -49,7 +49,8 @@ class LazyCommandGroup(TyperGroup):
     """The top-level group: a command is built from its module when it is first looked up
     (run, or listed by --help), so a command pays only for its own imports.
 
-    (``Any`` in the signatures: typer >= 0.24 vendors its own click, older ones use click's.)
+    (``Any`` in the signatures: recent typer releases ship their own copy of click, older
+    ones use click itself, so the context and command types differ between versions.)
     """
 
     def list_commands(self, ctx: Any) -> list[str]:
