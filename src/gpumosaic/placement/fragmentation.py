@@ -137,13 +137,56 @@ class FragmentationTracker:
             (c.fit_table[0] - c.fit_table[MILLI_PER_GPU])[None, :].copy(),
             (c.below_table[0] - c.below_table[MILLI_PER_GPU])[None, :].copy(),
         )
-        self.refresh()
+        self._count_all()
+
+    def _count_all(self) -> None:
+        """Count every node at once with numpy (a new tracker: no numba needed until a
+        node changes). Bit for bit what ``refresh`` computes node by node."""
+        state, c = self.state, self.classes
+        nodes = np.arange(state.num_nodes)
+        g = state.gpu_free
+        self.fit_count[:] = c.fit_table[g].sum(axis=1)
+        self.below[:] = c.below_table[g].sum(axis=1)
+        self.free[:] = g.sum(axis=1, dtype=np.int64)
+        ok = self.node_ok(nodes, state.cpu_free)
+        self.frag[:] = self.frag_of(
+            ok, self.fit_count[:, None, :], self.below[:, None, :], self.free[:, None]
+        )[:, 0]
+        self.tracked[:] = state.node_version
+
+    def node_ok(
+        self, nodes: npt.NDArray[np.intp], cpu_free: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_]:
+        """(K, M): class m could use node n at all (a GPU class, its model allowed, enough
+        CPU left); whether enough GPUs fit is the other half of the test."""
+        c = self.classes
+        return c.class_ok[nodes] & (cpu_free[:, None] >= c.cpu)
+
+    def frag_of(
+        self,
+        node_ok: npt.NDArray[np.bool_],
+        fit: npt.NDArray[np.int64],
+        below: npt.NDArray[np.int64],
+        free: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.float64]:
+        """F for K nodes under C states each, in bulk: ``node_ok`` (K, M) from ``node_ok``,
+        counts ``fit``/``below`` (K, C, M), free milli (K, C). (K, C) milli.
+
+        The kernel's F of one node (``kernel.refresh_node``, ``fgd_node``) sums the same
+        per-class terms in numpy's pairwise order, so both give bit-identical F for a node
+        in the same state (tested): FGD's Delta = 0 stays exact.
+        """
+        c = self.classes
+        ok = node_ok[:, None, :] & (fit >= c.num_gpu)
+        return (np.where(ok, below, free[:, :, None]) * c.weight).sum(axis=-1)
 
     def refresh(self) -> None:
         """Recompute the nodes that changed since they were last counted."""
+        state, c = self.state, self.classes
+        if not (self.tracked != state.node_version).any():
+            return  # nothing moved (and numba stays unloaded where nothing ever does)
         from gpumosaic.placement import kernel
 
-        state, c = self.state, self.classes
         kernel.refresh_stale(
             state.gpu_free, state.cpu_free, state.node_version, c.class_ok, c.cpu,
             c.num_gpu, c.weight, c.fit_table, c.below_table, self.fit_count, self.below,
