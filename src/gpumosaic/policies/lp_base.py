@@ -231,14 +231,17 @@ def repair_feasibility(
 ) -> tuple[FloatArray, FloatArray]:
     """Scale rows with time > 1 and types over capacity down onto the constraints."""
     x, y = x.copy(), y.copy()
-    incidence = job_pair_incidence(inp.num_jobs, pairs)
-    time = x.sum(axis=1) + incidence @ y.sum(axis=1)
+    time = x.sum(axis=1)
+    if pairs is not None and len(y):
+        time = time + job_pair_incidence(inp.num_jobs, pairs) @ y.sum(axis=1)
     row_scale = 1.0 / np.maximum(time, 1.0)
     x *= row_scale[:, None]
     if pairs is not None and len(y):
         y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
     demand = np.asarray(inp.demand, dtype=np.float64)
-    used = demand @ x + _pair_demand(demand, pairs) @ y
+    used = demand @ x
+    if pairs is not None and len(y):
+        used = used + _pair_demand(demand, pairs) @ y
     capacity = np.asarray(inp.capacity, dtype=np.float64)
     type_scale = np.where(used > capacity, capacity / np.where(used > 0, used, 1.0), 1.0)
     return x * type_scale[None, :], y * type_scale[None, :]
