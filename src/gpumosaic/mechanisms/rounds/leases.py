@@ -144,27 +144,32 @@ class LeaseBook:
             self._release(self.leases.pop(key))
             self._pair_keys.discard(key)
         # Place the rest, largest demand first (stable: priority order among equals).
-        to_place = np.flatnonzero(~extended).tolist()
-        specs = {i: spec_of(i) for i in to_place}
-        to_place.sort(key=lambda i: -specs[i].total_gpu_milli)
         got = np.zeros(len(rows_a), dtype=bool)
         got[extended] = True
         self._idle.clear()
-        batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
-        for i in to_place:
-            key, t = (int(rows_a[i]), int(rows_b[i])), int(types[i])
-            job = self._typed_spec(key, t, specs[i])
-            nodes = self._symmetric[t]
-            if nodes is not None and job.gpu_milli == MILLI_PER_GPU:
-                self._place_batch(batch, rows_a, rows_b, got)
-                self._keep(key, t, self._place_symmetric(key, t, job, nodes), i, got)
-            elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
-                self._place_batch(batch, rows_a, rows_b, got)
-                self._idle.clear()  # the strategy may take whole free nodes of any type
-                self._keep(key, t, self._place_one(key, t, job), i, got)
-            else:
-                batch.append((i, t, job))
-        self._place_batch(batch, rows_a, rows_b, got)
+        fresh = np.flatnonzero(~extended).tolist()
+        if fresh:
+            specs = [spec_of(i) for i in fresh]
+            order = sorted(range(len(fresh)), key=lambda m: -specs[m].total_gpu_milli)
+            ra, rb, ty = rows_a[fresh].tolist(), rows_b[fresh].tolist(), types[fresh].tolist()
+            symmetric = self._symmetric
+            batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
+            for m in order:
+                i, spec, t = fresh[m], specs[m], ty[m]
+                key = (ra[m], rb[m])
+                nodes = symmetric[t]
+                if nodes is not None and spec.gpu_milli == MILLI_PER_GPU:
+                    self._place_batch(batch, rows_a, rows_b, got)
+                    self._place_symmetric(key, t, spec, nodes, i, got)
+                    continue
+                job = self._typed_spec(key, t, spec)
+                if self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                    self._place_batch(batch, rows_a, rows_b, got)
+                    self._idle.clear()  # the strategy may take whole free nodes of any type
+                    self._keep(key, t, self._place_one(key, t, job), i, got)
+                else:
+                    batch.append((i, t, job))
+            self._place_batch(batch, rows_a, rows_b, got)
         placed = np.flatnonzero(got)
         self.seconds += time.perf_counter() - started
         return placed, extended[placed]
@@ -259,13 +264,16 @@ class LeaseBook:
         return self._place_gang(key, t, job)
 
     def _place_symmetric(
-        self, key: EntityKey, t: int, job: JobSpec, nodes: np.ndarray
-    ) -> Lease | None:
-        """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc)."""
+        self, key: EntityKey, t: int, job: JobSpec, nodes: np.ndarray, i: int, got: BoolArray
+    ) -> None:
+        """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc).
+
+        ``job`` is the entity's spec (the holder id comes from ``key``; the type is ``t``)."""
         state = self.state
         k = job.num_gpu
         if k > 1 and not (self.span_nodes and job.may_span_nodes):
-            return None
+            self.failures += 1
+            return
         cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
         cached = not (cpu_need or memory_need) and t in self._idle
         if cached:
@@ -290,23 +298,39 @@ class LeaseBook:
             else:
                 self._idle[t] = idle
                 cached = True
-        free = idle[cursor : cursor + k]
-        if len(free) < k:
+        if cursor + k > len(idle):
             if cached:
                 self._taken[t] = cursor
-            return None
+            self.failures += 1
+            return
         if cached:
             self._taken[t] = cursor + k
-        parts = tuple(
-            Assignment(job.id, int(node), (0,), MILLI_PER_GPU, cpu_need, memory_need)
-            for node in free
-        )
+        holder = holder_id(key)
         if k == 1:
+            node = int(idle[cursor])
+            parts: tuple[Assignment, ...] = (
+                Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need),
+            )
             state.allocate(parts[0])
+            lease = Lease(key, t, holder, (node,), gang=False)
         else:
+            free = idle[cursor : cursor + k].tolist()
+            parts = tuple(
+                Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need)
+                for node in free
+            )
             state.allocate_gang(parts)
+            lease = Lease(key, t, holder, tuple(free), gang=True)
         self.fast_placements += 1
-        return Lease(key, t, job.id, tuple(p.node for p in parts), gang=k > 1)
+        self.leases[key] = lease
+        self.placements += 1
+        got[i] = True
+        a, b = key
+        if b < 0:
+            self._held_type[a] = t
+        else:
+            self._pair_keys.add(key)
+        self._parts[a] = parts
 
     def _place_gang(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
         """One GPU at a time through the strategy, then one gang (all or nothing)."""
