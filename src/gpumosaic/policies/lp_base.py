@@ -276,18 +276,19 @@ class JobClasses:
 
 def aggregate_identical_jobs(inp: PolicyInput, key: FloatArray) -> JobClasses:
     """Group jobs whose ``key`` rows (what the LP sees of them) and demand are equal."""
-    full_key = np.ascontiguousarray(np.column_stack([key, inp.throughputs > 0, inp.demand]))
-    # A dict over row bytes: classes in order of first appearance, and faster than
-    # np.unique(axis=0) at the sizes a round sees.
+    full_key = np.ascontiguousarray(
+        np.column_stack([key, inp.throughputs > 0, inp.demand]), dtype=np.float64
+    )
+    # Each row as one bytes object (a void view), classes numbered by first appearance
+    # through a dict: cheaper than np.unique(axis=0) at the sizes a round sees.
+    row_bytes = full_key.view(np.dtype((np.void, full_key.itemsize * full_key.shape[1])))
     index: dict[bytes, int] = {}
-    inverse = np.empty(inp.num_jobs, dtype=np.int64)
-    first: list[int] = []
-    for j, row in enumerate(full_key):
-        c = index.setdefault(row.tobytes(), len(first))
-        if c == len(first):
-            first.append(j)
-        inverse[j] = c
-    rows = np.asarray(first, dtype=np.int64)
+    inverse = np.array(
+        [index.setdefault(b, len(index)) for b in row_bytes.ravel().tolist()], dtype=np.int64
+    )
+    # A job opens a new class exactly where the running maximum of the class ids grows.
+    grows = np.diff(np.maximum.accumulate(inverse), prepend=-1) > 0
+    rows = np.flatnonzero(grows).astype(np.int64)
     counts = np.bincount(inverse, minlength=len(rows))
     reduced = replace(
         inp,
