@@ -282,10 +282,9 @@ def aggregate_identical_jobs(inp: PolicyInput, key: FloatArray) -> JobClasses:
     # Each row as one bytes object (a void view), classes numbered by first appearance
     # through a dict: cheaper than np.unique(axis=0) at the sizes a round sees.
     row_bytes = full_key.view(np.dtype((np.void, full_key.itemsize * full_key.shape[1])))
+    keys: list[bytes] = row_bytes.ravel().tolist()
     index: dict[bytes, int] = {}
-    inverse = np.array(
-        [index.setdefault(b, len(index)) for b in row_bytes.ravel().tolist()], dtype=np.int64
-    )
+    inverse = np.array([index.setdefault(b, len(index)) for b in keys], dtype=np.int64)
     # A job opens a new class exactly where the running maximum of the class ids grows.
     grows = np.diff(np.maximum.accumulate(inverse), prepend=-1) > 0
     rows = np.flatnonzero(grows).astype(np.int64)
