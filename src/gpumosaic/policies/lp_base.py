@@ -16,6 +16,7 @@ Base constraints (Gavel's, with GPU demand instead of the scale factor):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -282,7 +283,7 @@ def aggregate_identical_jobs(inp: PolicyInput, key: FloatArray) -> JobClasses:
     # Each row as one bytes object (a void view), classes numbered by first appearance
     # through a dict: cheaper than np.unique(axis=0) at the sizes a round sees.
     row_bytes = full_key.view(np.dtype((np.void, full_key.itemsize * full_key.shape[1])))
-    keys: list[bytes] = row_bytes.ravel().tolist()
+    keys = cast(list[bytes], row_bytes.ravel().tolist())
     index: dict[bytes, int] = {}
     inverse = np.array([index.setdefault(b, len(index)) for b in keys], dtype=np.int64)
     # A job opens a new class exactly where the running maximum of the class ids grows.
