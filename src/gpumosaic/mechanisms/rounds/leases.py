@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,8 +36,11 @@ from gpumosaic.types import BoolArray, IntArray
 EntityKey = tuple[int, int]  # (row of job a, row of job b or -1)
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
+    """Who holds which GPUs for a round. A named tuple rather than a frozen dataclass:
+    one is made per placement (~10 a round in Gavel's runs, thousands at openb scale),
+    and a frozen dataclass costs several times more to build."""
+
     key: EntityKey
     type_index: int
     holder: int  # the id the ClusterState knows the holder by
@@ -80,7 +84,7 @@ class LeaseBook:
         self.placements = 0  # entities placed anew (not extended)
         # Within one round's placements: per symmetric type, its free nodes and how many of
         # them are taken (see _place_symmetric); cleared whenever the strategy places.
-        self._idle: dict[int, np.ndarray] = {}
+        self._idle: dict[int, list[int]] = {}
         self._taken: dict[int, int] = {}
         # Per job row: the type of its single-job lease (-1: none) and where each entity
         # holds GPUs (by its first member's row); pairs' keys. Arrays so that a round
@@ -285,17 +289,19 @@ class LeaseBook:
             # fancy indexing copies.
             first, last = int(nodes[0]), int(nodes[-1])
             if last - first + 1 == len(nodes):
-                idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
-                idle += first
+                free_nodes = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
+                free_nodes += first
             else:
-                idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
+                free_nodes = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
             cursor = 0
             if cpu_need or memory_need:
-                idle = idle[
-                    (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
+                free_nodes = free_nodes[
+                    (state.cpu_free[free_nodes] >= cpu_need)
+                    & (state.memory_free[free_nodes] >= memory_need)
                 ]
                 self._idle.pop(t, None)  # this placement takes nodes the list may hold
-            else:
+            idle = free_nodes.tolist()
+            if not (cpu_need or memory_need):
                 self._idle[t] = idle
                 cached = True
         if cursor + k > len(idle):
@@ -307,14 +313,14 @@ class LeaseBook:
             self._taken[t] = cursor + k
         holder = holder_id(key)
         if k == 1:
-            node = int(idle[cursor])
+            node = idle[cursor]
             parts: tuple[Assignment, ...] = (
                 Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need),
             )
             state.allocate(parts[0])
             lease = Lease(key, t, holder, (node,), gang=False)
         else:
-            free = idle[cursor : cursor + k].tolist()
+            free = idle[cursor : cursor + k]
             parts = tuple(
                 Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need)
                 for node in free
