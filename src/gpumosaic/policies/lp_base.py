@@ -230,21 +230,31 @@ def empty_allocation(inp: PolicyInput, notes: tuple[str, ...] = ()) -> Allocatio
 def repair_feasibility(
     inp: PolicyInput, x: FloatArray, y: FloatArray, pairs: PackedPairs | None
 ) -> tuple[FloatArray, FloatArray]:
-    """Scale rows with time > 1 and types over capacity down onto the constraints."""
+    """Scale rows with time > 1 and types over capacity down onto the constraints.
+
+    A scale of exactly 1 leaves a value unchanged, so rows and types within their limits
+    (the usual case) skip the multiplication."""
     x, y = x.copy(), y.copy()
+    with_pairs = pairs is not None and len(y) > 0
     time = x.sum(axis=1)
-    if pairs is not None and len(y):
+    if with_pairs:
+        assert pairs is not None
         time = time + job_pair_incidence(inp.num_jobs, pairs) @ y.sum(axis=1)
-    row_scale = 1.0 / np.maximum(time, 1.0)
-    x *= row_scale[:, None]
-    if pairs is not None and len(y):
-        y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
+    if not time.max(initial=0.0) <= 1.0:
+        row_scale = 1.0 / np.maximum(time, 1.0)
+        x *= row_scale[:, None]
+        if with_pairs:
+            assert pairs is not None
+            y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
     demand = np.asarray(inp.demand, dtype=np.float64)
     used = demand @ x
-    if pairs is not None and len(y):
+    if with_pairs:
         used = used + _pair_demand(demand, pairs) @ y
     capacity = np.asarray(inp.capacity, dtype=np.float64)
-    type_scale = np.where(used > capacity, capacity / np.where(used > 0, used, 1.0), 1.0)
+    over = used > capacity
+    if not over.any():
+        return x, y
+    type_scale = np.where(over, capacity / np.where(used > 0, used, 1.0), 1.0)
     return x * type_scale[None, :], y * type_scale[None, :]
 
 
@@ -285,10 +295,16 @@ def aggregate_identical_jobs(inp: PolicyInput, key: FloatArray) -> JobClasses:
     row_bytes = full_key.view(np.dtype((np.void, full_key.itemsize * full_key.shape[1])))
     keys = cast(list[bytes], row_bytes.ravel().tolist())
     index: dict[bytes, int] = {}
-    inverse = np.array([index.setdefault(b, len(index)) for b in keys], dtype=np.int64)
-    # A job opens a new class exactly where the running maximum of the class ids grows.
-    grows = np.diff(np.maximum.accumulate(inverse), prepend=-1) > 0
-    rows = np.flatnonzero(grows).astype(np.int64)
+    first: list[int] = []
+    classes: list[int] = []
+    for j, b in enumerate(keys):
+        c = index.get(b)
+        if c is None:
+            c = index[b] = len(first)
+            first.append(j)
+        classes.append(c)
+    inverse = np.array(classes, dtype=np.int64)
+    rows = np.array(first, dtype=np.int64)
     counts = np.bincount(inverse, minlength=len(rows))
     reduced = replace(
         inp,
