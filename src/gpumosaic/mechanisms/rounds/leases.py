@@ -141,9 +141,15 @@ class LeaseBook:
         # Release every lease not extended: singles by mask, pairs one by one.
         keep_row = np.zeros(n_rows, dtype=bool)
         keep_row[rows_a[extended & single]] = True
-        for row in held_rows[~keep_row[held_rows]].tolist():
-            self._release(self.leases.pop((row, -1)))
-            held[row] = -1
+        ending = held_rows[~keep_row[held_rows]]
+        leases, state = self.leases, self.state
+        for row in ending.tolist():
+            lease = leases.pop((row, -1))
+            if lease.gang:
+                state.release_gang(lease.holder)
+            else:
+                state.release(lease.holder)
+        held[ending] = -1
         for key in [k for k in self._pair_keys if k not in kept_pairs]:
             self._release(self.leases.pop(key))
             self._pair_keys.discard(key)

@@ -196,8 +196,8 @@ def _greedy_fit(demand: IntArray, left: int) -> IntArray:
     out: list[IntArray] = []
     start, n = 0, len(demand)
     while start < n and left > 0:
-        run = np.cumsum(demand[start:])
-        fit = int(np.searchsorted(run, left, side="right"))  # run[:fit] <= left
+        run = demand[start:].cumsum()
+        fit = int(run.searchsorted(left, side="right"))  # run[:fit] <= left
         if fit:
             out.append(np.arange(start, start + fit))
             left -= int(run[fit - 1])
@@ -210,7 +210,7 @@ def _greedy_fit(demand: IntArray, left: int) -> IntArray:
         start += 1 + int(later[0])
     if not out:
         return np.zeros(0, dtype=np.int64)
-    return np.concatenate(out)
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def _greedy(
