@@ -16,6 +16,7 @@ Base constraints (Gavel's, with GPU demand instead of the scale factor):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -229,18 +230,31 @@ def empty_allocation(inp: PolicyInput, notes: tuple[str, ...] = ()) -> Allocatio
 def repair_feasibility(
     inp: PolicyInput, x: FloatArray, y: FloatArray, pairs: PackedPairs | None
 ) -> tuple[FloatArray, FloatArray]:
-    """Scale rows with time > 1 and types over capacity down onto the constraints."""
+    """Scale rows with time > 1 and types over capacity down onto the constraints.
+
+    A scale of exactly 1 leaves a value unchanged, so rows and types within their limits
+    (the usual case) skip the multiplication."""
     x, y = x.copy(), y.copy()
-    incidence = job_pair_incidence(inp.num_jobs, pairs)
-    time = x.sum(axis=1) + incidence @ y.sum(axis=1)
-    row_scale = 1.0 / np.maximum(time, 1.0)
-    x *= row_scale[:, None]
-    if pairs is not None and len(y):
-        y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
+    with_pairs = pairs is not None and len(y) > 0
+    time = x.sum(axis=1)
+    if with_pairs:
+        assert pairs is not None
+        time = time + job_pair_incidence(inp.num_jobs, pairs) @ y.sum(axis=1)
+    if not time.max(initial=0.0) <= 1.0:
+        row_scale = 1.0 / np.maximum(time, 1.0)
+        x *= row_scale[:, None]
+        if with_pairs:
+            assert pairs is not None
+            y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
     demand = np.asarray(inp.demand, dtype=np.float64)
-    used = demand @ x + _pair_demand(demand, pairs) @ y
+    used = demand @ x
+    if with_pairs:
+        used = used + _pair_demand(demand, pairs) @ y
     capacity = np.asarray(inp.capacity, dtype=np.float64)
-    type_scale = np.where(used > capacity, capacity / np.where(used > 0, used, 1.0), 1.0)
+    over = used > capacity
+    if not over.any():
+        return x, y
+    type_scale = np.where(over, capacity / np.where(used > 0, used, 1.0), 1.0)
     return x * type_scale[None, :], y * type_scale[None, :]
 
 
@@ -273,18 +287,24 @@ class JobClasses:
 
 def aggregate_identical_jobs(inp: PolicyInput, key: FloatArray) -> JobClasses:
     """Group jobs whose ``key`` rows (what the LP sees of them) and demand are equal."""
-    full_key = np.ascontiguousarray(np.column_stack([key, inp.throughputs > 0, inp.demand]))
-    # A dict over row bytes: classes in order of first appearance, and faster than
-    # np.unique(axis=0) at the sizes a round sees.
+    full_key = np.ascontiguousarray(
+        np.column_stack([key, inp.throughputs > 0, inp.demand]), dtype=np.float64
+    )
+    # Each row as one bytes object (a void view), classes numbered by first appearance
+    # through a dict: cheaper than np.unique(axis=0) at the sizes a round sees.
+    row_bytes = full_key.view(np.dtype((np.void, full_key.itemsize * full_key.shape[1])))
+    keys = cast(list[bytes], row_bytes.ravel().tolist())
     index: dict[bytes, int] = {}
-    inverse = np.empty(inp.num_jobs, dtype=np.int64)
     first: list[int] = []
-    for j, row in enumerate(full_key):
-        c = index.setdefault(row.tobytes(), len(first))
-        if c == len(first):
+    classes: list[int] = []
+    for j, b in enumerate(keys):
+        c = index.get(b)
+        if c is None:
+            c = index[b] = len(first)
             first.append(j)
-        inverse[j] = c
-    rows = np.asarray(first, dtype=np.int64)
+        classes.append(c)
+    inverse = np.array(classes, dtype=np.int64)
+    rows = np.array(first, dtype=np.int64)
     counts = np.bincount(inverse, minlength=len(rows))
     reduced = replace(
         inp,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from gpumosaic.policies.base import (
@@ -36,6 +37,7 @@ from gpumosaic.policies.base import (
 )
 from gpumosaic.policies.lp_base import (
     BaseConstraints,
+    VariableLayout,
     aggregate_identical_jobs,
     allocation_from_solution,
     build_base_constraints,
@@ -46,7 +48,14 @@ from gpumosaic.policies.lp_base import (
     usable_pairs,
     weighted_scale,
 )
-from gpumosaic.policies.lp_solve import LinearProgram, coo, solve, stack_rows
+from gpumosaic.policies.lp_solve import (
+    ConicLp,
+    LinearProgram,
+    coo,
+    solve,
+    solve_conic,
+    stack_rows,
+)
 
 
 def max_min_program(
@@ -136,8 +145,10 @@ class MaxMinFairness:
         return self._solve(inp, pairs)
 
     def _solve(self, inp: PolicyInput, pairs: PackedPairs | None) -> Allocation:
-        base = build_base_constraints(inp, pairs, n_extra=1)
         single, pair = normalized_rates(inp, self.heterogeneity_aware, pairs)
+        if pairs is None and self.backend == "clarabel":
+            return self._solve_singles(inp, single)
+        base = build_base_constraints(inp, pairs, n_extra=1)
         rates = job_rate_matrix(base.layout, single, pair, pairs)
         # A job that can run nowhere would pin the minimum at 0; leave it out and say so.
         runnable = np.asarray((single > 0).any(axis=1), dtype=bool)
@@ -154,3 +165,74 @@ class MaxMinFairness:
         solution = solve(program, self.backend)
         level = float(solution.values[-1])
         return allocation_from_solution(inp, base.layout, solution.values, pairs, level, notes)
+
+    def _solve_singles(self, inp: PolicyInput, single: FloatArray) -> Allocation:
+        """The LP without pairs, built in Clarabel's form directly (``singles_conic_lp``:
+        the same input, so the same solution, as the general path through ``solve``)."""
+        runnable = np.asarray((single > 0).any(axis=1), dtype=bool)
+        notes: tuple[str, ...] = ()
+        if not runnable.all():
+            notes = (f"{int((~runnable).sum())} job(s) have no throughput on any type",)
+        if not runnable.any():
+            return empty_allocation(inp, notes)
+        problem, keep = singles_conic_lp(inp, single, runnable)
+        raw = solve_conic(problem)
+        n_single = single.size
+        values = np.zeros(n_single + 1)
+        values[keep] = np.clip(raw[:-1], 0.0, 1.0)
+        values[-1] = raw[-1]
+        layout = VariableLayout(inp.num_jobs, len(inp.gpu_types), 0, 1)
+        return allocation_from_solution(inp, layout, values, None, float(raw[-1]), notes)
+
+
+def singles_conic_lp(
+    inp: PolicyInput, single: FloatArray, runnable: npt.NDArray[np.bool_]
+) -> tuple[ConicLp, npt.NDArray[np.int64]]:
+    """``max_min_program`` over ``build_base_constraints`` without pairs, as ``solve``
+    hands it to Clarabel (``lp_solve.clarabel_form`` after substituting out the X[j, t]
+    pinned to 0), built straight from index arrays; and the kept X columns (flat j * T + t).
+
+    Variables: the kept X columns in flat order, then z. Rows: job time (n), type capacity
+    (T), one max-min row per runnable job (z - rates . x <= 0), then x <= 1 and -x <= 0
+    per kept column. Each X column holds, rows ascending: its job's time row (1), its
+    type's capacity row (demand), its job's max-min row (-rate; runnable jobs only), its
+    upper-bound row (1) and its lower-bound row (-1); the z column holds 1 in every
+    max-min row.
+    """
+    n, n_types = single.shape
+    keep = np.flatnonzero(inp.throughputs.reshape(-1) > 0)
+    k = len(keep)
+    job, typ = np.divmod(keep, n_types)
+    n_obj = int(runnable.sum())
+    obj_row = np.cumsum(runnable) - 1  # max-min row (within the block) of each runnable job
+    demand = np.asarray(inp.demand, dtype=np.float64)
+    first_obj = n + n_types
+    first_upper = first_obj + n_obj
+    first_lower = first_upper + k
+    ordinal = np.arange(k)
+    rows = np.column_stack(
+        [job, n + typ, first_obj + obj_row[job], first_upper + ordinal, first_lower + ordinal]
+    )
+    vals = np.column_stack(
+        [np.ones(k), demand[job], -single.reshape(-1)[keep], np.ones(k), -np.ones(k)]
+    )
+    present = np.ones((k, 5), dtype=bool)
+    present[:, 2] = runnable[job]
+    per_col = present.sum(axis=1)
+    indptr = np.zeros(k + 2, dtype=np.int32)
+    np.cumsum(per_col, out=indptr[1 : k + 1])
+    indptr[k + 1] = indptr[k] + n_obj
+    indices = np.concatenate([rows[present], first_obj + np.arange(n_obj)]).astype(np.int32)
+    data = np.concatenate([vals[present], np.ones(n_obj)])
+    q = np.zeros(k + 1)
+    q[-1] = -1.0
+    b = np.concatenate(
+        [
+            np.ones(n),
+            np.asarray(inp.capacity, dtype=np.float64),
+            -np.zeros(n_obj),
+            np.ones(k),
+            -np.zeros(k),
+        ]
+    )
+    return ConicLp(q, indptr, indices, data, b), keep

@@ -32,6 +32,14 @@ class JobStore:
         self.demand_milli = np.zeros(_INITIAL_ROWS, dtype=np.int64)
         self.job_id = np.zeros(_INITIAL_ROWS, dtype=np.int64)  # JobSpec.id by row
         self.is_active = np.zeros(_INITIAL_ROWS, dtype=bool)
+        # What the policy reads of each spec, as columns (PolicyInput without a loop).
+        self.scale = np.ones(_INITIAL_ROWS, dtype=np.int64)  # max(num_gpu, 1)
+        self.gpu_demand = np.zeros(_INITIAL_ROWS)  # JobSpec.gpu_demand
+        self.priority_weight = np.zeros(_INITIAL_ROWS)
+        self.arrival_s = np.zeros(_INITIAL_ROWS)
+        self.slo_s = np.full(_INITIAL_ROWS, np.nan)
+        self.job_type: list[str] = []
+        self.entity: list[str] = []
         self.rejected: dict[int, str] = {}  # row -> reason
         self.active_rows: list[int] = []  # arrival order
 
@@ -52,10 +60,17 @@ class JobStore:
             "demand_milli",
             "job_id",
             "is_active",
+            "scale",
+            "gpu_demand",
+            "priority_weight",
+            "arrival_s",
+            "slo_s",
         ):
             old = getattr(self, name)
             fill = (
-                np.nan if name in ("start_s", "finish_s") else (-1 if name == "first_type" else 0)
+                np.nan
+                if name in ("start_s", "finish_s", "slo_s")
+                else (-1 if name == "first_type" else 0)
             )
             new = np.full((cap, *old.shape[1:]), fill, dtype=old.dtype)
             new[: len(old)] = old
@@ -71,6 +86,13 @@ class JobStore:
         self.total_steps[row] = spec.work
         self.demand_milli[row] = max(spec.num_gpu, 1) * spec.gpu_milli
         self.job_id[row] = spec.id
+        self.scale[row] = max(spec.num_gpu, 1)
+        self.gpu_demand[row] = spec.gpu_demand
+        self.priority_weight[row] = spec.priority_weight
+        self.arrival_s[row] = spec.arrival_s
+        self.slo_s[row] = np.nan if spec.slo_s is None else spec.slo_s
+        self.job_type.append(spec.job_type)
+        self.entity.append(spec.entity)
         return row
 
     def activate(self, row: int) -> None:
@@ -90,7 +112,19 @@ class JobStore:
 
     def columns(self) -> JobColumns:
         return JobColumns(
-            self.specs, self.rates, self.total_steps, self.done_steps, self.attained_s
+            self.specs,
+            self.rates,
+            self.total_steps,
+            self.done_steps,
+            self.attained_s,
+            self.job_id,
+            self.job_type,
+            self.entity,
+            self.scale,
+            self.gpu_demand,
+            self.priority_weight,
+            self.arrival_s,
+            self.slo_s,
         )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,8 +36,11 @@ from gpumosaic.types import BoolArray, IntArray
 EntityKey = tuple[int, int]  # (row of job a, row of job b or -1)
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
+    """Who holds which GPUs for a round. A named tuple rather than a frozen dataclass:
+    one is made per placement (~10 a round in Gavel's runs, thousands at openb scale),
+    and a frozen dataclass costs several times more to build."""
+
     key: EntityKey
     type_index: int
     holder: int  # the id the ClusterState knows the holder by
@@ -80,7 +84,7 @@ class LeaseBook:
         self.placements = 0  # entities placed anew (not extended)
         # Within one round's placements: per symmetric type, its free nodes and how many of
         # them are taken (see _place_symmetric); cleared whenever the strategy places.
-        self._idle: dict[int, np.ndarray] = {}
+        self._idle: dict[int, list[int]] = {}
         self._taken: dict[int, int] = {}
         # Per job row: the type of its single-job lease (-1: none) and where each entity
         # holds GPUs (by its first member's row); pairs' keys. Arrays so that a round
@@ -137,34 +141,45 @@ class LeaseBook:
         # Release every lease not extended: singles by mask, pairs one by one.
         keep_row = np.zeros(n_rows, dtype=bool)
         keep_row[rows_a[extended & single]] = True
-        for row in held_rows[~keep_row[held_rows]].tolist():
-            self._release(self.leases.pop((row, -1)))
-            held[row] = -1
+        ending = held_rows[~keep_row[held_rows]]
+        leases, state = self.leases, self.state
+        for row in ending.tolist():
+            lease = leases.pop((row, -1))
+            if lease.gang:
+                state.release_gang(lease.holder)
+            else:
+                state.release(lease.holder)
+        held[ending] = -1
         for key in [k for k in self._pair_keys if k not in kept_pairs]:
             self._release(self.leases.pop(key))
             self._pair_keys.discard(key)
         # Place the rest, largest demand first (stable: priority order among equals).
-        to_place = np.flatnonzero(~extended).tolist()
-        specs = {i: spec_of(i) for i in to_place}
-        to_place.sort(key=lambda i: -specs[i].total_gpu_milli)
         got = np.zeros(len(rows_a), dtype=bool)
         got[extended] = True
         self._idle.clear()
-        batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
-        for i in to_place:
-            key, t = (int(rows_a[i]), int(rows_b[i])), int(types[i])
-            job = self._typed_spec(key, t, specs[i])
-            nodes = self._symmetric[t]
-            if nodes is not None and job.gpu_milli == MILLI_PER_GPU:
-                self._place_batch(batch, rows_a, rows_b, got)
-                self._keep(key, t, self._place_symmetric(key, t, job, nodes), i, got)
-            elif self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
-                self._place_batch(batch, rows_a, rows_b, got)
-                self._idle.clear()  # the strategy may take whole free nodes of any type
-                self._keep(key, t, self._place_one(key, t, job), i, got)
-            else:
-                batch.append((i, t, job))
-        self._place_batch(batch, rows_a, rows_b, got)
+        fresh = np.flatnonzero(~extended).tolist()
+        if fresh:
+            specs = [spec_of(i) for i in fresh]
+            order = sorted(range(len(fresh)), key=lambda m: -specs[m].total_gpu_milli)
+            ra, rb, ty = rows_a[fresh].tolist(), rows_b[fresh].tolist(), types[fresh].tolist()
+            symmetric = self._symmetric
+            batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
+            for m in order:
+                i, spec, t = fresh[m], specs[m], ty[m]
+                key = (ra[m], rb[m])
+                nodes = symmetric[t]
+                if nodes is not None and spec.gpu_milli == MILLI_PER_GPU:
+                    self._place_batch(batch, rows_a, rows_b, got)
+                    self._place_symmetric(key, t, spec, nodes, i, got)
+                    continue
+                job = self._typed_spec(key, t, spec)
+                if self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                    self._place_batch(batch, rows_a, rows_b, got)
+                    self._idle.clear()  # the strategy may take whole free nodes of any type
+                    self._keep(key, t, self._place_one(key, t, job), i, got)
+                else:
+                    batch.append((i, t, job))
+            self._place_batch(batch, rows_a, rows_b, got)
         placed = np.flatnonzero(got)
         self.seconds += time.perf_counter() - started
         return placed, extended[placed]
@@ -259,13 +274,16 @@ class LeaseBook:
         return self._place_gang(key, t, job)
 
     def _place_symmetric(
-        self, key: EntityKey, t: int, job: JobSpec, nodes: np.ndarray
-    ) -> Lease | None:
-        """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc)."""
+        self, key: EntityKey, t: int, job: JobSpec, nodes: np.ndarray, i: int, got: BoolArray
+    ) -> None:
+        """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc).
+
+        ``job`` is the entity's spec (the holder id comes from ``key``; the type is ``t``)."""
         state = self.state
         k = job.num_gpu
         if k > 1 and not (self.span_nodes and job.may_span_nodes):
-            return None
+            self.failures += 1
+            return
         cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
         cached = not (cpu_need or memory_need) and t in self._idle
         if cached:
@@ -277,36 +295,54 @@ class LeaseBook:
             # fancy indexing copies.
             first, last = int(nodes[0]), int(nodes[-1])
             if last - first + 1 == len(nodes):
-                idle = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
-                idle += first
+                free_nodes = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
+                free_nodes += first
             else:
-                idle = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
+                free_nodes = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
             cursor = 0
             if cpu_need or memory_need:
-                idle = idle[
-                    (state.cpu_free[idle] >= cpu_need) & (state.memory_free[idle] >= memory_need)
+                free_nodes = free_nodes[
+                    (state.cpu_free[free_nodes] >= cpu_need)
+                    & (state.memory_free[free_nodes] >= memory_need)
                 ]
                 self._idle.pop(t, None)  # this placement takes nodes the list may hold
-            else:
+            idle = free_nodes.tolist()
+            if not (cpu_need or memory_need):
                 self._idle[t] = idle
                 cached = True
-        free = idle[cursor : cursor + k]
-        if len(free) < k:
+        if cursor + k > len(idle):
             if cached:
                 self._taken[t] = cursor
-            return None
+            self.failures += 1
+            return
         if cached:
             self._taken[t] = cursor + k
-        parts = tuple(
-            Assignment(job.id, int(node), (0,), MILLI_PER_GPU, cpu_need, memory_need)
-            for node in free
-        )
+        holder = holder_id(key)
         if k == 1:
+            node = idle[cursor]
+            parts: tuple[Assignment, ...] = (
+                Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need),
+            )
             state.allocate(parts[0])
+            lease = Lease(key, t, holder, (node,), gang=False)
         else:
+            free = idle[cursor : cursor + k]
+            parts = tuple(
+                Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need)
+                for node in free
+            )
             state.allocate_gang(parts)
+            lease = Lease(key, t, holder, tuple(free), gang=True)
         self.fast_placements += 1
-        return Lease(key, t, job.id, tuple(p.node for p in parts), gang=k > 1)
+        self.leases[key] = lease
+        self.placements += 1
+        got[i] = True
+        a, b = key
+        if b < 0:
+            self._held_type[a] = t
+        else:
+            self._pair_keys.add(key)
+        self._parts[a] = parts
 
     def _place_gang(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
         """One GPU at a time through the strategy, then one gang (all or nothing)."""

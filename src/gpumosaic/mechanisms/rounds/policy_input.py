@@ -31,6 +31,14 @@ class JobColumns:
     total_steps: FloatArray
     done_steps: FloatArray
     attained_s: FloatArray
+    job_id: IntArray
+    job_type: Sequence[str]
+    entity: Sequence[str]
+    scale: IntArray  # max(num_gpu, 1)
+    gpu_demand: FloatArray
+    priority_weight: FloatArray
+    arrival_s: FloatArray
+    slo_s: FloatArray  # NaN: none
 
 
 def build_policy_input(
@@ -41,25 +49,23 @@ def build_policy_input(
     now_s: float,
     packed: PackedPairs | None,
 ) -> PolicyInput:
-    specs = [cols.specs[r] for r in rows.tolist()]
-    num_gpu = np.array([max(s.num_gpu, 1) for s in specs], dtype=np.int64)
-    demand = np.array([s.gpu_demand for s in specs], dtype=np.float64)
-    slo = np.array([np.nan if s.slo_s is None else s.slo_s for s in specs], dtype=np.float64)
+    index = rows.tolist()
+    slo = cols.slo_s[rows]
     return PolicyInput(
-        job_ids=tuple(s.id for s in specs),
-        job_types=tuple(s.job_type for s in specs),
+        job_ids=tuple(cols.job_id[rows].tolist()),
+        job_types=tuple(cols.job_type[r] for r in index),
         gpu_types=gpu_types,
         throughputs=cols.rates[rows],
-        scale_factors=num_gpu,
-        demand=demand,
+        scale_factors=cols.scale[rows],
+        demand=cols.gpu_demand[rows],
         capacity=capacity_gpus,
-        priority_weights=np.array([s.priority_weight for s in specs], dtype=np.float64),
+        priority_weights=cols.priority_weight[rows],
         remaining_steps=cols.total_steps[rows] - cols.done_steps[rows],
         total_steps=cols.total_steps[rows].copy(),
-        arrival_s=np.array([s.arrival_s for s in specs], dtype=np.float64),
+        arrival_s=cols.arrival_s[rows],
         attained_service_s=cols.attained_s[rows].copy(),
         now_s=now_s,
-        entities=tuple(s.entity for s in specs),
+        entities=tuple(cols.entity[r] for r in index),
         slo_s=slo if np.isfinite(slo).any() else None,
         packed=packed,
     )

@@ -21,7 +21,7 @@ Gavel's accounting, kept exactly because its published numbers depend on it:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,25 @@ class EntityTable:
     rate_b: FloatArray  # (E, T), 0 for singles
     demand_milli: IntArray  # (E,)
     type_total: FloatArray  # (T,) Gavel's per-type "worker time so far"
+    # Fixed for the table's life (x, deficit, rates and rows never change between resets),
+    # so computed once here rather than in every round's choice.
+    runnable_mask: npt.NDArray[np.bool_] = field(init=False)  # ``runnable()``
+    tie_rank: IntArray = field(init=False)  # (E, T) rank by (deficit, x) desc, then arrival
+    has_pairs: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        ok = self.rate_a > 0
+        self.runnable_mask = ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
+        e, t = self.x.shape
+        rank = np.empty((e, t), dtype=np.int64)
+        order_key = np.arange(e)
+        for k in range(t):
+            # lexsort: last key is primary (descending deficit, then allocation, then
+            # ascending arrival: Python's stable sort in Gavel).
+            order = np.lexsort((order_key, -self.x[:, k], -self.deficit[:, k]))
+            rank[order, k] = order_key
+        self.tie_rank = rank
+        self.has_pairs = bool(self.is_pair.any())
 
     @property
     def size(self) -> int:
@@ -60,14 +79,21 @@ class EntityTable:
 
     def runnable(self) -> npt.NDArray[np.bool_]:
         """(E, T): every member has a positive rate on the type."""
-        ok = self.rate_a > 0
-        return ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
+        return self.runnable_mask
 
 
 def priorities(table: EntityTable) -> FloatArray:
     """(E, T) Gavel priorities: X / fraction of the type's time received."""
     x = table.x
     total = table.type_total[None, :]
+    if total.min() > 0:
+        fraction = table.time / total
+        if fraction.min() > 0:
+            # The usual case (every time includes the reset's credit): the general
+            # expression below reduces to this, value for value.
+            prio = x / fraction
+            prio[x == 0] = 0.0
+            return prio
     with np.errstate(divide="ignore", invalid="ignore"):
         fraction = np.where(total > 0, table.time / np.where(total > 0, total, 1.0), 0.0)
         prio = np.where(
@@ -112,32 +138,38 @@ def select_entity_arrays(
     if table.size == 0:
         return empty, empty
     prio = priorities(table)
-    runnable = table.runnable() & alive[:, None]
-    order_key = np.arange(table.size)
+    runnable = table.runnable_mask & alive[:, None]
     rows_a, rows_b = table.rows_a, table.rows_b
+    has_pairs = table.has_pairs
+    # Without pairs every job is one entity: "its job already runs" is per entity.
+    taken = np.zeros(
+        table.size if not has_pairs else int(max(rows_a.max(), rows_b.max())) + 1, dtype=bool
+    )
     pair = rows_b >= 0
-    taken = np.zeros(int(max(rows_a.max(), rows_b.max())) + 1, dtype=bool)  # by job row
     chosen: list[IntArray] = []
     chosen_types: list[int] = []
     for t in type_order:
         left = capacity_milli[t]
         if left <= 0:
             continue
-        mask = runnable[:, t] & ~taken[rows_a] & ~(pair & taken[np.maximum(rows_b, 0)])
+        if has_pairs:
+            mask = runnable[:, t] & ~taken[rows_a] & ~(pair & taken[np.maximum(rows_b, 0)])
+        else:
+            mask = runnable[:, t] & ~taken
         if skip_zero_priority:
             mask &= prio[:, t] > 0
         idx = np.flatnonzero(mask)
         if len(idx) == 0:
             continue
-        # lexsort: last key is primary. Descending priority, deficit, allocation; then
-        # ascending arrival order (Python's stable sort in Gavel).
-        order = np.lexsort(
-            (order_key[idx], -table.x[idx, t], -table.deficit[idx, t], -prio[idx, t])
-        )
-        ranked = idx[order]
-        if not pair[ranked].any():
+        # Descending priority; ties by the table's fixed order (deficit, allocation,
+        # arrival: ``tie_rank``). lexsort: last key is primary.
+        ranked = idx[np.lexsort((table.tie_rank[idx, t], -prio[idx, t]))]
+        if not has_pairs:
             # Singles only: no member is shared within the type, so the greedy is a
             # capacity walk over the demands (vectorized, same picks).
+            take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
+            taken[take] = True
+        elif not pair[ranked].any():
             take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
             taken[rows_a[take]] = True
         else:
@@ -164,8 +196,8 @@ def _greedy_fit(demand: IntArray, left: int) -> IntArray:
     out: list[IntArray] = []
     start, n = 0, len(demand)
     while start < n and left > 0:
-        run = np.cumsum(demand[start:])
-        fit = int(np.searchsorted(run, left, side="right"))  # run[:fit] <= left
+        run = demand[start:].cumsum()
+        fit = int(run.searchsorted(left, side="right"))  # run[:fit] <= left
         if fit:
             out.append(np.arange(start, start + fit))
             left -= int(run[fit - 1])
@@ -178,7 +210,7 @@ def _greedy_fit(demand: IntArray, left: int) -> IntArray:
         start += 1 + int(later[0])
     if not out:
         return np.zeros(0, dtype=np.int64)
-    return np.concatenate(out)
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def _greedy(
