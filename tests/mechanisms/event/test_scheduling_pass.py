@@ -110,3 +110,29 @@ def test_an_unreported_release_makes_every_blocked_shape_retry() -> None:
     assert len(scheduling.run(state, rng)) == 1 and placement.calls == 3
     state.release(2)  # not reported: the pass cannot know where, so it asks again
     assert scheduling.run(state, rng) == [] and placement.calls == 4
+
+
+def test_the_release_log_forgets_its_oldest_half_and_then_re_tries(monkeypatch) -> None:
+    from gpumosaic.mechanisms.event import scheduling_pass
+
+    monkeypatch.setattr(scheduling_pass, "RELEASE_LOG_LIMIT", 4)
+    state = ClusterState(two_nodes())
+    placement = CountingPlacement()
+    scheduling = SchedulingPass(placement, build_queue_order("fifo"), backfill=True)
+    rng = np.random.default_rng(0)
+    scheduling.add(job(0, 0.0))  # a whole GPU of node a
+    scheduling.add(job(1, 0.0, num_gpu=2))  # blocked while job 0 runs
+    holders = [job(10 + i, 1.0, milli=100) for i in range(6)]  # on a's other GPU
+    for j in holders:
+        scheduling.add(j)
+    assert [j.id for j, _ in scheduling.run(state, rng)] == [0] + [j.id for j in holders]
+    assert placement.calls == 8
+    for j in holders:  # six releases before the next pass: the log drops its start
+        scheduling.released(state, [state.release(j.id).node])
+    # Job 1 failed before the log's start: it is asked for again.
+    assert scheduling.run(state, rng) == [] and placement.calls == 9
+    # From here on the log covers it: a release that cannot help asks nothing.
+    scheduling.add(job(20, 2.0, milli=100))
+    assert len(scheduling.run(state, rng)) == 1 and placement.calls == 10
+    scheduling.released(state, [state.release(20).node])
+    assert scheduling.run(state, rng) == [] and placement.calls == 10

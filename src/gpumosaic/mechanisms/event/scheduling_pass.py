@@ -29,6 +29,8 @@ from gpumosaic.placement.filter import feasible_among
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 
 Shape = tuple[int, int, int, int, frozenset[str] | None, bool]
+# Releases remembered for re-try decisions (``SchedulingPass.released``).
+RELEASE_LOG_LIMIT = 1 << 16
 Parts = tuple[Assignment, ...]  # one part per server (several: a gang)
 
 
@@ -98,6 +100,10 @@ class SchedulingPass:
             self._release_log, self._log_base = [], state.releases  # a release went unreported
             return
         self._release_log.extend(nodes)
+        if len(self._release_log) > RELEASE_LOG_LIMIT:  # a long-lived driver: forget the
+            half = len(self._release_log) // 2  # oldest half (shapes blocked that long
+            del self._release_log[:half]  # ago are simply re-tried)
+            self._log_base += half
 
     def run(self, state: ClusterState, rng: np.random.Generator) -> list[tuple[JobSpec, Parts]]:
         """Place pending jobs in queue order; returns (job, parts) of those started, in
