@@ -11,14 +11,20 @@ children).
 
 ``--src`` makes a before/after comparison in one sitting: export the older commit with
 ``git archive`` and point ``--src`` at its ``src``.
+
+``tree_cpu_s`` is the CPU of the whole process tree, pool workers included: this process
+makes itself the "child subreaper" (Linux ``prctl``), so the orphaned fork server and its
+workers are reparented to it, reaped here, and counted in ``RUSAGE_CHILDREN``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -71,12 +77,37 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
-def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float | None]:
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (a process pool's fork server and workers) so their CPU
+    is counted; False where the kernel call is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of every reaped descendant so far, after reaping adopted orphans."""
+    while True:
+        try:
+            os.wait()  # adopted descendants exit once the command has ended
+        except ChildProcessError:
+            break
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float | None, float]:
     """(wall s, CPU s (user + system, waited-for children included), peak RSS KiB, exit
-    status, CPU s of the runs as the command reports them in its JSON, if it does) of
-    one whole process. A process pool's workers are not waited-for children of the
-    command, so for a sweep the runs' own CPU seconds are the ones to add."""
+    status, CPU s of the runs as the command reports them in its JSON, if it does, CPU s
+    of the whole process tree) of one whole process. A process pool's workers are not
+    waited-for children of the command: the tree's CPU counts them (``become_subreaper``)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
+    before = children_cpu_s()
     with tempfile.TemporaryDirectory() as tmp:
         args = [a.replace("{tmp}", tmp) for a in argv]
         proc = subprocess.run(
@@ -97,7 +128,8 @@ def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float 
             runs_cpu = float(sum(reported["run_cpu_s"]))
     except (ValueError, IndexError):
         pass
-    return _seconds(wall), user + system, int(rss), proc.returncode, runs_cpu
+    tree = children_cpu_s() - before
+    return _seconds(wall), user + system, int(rss), proc.returncode, runs_cpu, tree
 
 
 def _field(text: str, pattern: str) -> str:
@@ -121,15 +153,17 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(COMMANDS))
     parser.add_argument("--src", type=Path, default=ROOT / "src")
     args = parser.parse_args()
+    subreaper = become_subreaper()
     rows = []
     for name in args.only.split(","):
-        walls, cpus, peaks, run_cpus = [], [], [], []
+        walls, cpus, peaks, run_cpus, trees = [], [], [], [], []
         for _ in range(args.repeat):
-            wall, cpu, rss, status, runs_cpu = run_once(COMMANDS[name], args.src.resolve())
+            wall, cpu, rss, status, runs_cpu, tree = run_once(COMMANDS[name], args.src.resolve())
             if status != 0:
                 raise SystemExit(f"{name}: exit status {status}")
             walls.append(wall)
             cpus.append(round(cpu, 2))
+            trees.append(round(tree, 2))
             peaks.append(rss)
             if runs_cpu is not None:
                 run_cpus.append(round(runs_cpu, 2))
@@ -139,6 +173,9 @@ def main() -> None:
             "median_cpu_s": round(statistics.median(cpus), 2),
             "runs_s": walls,
             "runs_cpu_s": cpus,
+            # with pool workers (only where this process could adopt them)
+            "tree_cpu_s": trees if subreaper else None,
+            "median_tree_cpu_s": round(statistics.median(trees), 2) if subreaper else None,
             "peak_mib": round(max(peaks) / 1024, 1),
             "load_avg_1min": round(os.getloadavg()[0], 2),
         }

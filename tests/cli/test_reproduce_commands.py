@@ -41,6 +41,7 @@ def test_reproduce_gandiva_json_has_rows_and_packing_gains(monkeypatch) -> None:
         (["--rates", "fast"], "--rates"),
         (["--rates", "-3"], "--rates"),
         (["--placements", ","], "--placements"),
+        (["--seeds", "two"], "--seeds"),
     ],
 )
 def test_gavel_openb_bad_arguments_are_one_line(args: list[str], field: str) -> None:

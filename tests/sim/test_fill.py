@@ -9,7 +9,11 @@ import pytest
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.job import JobSpec
-from gpumosaic.placement.filter import Reason
+from gpumosaic.model.power import node_power_w
+from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.filter import Reason, explain
+from gpumosaic.placement.fragmentation import FragmentationTracker
+from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.sim.fill import fill_order, run_fill
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
@@ -103,3 +107,49 @@ def test_openb_fgd_ten_seed_mean_matches_reference() -> None:
         for seed in range(42, 52)
     ]
     assert np.mean(finals) == pytest.approx(FGD_REFERENCE_MEAN_PCT, abs=REPRODUCTION_TOLERANCE_PP)
+
+
+@pytest.mark.parametrize("placement", ["fgd", "random", "bestfit", "pwr"])
+def test_curves_equal_the_cluster_after_every_task(placement: str) -> None:
+    # The curves are computed at the end from what each placement left on its node; they
+    # must be what the cluster itself says after every task: fragmentation bit for bit (the
+    # tracker's F summed over nodes), power to rounding (the totals are carried
+    # incrementally), failure reasons as the filter explains them then.
+    nodes = ClusterSpec(
+        (
+            NodeSpec("a", gpu_model("T4"), 2, 16_000, 1 << 20),
+            NodeSpec("b", gpu_model("V100M16"), 4, 64_000, 1 << 20),
+            NodeSpec("c", gpu_model("T4"), 1, 4_000, 1 << 20),
+            NodeSpec("d", gpu_model("G2"), 8, 96_000, 1 << 20),
+        )
+    )
+    tasks = [
+        task(0, milli=300),
+        task(1, num_gpu=2, milli=1000),
+        task(2, num_gpu=0),
+        task(3, milli=700, models="T4"),
+        task(4, num_gpu=4, milli=1000),
+        task(5, milli=450),
+        task(6, num_gpu=8, milli=1000, models="G2"),
+    ]
+    workload = TargetWorkload.from_jobs(tasks)
+    state = ClusterState(nodes)  # rebuilt here from the replay's own assignments
+    seen: list[tuple[float, float, float, int]] = []
+
+    def check(i: int, job: JobSpec, placed: Assignment | None) -> None:
+        if placed is not None:
+            state.allocate(placed)
+        frag = float(FragmentationTracker(state, workload).frag.sum())
+        gpu_w, cpu_w = node_power_w(state)
+        code = -1 if placed is not None else list(Reason).index(explain(state, job).reason)
+        seen.append((frag, float(gpu_w.sum()), float(cpu_w.sum()), code))
+
+    result = run_fill(nodes, tasks, placement, seed=5, inflate=3.0, on_task=check)
+    frag, gpu_w, cpu_w, codes = (np.array(column) for column in zip(*seen, strict=True))
+    assert result.num_tasks == len(seen) > len(tasks)
+    assert result.failed.any() and not result.failed.all()
+    capacity = result.cluster_gpu_milli
+    assert np.array_equal(result.fragmentation_pct, 100.0 * frag / capacity)
+    np.testing.assert_allclose(result.power_gpu_w, gpu_w, rtol=1e-12)
+    np.testing.assert_allclose(result.power_cpu_w, cpu_w, rtol=1e-12)
+    assert result.fail_reason.tolist() == codes.tolist()

@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
-from gpumosaic.cli.compare_table import identical_notes, print_table, table_rows
-from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.runner import RunRequest, is_gandiva
-from gpumosaic.experiments.sweeps.runs import (
-    SweepRun,
-    default_workers,
-    parse_seeds,
-    run_sweep,
-    write_runs_csv,
-)
-from gpumosaic.fallbacks import Fallbacks
-from gpumosaic.placement.registry import canonical_name
-from gpumosaic.run.description import DEFAULT_PLACEMENT
-from gpumosaic.workloads.spec import parse_cluster
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.runner import RunRequest
+    from gpumosaic.experiments.sweeps.runs import SweepRun
 
 DEMO_PLACEMENTS = "worstfit,bestfit,firstfit,fgd"
 
@@ -50,6 +39,8 @@ def _split(text: str) -> list[str]:
 def split_placements(text: str) -> list[str]:
     """Comma-separated placements, where consecutive ``name=weight`` parts form one
     weighted combination: ``fgd,pwr=200,fgd=800`` -> ``[fgd, pwr=200,fgd=800]``."""
+    from gpumosaic.placement.registry import canonical_name
+
     out: list[str] = []
     for part in _split(text):
         name, eq, weight = part.partition("=")
@@ -129,6 +120,8 @@ def compare(
     ] = None,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
+    from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
+
     if executor not in ("local", "ray"):
         raise InputError("must be local or ray", field="--executor", value=executor)
     if ray_address is not None and executor != "ray":
@@ -158,6 +151,7 @@ def compare(
             value=background,
         )
     from gpumosaic.experiments.study.compare_file import write_compare_experiment
+    from gpumosaic.run.description import DEFAULT_PLACEMENT
 
     written = write_compare_experiment(
         out,
@@ -232,6 +226,15 @@ def compare(
             json_out,
         )
         return
+    # The simulator's comparison: its imports only now (the fill mode and --help skip them).
+    from rich.console import Console
+
+    from gpumosaic.cli.compare_table import identical_notes, print_table, table_rows
+    from gpumosaic.experiments.runner import RunRequest, is_gandiva
+    from gpumosaic.experiments.sweeps.runs import write_runs_csv
+    from gpumosaic.fallbacks import Fallbacks
+    from gpumosaic.workloads.spec import parse_cluster
+
     placement_list = split_placements(placements or DEMO_PLACEMENTS)
     # One row per (placement, sharing model); labels name the sharing model only when
     # several are compared.
@@ -317,6 +320,9 @@ def _check_placement(name: str, gandiva: bool) -> None:
 
 
 def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
+    from gpumosaic.cli.progress import counter_bar
+    from gpumosaic.experiments.sweeps.runs import run_sweep
+
     with counter_bar(enabled, "runs", len(requests)) as update:
         return run_sweep(requests, workers, lambda done, _total: update(done))
 
@@ -328,6 +334,9 @@ def _compare_on_ray(
     a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
     import sys
 
+    from rich.console import Console
+
+    from gpumosaic.cli.progress import counter_bar
     from gpumosaic.experiments.study.execute import execute
     from gpumosaic.experiments.study.file import load_experiment
 

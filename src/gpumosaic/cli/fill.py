@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from gpumosaic.cli.app import app, check_out_dir, check_seed, user_errors
-from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT
-from gpumosaic.sim.fill import FillPoint, FillResult, run_fill
-from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gpumosaic.sim.fill import FillPoint, FillResult
 
 TASKS_HELP = "openb:NAME (default, gpushare40, multigpu20, ...) or a task-list CSV"
 NODES_HELP = "openb:gpu (1,213 GPU nodes), openb:all, or a node-list CSV"
@@ -108,6 +107,10 @@ def fill(
     check_out_dir(out)
     if not inflate > 0:
         raise InputError("must be > 0", field="--inflate")
+    from gpumosaic.cli.progress import counter_bar
+    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
     cluster = load_openb_nodes(nodes)
     jobs = load_openb_tasks(tasks)
     with counter_bar(not json_out and sys.stderr.isatty(), "filling", 100.0) as update:
@@ -120,10 +123,16 @@ def fill(
     if json_out:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
+    from rich.console import Console
+
     print_summary(result, Console())
 
 
 def print_summary(result: FillResult, console: Console) -> None:
+    from rich.table import Table
+
+    from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT
+
     table = Table(title=f"fill: {result.placement}, seed {result.seed}, {result.num_tasks} tasks")
     for column in ("arrived %", "allocation %", "frag. rate %", "frag. % of GPUs", "power kW"):
         table.add_column(column, justify="right")

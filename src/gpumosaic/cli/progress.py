@@ -1,11 +1,11 @@
-"""Rich progress bars on stderr: a done-fraction (one simulation) or a count (a sweep)."""
+"""Rich progress bars on stderr: a done-fraction (one simulation) or a count (a sweep).
+
+``rich.progress`` is imported only when a bar is shown (not with --json or off a terminal)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpumosaic.cli.app import err_console
 
@@ -17,6 +17,8 @@ def progress_bar(
     if not enabled:
         yield None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn(label),
         BarColumn(),
@@ -41,6 +43,8 @@ def counter_bar(
     if not enabled:
         yield lambda _done, _total=None: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True) as progress:
         task = progress.add_task(label, total=total)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -17,7 +17,9 @@ from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce import reproduce_app
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.reproductions.gavel import ReproRow, run_part
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.reproductions.gavel import ReproRow
 
 
 def _numbers(text: str, kind: type, field: str) -> list:
@@ -51,6 +53,8 @@ def gavel(
 ) -> None:
     """Gavel's experiments (docs/gavel.md has the setups and the reference numbers): avg JCT
     and makespan per policy, ours beside Gavel's."""
+    from gpumosaic.experiments.reproductions.gavel import run_part  # the simulator: only now
+
     with counter_bar(True, f"gavel {part}") as update:
         rows = run_part(
             part.strip().lower(),

@@ -7,18 +7,15 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
-from gpumosaic.cli.progress import progress_bar
-from gpumosaic.metrics.summary import Summary
-from gpumosaic.run.build import run
-from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.background import BackgroundSpec
+
+if TYPE_CHECKING:
+    from gpumosaic.metrics.summary import Summary
+    from gpumosaic.run.description import RunDescription
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
@@ -109,6 +106,14 @@ def simulate(
             value=table_format,
         )
     check_out_dir(out)
+    # The simulator (and what it pulls in) only once a run is asked for: --help stays cheap.
+    from rich.console import Console
+
+    from gpumosaic.cli.progress import progress_bar
+    from gpumosaic.run.build import run
+    from gpumosaic.run.description import RunDescription
+    from gpumosaic.sim.background import BackgroundSpec
+
     request = RunDescription(
         cluster=cluster,
         workload=workload,
@@ -190,6 +195,9 @@ SHOWN_REJECTS = 10
 
 
 def _print_summary(summary: Summary, request: RunDescription) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     # The mechanism says what --policy means (fifo: a queue order, or Gavel's policy).
     mechanism = request.resolved_mechanism()
     table = Table(

@@ -7,13 +7,13 @@ the tasks one by one. Tasks never depart; a task that cannot be placed fails at 
 the filter's reason (no queue, no retry). After every task record the arrived workload,
 the GPU allocation rate, FGD's fragmentation (rate and amount) and the cluster power.
 
-The target workload M of FGD comes from the task list before inflation. Fragmentation
-and power are updated for the touched node only.
+The target workload M of FGD comes from the task list before inflation. While the tasks
+are placed, only what each placement left on its node is recorded; fragmentation and power
+curves are computed from that record at the end.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,8 +34,8 @@ from gpumosaic.model.power import (
     sockets,
 )
 from gpumosaic.model.state import Assignment, ClusterState
-from gpumosaic.placement.filter import Reason, explain
-from gpumosaic.placement.fragmentation import shared_tracker
+from gpumosaic.placement.filter import FilterKey, Reason, explain, filter_key
+from gpumosaic.placement.fragmentation import FragmentationTracker, shared_tracker
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 
@@ -145,34 +145,148 @@ class FillResult:
         return idx.astype(np.intp)
 
 
-class _ClusterPower:
-    """Cluster power (model.power's model) kept current one touched node at a time, in
-    plain floats (numpy costs more than the arithmetic on a handful of GPUs); the same
-    operations as ``node_power_w``, so the same values."""
+class _FillRecord:
+    """What the replay needs per task, kept in preallocated arrays while it runs: the
+    node each placed task took and that node's free GPU milli and CPU right after. The
+    curves (fragmentation, power) are computed from it once, at the end, in a few
+    vectorized passes instead of a handful of numpy calls per task."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, num_tasks: int) -> None:
         self.state = state
-        idle, full = gpu_power_table(state)
-        self._idle, self._full = idle.tolist(), full.tolist()
-        self._sockets = sockets(state.cpu_capacity).tolist()
-        self._num_gpus = state.num_gpus.tolist()
-        gpu_w, cpu_w = node_power_w(state)
-        self._node_gpu_w, self._node_cpu_w = gpu_w.tolist(), cpu_w.tolist()
-        self.gpu_w, self.cpu_w = float(gpu_w.sum()), float(cpu_w.sum())
+        self.placed = 0
+        self.step = np.zeros(num_tasks, dtype=np.intp)  # task index of placement k
+        self.node = np.zeros(num_tasks, dtype=np.intp)
+        self.gpu_free = np.zeros((num_tasks, state.gpu_free.shape[1]), dtype=state.gpu_free.dtype)
+        self.cpu_free = np.zeros(num_tasks, dtype=state.cpu_free.dtype)
+        self.milli = np.zeros(num_tasks, dtype=np.int64)  # GPU milli allocated by task i
 
-    def update(self, node: int) -> None:
-        state = self.state
-        gpus = self._num_gpus[node]
-        busy = sum(1 for free in state.gpu_free[node, :gpus].tolist() if free < MILLI_PER_GPU)
-        gpu_w = busy * self._full[node] + (gpus - busy) * self._idle[node]
-        used = int(state.cpu_capacity[node] - state.cpu_free[node])
-        total = self._sockets[node]
-        cores = math.ceil(used / (1000 * VCPU_PER_CORE))
-        active = min(math.ceil(cores / CORES_PER_SOCKET), total)
-        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
-        self.gpu_w += gpu_w - self._node_gpu_w[node]
-        self.cpu_w += cpu_w - self._node_cpu_w[node]
-        self._node_gpu_w[node], self._node_cpu_w[node] = gpu_w, cpu_w
+    def add(self, i: int, node: int, milli: int) -> None:
+        k = self.placed
+        self.step[k], self.node[k], self.milli[i] = i, node, milli
+        self.gpu_free[k] = self.state.gpu_free[node]
+        self.cpu_free[k] = self.state.cpu_free[node]
+        self.placed = k + 1
+
+
+class _FailureReasons:
+    """The filter's reason for each failed task, as ``explain`` gives it.
+
+    Nearly every failure of a fill is "gpu": some node passes the GPU-model, CPU and
+    memory filters, but none has the GPUs. Once ``explain`` says so for a job shape, one
+    such node is kept as a witness; while that node is untouched (its ``node_version``
+    unchanged) it still passes those filters, so the answer is still "gpu" without a scan.
+    """
+
+    def __init__(self) -> None:
+        self._code = {r: i for i, r in enumerate(FAIL_REASONS)}
+        self._witness: dict[FilterKey, tuple[int, int]] = {}  # shape -> (node, version)
+
+    def code(self, state: ClusterState, job: JobSpec) -> int:
+        key = filter_key(job)
+        witness = self._witness.get(key)
+        if witness is not None and state.node_version[witness[0]] == witness[1]:
+            return self._code[Reason.GPU]
+        reason = explain(state, job).reason
+        if reason is Reason.GPU:
+            node = _passes_all_but_gpu(state, job)
+            self._witness[key] = (node, int(state.node_version[node]))
+        return self._code[reason]
+
+
+def _passes_all_but_gpu(state: ClusterState, job: JobSpec) -> int:
+    """A node that passes the filter's GPU-model, CPU and memory tests (``explain`` said
+    "gpu", so there is one)."""
+    ok = (state.cpu_free >= job.cpu_milli) & (state.memory_free >= job.memory_mib)
+    if job.num_gpu:
+        ok &= state.model_mask(job.allowed_models)
+    return int(np.argmax(ok))
+
+
+def _node_fragmentation(
+    tracker: FragmentationTracker,
+    nodes: npt.NDArray[np.intp],
+    gpu_free: npt.NDArray[np.integer],
+    cpu_free: npt.NDArray[np.integer],
+    chunk: int = 2048,
+) -> Floats:
+    """FGD's F of ``nodes[k]`` in the state (``gpu_free[k]``, ``cpu_free[k]``), through the
+    tracker's own tables and ``frag_of`` (the expression of every F), so each value is bit
+    for bit what the tracker holds for that node in that state."""
+    classes = tracker.classes
+    out = np.empty(len(nodes))
+    for lo in range(0, len(nodes), chunk):  # bounded memory: (chunk, GPUs, classes) tables
+        g = gpu_free[lo : lo + chunk]
+        fit = classes.fit_table[g].sum(axis=1)
+        below = classes.below_table[g].sum(axis=1)
+        free = g.sum(axis=1, dtype=np.int64)
+        ok = tracker.node_ok(nodes[lo : lo + chunk], cpu_free[lo : lo + chunk].astype(np.int64))
+        out[lo : lo + chunk] = tracker.frag_of(
+            ok, fit[:, None, :], below[:, None, :], free[:, None]
+        )[:, 0]
+    return out
+
+
+def _fragmentation_curve(
+    record: _FillRecord, tracker: FragmentationTracker, initial: Floats, num_tasks: int
+) -> Floats:
+    """Cluster fragmentation (milli) after every task: the sum of the per-node F vector
+    after each placement (the same 1-D sum as ``tracker.total()``), carried over failures."""
+    k = record.placed
+    values = _node_fragmentation(
+        tracker, record.node[:k], record.gpu_free[:k], record.cpu_free[:k]
+    ).tolist()
+    current = initial.copy()
+    totals = np.empty(k + 1)
+    totals[0] = current.sum()
+    for j, (node, value) in enumerate(zip(record.node[:k].tolist(), values, strict=True)):
+        current[node] = value
+        totals[j + 1] = current.sum()
+    return _per_task(record, totals, num_tasks)
+
+
+def _power_curves(
+    record: _FillRecord, initial: tuple[Floats, Floats], num_tasks: int
+) -> tuple[Floats, Floats]:
+    """(GPU W, CPU W) of the cluster after every task (model.power's model). The totals
+    are carried as the replay always did, one touched node at a time
+    (``total += new - old``), so they equal the per-task update bit for bit."""
+    state, k = record.state, record.placed
+    idle, full = gpu_power_table(state)
+    gpus = state.num_gpus.astype(np.int64)
+    total_sockets = sockets(state.cpu_capacity)
+    gpu0, cpu0 = initial  # per node, before the first task
+    nodes = record.node[:k]
+    exists = state.gpu_exists[nodes]
+    busy = (exists & (record.gpu_free[:k] < MILLI_PER_GPU)).sum(axis=1)
+    gpu_w = busy * full[nodes] + (gpus[nodes] - busy) * idle[nodes]
+    used = state.cpu_capacity[nodes] - record.cpu_free[:k]
+    cores = -(-used // (1000 * VCPU_PER_CORE))
+    active = np.minimum(-(-cores // CORES_PER_SOCKET), total_sockets[nodes])
+    cpu_w = active * SOCKET_FULL_W + (total_sockets[nodes] - active) * SOCKET_IDLE_W
+    curves = []
+    for before, new in ((gpu0, gpu_w), (cpu0, cpu_w)):
+        old = _previous(nodes, new, before)
+        steps = np.concatenate((np.array([float(before.sum())]), new - old))
+        curves.append(_per_task(record, np.cumsum(steps), num_tasks))  # sequential sums
+    return curves[0], curves[1]
+
+
+def _previous(nodes: npt.NDArray[np.intp], new: Floats, initial: Floats) -> Floats:
+    """For each update ``k`` of ``nodes[k]`` to ``new[k]``: the node's value just before
+    (its last update, or ``initial``)."""
+    old = initial[nodes]
+    by_node = np.argsort(nodes, kind="stable")  # each node's updates, in order
+    same = nodes[by_node][1:] == nodes[by_node][:-1]
+    old[by_node[1:][same]] = new[by_node[:-1][same]]
+    return old
+
+
+def _per_task(record: _FillRecord, after_placement: Floats, num_tasks: int) -> Floats:
+    """``after_placement[j]``: a value after the first j placements (j = 0: none) ->
+    the value after every task (a failed task keeps the last placement's)."""
+    placed = np.zeros(num_tasks, dtype=np.intp)
+    placed[record.step[: record.placed]] = 1
+    return after_placement[np.cumsum(placed)]
 
 
 def fill_order(
@@ -221,45 +335,40 @@ def run_fill(
     rng = np.random.default_rng(seed)
     order = fill_order(tasks, capacity, inflate, rng)
     strategy = build_placement(placement, workload)
-    frag = shared_tracker(state, workload)  # the same one FGD scores with
-    power = _ClusterPower(state)
+    # The tracker FGD scores with; here only its per-node F of the empty cluster and its
+    # tables are read (the curve is computed at the end).
+    tracker = shared_tracker(state, workload)
+    initial_frag = tracker.frag.copy()
+    initial_power = node_power_w(state)
 
     n = len(order)
     demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
     kinds = np.array([task_kind(t) for t in tasks], dtype=np.int8)
     arrived = np.cumsum(demand[order]).astype(np.float64)
     kind = kinds[order]
-    allocated = np.zeros(n)
-    frag_milli = np.zeros(n)
-    power_gpu = np.zeros(n)
-    power_cpu = np.zeros(n)
     reason = np.full(n, PLACED, dtype=np.int8)
-    reason_code = {r: i for i, r in enumerate(FAIL_REASONS)}
-    allocated_milli = 0
-    frag_total = frag.total()
+    record = _FillRecord(state, n)
+    failures = _FailureReasons()
     report_every = max(1, n // 100)
     for i, task_index in enumerate(order.tolist()):
         job = tasks[task_index]  # placed under id i: sampled copies need ids of their own
         choice = strategy.choose(state, job, rng)
         placed: Assignment | None = None
         if choice is None:
-            reason[i] = reason_code[explain(state, job).reason]
+            reason[i] = failures.code(state, job)
         else:
             node, gpus = choice
             milli = job.gpu_milli if job.num_gpu else 0
             placed = Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib)
             state.allocate(placed)
-            allocated_milli += milli * len(gpus)
-            frag.refresh()
-            frag_total = frag.total()
-            power.update(node)
+            record.add(i, node, milli * len(gpus))
         if on_task is not None:
             on_task(i, job, placed)
-        allocated[i] = allocated_milli
-        frag_milli[i] = frag_total
-        power_gpu[i], power_cpu[i] = power.gpu_w, power.cpu_w
         if progress is not None and i % report_every == 0:
             progress(i / n)
+    allocated = np.cumsum(record.milli).astype(np.float64)
+    frag_milli = _fragmentation_curve(record, tracker, initial_frag, n)
+    power_gpu, power_cpu = _power_curves(record, initial_power, n)
     if progress is not None:
         progress(1.0)
     free_milli = capacity - allocated

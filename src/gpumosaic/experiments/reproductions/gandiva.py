@@ -31,8 +31,6 @@ import numpy as np
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.gandiva.config import GandivaConfig
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.workloads.gavel import REFERENCE_GPU, GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import GavelThroughputTable
@@ -154,6 +152,10 @@ def run_variant(
     window_s: tuple[float, float] | None = None,
 ) -> EvalRow:
     cluster, workload = build(scenario, table, seed)
+    # Gandiva's simulator only when a run starts (the command's --help lists this module).
+    from gpumosaic.sim.gandiva import simulate_gandiva
+    from gpumosaic.sim.gandiva.config import GandivaConfig
+
     config = GandivaConfig(
         packing=variant.packing, migration=variant.migration, time_slicing=variant.time_slicing
     )

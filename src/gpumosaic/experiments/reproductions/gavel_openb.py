@@ -107,10 +107,51 @@ def run_openb_sweep(
     placements: Sequence[str],
     rates: Sequence[float],
     window: tuple[int, int],
-    seed: int = 0,
+    seed: int | Sequence[int] = 0,
     workers: int = 2,
     on_done: Callable[[int, int, OpenbRun], None] | None = None,
 ) -> list[OpenbRun]:
-    """Every (rate, placement) run, in that order; ``on_done`` as runs finish."""
-    tasks = [(p, float(r), window, seed) for r in rates for p in placements]
+    """Every (rate, placement, seed) run, in that order; ``on_done`` as runs finish.
+    ``seed`` is one seed or several (each point of the table then has its spread)."""
+    seeds = [seed] if isinstance(seed, int) else list(seed)
+    tasks = [(p, float(r), window, s) for r in rates for p in placements for s in seeds]
     return parallel_map(_task, tasks, workers, on_done)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbPoint:
+    """One (placement, rate) point over its seeds: mean and the range (min, max)."""
+
+    placement: str
+    rate_per_hour: float
+    seeds: tuple[int, ...]
+    avg_jct_h: tuple[float, float, float]  # mean, min, max over seeds
+    utilization: tuple[float, float, float]
+    fragmentation_rate: tuple[float, float, float]
+    placement_failures: tuple[float, float, float]
+    elapsed_s: tuple[float, float, float]
+
+
+def summarize_seeds(runs: Sequence[OpenbRun]) -> list[OpenbPoint]:
+    """Group runs by (placement, rate) in first-seen order; mean/min/max of each number."""
+    groups: dict[tuple[str, float], list[OpenbRun]] = {}
+    for r in runs:
+        groups.setdefault((r.placement, r.rate_per_hour), []).append(r)
+
+    def spread(values: list[float]) -> tuple[float, float, float]:
+        arr = np.asarray(values, dtype=np.float64)
+        return float(arr.mean()), float(arr.min()), float(arr.max())
+
+    return [
+        OpenbPoint(
+            placement=placement,
+            rate_per_hour=rate,
+            seeds=tuple(r.seed for r in group),
+            avg_jct_h=spread([r.avg_jct_h for r in group]),
+            utilization=spread([r.utilization for r in group]),
+            fragmentation_rate=spread([r.fragmentation_rate for r in group]),
+            placement_failures=spread([float(r.placement_failures) for r in group]),
+            elapsed_s=spread([r.elapsed_s for r in group]),
+        )
+        for (placement, rate), group in groups.items()
+    ]

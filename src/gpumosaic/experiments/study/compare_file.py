@@ -8,8 +8,6 @@ from typing import Any
 
 import tomli_w
 
-from gpumosaic.experiments.study.kinds.simulate import LOAD_PLACEHOLDER
-
 COMPARE_FILE = "experiment.toml"
 
 
@@ -40,6 +38,9 @@ def compare_experiment(
                 "inflate": inflate}  # fmt: skip
         what = f"fill replay: {', '.join(placements)}"
     elif policies is not None:
+        # (the simulate kind imports the simulator: only for the sweeps that use it)
+        from gpumosaic.experiments.study.kinds.simulate import LOAD_PLACEHOLDER
+
         kind = "simulate"
         template = _with_rate(workload, LOAD_PLACEHOLDER)
         grid = {"cluster": cluster, "workload": template, "policy": policies,

@@ -1,4 +1,7 @@
-"""Run many RunRequests in parallel worker processes, with a progress bar."""
+"""Run many RunRequests in parallel worker processes, with a progress bar.
+
+The simulator is imported by the runs themselves (``run_one``), not by this module: the
+command line imports it for ``parse_seeds`` and the comparison's plumbing."""
 
 from __future__ import annotations
 
@@ -8,14 +11,17 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from gpumosaic.experiments.parallel import default_workers, parallel_map
-from gpumosaic.experiments.runner import RunRequest, run_request
-from gpumosaic.metrics.summary import Summary, jct_values
-from gpumosaic.sim.result import Timeline
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from gpumosaic.experiments.runner import RunRequest
+    from gpumosaic.metrics.summary import Summary
+    from gpumosaic.sim.result import Timeline
 
 __all__ = ["SweepRun", "default_workers", "parse_seeds", "run_one", "run_sweep", "write_runs_csv"]
 
@@ -29,6 +35,9 @@ class SweepRun:
 
 
 def run_one(request: RunRequest) -> SweepRun:
+    from gpumosaic.experiments.runner import run_request
+    from gpumosaic.metrics.summary import jct_values
+
     outcome = run_request(request)
     result = outcome.result
     return SweepRun(request, outcome.summary, jct_values(result.records), result.timeline)

@@ -1,0 +1,133 @@
+"""Start-up cost, checked by what a command imports (never by timing): ``--help`` and
+``fill`` must not load the solvers, dataframes, plots, servers or the simulator they do not
+use. Each case runs the command line in a fresh interpreter and reads ``sys.modules``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Imported by no short command: solvers, dataframes, plots, servers, clients, YAML.
+HEAVY = (
+    "cvxpy",
+    "scipy",
+    "pandas",
+    "matplotlib",
+    "pyarrow",
+    "ray",
+    "fastapi",
+    "uvicorn",
+    "httpx",
+    "kubernetes",
+    "yaml",
+    "numba",
+)
+# What --help and fill never run: the run description's simulator and the round mechanism.
+SIMULATOR = ("gpumosaic.run.build", "gpumosaic.mechanisms", "gpumosaic.sim.event")
+# fill runs one replay in this process: no pool, no event loop, no policies, no bar (--json).
+FILL_ONLY = (
+    "gpumosaic.policies",
+    "multiprocessing",
+    "concurrent.futures",
+    "asyncio",
+    "rich.progress",
+)
+
+RUN = """
+import json, runpy, sys
+report, argv = sys.argv[1], sys.argv[2:]
+sys.argv = ["gpumosaic", *argv]
+try:
+    runpy.run_module("gpumosaic", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+else:
+    code = 0
+with open(report, "w") as handle:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, handle)
+"""
+
+NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\nn1,64000,65536,4,V100M16\n"
+TASKS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,1024,1,500\np1,8000,1024,2,1000\n"
+
+
+def loaded(tmp_path: Path, *argv: str) -> set[str]:
+    report = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(report), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert report.exists(), done.stderr
+    result = json.loads(report.read_text())
+    assert result["code"] in (0, None), done.stdout + done.stderr
+    return set(result["modules"])
+
+
+def top_level(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if n in modules]
+
+
+def test_help_lists_commands_without_running_them(tmp_path: Path) -> None:
+    modules = loaded(tmp_path, "--help")
+    assert top_level(modules, HEAVY + SIMULATOR) == []
+    assert "gpumosaic.cli.fill" in modules  # every command is listed with its own help
+
+
+@pytest.mark.parametrize("placement", ["fgd", "random"])
+def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "tasks.csv").write_text(TASKS)
+    modules = loaded(
+        tmp_path,
+        "fill",
+        "--nodes",
+        str(tmp_path / "nodes.csv"),
+        "--tasks",
+        str(tmp_path / "tasks.csv"),
+        "--placement",
+        placement,
+        "--json",
+    )
+    assert "gpumosaic.sim.fill" in modules
+    assert top_level(modules, HEAVY + SIMULATOR + FILL_ONLY) == []
+    # The other commands' modules are not even imported.
+    assert not any(m.startswith("gpumosaic.cli.") and m != "gpumosaic.cli.fill"
+                   and m not in ("gpumosaic.cli.app", "gpumosaic.cli.__main__")
+                   and m != "gpumosaic.cli.progress" for m in modules)  # fmt: skip
+
+
+def test_every_command_module_is_listed() -> None:
+    # A command is imported only through COMMAND_MODULES: one registered by a module that
+    # is not listed there (or listed under another name) would silently vanish.
+    import importlib
+    import pkgutil
+
+    import typer.main
+
+    import gpumosaic.cli
+    from gpumosaic.cli.app import COMMAND_MODULES, app
+
+    for module in pkgutil.iter_modules(gpumosaic.cli.__path__):
+        if module.name != "__main__":
+            importlib.import_module(f"gpumosaic.cli.{module.name}")
+    defined: dict[str, set[str]] = {}
+    for info in app.registered_commands:
+        assert info.callback is not None
+        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        defined.setdefault(name, set()).add(info.callback.__module__)
+    for group in app.registered_groups:
+        assert group.name is not None and group.typer_instance is not None
+        for info in group.typer_instance.registered_commands:
+            assert info.callback is not None
+            defined.setdefault(group.name, set()).add(info.callback.__module__)
+    assert set(defined) == set(COMMAND_MODULES)
+    for name, modules in defined.items():
+        listed = {f"gpumosaic.cli.{m}" for m in COMMAND_MODULES[name]}
+        assert modules <= listed, name
