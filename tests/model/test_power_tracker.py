@@ -51,3 +51,45 @@ def test_incremental_equals_a_fresh_evaluation(requests) -> None:
     fresh = PowerTracker(state)
     np.testing.assert_array_equal(tracker.node_gpu_w, fresh.node_gpu_w)
     np.testing.assert_array_equal(tracker.node_cpu_w, fresh.node_cpu_w)
+
+
+def test_every_gpu_model_draws_whole_watts() -> None:
+    # The tracker keeps its totals by difference; whole watts keep them exact.
+    from gpumosaic.model.gpu import GPU_MODELS
+
+    for model in GPU_MODELS.values():
+        assert float(model.idle_w).is_integer() and float(model.full_w).is_integer()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.integers(0, 1),
+            st.integers(0, 1),
+            st.integers(1, 1000),
+            st.integers(0, 4000),
+        ),
+        max_size=12,
+    )
+)
+def test_touching_changed_nodes_equals_a_fresh_evaluation(steps) -> None:
+    """``touch`` (one node, plain Python numbers) gives the same per-node watts and
+    totals as ``update`` (numpy over all nodes), after allocations and releases."""
+    state = two_nodes()
+    tracker = PowerTracker(state)
+    held: list[int] = []
+    for job_id, (release, node, gpu, milli, cpu) in enumerate(steps):
+        if release and held:
+            node = state.release(held.pop(0)).node
+        elif gpu < state.num_gpus[node] and state.gpu_free[node, gpu] >= milli:
+            if state.cpu_free[node] < cpu:
+                continue
+            state.allocate(Assignment(job_id, node, (gpu,), milli, cpu, 0))
+            held.append(job_id)
+        tracker.touch(node)
+        tracker.touch(node)  # a repeat changes nothing
+        fresh = PowerTracker(state)
+        assert tracker.totals == fresh.totals == cluster_power_w(state)
+        np.testing.assert_array_equal(tracker.node_gpu_w, fresh.node_gpu_w)
+        np.testing.assert_array_equal(tracker.node_cpu_w, fresh.node_cpu_w)

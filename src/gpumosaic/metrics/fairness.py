@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.metrics.columns import JobColumns
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.sim.result import JobRecord, JobStatus
+from gpumosaic.sim.result import JobRecord
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -66,31 +67,23 @@ def mean_contention(
 
 
 def fairness(records: tuple[JobRecord, ...], total_gpu_milli: int, end_s: float) -> Fairness:
+    return fairness_of(JobColumns.of(records), total_gpu_milli, end_s)
+
+
+def fairness_of(jobs: JobColumns, total_gpu_milli: int, end_s: float) -> Fairness:
+    """``fairness`` from the records' columns (``metrics/columns.py``)."""
     nan = Fairness(math.nan, math.nan, math.nan, math.nan, math.nan)
-    if not records or total_gpu_milli <= 0:
+    if not len(jobs) or total_gpu_milli <= 0:
         return nan
-    arrival = np.array([r.arrival_s for r in records], dtype=np.float64)
-    finish = np.array(
-        [r.finish_s if r.status is JobStatus.COMPLETED else math.nan for r in records],
-        dtype=np.float64,
-    )
-    keep = np.array(
-        [
-            r.measured
-            and r.status is JobStatus.COMPLETED
-            and r.alone_s > 0
-            and not math.isnan(r.alone_s)
-            for r in records
-        ]
-    )
+    keep = jobs.slowdown_jobs
     if not keep.any():
         return nan
-    chosen = [r for r, k in zip(records, keep, strict=True) if k]
-    alone = np.array([r.alone_s for r in chosen], dtype=np.float64)
+    arrival, finish = jobs.arrival_s, jobs.finish_s
+    alone = jobs.alone_s[keep]
     jct = finish[keep] - arrival[keep]
     slowdown = jct / alone
     present = mean_contention(arrival, finish, end_s, arrival[keep], finish[keep])
-    demand = np.array([r.num_gpu * r.gpu_milli / MILLI_PER_GPU for r in chosen])
+    demand = jobs.demand_gpus[keep]
     cluster_gpus = total_gpu_milli / MILLI_PER_GPU
     t_fair = alone * np.maximum(1.0, present * demand / cluster_gpus)
     rho = jct / t_fair

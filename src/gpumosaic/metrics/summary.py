@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
-from gpumosaic.metrics.fairness import fairness
+from gpumosaic.metrics.columns import JobColumns
+from gpumosaic.metrics.fairness import fairness_of
 from gpumosaic.sim.result import JobRecord, JobStatus, SimResult, Timeline
 
 JOULES_PER_KWH = 3.6e6
@@ -99,24 +100,28 @@ def integral(timeline: Timeline, values: npt.NDArray[np.float64], end_s: float) 
 
 def summarize(result: SimResult) -> Summary:
     records = result.records
-    jcts = jct_values(records)
-    count = {s: sum(r.status is s for r in records) for s in JobStatus}
-    measured = [r for r in records if r.measured]
-    queueing = [r.queueing_s for r in measured if not math.isnan(r.start_s)]
-    span = makespan_s(records)
+    jobs = JobColumns.of(records)
+    all_jct = jobs.jct_s
+    jcts = all_jct[jobs.measured & jobs.completed]
+    count = jobs.status_counts
+    measured = jobs.measured
+    started = measured & ~np.isnan(jobs.start_s)
+    queueing = (jobs.start_s - jobs.arrival_s)[started]
+    span = (
+        float(jobs.finish_s[jobs.completed].max() - jobs.arrival_s.min())
+        if jobs.completed.any()
+        else math.nan
+    )
     timeline = result.timeline
     start = float(timeline.time_s[0]) if len(timeline.time_s) else 0.0
     end = start + span if not math.isnan(span) else result.end_s
     alloc_integral = integral(timeline, timeline.allocated_milli, end)
     capacity = result.total_gpu_milli * (end - start)
     power = timeline.power_gpu_w + timeline.power_cpu_w
-    slowdowns = [
-        r.jct_s / r.alone_s
-        for r in measured
-        if r.status is JobStatus.COMPLETED and r.alone_s > 0 and not math.isnan(r.alone_s)
-    ]
+    keep = jobs.slowdown_jobs
+    slowdowns = all_jct[keep] / jobs.alone_s[keep]
 
-    fair = fairness(records, result.total_gpu_milli, result.end_s)
+    fair = fairness_of(jobs, result.total_gpu_milli, result.end_s)
 
     def pct(q: float) -> float:
         return float(np.percentile(jcts, q)) if len(jcts) else math.nan
@@ -127,26 +132,26 @@ def summarize(result: SimResult) -> Summary:
         running=count[JobStatus.RUNNING],
         queued=count[JobStatus.QUEUED],
         rejected=count[JobStatus.REJECTED],
-        measured_jobs=len(measured),
+        measured_jobs=int(measured.sum()),
         avg_jct_s=float(jcts.mean()) if len(jcts) else math.nan,
         p50_jct_s=pct(50),
         p95_jct_s=pct(95),
         p99_jct_s=pct(99),
-        avg_queueing_s=float(np.mean(queueing)) if queueing else math.nan,
+        avg_queueing_s=float(np.mean(queueing)) if len(queueing) else math.nan,
         makespan_s=span,
         utilization=alloc_integral / capacity if capacity > 0 else math.nan,
         fragmentation_rate_mean=time_average(timeline, timeline.fragmentation_rate, end),
         energy_kwh=integral(timeline, power, end) / JOULES_PER_KWH,
-        avg_slowdown=float(np.mean(slowdowns)) if slowdowns else math.nan,
+        avg_slowdown=float(np.mean(slowdowns)) if len(slowdowns) else math.nan,
         slowdown_p99=fair.slowdown_p99,
         slowdown_max=fair.slowdown_max,
         ftf_rho_mean=fair.ftf_rho_mean,
         ftf_rho_max=fair.ftf_rho_max,
         jain_index=fair.jain_index,
-        suspended_s=float(sum(r.suspended_s for r in records)),
-        thrashing_s=float(sum(r.thrashing_s for r in records)),
-        handovers=int(sum(r.handovers for r in records)),
-        migrations=int(sum(r.migrations for r in records)),
+        suspended_s=jobs.suspended_s,
+        thrashing_s=jobs.thrashing_s,
+        handovers=jobs.handovers,
+        migrations=jobs.migrations,
         rounds=result.stats.rounds,
         policy_solves=result.stats.policy_solves,
         policy_solve_s=result.stats.policy_solve_s,

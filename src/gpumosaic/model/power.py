@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.model.gpu import gpu_model
+from gpumosaic.model.gpu import MILLI_PER_GPU, gpu_model
 from gpumosaic.model.state import ClusterState
 
 CORES_PER_SOCKET = 16
@@ -48,18 +50,34 @@ class PowerTracker:
     is evaluated (a GPU with any allocation draws full power, the others idle power; CPU
     sockets are active by busy cores, ``ceil(busy cores / 16)``).
 
-    ``update(nodes)`` re-evaluates the given nodes (a driver that knows what it touched);
-    ``power_w`` first re-evaluates every node whose ``state.node_version`` moved since it
-    was last evaluated, so reading it is always current and costs O(touched nodes)."""
+    ``update(nodes)`` re-evaluates the given nodes; ``touch(node)`` re-evaluates one node
+    if its ``state.node_version`` moved (a driver that knows what it touched); ``power_w``
+    first re-evaluates every node whose version moved since it was last evaluated, so
+    reading it is always current and costs O(touched nodes); ``totals`` reads the totals
+    as they are. The totals are kept by difference as nodes change: every GPU model's
+    watts are whole numbers (``model/gpu.py``), so every per-node figure is a whole
+    number of watts and the running totals equal a fresh sum exactly."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        # Per-node constants, computed once.
+        # Per-node constants, computed once (and as plain lists for the one-node path).
         self._idle_w, self._full_w = gpu_power_table(state)
         self._gpus = state.gpu_exists.sum(axis=1)
         self._sockets = sockets(state.cpu_capacity)
+        self._constants = list(
+            zip(
+                self._idle_w.tolist(),
+                self._full_w.tolist(),
+                self._gpus.tolist(),
+                self._sockets.tolist(),
+                state.cpu_capacity.tolist(),
+                strict=True,
+            )
+        )
         self.node_gpu_w = np.zeros(state.num_nodes)
         self.node_cpu_w = np.zeros(state.num_nodes)
+        self._gpu_total = 0.0
+        self._cpu_total = 0.0
         self._version = state.node_version.copy()
         self.update(np.arange(state.num_nodes))
 
@@ -74,15 +92,44 @@ class PowerTracker:
         active = np.minimum(sockets(state.cpu_capacity[idx] - state.cpu_free[idx]), total)
         self.node_cpu_w[idx] = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
         self._version[idx] = state.node_version[idx]
+        self._gpu_total = float(self.node_gpu_w.sum())
+        self._cpu_total = float(self.node_cpu_w.sum())
+
+    def touch(self, node: int) -> None:
+        """Re-evaluate ``node`` if it changed since it was last evaluated: ``update`` for
+        one node in plain Python numbers (the same operations, so the same watts)."""
+        state = self.state
+        version = int(state.node_version[node])
+        if version == self._version[node]:
+            return
+        idle_w, full_w, gpus, total, cpu_capacity = self._constants[node]
+        free = state.gpu_free[node, :gpus].tolist()
+        busy = gpus - free.count(MILLI_PER_GPU)
+        gpu_w = busy * full_w + (gpus - busy) * idle_w
+        cores = math.ceil((cpu_capacity - int(state.cpu_free[node])) / (1000 * VCPU_PER_CORE))
+        active = min(math.ceil(cores / CORES_PER_SOCKET), total)
+        cpu_w = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+        self._gpu_total += gpu_w - float(self.node_gpu_w[node])
+        self._cpu_total += cpu_w - float(self.node_cpu_w[node])
+        self.node_gpu_w[node] = gpu_w
+        self.node_cpu_w[node] = cpu_w
+        self._version[node] = version
 
     def refresh(self) -> None:
         """Re-evaluate the nodes whose allocation changed since they were last evaluated."""
         stale = np.flatnonzero(self._version != self.state.node_version)
-        if len(stale):
+        if len(stale) == 1:
+            self.touch(int(stale[0]))
+        elif len(stale):
             self.update(stale)
+
+    @property
+    def totals(self) -> tuple[float, float]:
+        """(GPU watts, CPU watts) of the whole cluster as last evaluated."""
+        return self._gpu_total, self._cpu_total
 
     @property
     def power_w(self) -> tuple[float, float]:
         """(GPU watts, CPU watts) of the whole cluster."""
         self.refresh()
-        return float(self.node_gpu_w.sum()), float(self.node_cpu_w.sum())
+        return self.totals

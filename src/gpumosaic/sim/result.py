@@ -6,6 +6,7 @@ metrics module only reads it.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -94,10 +95,20 @@ class SimResult:
 
 
 class TimelineRecorder:
-    """Collects timeline samples in lists; ``freeze`` turns them into arrays once."""
+    """Collects timeline samples in growing typed columns (``array.array``: appends in C,
+    no per-sample Python object kept); ``freeze`` turns them into numpy arrays once."""
 
     def __init__(self) -> None:
-        self._rows: list[tuple[float, float, int, int, float, float, float]] = []
+        self._time = array("d")
+        self._allocated = array("d")
+        self._running = array("q")
+        self._queued = array("q")
+        self._fragmentation = array("d")
+        self._gpu_w = array("d")
+        self._cpu_w = array("d")
+
+    def __len__(self) -> int:
+        return len(self._time)
 
     def record(
         self,
@@ -109,28 +120,30 @@ class TimelineRecorder:
         power_gpu_w: float,
         power_cpu_w: float,
     ) -> None:
-        row = (
-            time_s,
-            allocated_milli,
-            running,
-            queued,
-            fragmentation_rate,
-            power_gpu_w,
-            power_cpu_w,
-        )
-        if self._rows and self._rows[-1][0] == time_s:
-            self._rows[-1] = row  # several changes at one instant: keep the last
-        else:
-            self._rows.append(row)
+        times = self._time
+        if times and times[-1] == time_s:  # several changes at one instant: keep the last
+            self._allocated[-1] = allocated_milli
+            self._running[-1] = running
+            self._queued[-1] = queued
+            self._fragmentation[-1] = fragmentation_rate
+            self._gpu_w[-1] = power_gpu_w
+            self._cpu_w[-1] = power_cpu_w
+            return
+        times.append(time_s)
+        self._allocated.append(allocated_milli)
+        self._running.append(running)
+        self._queued.append(queued)
+        self._fragmentation.append(fragmentation_rate)
+        self._gpu_w.append(power_gpu_w)
+        self._cpu_w.append(power_cpu_w)
 
     def freeze(self) -> Timeline:
-        cols = list(zip(*self._rows, strict=True)) if self._rows else [()] * 7
         return Timeline(
-            time_s=np.asarray(cols[0], dtype=np.float64),
-            allocated_milli=np.asarray(cols[1], dtype=np.float64),
-            running=np.asarray(cols[2], dtype=np.int64),
-            queued=np.asarray(cols[3], dtype=np.int64),
-            fragmentation_rate=np.asarray(cols[4], dtype=np.float64),
-            power_gpu_w=np.asarray(cols[5], dtype=np.float64),
-            power_cpu_w=np.asarray(cols[6], dtype=np.float64),
+            time_s=np.array(self._time, dtype=np.float64),
+            allocated_milli=np.array(self._allocated, dtype=np.float64),
+            running=np.array(self._running, dtype=np.int64),
+            queued=np.array(self._queued, dtype=np.int64),
+            fragmentation_rate=np.array(self._fragmentation, dtype=np.float64),
+            power_gpu_w=np.array(self._gpu_w, dtype=np.float64),
+            power_cpu_w=np.array(self._cpu_w, dtype=np.float64),
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.workloads.workload import Workload
 
@@ -58,20 +58,50 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
     models = [node.gpu for node in cluster.nodes]
     by_name = {m.name: m for m in models}
     gpu_hours = []
+    # A job's figure depends on what it asks for, not on its id, name or arrival: jobs
+    # alike (an inflated trace repeats its pods) are worked out once.
+    known: dict[tuple[object, ...], float | None] = {}
     for job in jobs:
-        durations, weights = [], []
-        for name, count in counts.items():
-            try:
-                rate = workload.throughputs.rate(job, by_name[name])
-            except KeyError:  # a model the table does not measure (gavel: borrow=off)
-                continue
-            if rate > 0 and job.allows(name):
-                durations.append(job.work / rate)
-                weights.append(count)
-        if durations:
-            alone_h = float(np.average(durations, weights=weights)) / 3600.0
-            gpu_hours.append(job.num_gpu * job.gpu_milli / MILLI_PER_GPU * alone_h)
+        key = (
+            job.job_type,
+            job.num_gpu,
+            job.gpu_milli,
+            job.work,
+            job.cpu_milli,
+            job.memory_mib,
+            job.gpu_memory_mib,
+            job.gpu_time_fraction,
+            job.allowed_models,
+            job.priority_weight,
+            job.entity,
+            job.slo_s,
+            job.may_span_nodes,
+        )
+        if key not in known:
+            known[key] = _gpu_hours(job, workload, counts, by_name)
+        hours = known[key]
+        if hours is not None:
+            gpu_hours.append(hours)
     if not gpu_hours:
         return None
     jobs_per_hour = (len(jobs) - 1) / span * 3600.0
     return OfferedLoad(jobs_per_hour, float(np.mean(gpu_hours)), float(sum(counts.values())))
+
+
+def _gpu_hours(
+    job: JobSpec, workload: Workload, counts: dict[str, int], by_name: dict[str, GpuModel]
+) -> float | None:
+    """GPU-hours of ``job`` alone on the cluster's mix; None when it runs on no model."""
+    durations, weights = [], []
+    for name, count in counts.items():
+        try:
+            rate = workload.throughputs.rate(job, by_name[name])
+        except KeyError:  # a model the table does not measure (gavel: borrow=off)
+            continue
+        if rate > 0 and job.allows(name):
+            durations.append(job.work / rate)
+            weights.append(count)
+    if not durations:
+        return None
+    alone_h = float(np.average(durations, weights=weights)) / 3600.0
+    return job.num_gpu * job.gpu_milli / MILLI_PER_GPU * alone_h

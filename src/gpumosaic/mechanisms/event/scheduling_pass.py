@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -25,9 +25,12 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.filter import feasible_among
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 
 Shape = tuple[int, int, int, int, frozenset[str] | None, bool]
+# Releases remembered for re-try decisions (``SchedulingPass.released``).
+RELEASE_LOG_LIMIT = 1 << 16
 Parts = tuple[Assignment, ...]  # one part per server (several: a gang)
 
 
@@ -64,19 +67,43 @@ class SchedulingPass:
         # Shape -> ``state.releases`` when it last found no node (see ``run``).
         self._blocked: dict[int, int] = {}
         self._blocked_state: ClusterState | None = None
+        # The nodes of releases ``_log_base + 1``, ``_log_base + 2``, ... as reported by
+        # the driver (``released``); only a log that accounts for every release is read.
+        self._release_log: list[int] = []
+        self._log_base = 0
 
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def add(self, job: JobSpec) -> None:
-        """Queue an arrived job (its id must be new)."""
-        shape_id = self._shape_ids.setdefault(job_shape(job), len(self._shape_ids))
+    def add(self, job: JobSpec, shape: Shape | None = None) -> None:
+        """Queue an arrived job (its id must be new); ``shape``: ``job_shape(job)`` when
+        the caller has it already."""
+        key = job_shape(job) if shape is None else shape
+        shape_id = self._shape_ids.setdefault(key, len(self._shape_ids))
         bisect.insort(self._pending.setdefault(shape_id, []), (self.order.key(job), job.id))
         self._jobs[job.id] = job
 
     def pending(self) -> Iterator[JobSpec]:
         """The jobs still waiting (any order)."""
         return iter(self._jobs.values())
+
+    def released(self, state: ClusterState, nodes: Sequence[int]) -> None:
+        """Tell the pass that ``state.release`` just freed resources on ``nodes``, one
+        node per release since the last report, in order (a gang: one per part). Optional:
+        without these reports, or when one is missed, the pass re-tries every waiting shape
+        after any release."""
+        if self._blocked_state is not state:
+            self._blocked_state, self._blocked = state, {}
+            self._release_log, self._log_base = [], state.releases
+            return
+        if state.releases != self._log_base + len(self._release_log) + len(nodes):
+            self._release_log, self._log_base = [], state.releases  # a release went unreported
+            return
+        self._release_log.extend(nodes)
+        if len(self._release_log) > RELEASE_LOG_LIMIT:  # a long-lived driver: forget the
+            half = len(self._release_log) // 2  # oldest half (shapes blocked that long
+            del self._release_log[:half]  # ago are simply re-tried)
+            self._log_base += half
 
     def run(self, state: ClusterState, rng: np.random.Generator) -> list[tuple[JobSpec, Parts]]:
         """Place pending jobs in queue order; returns (job, parts) of those started, in
@@ -88,14 +115,21 @@ class SchedulingPass:
         merges the per-shape queues by key, drops a shape at its first failure, and does
         not re-try a shape that failed in an earlier pass when ``state.releases`` has not
         moved since (a replay that queues re-scored every waiting shape at every event).
-        Without backfill the first failure ends the pass (strict FIFO)."""
+        When releases were reported (``released``), a shape is re-tried only if one of
+        the nodes released since its failure could hold it now (the filter's test on
+        those nodes alone: every other node only lost resources since). Without backfill
+        the first failure ends the pass (strict FIFO)."""
+        if not self._pending:
+            return []
+        if self._blocked_state is not state:  # another cluster: nothing known about it
+            self._blocked_state, self._blocked = state, {}
+            self._release_log, self._log_base = [], state.releases
+        releases, blocked = state.releases, self._blocked
+        log_covers = self._log_base + len(self._release_log) == releases
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)
         taken: dict[int, int] = {}
         started: list[tuple[JobSpec, Parts]] = []
-        if self._blocked_state is not state:  # another cluster: nothing known about it
-            self._blocked_state, self._blocked = state, {}
-        releases, blocked = state.releases, self._blocked
         while heads:
             _, shape_id = heapq.heappop(heads)
             group = self._pending[shape_id]
@@ -105,7 +139,10 @@ class SchedulingPass:
             # A shape that found no node (nor a gang) and nothing was released since:
             # still none. (A gang attempt that placed pieces released them again, which
             # moves ``state.releases``: a skip never replaces an attempt that drew on rng.)
-            if blocked.get(shape_id) != releases:
+            failed_at = blocked.get(shape_id)
+            if failed_at != releases and not (
+                log_covers and failed_at is not None and self._still_blocked(state, job, failed_at)
+            ):
                 assignment = self.placement.place(state, job, rng)
                 if assignment is not None:
                     state.allocate(assignment)
@@ -122,12 +159,25 @@ class SchedulingPass:
             if index + 1 < len(group):
                 heapq.heappush(heads, (group[index + 1][0], shape_id))
         for shape_id, count in taken.items():
-            for _, job_id in self._pending[shape_id][:count]:
+            group = self._pending[shape_id]
+            for _, job_id in group[:count]:
                 del self._jobs[job_id]
-            del self._pending[shape_id][:count]
-            if not self._pending[shape_id]:
+            if count == len(group):
                 del self._pending[shape_id]
+            else:
+                del group[:count]
         return started
+
+    def _still_blocked(self, state: ClusterState, job: JobSpec, failed_at: int) -> bool:
+        """Whether ``job``'s shape, which found no node when ``state.releases`` was
+        ``failed_at``, still finds none: no node released since could hold it now. Jobs
+        that may be placed as gangs are always re-tried (whole GPUs on several nodes)."""
+        if failed_at < self._log_base or (
+            self.span_nodes and job.may_span_nodes and job.num_gpu > 1
+        ):
+            return False
+        nodes = np.array(self._release_log[failed_at - self._log_base :], dtype=np.intp)
+        return not feasible_among(state, job, nodes).any()
 
     def _gang(self, state: ClusterState, job: JobSpec, rng: np.random.Generator) -> Parts | None:
         """GPUs of one model (the cluster's order) on several servers, all or nothing."""

@@ -6,19 +6,28 @@ its work at the throughput of the GPU model it landed on. The clock-free
 after all events of one instant (arrivals and completions at the same time are seen
 together) and models the progress of the jobs it started. Round-based scheduling
 (Gavel) lives in ``sim/rounds/``; both return ``SimResult``.
+
+The clock is this driver's own loop, not the generic ``sim.engine.Engine``: the only
+events are completions (a heap of ``(time, sequence, job index)`` tuples, compared in C),
+arrivals (read one ahead from the workload's stream, which is sorted by arrival) and
+the scheduling pass (a flag: at most one pending, always at the current instant). At one
+instant completions run first (in the order they were scheduled), then arrivals, then
+the pass -- the order the engine's (time, priority, sequence) keys gave. Per-job
+bookkeeping is kept in columns indexed by arrival order, and the timeline reads the
+cluster's figures only when a node was touched since the last sample.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
-from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass
+from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, job_shape
 from gpumosaic.mechanisms.gang import could_span
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
@@ -29,7 +38,6 @@ from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.sharing.interference import NoInterference
 from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
-from gpumosaic.sim.engine import Engine, EventHandle
 from gpumosaic.sim.event.tracker import ClusterTracker
 from gpumosaic.sim.result import (
     JobRecord,
@@ -40,34 +48,29 @@ from gpumosaic.sim.result import (
 )
 from gpumosaic.workloads.workload import Workload
 
-# Same-instant events: completions free resources before arrivals join the queue, and
-# the scheduling pass runs last.
-_COMPLETION, _ARRIVAL, _PASS = 0, 1, 2
-
 ProgressCallback = Callable[[float], None]
+
+_QUEUED, _RUNNING, _COMPLETED, _REJECTED = (
+    JobStatus.QUEUED,
+    JobStatus.RUNNING,
+    JobStatus.COMPLETED,
+    JobStatus.REJECTED,
+)
 
 
 @dataclass(slots=True)
-class _JobRun:
-    """Mutable per-job bookkeeping, owned by the simulator alone."""
+class _Progress:
+    """Progress of one started job under a non-ideal sharing model (only such runs make
+    these): work left as of ``last_s`` at ``rate``, and the costs of sharing charged per
+    second in its current company, with their totals."""
 
     job: JobSpec
-    start_s: float = math.nan
-    finish_s: float = math.nan
-    gpu_model: str = ""
-    alone_s: float = math.nan
-    status: JobStatus = JobStatus.QUEUED
-    reason: str = ""
-    # Progress under a non-ideal sharing model: work left as of ``last_s`` at ``rate``.
-    node: int = -1
-    gpus: tuple[int, ...] = ()
-    placement: tuple[tuple[int, tuple[int, ...]], ...] = ()  # every part: (node, GPU slots)
-    alone_rate: float = math.nan
-    rate: float = math.nan
-    remaining: float = math.nan
-    last_s: float = math.nan
-    completion: EventHandle | None = None
-    # Costs of sharing charged per second in the current company, and their totals.
+    node: int
+    gpus: tuple[int, ...]
+    alone_rate: float
+    rate: float
+    remaining: float
+    last_s: float
     waiting_share: float = 0.0
     thrashing_share: float = 0.0
     handovers_per_s: float = 0.0
@@ -97,7 +100,6 @@ class EventSimulator:
         holds background load (``sim/background.py``); a fresh one when None."""
         self.state = initial_state if initial_state is not None else ClusterState(cluster)
         self.speed: SpeedModel = speed or InterferenceSpeed(NoInterference())
-        self._node_jobs: dict[int, list[int]] = {}
         self.workload = workload
         self.placement = placement
         self.order = order
@@ -105,108 +107,148 @@ class EventSimulator:
         self.backfill = backfill
         self.until_s = until_s
         self.progress = progress
-        self.engine = Engine()
         self.tracker = ClusterTracker(self.state, target)
         self.timeline = TimelineRecorder()
-        self.runs: dict[int, _JobRun] = {}
         # A gang's progress under a non-ideal sharing model would need co-location on
         # several servers at once: only ideal models place jobs across servers.
         self.scheduling = SchedulingPass(placement, order, backfill, span_nodes=self.speed.ideal)
-        self._running = 0
-        self._pass_scheduled = False
+        self._ideal = self.speed.ideal
+        self.now = 0.0
+        self.events = 0
+        # Completions: (finish time, sequence, job index). An entry whose sequence is no
+        # longer the job's ``_completion_seq`` was re-timed by a sharing change: skipped.
+        self._completions: list[tuple[float, int, int]] = []
+        self._sequence = 0
+        self._pass_pending = False
         self._arrivals: Iterator[JobSpec] = iter(workload.jobs)
+        self._next_arrival: JobSpec | None = None  # read one ahead once the run starts
+        # Per-job columns, indexed by arrival order.
+        self._index: dict[int, int] = {}
+        self._jobs: list[JobSpec] = []
+        self._status: list[JobStatus] = []
+        self._start_s: list[float] = []
+        self._finish_s: list[float] = []
+        self._gpu_model: list[str] = []
+        self._alone_s: list[float] = []
+        self._reason: list[str] = []
+        self._placement: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
+        self._completion_seq: list[int] = []
+        self._progress: dict[int, _Progress] = {}  # non-ideal sharing only
+        self._node_jobs: dict[int, list[int]] = {}  # non-ideal: job indexes per node
+        # Whether a job of a shape can ever run (asked once per shape).
+        self._admissible: dict[Shape, bool] = {}
+        self._running = 0
         self._measured_left = (
             None if workload.measure is None else workload.measure[1] - workload.measure[0]
         )
-        self._arrived = 0
-        self._finished = 0
+        # Nodes whose allocation changed since the last timeline sample.
+        self._touched: list[int] = []
+        self._figures = self.tracker.figures()
 
     # -- events -------------------------------------------------------------------
-    def _schedule_next_arrival(self) -> None:
-        job = next(self._arrivals, None)
-        if job is None:
-            return
-        self.engine.schedule(job.arrival_s, lambda: self._on_arrival(job), _ARRIVAL)
-
     def _on_arrival(self, job: JobSpec) -> None:
-        if job.id in self.runs:
+        if job.id in self._index:
             raise ValueError(f"job id {job.id} arrives twice")
-        self._arrived += 1
         job = self.speed.admit(job)
-        run = _JobRun(job)
-        self.runs[job.id] = run
-        fits = self.state.fits_when_empty(job)
-        if not fits and not (self.speed.ideal and could_span(self.state, job)):
-            verdict = explain(self.state, job)
-            run.status, run.reason = JobStatus.REJECTED, f"{verdict.reason.value}: {verdict.detail}"
-            if job.may_span_nodes and could_span(self.state, job):
-                run.reason += (
-                    f" (spanning servers is not modelled under --sharing {self.speed.name})"
-                )
-            self._job_done(job)
-        else:
-            self.scheduling.add(job)
-            self._request_pass()
-        if not self._stop_reached():
-            self._schedule_next_arrival()
+        index = len(self._jobs)
+        self._index[job.id] = index
+        self._jobs.append(job)
+        self._start_s.append(math.nan)
+        self._finish_s.append(math.nan)
+        self._gpu_model.append("")
+        self._alone_s.append(math.nan)
+        self._placement.append(())
+        self._completion_seq.append(-1)
+        shape = job_shape(job)
+        admissible = self._admissible.get(shape)
+        if admissible is None:
+            admissible = self.state.fits_when_empty(job) or (
+                self.speed.ideal and could_span(self.state, job)
+            )
+            self._admissible[shape] = admissible
+        if admissible:
+            self._status.append(_QUEUED)
+            self._reason.append("")
+            self.scheduling.add(job, shape)
+            self._pass_pending = True
+            return
+        verdict = explain(self.state, job)
+        reason = f"{verdict.reason.value}: {verdict.detail}"
+        if job.may_span_nodes and could_span(self.state, job):
+            reason += f" (spanning servers is not modelled under --sharing {self.speed.name})"
+        self._status.append(_REJECTED)
+        self._reason.append(reason)
+        self._job_done(job)
 
-    def _on_completion(self, job_id: int) -> None:
-        run = self.runs[job_id]
+    def _on_completion(self, index: int) -> None:
+        job = self._jobs[index]
+        job_id = job.id
         if job_id in self.state.gangs:
             self.state.release_gang(job_id)
         else:
             self.state.release(job_id)
-        run.status = JobStatus.COMPLETED
-        run.finish_s = self.engine.now
+        nodes = [node for node, _ in self._placement[index]]
+        self.scheduling.released(self.state, nodes)
+        self._touched.extend(nodes)
+        self._status[index] = _COMPLETED
+        self._finish_s[index] = self.now
         self._running -= 1
-        if not self.speed.ideal:
+        if not self._ideal:
+            run = self._progress[index]
             self._settle(run)
-            self._node_jobs[run.node].remove(job_id)
+            self._node_jobs[run.node].remove(index)
             self._rerate(run.node)
-        self._job_done(run.job)
-        self._request_pass()
+        self._job_done(job)
+        self._pass_pending = True
 
     def _job_done(self, job: JobSpec) -> None:
-        self._finished += 1
         if self._measured_left is not None and self.workload.is_measured(job.id):
             self._measured_left -= 1
 
-    def _request_pass(self) -> None:
-        if not self._pass_scheduled:
-            self._pass_scheduled = True
-            self.engine.schedule(self.engine.now, self._scheduling_pass, _PASS)
-
     def _scheduling_pass(self) -> None:
-        self._pass_scheduled = False
+        self._pass_pending = False
         for job, parts in self.scheduling.run(self.state, self.rng):
             self._start(job, parts)
         self._record()
 
+    def _schedule_completion(self, index: int, finish_s: float) -> None:
+        sequence = self._sequence
+        self._sequence = sequence + 1
+        self._completion_seq[index] = sequence
+        heapq.heappush(self._completions, (finish_s, sequence, index))
+
     def _start(self, job: JobSpec, parts: tuple[Assignment, ...]) -> None:
         """Start a job the pass placed (and allocated): model its progress."""
         assignment = parts[0]  # a gang's parts share one GPU model
-        run = self.runs[job.id]
-        now = self.engine.now
+        index = self._index[job.id]
+        now = self.now
         gpu = self.state.spec.nodes[assignment.node].gpu
         rate = self.workload.throughputs.rate(job, gpu) * self.speed.solo_factor(job)
         if rate <= 0:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
-        run.start_s, run.gpu_model, run.status = now, gpu.name, JobStatus.RUNNING
-        run.alone_s = job.work / rate
-        run.placement = tuple((part.node, part.gpus) for part in parts)
+        alone_s = job.work / rate
+        self._start_s[index] = now
+        self._gpu_model[index] = gpu.name
+        self._status[index] = _RUNNING
+        self._alone_s[index] = alone_s
+        placement = tuple((part.node, part.gpus) for part in parts)
+        self._placement[index] = placement
+        for node, _ in placement:
+            self._touched.append(node)
         self._running += 1
-        if self.speed.ideal:
-            run.finish_s = now + run.alone_s
-            self.engine.schedule(run.finish_s, lambda: self._on_completion(job.id), _COMPLETION)
+        if self._ideal:
+            finish_s = now + alone_s
+            self._finish_s[index] = finish_s
+            self._schedule_completion(index, finish_s)
             return
-        run.node, run.gpus = assignment.node, assignment.gpus
-        run.alone_rate, run.rate, run.remaining, run.last_s = rate, rate, job.work, now
-        self._node_jobs.setdefault(assignment.node, []).append(job.id)
-        self._rerate(assignment.node)
+        node = assignment.node
+        self._progress[index] = _Progress(job, node, assignment.gpus, rate, rate, job.work, now)
+        self._node_jobs.setdefault(node, []).append(index)
+        self._rerate(node)
 
-    def _settle(self, run: _JobRun) -> None:
+    def _settle(self, run: _Progress) -> None:
         """Charge progress and sharing costs since ``last_s`` at the current rates."""
-        now = self.engine.now
+        now = self.now
         elapsed = now - run.last_s
         run.remaining = max(run.remaining - run.rate * elapsed, 0.0)
         run.waiting_s += run.waiting_share * elapsed
@@ -218,47 +260,50 @@ class EventSimulator:
         """Co-location on ``node`` changed: settle each job's progress at its old speed,
         ask the sharing model for new speeds (a job spanning several GPUs runs at its
         slowest GPU's pace) and move its completion to match."""
-        now = self.engine.now
-        job_ids = self._node_jobs.get(node, [])
-        factor = dict.fromkeys(job_ids, 1.0)
+        now = self.now
+        indexes = self._node_jobs.get(node, [])
+        runs = self._progress
+        factor = dict.fromkeys(indexes, 1.0)
         gpu = self.state.spec.nodes[node].gpu
-        for job_id in job_ids:
-            run = self.runs[job_id]
+        for index in indexes:
+            run = runs[index]
             self._settle(run)
             run.waiting_share = run.thrashing_share = run.handovers_per_s = 0.0
-        for slot in {g for job_id in job_ids for g in self.runs[job_id].gpus}:
-            on_slot = [self.runs[j] for j in job_ids if slot in self.runs[j].gpus]
+        for slot in {g for index in indexes for g in runs[index].gpus}:
+            on_slot = [i for i in indexes if slot in runs[i].gpus]
             if len(on_slot) < 2:
                 continue
+            company = [runs[i] for i in on_slot]
             shared = self.speed.factors(
-                [r.job for r in on_slot], [r.remaining / r.alone_rate for r in on_slot], gpu
+                [r.job for r in company], [r.remaining / r.alone_rate for r in company], gpu
             )
-            for i, run in enumerate(on_slot):
-                factor[run.job.id] = min(factor[run.job.id], float(shared.speeds[i]))
-                run.waiting_share = max(run.waiting_share, float(shared.waiting_share[i]))
-                run.thrashing_share = max(run.thrashing_share, float(shared.thrashing_share[i]))
-                run.handovers_per_s += float(shared.handovers_per_s[i])
-        for job_id in job_ids:
-            run = self.runs[job_id]
-            rate = run.alone_rate * max(factor[job_id], 1e-12)
-            if run.completion is not None and rate == run.rate:
+            for k, index in enumerate(on_slot):
+                run = company[k]
+                factor[index] = min(factor[index], float(shared.speeds[k]))
+                run.waiting_share = max(run.waiting_share, float(shared.waiting_share[k]))
+                run.thrashing_share = max(run.thrashing_share, float(shared.thrashing_share[k]))
+                run.handovers_per_s += float(shared.handovers_per_s[k])
+        for index in indexes:
+            run = runs[index]
+            rate = run.alone_rate * max(factor[index], 1e-12)
+            scheduled = self._completion_seq[index] >= 0
+            if scheduled and rate == run.rate:
                 continue
-            if run.completion is not None:
-                run.completion.cancel()
             run.rate = rate
-            finish = now + run.remaining / rate
-            run.completion = self.engine.schedule(
-                finish, partial(self._on_completion, job_id), _COMPLETION
-            )
+            self._schedule_completion(index, now + run.remaining / rate)
 
     def _record(self) -> None:
-        gpu_w, cpu_w = self.tracker.power_w
+        if self._touched:
+            self.tracker.touch(self._touched)
+            self._touched.clear()
+            self._figures = self.tracker.figures()
+        fragmentation_rate, gpu_w, cpu_w = self._figures
         self.timeline.record(
-            self.engine.now,
-            self.tracker.allocated_milli,
+            self.now,
+            float(self.state.allocated_gpu_milli),
             self._running,
             len(self.scheduling),
-            self.tracker.fragmentation_rate,
+            fragmentation_rate,
             gpu_w,
             cpu_w,
         )
@@ -271,66 +316,100 @@ class EventSimulator:
             return 1.0 - self._measured_left / size
         return 0.0
 
-    def _stop_reached(self) -> bool:
-        return self._measured_left is not None and self._measured_left <= 0
-
     # -- run ----------------------------------------------------------------------
+    def _next_completion_s(self) -> float:
+        """Time of the next live completion (dropping re-timed entries), or +inf."""
+        heap, live = self._completions, self._completion_seq
+        while heap:
+            finish_s, sequence, index = heap[0]
+            if live[index] == sequence:
+                return finish_s
+            heapq.heappop(heap)
+        return math.inf
+
     def run(self) -> SimResult:
         wall = time.perf_counter()
-        self._schedule_next_arrival()
         self._record()
-        engine = self.engine
-        while not self._stop_reached():
-            next_time = engine.peek()
-            if next_time == math.inf or next_time > self.until_s:
-                break
-            engine.step()
-        end_s = engine.now
-        stats = RunStats(events=engine.events_processed, elapsed_s=time.perf_counter() - wall)
+        self._next_arrival = next(self._arrivals, None)
+        heap, until_s = self._completions, self.until_s
+        while self._measured_left is None or self._measured_left > 0:
+            completion_s = self._next_completion_s()
+            arrival = self._next_arrival
+            arrival_s = math.inf if arrival is None else arrival.arrival_s
+            # Same instant: completions, then arrivals, then the pass (always at ``now``).
+            if completion_s <= arrival_s and (not self._pass_pending or completion_s <= self.now):
+                if completion_s == math.inf or completion_s > until_s:
+                    break
+                self.now = completion_s
+                self.events += 1
+                self._on_completion(heapq.heappop(heap)[2])
+            elif not self._pass_pending or arrival_s <= self.now:
+                assert arrival is not None  # arrival_s < completion_s <= inf
+                if arrival_s > until_s:
+                    break
+                if arrival_s < self.now:
+                    raise ValueError(
+                        f"job {arrival.id} arrives at {arrival_s} before the previous "
+                        f"arrival at {self.now}: the workload must be sorted by arrival"
+                    )
+                self.now = arrival_s
+                self.events += 1
+                self._on_arrival(arrival)
+                self._next_arrival = next(self._arrivals, None)
+            else:
+                if self.now > until_s:
+                    break
+                self.events += 1
+                self._scheduling_pass()
+        stats = RunStats(events=self.events, elapsed_s=time.perf_counter() - wall)
         return SimResult(
-            records=self._records(end_s),
+            records=self._records(self.now),
             timeline=self.timeline.freeze(),
             stats=stats,
             total_gpu_milli=self.state.total_gpu_milli,
-            end_s=end_s,
+            end_s=self.now,
             fallbacks=self.speed.fallbacks(),
         )
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
+        jobs, status, reasons = self._jobs, self._status, self._reason
+        start, finish, alone = self._start_s, self._finish_s, self._alone_s
+        models, placements, progress = self._gpu_model, self._placement, self._progress
+        is_measured = self.workload.is_measured
         out: list[JobRecord] = []
-        pending_ids = {job.id for job in self.scheduling.pending()}
-        for job_id in sorted(self.runs):
-            run = self.runs[job_id]
-            job = run.job
-            reason = run.reason
-            if job_id in pending_ids and not reason:
+        for index in sorted(range(len(jobs)), key=lambda i: jobs[i].id):
+            job = jobs[index]
+            state = status[index]
+            reason = reasons[index]
+            if state is _QUEUED and not reason:
                 reason = _pending_reason(self.state, job)
-            if run.status is JobStatus.COMPLETED:
-                held_s = run.finish_s - run.start_s
-            elif run.status is JobStatus.RUNNING:
-                held_s = end_s - run.start_s
+            if state is _COMPLETED:
+                held_s = finish[index] - start[index]
+            elif state is _RUNNING:
+                held_s = end_s - start[index]
             else:
                 held_s = 0.0
+            run = progress.get(index)
             out.append(
                 JobRecord(
                     job_id=job.id,
                     name=job.name,
                     job_type=job.job_type,
                     arrival_s=job.arrival_s,
-                    start_s=run.start_s,
-                    finish_s=run.finish_s if run.status == JobStatus.COMPLETED else math.nan,
+                    start_s=start[index],
+                    finish_s=finish[index] if state is _COMPLETED else math.nan,
                     num_gpu=job.num_gpu,
                     gpu_milli=job.gpu_milli,
-                    status=run.status,
+                    status=state,
                     reason=reason,
-                    gpu_model=run.gpu_model,
-                    measured=self.workload.is_measured(job.id),
+                    gpu_model=models[index],
+                    measured=is_measured(job.id),
                     gpu_milli_seconds=job.total_gpu_milli * held_s,
-                    alone_s=run.alone_s,
-                    suspended_s=run.waiting_s,
-                    thrashing_s=run.thrashing_s,
-                    handovers=round(run.handovers),
-                    placement=run.placement,
+                    alone_s=alone[index],
+                    suspended_s=0.0 if run is None else run.waiting_s,
+                    thrashing_s=0.0 if run is None else run.thrashing_s,
+                    handovers=0 if run is None else round(run.handovers),
+                    placement=placements[index],
                 )
             )
         return tuple(out)
