@@ -159,13 +159,15 @@ class ShareDaemon:
 
     # --- connections --------------------------------------------------------------------------
 
-    def _event(self, gpu: int, event: str, client_id: int | None) -> None:
+    def _event(self, gpu: int, event: str, client_id: int | None, now: float) -> None:
+        """Log one event stamped with ``now``, the time the lock decided at (not the time
+        of writing: under load the two differ, and the quanta are measured from ``now``)."""
         if self._log is None:
             return
         lock = self.locks[gpu]
         client = lock.clients.get(client_id) if client_id is not None else None
         record = {
-            "t_ns": time.monotonic_ns(),
+            "t_ns": round(now * 1e9),
             "gpu": gpu,
             "event": event,
             "client": client_id,
@@ -173,10 +175,10 @@ class ShareDaemon:
         }
         self._log.write(json.dumps(record) + "\n")
 
-    def _apply(self, gpu: int, sends: list[Send]) -> None:
+    def _apply(self, gpu: int, sends: list[Send], now: float) -> None:
         for send in sends:
             writer = self._writers.get(send.client_id)
-            self._event(gpu, send.message.type.value, send.client_id)
+            self._event(gpu, send.message.type.value, send.client_id, now)
             if writer is not None and not writer.is_closing():
                 writer.write(send.message.encode())
         self._wake[gpu].set()
@@ -205,27 +207,27 @@ class ShareDaemon:
                         self._writers[cid] = writer
                         pid = int(msg.get("pid", "0") or 0)
                         sends = lock.register(cid, pid, msg.get("name", "?") or "?", now)
-                        self._event(gpu, "REGISTER", cid)
-                        self._apply(gpu, sends)
+                        self._event(gpu, "REGISTER", cid, now)
+                        self._apply(gpu, sends, now)
                     elif kind is MessageType.REQ_LOCK and registered:
-                        self._event(gpu, "REQ_LOCK", cid)
-                        self._apply(gpu, lock.request(cid, now))
+                        self._event(gpu, "REQ_LOCK", cid, now)
+                        self._apply(gpu, lock.request(cid, now), now)
                     elif kind is MessageType.LOCK_RELEASED and registered:
-                        self._event(gpu, "LOCK_RELEASED", cid)
-                        self._apply(gpu, lock.released(cid, now))
+                        self._event(gpu, "LOCK_RELEASED", cid, now)
+                        self._apply(gpu, lock.released(cid, now), now)
                     elif kind is MessageType.MEM and registered:
                         used, total = (
                             int(msg.get("bytes", "0") or 0),
                             int(msg.get("total", "0") or 0),
                         )
-                        self._apply(gpu, lock.memory(cid, used, total, now))
+                        self._apply(gpu, lock.memory(cid, used, total, now), now)
                     elif kind is MessageType.SET_TQ:
-                        self._apply(gpu, lock.set_tq(float(msg.get("tq", "") or "nan"), now))
+                        self._apply(gpu, lock.set_tq(float(msg.get("tq", "") or "nan"), now), now)
                         writer.write(message(MessageType.OK).encode())
                     elif kind is MessageType.SET_MODE:
                         mode = AntiThrashing(msg.get("anti_thrashing") or "")
-                        self._event(gpu, f"SET_MODE_{mode.value}", None)
-                        self._apply(gpu, lock.set_mode(mode, now))
+                        self._event(gpu, f"SET_MODE_{mode.value}", None, now)
+                        self._apply(gpu, lock.set_mode(mode, now), now)
                         writer.write(message(MessageType.OK).encode())
                     elif kind is MessageType.STATUS:
                         body = json.dumps(lock.status(now).as_dict(), separators=(",", ":"))
@@ -244,8 +246,9 @@ class ShareDaemon:
         finally:
             if registered:
                 self._writers.pop(cid, None)
-                self._event(gpu, "DISCONNECT", cid)
-                self._apply(gpu, lock.disconnect(cid, time.monotonic()))
+                gone = time.monotonic()
+                self._event(gpu, "DISCONNECT", cid, gone)
+                self._apply(gpu, lock.disconnect(cid, gone), gone)
             writer.close()
 
     async def _quantum_timer(self, gpu: int) -> None:
@@ -256,9 +259,10 @@ class ShareDaemon:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout)
             wake.clear()
-            sends = lock.tick(time.monotonic())
+            now = time.monotonic()
+            sends = lock.tick(now)
             if sends:
-                self._apply(gpu, sends)
+                self._apply(gpu, sends, now)
 
     # --- metrics ---------------------------------------------------------------------------------
 
