@@ -87,10 +87,6 @@ class Scorer(ABC):
     # shape, so nodes in the same state score the same: the placement index scores one
     # node per distinct state. A scorer that reads the node's index says so here.
     reads_node_index = False
-    # A scorer that ``placement.kernel.place_run`` implements says which (kernel.FGD,
-    # kernel.WORSTFIT) and provides ``kernel_inputs``; a strategy of that one scorer then
-    # decides in compiled code. None: the scorer's numpy ``raw_scores`` is used.
-    kernel_kind: int | None = None
 
     @abstractmethod
     def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
@@ -102,10 +98,6 @@ class Scorer(ABC):
         """Raw scores and, where the scorer scores each GPU of a fractional job (FGD,
         PWR), the GPU ``fractional_slot`` would choose on each node; else ``None``."""
         return self.raw_scores(state, job, nodes), None
-
-    def kernel_inputs(self, state: ClusterState, job: JobSpec) -> KernelInputs:
-        """The arrays ``place_run`` reads for this scorer (only where ``kernel_kind``)."""
-        raise NotImplementedError(f"{self.name} has no compiled kernel")
 
     def normalize(self, raw: Scores) -> Scores:
         """Scores across all feasible nodes of one decision; identity by default."""
@@ -143,3 +135,14 @@ def minmax(raw: Scores, all_equal: float) -> Scores:
 def trunc_div(numerator: npt.NDArray[np.int64], denominator: int) -> npt.NDArray[np.int64]:
     """Integer division truncating toward zero, as Go's ``/`` on int64 does."""
     return np.sign(numerator) * (np.abs(numerator) // denominator)
+
+
+class CompiledScorer(Scorer):
+    """A scorer that ``placement.kernel.place_run`` implements (``kernel_kind``: kernel.FGD
+    or kernel.WORSTFIT); a strategy of that one scorer decides in compiled code."""
+
+    kernel_kind: int
+
+    @abstractmethod
+    def kernel_inputs(self, state: ClusterState, job: JobSpec) -> KernelInputs:
+        """The arrays ``place_run`` reads for this scorer."""

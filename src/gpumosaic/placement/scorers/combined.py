@@ -13,7 +13,7 @@ run's tie-break permutation, so ``argmax`` (first maximum) is the whole decision
 Normalization (min-max for BestFit and PWR) needs every feasible node and runs at each
 decision over the cached raw scores.
 
-A strategy of one compiled scorer (FGD, worst fit: ``Scorer.kernel_kind``) keeps the
+A strategy of one compiled scorer (FGD, worst fit: ``CompiledScorer``) keeps the
 same index but runs the whole per-job step -- re-test and re-score the stale nodes, take
 the first best position, pick the GPUs -- in ``placement.kernel.place_run``; ``place_run``
 here places a run of same-shape jobs with one kernel call that also allocates them.
@@ -36,7 +36,13 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
 from gpumosaic.placement.filter import FilterKey, feasible_among, filter_key
 from gpumosaic.placement.gpu_choice import exclusive_gpus
-from gpumosaic.placement.scorers.base import KernelInputs, Nodes, Scorer, Scores
+from gpumosaic.placement.scorers.base import (
+    CompiledScorer,
+    KernelInputs,
+    Nodes,
+    Scorer,
+    Scores,
+)
 
 ShapeKey = tuple[int, int, int]
 # Above this many nodes to re-score, group them by state first (np.unique costs ~0.1 ms).
@@ -96,9 +102,8 @@ class ScoredPlacement:
         self._normalized = any(type(m.scorer).normalize is not Scorer.normalize for m in members)
         self._dedupe = not any(m.scorer.reads_node_index for m in members)
         # One scorer with a compiled kernel: every decision runs in placement.kernel.
-        self._compiled = members[0].scorer if len(members) == 1 else None
-        if self._compiled is not None and self._compiled.kernel_kind is None:
-            self._compiled = None
+        only = members[0].scorer
+        self._compiled = only if len(members) == 1 and isinstance(only, CompiledScorer) else None
         self._state: ClusterState | None = None
         self._rank: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)

@@ -22,7 +22,13 @@ import numpy.typing as npt
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.fragmentation import FragmentationTracker, shared_tracker
-from gpumosaic.placement.scorers.base import KernelInputs, Nodes, Scorer, Scores, Slots
+from gpumosaic.placement.scorers.base import (
+    CompiledScorer,
+    KernelInputs,
+    Nodes,
+    Scores,
+    Slots,
+)
 from gpumosaic.placement.workload import TargetWorkload
 
 
@@ -34,7 +40,7 @@ def score_thresholds() -> npt.NDArray[np.float64]:
     return kernel.score_thresholds()
 
 
-class FgdScorer(Scorer):
+class FgdScorer(CompiledScorer):
     name = "fgd"
     kernel_kind = 0  # kernel.FGD
 

@@ -13,10 +13,16 @@ import numpy as np
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
-from gpumosaic.placement.scorers.base import KernelInputs, Nodes, Scorer, Scores, Slots
+from gpumosaic.placement.scorers.base import (
+    CompiledScorer,
+    KernelInputs,
+    Nodes,
+    Scores,
+    Slots,
+)
 
 
-class WorstFitScorer(Scorer):
+class WorstFitScorer(CompiledScorer):
     name = "worstfit"
     kernel_kind = 1  # kernel.WORSTFIT
 
