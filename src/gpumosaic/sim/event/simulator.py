@@ -13,8 +13,10 @@ arrivals (read one ahead from the workload's stream, which is sorted by arrival)
 the scheduling pass (a flag: at most one pending, always at the current instant). At one
 instant completions run first (in the order they were scheduled), then arrivals, then
 the pass -- the order the engine's (time, priority, sequence) keys gave. Per-job
-bookkeeping is kept in columns indexed by arrival order, and the timeline reads the
-cluster's figures only when a node was touched since the last sample.
+bookkeeping is kept in columns indexed by arrival order. A timeline sample records what
+the driver knows (time, allocated milli, running, queued) and where the log of
+allocations stood; the cluster's figures (fragmentation, power) of every sample are
+worked out once at the end from that log (``sim/event/timeline.py``).
 """
 
 from __future__ import annotations
@@ -38,14 +40,8 @@ from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.sharing.interference import NoInterference
 from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
-from gpumosaic.sim.event.tracker import ClusterTracker
-from gpumosaic.sim.result import (
-    JobRecord,
-    JobStatus,
-    RunStats,
-    SimResult,
-    TimelineRecorder,
-)
+from gpumosaic.sim.event.timeline import TimelineLog
+from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult
 from gpumosaic.workloads.workload import Workload
 
 ProgressCallback = Callable[[float], None]
@@ -107,8 +103,8 @@ class EventSimulator:
         self.backfill = backfill
         self.until_s = until_s
         self.progress = progress
-        self.tracker = ClusterTracker(self.state, target)
-        self.timeline = TimelineRecorder()
+        # Samples now, the cluster's figures for all of them once the run ends.
+        self.timeline = TimelineLog(self.state, target)
         # A gang's progress under a non-ideal sharing model would need co-location on
         # several servers at once: only ideal models place jobs across servers.
         self.scheduling = SchedulingPass(placement, order, backfill, span_nodes=self.speed.ideal)
@@ -133,6 +129,7 @@ class EventSimulator:
         self._reason: list[str] = []
         self._placement: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
         self._completion_seq: list[int] = []
+        self._first_part: list[int] = []  # the timeline log's id of its first part
         self._progress: dict[int, _Progress] = {}  # non-ideal sharing only
         self._node_jobs: dict[int, list[int]] = {}  # non-ideal: job indexes per node
         # Whether a job of a shape can ever run (asked once per shape).
@@ -141,9 +138,6 @@ class EventSimulator:
         self._measured_left = (
             None if workload.measure is None else workload.measure[1] - workload.measure[0]
         )
-        # Nodes whose allocation changed since the last timeline sample.
-        self._touched: list[int] = []
-        self._figures = self.tracker.figures()
 
     # -- events -------------------------------------------------------------------
     def _on_arrival(self, job: JobSpec) -> None:
@@ -159,6 +153,7 @@ class EventSimulator:
         self._alone_s.append(math.nan)
         self._placement.append(())
         self._completion_seq.append(-1)
+        self._first_part.append(-1)
         shape = job_shape(job)
         admissible = self._admissible.get(shape)
         if admissible is None:
@@ -187,9 +182,9 @@ class EventSimulator:
             self.state.release_gang(job_id)
         else:
             self.state.release(job_id)
-        nodes = [node for node, _ in self._placement[index]]
-        self.scheduling.released(self.state, nodes)
-        self._touched.extend(nodes)
+        placement = self._placement[index]
+        self.scheduling.released(self.state, [node for node, _ in placement])
+        self.timeline.released(self._first_part[index], len(placement))
         self._status[index] = _COMPLETED
         self._finish_s[index] = self.now
         self._running -= 1
@@ -231,10 +226,8 @@ class EventSimulator:
         self._gpu_model[index] = gpu.name
         self._status[index] = _RUNNING
         self._alone_s[index] = alone_s
-        placement = tuple((part.node, part.gpus) for part in parts)
-        self._placement[index] = placement
-        for node, _ in placement:
-            self._touched.append(node)
+        self._placement[index] = tuple((part.node, part.gpus) for part in parts)
+        self._first_part[index] = self.timeline.allocated(parts)
         self._running += 1
         if self._ideal:
             finish_s = now + alone_s
@@ -293,19 +286,8 @@ class EventSimulator:
             self._schedule_completion(index, now + run.remaining / rate)
 
     def _record(self) -> None:
-        if self._touched:
-            self.tracker.touch(self._touched)
-            self._touched.clear()
-            self._figures = self.tracker.figures()
-        fragmentation_rate, gpu_w, cpu_w = self._figures
-        self.timeline.record(
-            self.now,
-            float(self.state.allocated_gpu_milli),
-            self._running,
-            len(self.scheduling),
-            fragmentation_rate,
-            gpu_w,
-            cpu_w,
+        self.timeline.sample(
+            self.now, self.state.allocated_gpu_milli, self._running, len(self.scheduling)
         )
         if self.progress is not None:
             self.progress(self._progress_fraction())
