@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -44,6 +45,24 @@ class OfferedLoad:
         )
 
 
+# What a job's GPU-hours depend on: every field but id, name and arrival.
+_DEMAND = attrgetter(
+    "job_type",
+    "num_gpu",
+    "gpu_milli",
+    "work",
+    "cpu_milli",
+    "memory_mib",
+    "gpu_memory_mib",
+    "gpu_time_fraction",
+    "allowed_models",
+    "priority_weight",
+    "entity",
+    "slo_s",
+    "may_span_nodes",
+)
+
+
 def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None:
     """The workload's offered load on ``cluster``; None when jobs do not arrive over time
     (all at once: a batch, whose length is its makespan) or no job can run anywhere."""
@@ -61,25 +80,11 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
     # A job's figure depends on what it asks for, not on its id, name or arrival: jobs
     # alike (an inflated trace repeats its pods) are worked out once.
     known: dict[tuple[object, ...], float | None] = {}
-    for job in jobs:
-        key = (
-            job.job_type,
-            job.num_gpu,
-            job.gpu_milli,
-            job.work,
-            job.cpu_milli,
-            job.memory_mib,
-            job.gpu_memory_mib,
-            job.gpu_time_fraction,
-            job.allowed_models,
-            job.priority_weight,
-            job.entity,
-            job.slo_s,
-            job.may_span_nodes,
-        )
-        if key not in known:
-            known[key] = _gpu_hours(job, workload, counts, by_name)
-        hours = known[key]
+    for key, job in zip(map(_DEMAND, jobs), jobs, strict=True):
+        try:
+            hours = known[key]
+        except KeyError:
+            hours = known[key] = _gpu_hours(job, workload, counts, by_name)
         if hours is not None:
             gpu_hours.append(hours)
     if not gpu_hours:

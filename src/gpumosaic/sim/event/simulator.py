@@ -25,7 +25,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -354,47 +354,58 @@ class EventSimulator:
         )
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
-        jobs, status, reasons = self._jobs, self._status, self._reason
-        start, finish, alone = self._start_s, self._finish_s, self._alone_s
-        models, placements, progress = self._gpu_model, self._placement, self._progress
+        """One record per arrived job, by job id: the columns gathered in id order and
+        the figures worked out column-wise (the same float operations as per record)."""
+        jobs, status = self._jobs, self._status
+        order = np.argsort(np.fromiter((job.id for job in jobs), np.int64, len(jobs)))
+        jobs = [jobs[i] for i in order.tolist()]
+        status = [status[i] for i in order.tolist()]
+        start = np.array(self._start_s, dtype=np.float64)[order]
+        finish = np.array(self._finish_s, dtype=np.float64)[order]
+        completed = np.array([s is _COMPLETED for s in status], dtype=bool)
+        running = np.array([s is _RUNNING for s in status], dtype=bool)
+        held = np.where(completed, finish - start, np.where(running, end_s - start, 0.0))
+        total_milli = np.fromiter((job.total_gpu_milli for job in jobs), np.int64, len(jobs))
+        reasons = [self._reason[i] for i in order.tolist()]
+        for k, state in enumerate(status):
+            if state is _QUEUED and not reasons[k]:
+                reasons[k] = _pending_reason(self.state, jobs[k])
+        ids = [job.id for job in jobs]
         is_measured = self.workload.is_measured
-        out: list[JobRecord] = []
-        for index in sorted(range(len(jobs)), key=lambda i: jobs[i].id):
-            job = jobs[index]
-            state = status[index]
-            reason = reasons[index]
-            if state is _QUEUED and not reason:
-                reason = _pending_reason(self.state, job)
-            if state is _COMPLETED:
-                held_s = finish[index] - start[index]
-            elif state is _RUNNING:
-                held_s = end_s - start[index]
-            else:
-                held_s = 0.0
-            run = progress.get(index)
-            out.append(
-                JobRecord(
-                    job_id=job.id,
-                    name=job.name,
-                    job_type=job.job_type,
-                    arrival_s=job.arrival_s,
-                    start_s=start[index],
-                    finish_s=finish[index] if state is _COMPLETED else math.nan,
-                    num_gpu=job.num_gpu,
-                    gpu_milli=job.gpu_milli,
-                    status=state,
-                    reason=reason,
-                    gpu_model=models[index],
-                    measured=is_measured(job.id),
-                    gpu_milli_seconds=job.total_gpu_milli * held_s,
-                    alone_s=alone[index],
-                    suspended_s=0.0 if run is None else run.waiting_s,
-                    thrashing_s=0.0 if run is None else run.thrashing_s,
-                    handovers=0 if run is None else round(run.handovers),
-                    placement=placements[index],
-                )
-            )
-        return tuple(out)
+        measured = [is_measured(job_id) for job_id in ids]
+        suspended, thrashing, handovers = [0.0] * len(jobs), [0.0] * len(jobs), [0] * len(jobs)
+        position = np.empty_like(order)
+        position[order] = np.arange(len(order))
+        for index, run in self._progress.items():
+            k = int(position[index])
+            suspended[k], thrashing[k] = run.waiting_s, run.thrashing_s
+            handovers[k] = round(run.handovers)
+        columns = {
+            "job_id": ids,
+            "name": [job.name for job in jobs],
+            "job_type": [job.job_type for job in jobs],
+            "arrival_s": [job.arrival_s for job in jobs],
+            "start_s": start.tolist(),
+            "finish_s": np.where(completed, finish, math.nan).tolist(),
+            "num_gpu": [job.num_gpu for job in jobs],
+            "gpu_milli": [job.gpu_milli for job in jobs],
+            "status": status,
+            "reason": reasons,
+            "gpu_model": [self._gpu_model[i] for i in order.tolist()],
+            "measured": measured,
+            "gpu_milli_seconds": (total_milli * held).tolist(),
+            "alone_s": np.array(self._alone_s, dtype=np.float64)[order].tolist(),
+            "suspended_s": suspended,
+            "migrations": [0] * len(jobs),
+            "thrashing_s": thrashing,
+            "handovers": handovers,
+            "placement": [self._placement[i] for i in order.tolist()],
+        }
+        return tuple(map(JobRecord, *(columns[name] for name in _RECORD_FIELDS)))
+
+
+# JobRecord's fields in order (its constructor is called positionally, column-wise).
+_RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
 
 
 def _pending_reason(state: ClusterState, job: JobSpec) -> str:
