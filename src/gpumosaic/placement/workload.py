@@ -12,7 +12,6 @@ import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
 
-
 _CLASS_FIELDS = attrgetter("cpu_milli", "gpu_milli", "num_gpu", "allowed_models")
 
 
