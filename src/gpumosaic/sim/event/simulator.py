@@ -109,6 +109,7 @@ class EventSimulator:
         # several servers at once: only ideal models place jobs across servers.
         self.scheduling = SchedulingPass(placement, order, backfill, span_nodes=self.speed.ideal)
         self._ideal = self.speed.ideal
+        self._node_gpu = [node.gpu for node in self.state.spec.nodes]
         self.now = 0.0
         self.events = 0
         # Completions: (finish time, sequence, job index). An entry whose sequence is no
@@ -183,7 +184,8 @@ class EventSimulator:
         else:
             self.state.release(job_id)
         placement = self._placement[index]
-        self.scheduling.released(self.state, [node for node, _ in placement])
+        nodes = [placement[0][0]] if len(placement) == 1 else [node for node, _ in placement]
+        self.scheduling.released(self.state, nodes)
         self.timeline.released(self._first_part[index], len(placement))
         self._status[index] = _COMPLETED
         self._finish_s[index] = self.now
@@ -217,7 +219,7 @@ class EventSimulator:
         assignment = parts[0]  # a gang's parts share one GPU model
         index = self._index[job.id]
         now = self.now
-        gpu = self.state.spec.nodes[assignment.node].gpu
+        gpu = self._node_gpu[assignment.node]
         rate = self.workload.throughputs.rate(job, gpu) * self.speed.solo_factor(job)
         if rate <= 0:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
@@ -299,33 +301,33 @@ class EventSimulator:
         return 0.0
 
     # -- run ----------------------------------------------------------------------
-    def _next_completion_s(self) -> float:
-        """Time of the next live completion (dropping re-timed entries), or +inf."""
-        heap, live = self._completions, self._completion_seq
-        while heap:
-            finish_s, sequence, index = heap[0]
-            if live[index] == sequence:
-                return finish_s
-            heapq.heappop(heap)
-        return math.inf
-
     def run(self) -> SimResult:
         wall = time.perf_counter()
         self._record()
-        self._next_arrival = next(self._arrivals, None)
-        heap, until_s = self._completions, self.until_s
+        arrivals = self._arrivals
+        self._next_arrival = arrival = next(arrivals, None)
+        heap, live, until_s, inf = self._completions, self._completion_seq, self.until_s, math.inf
+        heappop = heapq.heappop
+        on_completion, on_arrival = self._on_completion, self._on_arrival
         while self._measured_left is None or self._measured_left > 0:
-            completion_s = self._next_completion_s()
-            arrival = self._next_arrival
-            arrival_s = math.inf if arrival is None else arrival.arrival_s
+            # The next live completion (re-timed entries are dropped), or +inf.
+            completion_s = inf
+            while heap:
+                finish_s, sequence, index = heap[0]
+                if live[index] == sequence:
+                    completion_s = finish_s
+                    break
+                heappop(heap)
+            arrival_s = inf if arrival is None else arrival.arrival_s
             # Same instant: completions, then arrivals, then the pass (always at ``now``).
-            if completion_s <= arrival_s and (not self._pass_pending or completion_s <= self.now):
-                if completion_s == math.inf or completion_s > until_s:
+            pass_pending = self._pass_pending
+            if completion_s <= arrival_s and (not pass_pending or completion_s <= self.now):
+                if completion_s == inf or completion_s > until_s:
                     break
                 self.now = completion_s
                 self.events += 1
-                self._on_completion(heapq.heappop(heap)[2])
-            elif not self._pass_pending or arrival_s <= self.now:
+                on_completion(heappop(heap)[2])
+            elif not pass_pending or arrival_s <= self.now:
                 assert arrival is not None  # arrival_s < completion_s <= inf
                 if arrival_s > until_s:
                     break
@@ -336,8 +338,8 @@ class EventSimulator:
                     )
                 self.now = arrival_s
                 self.events += 1
-                self._on_arrival(arrival)
-                self._next_arrival = next(self._arrivals, None)
+                on_arrival(arrival)
+                self._next_arrival = arrival = next(arrivals, None)
             else:
                 if self.now > until_s:
                     break

@@ -54,13 +54,20 @@ class TimelineLog:
         """Log ``parts`` (one job's, just allocated); returns the id of the first part
         (``released`` takes it back)."""
         first = len(self._parts)
+        if len(parts) == 1:
+            self._parts.append(parts[0])
+            self._log.append(first + 1)
+            return first
         self._parts.extend(parts)
         self._log.extend(range(first + 1, first + len(parts) + 1))
         return first
 
     def released(self, first: int, count: int) -> None:
         """Log the release of the ``count`` parts logged from ``first`` on."""
-        self._log.extend(range(-first - 1, -first - count - 1, -1))
+        if count == 1:
+            self._log.append(-first - 1)
+        else:
+            self._log.extend(range(-first - 1, -first - count - 1, -1))
 
     def sample(self, time_s: float, allocated_milli: int, running: int, queued: int) -> None:
         """A sample of the cluster now; several at one instant keep the last."""
