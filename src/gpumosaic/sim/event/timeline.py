@@ -38,7 +38,13 @@ class TimelineLog:
         self._cpu_free = state.cpu_free.copy()
         self._power = PowerTracker(state)
         self._capacity = state.total_gpu_milli
-        self._parts: list[Assignment] = []
+        # Parts logged so far, as columns (node, milli per GPU, milli-CPU, first slot in
+        # ``_slots``), and their GPU slots one after another.
+        self._part_node = array("q")
+        self._part_milli = array("q")
+        self._part_cpu = array("q")
+        self._part_slot_at = array("q")
+        self._slots = array("q")
         # +p + 1: part p allocated; -(p + 1): released.
         self._log = array("q")
         self._time = array("d")
@@ -53,13 +59,18 @@ class TimelineLog:
     def allocated(self, parts: Sequence[Assignment]) -> int:
         """Log ``parts`` (one job's, just allocated); returns the id of the first part
         (``released`` takes it back)."""
-        first = len(self._parts)
+        first = len(self._part_node)
+        slots = self._slots
+        for part in parts:
+            self._part_node.append(part.node)
+            self._part_milli.append(part.gpu_milli)
+            self._part_cpu.append(part.cpu_milli)
+            self._part_slot_at.append(len(slots))
+            slots.extend(part.gpus)
         if len(parts) == 1:
-            self._parts.append(parts[0])
             self._log.append(first + 1)
-            return first
-        self._parts.extend(parts)
-        self._log.extend(range(first + 1, first + len(parts) + 1))
+        else:
+            self._log.extend(range(first + 1, first + len(parts) + 1))
         return first
 
     def released(self, first: int, count: int) -> None:
@@ -110,13 +121,9 @@ class TimelineLog:
     def _replay(self) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
         from gpumosaic.sim.event.timeline_kernel import replay_samples
 
-        parts = self._parts
-        widths = np.fromiter((len(a.gpus) for a in parts), dtype=np.int64, count=len(parts))
-        slot_at = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum(widths, out=slot_at[1:])
-        slots = np.fromiter(
-            (g for a in parts for g in a.gpus), dtype=np.int64, count=int(slot_at[-1])
-        )
+        slot_at = np.empty(len(self._part_slot_at) + 1, dtype=np.int64)
+        slot_at[:-1] = self._part_slot_at
+        slot_at[-1] = len(self._slots)
         log = np.array(self._log, dtype=np.int64)
         ends = np.array(self._ends, dtype=np.int64)
         samples, entries = len(ends), len(log)
@@ -135,10 +142,10 @@ class TimelineLog:
         changed = tuple(np.empty(entries, dtype=np.int64) for _ in range(4))
         written = replay_samples(
             self._gpu_free.copy(), self._cpu_free.copy(), self.state.num_gpus.astype(np.int64),
-            np.fromiter((a.node for a in parts), dtype=np.int64, count=len(parts)),
-            np.fromiter((a.gpu_milli for a in parts), dtype=np.int64, count=len(parts)),
-            np.fromiter((a.cpu_milli for a in parts), dtype=np.int64, count=len(parts)),
-            slot_at, slots, log, ends, with_frag, class_ok, c_cpu, c_num_gpu, weight,
+            np.array(self._part_node, dtype=np.int64),
+            np.array(self._part_milli, dtype=np.int64),
+            np.array(self._part_cpu, dtype=np.int64),
+            slot_at, np.array(self._slots, dtype=np.int64), log, ends, with_frag, class_ok, c_cpu, c_num_gpu, weight,
             fit_table, below_table, frag_total, *changed,
         )  # fmt: skip
         return frag_total, tuple(column[:written] for column in changed)
