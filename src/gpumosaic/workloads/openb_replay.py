@@ -132,26 +132,20 @@ def _job_specs(
     names = [f.name for f in fields(JobSpec)]
     if names[:2] != ["id", "arrival_s"]:  # pragma: no cover - a change to JobSpec
         raise AssertionError("JobSpec's first fields must be id, arrival_s")
-    at = names.index("name")
-    # Per pod: the fields between arrival and name, and those after name.
-    values = [
-        (
-            tuple(getattr(job, f) for f in names[2:at]),
-            tuple(getattr(job, f) for f in names[at + 1 :]),
-        )
-        for job in kept
+    pods = (
+        kept
+        if compress == 1.0
+        else [  # x / 1.0 is x: the pods as read
+            replace(job, arrival_s=arrival) for job, arrival in zip(kept, arrivals[:n], strict=True)
+        ]
+    )
+    # The copies, made column by column: each field of the copied pod, in field order.
+    columns = [
+        list(map([getattr(job, name) for job in kept].__getitem__, templates)) for name in names[2:]
     ]
-    jobs: list[JobSpec] = []
-    append = jobs.append
-    for i in order:
-        if i < n:
-            job = kept[i]
-            if compress != 1.0:  # x / 1.0 is x: the pod as read
-                job = replace(job, arrival_s=arrivals[i])
-            append(job)
-            continue
-        t = templates[i - n]
-        middle, last = values[t]
-        job_id = next_id + i - n
-        append(JobSpec(job_id, arrivals[i], *middle, f"{kept[t].name}+{job_id}", *last))
-    return tuple(jobs)
+    ids = range(next_id, next_id + len(templates))
+    at = names.index("name") - 2
+    columns[at] = [f"{name}+{job_id}" for name, job_id in zip(columns[at], ids, strict=True)]
+    copies = list(map(JobSpec, ids, arrivals[n:], *columns))
+    every = [*pods, *copies]
+    return tuple([every[i] for i in order])
