@@ -121,8 +121,8 @@ def _gpu_hours(
                 weights.append(count)
         if durations:
             groups.setdefault(tuple(weights), []).append((k, durations))
-    for weights, members in groups.items():
-        wgt = np.asarray(weights)
+    for usable, members in groups.items():
+        wgt = np.asarray(usable)
         table = np.array([durations for _, durations in members], dtype=np.float64)
         scale = wgt.sum(dtype=np.float64)
         if scale == 0.0:

@@ -112,3 +112,17 @@ def test_arrivals_out_of_order_are_an_error() -> None:
     sim = EventSimulator(cluster(node("a")), unsorted, build_placement("bestfit", None), Fifo())
     with pytest.raises(ValueError, match="sorted by arrival"):
         sim.run()
+
+
+def test_the_run_leaves_the_cyclic_collector_as_it_found_it() -> None:
+    import gc
+
+    spec = cluster(node("a", gpus=2))
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            sim = EventSimulator(spec, workload(JOBS[:2]), build_placement("bestfit", None), Fifo())
+            sim.run()
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()

@@ -21,10 +21,12 @@ worked out once at the end from that log (``sim/event/timeline.py``).
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -302,6 +304,13 @@ class EventSimulator:
 
     # -- run ----------------------------------------------------------------------
     def run(self) -> SimResult:
+        # The run makes a few objects per job and frees them by reference counting; it
+        # makes no reference cycles, so the cyclic collector would only re-scan every
+        # live job's objects again and again (~15% of the openb replay's simulation).
+        with _cyclic_gc_paused():
+            return self._run()
+
+    def _run(self) -> SimResult:
         wall = time.perf_counter()
         self._record()
         arrivals = self._arrivals
@@ -408,6 +417,19 @@ class EventSimulator:
 
 # JobRecord's fields in order (its constructor is called positionally, column-wise).
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (reference counting goes on), restoring
+    its previous state after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _pending_reason(state: ClusterState, job: JobSpec) -> str:

@@ -145,8 +145,8 @@ class TimelineLog:
             np.array(self._part_node, dtype=np.int64),
             np.array(self._part_milli, dtype=np.int64),
             np.array(self._part_cpu, dtype=np.int64),
-            slot_at, np.array(self._slots, dtype=np.int64), log, ends, with_frag, class_ok, c_cpu, c_num_gpu, weight,
-            fit_table, below_table, frag_total, *changed,
+            slot_at, np.array(self._slots, dtype=np.int64), log, ends, with_frag, class_ok,
+            c_cpu, c_num_gpu, weight, fit_table, below_table, frag_total, *changed,
         )  # fmt: skip
         return frag_total, tuple(column[:written] for column in changed)
 
