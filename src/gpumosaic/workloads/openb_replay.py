@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic import cyclic_gc
 from gpumosaic.errors import InputError
 from gpumosaic.model.job import JobSpec
 from gpumosaic.options import parse_options
@@ -78,7 +79,8 @@ def openb_time_workload(spec: str, seed: int = 0) -> Workload:
     )
     arrivals = np.concatenate([arrival, arrival[picks]])
     order = np.lexsort((ids, arrivals))  # by (arrival, id), as the simulators need
-    jobs = _job_specs(kept, arrivals.tolist(), templates.tolist(), order.tolist(), compress)
+    with cyclic_gc.paused():  # ~100,000 JobSpecs, no cycles
+        jobs = _job_specs(kept, arrivals.tolist(), templates.tolist(), order.tolist(), compress)
     dropped = int(pending.sum()) if not keep_pending else 0
     name = spec if not dropped else f"{spec} ({dropped} pending pods left out)"
     return Workload(name, jobs, ConstantThroughputs())

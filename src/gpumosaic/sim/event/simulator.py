@@ -21,16 +21,15 @@ worked out once at the end from that log (``sim/event/timeline.py``).
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 import numpy as np
 
+from gpumosaic import cyclic_gc
 from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, job_shape
 from gpumosaic.mechanisms.gang import could_span
 from gpumosaic.model.cluster import ClusterSpec
@@ -307,7 +306,7 @@ class EventSimulator:
         # The run makes a few objects per job and frees them by reference counting; it
         # makes no reference cycles, so the cyclic collector would only re-scan every
         # live job's objects again and again (~15% of the openb replay's simulation).
-        with _cyclic_gc_paused():
+        with cyclic_gc.paused():
             return self._run()
 
     def _run(self) -> SimResult:
@@ -417,19 +416,6 @@ class EventSimulator:
 
 # JobRecord's fields in order (its constructor is called positionally, column-wise).
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector (reference counting goes on), restoring
-    its previous state after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _pending_reason(state: ClusterState, job: JobSpec) -> str:
