@@ -117,8 +117,10 @@ class SchedulingPass:
         moved since (a replay that queues re-scored every waiting shape at every event).
         When releases were reported (``released``), a shape is re-tried only if one of
         the nodes released since its failure could hold it now (the filter's test on
-        those nodes alone: every other node only lost resources since). Without backfill
-        the first failure ends the pass (strict FIFO)."""
+        those nodes alone: every other node only lost resources since); that test is made
+        for every waiting shape in one vectorized call as the pass starts, and again on
+        the nodes the pass placed on (``_Retest``). Without backfill the first failure
+        ends the pass (strict FIFO)."""
         if not self._pending:
             return []
         if self._blocked_state is not state:  # another cluster: nothing known about it
@@ -126,9 +128,7 @@ class SchedulingPass:
             self._release_log, self._log_base = [], state.releases
         releases, blocked = state.releases, self._blocked
         log_covers = self._log_base + len(self._release_log) == releases
-        # Shapes no node released since their failure can hold as the pass starts (all
-        # tested at once); resources only shrink during a pass, so they stay blocked.
-        # The waiting shapes tested together as the pass starts (see ``_Retest``).
+        # The waiting shapes' re-try test, for all of them at once (see ``_Retest``).
         retest = self._retest(state, releases) if log_covers and blocked else None
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)

@@ -368,15 +368,16 @@ class EventSimulator:
         the figures worked out column-wise (the same float operations as per record)."""
         jobs, status = self._jobs, self._status
         order = np.argsort(np.fromiter((job.id for job in jobs), np.int64, len(jobs)))
-        jobs = [jobs[i] for i in order.tolist()]
-        status = [status[i] for i in order.tolist()]
+        by_id = order.tolist()
+        jobs = list(map(jobs.__getitem__, by_id))
+        status = list(map(status.__getitem__, by_id))
         start = np.array(self._start_s, dtype=np.float64)[order]
         finish = np.array(self._finish_s, dtype=np.float64)[order]
         completed = np.array([s is _COMPLETED for s in status], dtype=bool)
         running = np.array([s is _RUNNING for s in status], dtype=bool)
         held = np.where(completed, finish - start, np.where(running, end_s - start, 0.0))
         total_milli = np.fromiter((job.total_gpu_milli for job in jobs), np.int64, len(jobs))
-        reasons = [self._reason[i] for i in order.tolist()]
+        reasons = list(map(self._reason.__getitem__, by_id))
         for k, state in enumerate(status):
             if state is _QUEUED and not reasons[k]:
                 reasons[k] = _pending_reason(self.state, jobs[k])
@@ -401,7 +402,7 @@ class EventSimulator:
             "gpu_milli": [job.gpu_milli for job in jobs],
             "status": status,
             "reason": reasons,
-            "gpu_model": [self._gpu_model[i] for i in order.tolist()],
+            "gpu_model": list(map(self._gpu_model.__getitem__, by_id)),
             "measured": measured,
             "gpu_milli_seconds": (total_milli * held).tolist(),
             "alone_s": np.array(self._alone_s, dtype=np.float64)[order].tolist(),
@@ -409,7 +410,7 @@ class EventSimulator:
             "migrations": [0] * len(jobs),
             "thrashing_s": thrashing,
             "handovers": handovers,
-            "placement": [self._placement[i] for i in order.tolist()],
+            "placement": list(map(self._placement.__getitem__, by_id)),
         }
         return tuple(map(JobRecord, *(columns[name] for name in _RECORD_FIELDS)))
 
