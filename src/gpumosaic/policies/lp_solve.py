@@ -15,7 +15,8 @@ Back ends (the ``backend`` option of every LP policy):
   machine, HiGHS ~0.7 ms through highspy and ~1.8 ms through ``scipy.optimize.linprog``
   (setup dominates), and HiGHS's vertex changes the rounds' decisions; so Clarabel stays
   the default, and the hot LP (max-min without pairs) is built in Clarabel's form
-  directly (``ConicLp``);
+  directly, from a template per problem shape (``max_min_conic``), and handed over as
+  Python lists (``CscArrays``, ``solve_clarabel_lists``);
 - ``"highs"``: HiGHS dual simplex through scipy (a vertex solution); also the only back
   end for mixed-integer programs (water filling's bottleneck detection);
 - ``"cvxpy"`` or ``"cvxpy:<SOLVER>"``: the same LP through cvxpy, for cross-checks.
@@ -173,7 +174,7 @@ class ConicLp:
     column, no duplicates) as three arrays. Finite variable bounds are rows of ``a``.
 
     ``clarabel_form`` turns any ``LinearProgram`` into one; a policy on a hot path may
-    build its ConicLp directly from index arrays (``max_min_fairness.singles_conic_lp``),
+    build its problem directly from index arrays (``max_min_conic.SinglesTemplate``),
     which is cheaper than scipy's constructors by an order of magnitude at the sizes a
     round sees and gives Clarabel the same input, so the same solution.
     """
