@@ -365,7 +365,8 @@ class EventSimulator:
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
         """One record per arrived job, by job id: the columns gathered in id order and
-        the figures worked out column-wise (the same float operations as per record)."""
+        the figures worked out column-wise (the same float operations as per record),
+        a chunk of jobs at a time (the Python columns of a chunk only)."""
         jobs, status = self._jobs, self._status
         order = np.argsort(np.fromiter((job.id for job in jobs), np.int64, len(jobs)))
         by_id = order.tolist()
@@ -377,13 +378,11 @@ class EventSimulator:
         running = np.array([s is _RUNNING for s in status], dtype=bool)
         held = np.where(completed, finish - start, np.where(running, end_s - start, 0.0))
         total_milli = np.fromiter((job.total_gpu_milli for job in jobs), np.int64, len(jobs))
+        milli_seconds = total_milli * held
         reasons = list(map(self._reason.__getitem__, by_id))
         for k, state in enumerate(status):
             if state is _QUEUED and not reasons[k]:
                 reasons[k] = _pending_reason(self.state, jobs[k])
-        ids = [job.id for job in jobs]
-        is_measured = self.workload.is_measured
-        measured = [is_measured(job_id) for job_id in ids]
         suspended, thrashing, handovers = [0.0] * len(jobs), [0.0] * len(jobs), [0] * len(jobs)
         position = np.empty_like(order)
         position[order] = np.arange(len(order))
@@ -391,30 +390,42 @@ class EventSimulator:
             k = int(position[index])
             suspended[k], thrashing[k] = run.waiting_s, run.thrashing_s
             handovers[k] = round(run.handovers)
-        columns = {
-            "job_id": ids,
-            "name": [job.name for job in jobs],
-            "job_type": [job.job_type for job in jobs],
-            "arrival_s": [job.arrival_s for job in jobs],
-            "start_s": start.tolist(),
-            "finish_s": np.where(completed, finish, math.nan).tolist(),
-            "num_gpu": [job.num_gpu for job in jobs],
-            "gpu_milli": [job.gpu_milli for job in jobs],
-            "status": status,
-            "reason": reasons,
-            "gpu_model": list(map(self._gpu_model.__getitem__, by_id)),
-            "measured": measured,
-            "gpu_milli_seconds": (total_milli * held).tolist(),
-            "alone_s": np.array(self._alone_s, dtype=np.float64)[order].tolist(),
-            "suspended_s": suspended,
-            "migrations": [0] * len(jobs),
-            "thrashing_s": thrashing,
-            "handovers": handovers,
-            "placement": list(map(self._placement.__getitem__, by_id)),
-        }
-        return tuple(map(JobRecord, *(columns[name] for name in _RECORD_FIELDS)))
+        is_measured = self.workload.is_measured
+        records: list[JobRecord] = []
+        for lo in range(0, len(jobs), _RECORD_CHUNK):
+            part = slice(lo, lo + _RECORD_CHUNK)
+            chunk = jobs[part]
+            ids = [job.id for job in chunk]
+            columns = {
+                "job_id": ids,
+                "name": [job.name for job in chunk],
+                "job_type": [job.job_type for job in chunk],
+                "arrival_s": [job.arrival_s for job in chunk],
+                # The simulator's own float objects where the value is theirs.
+                "start_s": list(map(self._start_s.__getitem__, by_id[part])),
+                "finish_s": [
+                    self._finish_s[i] if done else math.nan
+                    for i, done in zip(by_id[part], completed[part].tolist(), strict=True)
+                ],
+                "num_gpu": [job.num_gpu for job in chunk],
+                "gpu_milli": [job.gpu_milli for job in chunk],
+                "status": status[part],
+                "reason": reasons[part],
+                "gpu_model": list(map(self._gpu_model.__getitem__, by_id[part])),
+                "measured": [is_measured(job_id) for job_id in ids],
+                "gpu_milli_seconds": milli_seconds[part].tolist(),
+                "alone_s": list(map(self._alone_s.__getitem__, by_id[part])),
+                "suspended_s": suspended[part],
+                "migrations": [0] * len(chunk),
+                "thrashing_s": thrashing[part],
+                "handovers": handovers[part],
+                "placement": list(map(self._placement.__getitem__, by_id[part])),
+            }
+            records.extend(map(JobRecord, *(columns[name] for name in _RECORD_FIELDS)))
+        return tuple(records)
 
 
+_RECORD_CHUNK = 8192
 # JobRecord's fields in order (its constructor is called positionally, column-wise).
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
 
