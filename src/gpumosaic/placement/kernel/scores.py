@@ -250,6 +250,12 @@ def score_nodes(
 
 # -- normalization and the weighted sum ---------------------------------------------
 @njit(cache=True)
+def minmax_value(s, lo, span):  # pragma: no cover
+    """One score normalized: ``floor((s - lowest) * 100 / (highest - lowest))``."""
+    return np.floor((s - lo) * MAX_SCORE / span)
+
+
+@njit(cache=True)
 def minmax(vals, k, all_equal):  # pragma: no cover
     """In place on ``vals[:k]``: the reference's integer min-max normalization to 0..100,
     ``floor((s - lowest) * 100 / (highest - lowest))``; ``all_equal`` when the range is 0."""
@@ -266,7 +272,7 @@ def minmax(vals, k, all_equal):  # pragma: no cover
         return
     span = hi - lo
     for i in range(k):
-        vals[i] = np.floor((vals[i] - lo) * MAX_SCORE / span)
+        vals[i] = minmax_value(vals[i], lo, span)
 
 
 @njit(cache=True)

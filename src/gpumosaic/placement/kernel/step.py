@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpumosaic.placement.kernel.scores import score_node, weighted_total
+from gpumosaic.placement.kernel.scores import minmax_value, score_node, weighted_total
 
 
 @njit(cache=True)
@@ -76,6 +76,8 @@ def decide(raw, weights, all_equal, cols, tmp, total):  # pragma: no cover
     scores over the feasible positions (``scores.weighted_total``) and its first maximum."""
     if _plain(all_equal):
         return first_max(raw[0])
+    if raw.shape[0] == 1:
+        return _decide_normalized(raw[0], weights[0], all_equal[0])
     k = 0
     for p in range(raw.shape[1]):
         if raw[0, p] > -np.inf:
@@ -89,6 +91,36 @@ def decide(raw, weights, all_equal, cols, tmp, total):  # pragma: no cover
         if total[i] > total[best]:
             best = i
     return cols[best]
+
+
+@njit(cache=True)
+def _decide_normalized(raw, weight, all_equal):  # pragma: no cover
+    """``decide`` for one min-max normalized member in two passes, the same arithmetic
+    as ``weighted_total`` + first maximum: ``0.0 + weight * floor((s - lo) * 100 / span)``
+    is ``weight * floor(...)`` exactly, the floor being >= 0."""
+    lo = np.inf
+    hi = -np.inf
+    for p in range(raw.shape[0]):
+        s = raw[p]
+        if s > -np.inf:
+            lo = min(lo, s)
+            hi = max(hi, s)
+    if hi == -np.inf:
+        return -1
+    best = -1
+    top = -np.inf
+    span = hi - lo
+    for p in range(raw.shape[0]):
+        s = raw[p]
+        if s == -np.inf:
+            continue
+        if hi == lo:
+            return p  # every feasible node totals weight * all_equal: the first one wins
+        v = weight * minmax_value(s, lo, span)
+        if v > top:
+            top = v
+            best = p
+    return best
 
 
 @njit(cache=True)
