@@ -11,8 +11,9 @@ Arguments after the counts are the tuples ``scores.py`` describes, plus:
 - ``idx``: one job shape's index, kept by the strategy between calls: (index_version
   (N,): the node version each node was last scored at, raw (M, N): each member's raw
   score in tie-break order, -inf where the node fails the filter, slot (N,): the chooser's
-  GPU there, rank (N,): node -> position, perm (N,): position -> node, and three scratch
-  arrays (N,): cols, tmp, total).
+  GPU there, rank (N,): node -> position, perm (N,): position -> node, three scratch
+  arrays (N,): cols, tmp, total, and the untouched nodes' shared verdicts (``sync_node``):
+  pristine (N,), class_raw (M, C), class_slot (C,), class_known (C,)).
 """
 
 from __future__ import annotations
@@ -125,23 +126,39 @@ def _decide_normalized(raw, weight, all_equal):  # pragma: no cover
 
 @njit(cache=True)
 def sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs):  # pragma: no cover
-    """Re-test and re-score node ``n`` for one shape's index (its position ``rank[n]``)."""
+    """Re-test and re-score node ``n`` for one shape's index (its position ``rank[n]``).
+
+    A node untouched since the strategy was bound (version 0; ``pristine[n]``: its
+    capacity class, -1 where scores may read the node's index) is in the same state as
+    every untouched node of its class, so its verdict and scores are those of the first
+    such node this shape scored (``class_raw``, ``class_slot``, ``class_known``)."""
     num_gpu, milli, cpu, memory = job
     gpu_free, _, cpu_free, memory_free, _, node_version, _, _, _ = cl
     kinds, _, _, chooser, cpu_scale = members
-    index_version, raw, slot, rank, _, _, _, _ = idx
+    index_version, raw, slot, rank, _, _, _, _, pristine, class_raw, class_slot, known = idx
     index_version[n] = node_version[n]
     p = rank[n]
+    c = pristine[n] if node_version[n] == 0 else -1
+    if c >= 0 and known[c]:
+        for m in range(raw.shape[0]):
+            raw[m, p] = class_raw[m, c]
+        slot[p] = class_slot[c]
+        return
     if not fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
         for m in range(raw.shape[0]):
             raw[m, p] = -np.inf
         slot[p] = -1
-        return
-    for m in range(kinds.shape[0]):
-        score, s = score_node(kinds[m], n, job, cl, fg, pw, cpu_scale, buf, cand, xs)
-        raw[m, p] = score
-        if m == chooser:
-            slot[p] = s
+    else:
+        for m in range(kinds.shape[0]):
+            score, s = score_node(kinds[m], n, job, cl, fg, pw, cpu_scale, buf, cand, xs)
+            raw[m, p] = score
+            if m == chooser:
+                slot[p] = s
+    if c >= 0:
+        for m in range(raw.shape[0]):
+            class_raw[m, c] = raw[m, p]
+        class_slot[c] = slot[p]
+        known[c] = True
 
 
 @njit(cache=True)
@@ -199,7 +216,7 @@ def place_run(
     node_version = cl[5]
     gpu_free = cl[0]
     _, weights, all_equal, _, _ = members
-    index_version, raw, slot, _, perm, cols, tmp, total = idx
+    index_version, raw, slot, _, perm, cols, tmp, total, _, _, _, _ = idx
     num_nodes = node_version.shape[0]
     width = gpu_free.shape[1]
     buf = np.empty(max(fg[3].shape[0], 1))

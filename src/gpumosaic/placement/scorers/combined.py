@@ -90,6 +90,8 @@ class ScoredPlacement:
         self._state: ClusterState | None = None
         self._rank: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._pristine: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._classes = 0
         self._cache: dict[ShapeKey, list[_RawCache]] = {}
         self._shapes: dict[FilterKey, _Shape] = {}
 
@@ -160,6 +162,10 @@ class ScoredPlacement:
             np.empty(n, dtype=np.int64),  # scratch: feasible positions
             np.empty(n),  # scratch: one member's normalized scores
             np.empty(n),  # scratch: totals
+            self._pristine,
+            np.full((len(self.members), self._classes), -np.inf),  # untouched nodes' scores,
+            np.full(self._classes, -1, dtype=np.int64),  # their GPU,
+            np.zeros(self._classes, dtype=bool),  # known yet, per capacity class
         )
         members = (
             self._kinds,
@@ -225,8 +231,39 @@ class ScoredPlacement:
         self._perm = rng.permutation(state.num_nodes)
         self._rank = np.empty(state.num_nodes, dtype=np.int64)
         self._rank[self._perm] = np.arange(state.num_nodes)
+        self._pristine, self._classes = _pristine_classes(state, self._kinds)
         self._cache = {}
         self._shapes = {}
+
+
+def _pristine_classes(
+    state: ClusterState, kinds: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], int]:
+    """Per node, the class of nodes with equal capacity (GPU model and count, each GPU's
+    milli, CPU, memory) if it is untouched now (version 0 and everything free), else -1;
+    and the number of classes. Versions only grow, so a node at version 0 later is still
+    untouched, and every untouched node of a class scores the same -- unless a member
+    reads the node's index (first fit): then no node shares (all -1)."""
+    from gpumosaic.placement import kernel
+
+    n = state.num_nodes
+    if kernel.FIRSTFIT in kinds.tolist() or n == 0:
+        return np.full(n, -1, dtype=np.int64), 0
+    spec = np.column_stack(
+        [state.node_model, state.num_gpus, state.cpu_capacity, state.memory_capacity,
+         state.gpu_capacity],
+    ).astype(np.int64)  # fmt: skip
+    _, cls = np.unique(spec, axis=0, return_inverse=True)
+    untouched = (
+        (state.node_version == 0)
+        & (state.gpu_free == state.gpu_capacity).all(axis=1)
+        & (state.gpu_tasks == 0).all(axis=1)
+        & (state.kind_count == 0).all(axis=1)
+        & (state.cpu_free == state.cpu_capacity)
+        & (state.memory_free == state.memory_capacity)
+    )
+    pristine = np.where(untouched, cls.reshape(-1), -1).astype(np.int64)
+    return pristine, int(cls.max()) + 1
 
 
 def _place_run() -> Callable[..., int]:
