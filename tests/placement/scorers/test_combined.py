@@ -27,3 +27,24 @@ def test_weighted_sum_of_normalized_members() -> None:
     assert total.tolist() == [300 * 87 + 700 * 97, 300 * 100 + 700 * 98, 300 * 0 + 700 * 94]
     choice = strategy.choose(state, j, np.random.default_rng(0))
     assert choice == (1, (0,))  # n1 has the highest total; dotprod's GPU rule: best fit
+
+
+def test_untouched_nodes_of_one_capacity_share_a_class() -> None:
+    from gpumosaic.placement.scorers.combined import _pristine_classes
+
+    state = cluster(("T4", 2, 64_000), ("T4", 2, 64_000), ("V100", 2, 64_000), ("T4", 2, 64_000))
+    occupy(state, 3, (0,), 300)  # n3 touched: scored on its own from now on
+    kinds = np.array([2], dtype=np.int64)  # bestfit
+    pristine, classes = _pristine_classes(state, kinds)
+    assert pristine[0] == pristine[1] != pristine[2] and pristine[3] == -1 and classes == 2
+    # first fit reads the node index: no node shares
+    assert (_pristine_classes(state, np.array([7], dtype=np.int64))[0] == -1).all()
+    # the decision is that of scoring every node (best total, then the run's node order)
+    strategy = build_placement("bestfit", None)
+    assert isinstance(strategy, ScoredPlacement)
+    j = job(1, 500)
+    choice = strategy.choose(state, j, np.random.default_rng(3))
+    total = strategy.scores(state, j, all_nodes(state))
+    best = np.flatnonzero(total == total.max())
+    rank = strategy.node_order(state, np.random.default_rng(0))
+    assert choice is not None and choice[0] == best[np.argmin(rank[best])]
