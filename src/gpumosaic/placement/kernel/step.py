@@ -28,7 +28,8 @@ from gpumosaic.placement.kernel.scores import minmax_value, score_node, weighted
 def fits(
     n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free
 ):  # pragma: no cover
-    """The filter (``placement.filter.feasible_among``) for one node."""
+    """The filter for one node: enough free CPU and memory, and for a GPU job an allowed
+    model and ``num_gpu`` GPUs with ``milli`` free each."""
     if cpu_free[n] < cpu or memory_free[n] < memory:
         return False
     if num_gpu == 0:
@@ -40,6 +41,16 @@ def fits(
         if gpu_free[n, g] >= milli:
             fitting += 1
     return fitting >= num_gpu
+
+
+@njit(cache=True)
+def fits_among(nodes, job, model_ok, gpu_free, cpu_free, memory_free, out):  # pragma: no cover
+    """``fits`` for each of ``nodes`` into ``out`` (``placement.filter.feasible_among``)."""
+    num_gpu, milli, cpu, memory = job
+    for i in range(nodes.shape[0]):
+        out[i] = fits(
+            nodes[i], num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free
+        )
 
 
 @njit(cache=True, fastmath=True)

@@ -18,17 +18,12 @@ import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.filter import job_args
 from gpumosaic.placement.gpu_choice import node_gpus
 
 Scores = npt.NDArray[np.float64]
 Nodes = npt.NDArray[np.intp]
 Slots = npt.NDArray[np.intp]
-JobArgs = tuple[int, int, int, int]
-
-
-def job_args(job: JobSpec) -> JobArgs:
-    """The kernel's view of a job: (num_gpu, milli (0 for CPU-only), cpu, memory)."""
-    return (job.num_gpu, job.gpu_milli if job.num_gpu else 0, job.cpu_milli, job.memory_mib)
 
 
 def cluster_args(state: ClusterState) -> tuple[npt.NDArray[np.generic], ...]:

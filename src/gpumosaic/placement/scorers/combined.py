@@ -30,14 +30,13 @@ import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
-from gpumosaic.placement.filter import FilterKey, filter_key
+from gpumosaic.placement.filter import FilterKey, filter_key, job_args
 from gpumosaic.placement.scorers.base import (
     KernelInputs,
     Nodes,
     Scorer,
     Scores,
     cluster_args,
-    job_args,
 )
 
 ShapeKey = tuple[int, int, int]

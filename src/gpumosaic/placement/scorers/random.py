@@ -19,8 +19,8 @@ import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
-from gpumosaic.placement.filter import FilterKey, filter_key
-from gpumosaic.placement.scorers.base import JobArgs, cluster_args, job_args
+from gpumosaic.placement.filter import FilterKey, JobArgs, filter_key, job_args
+from gpumosaic.placement.scorers.base import cluster_args
 
 
 @dataclass(slots=True)
