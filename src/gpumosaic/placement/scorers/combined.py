@@ -62,6 +62,7 @@ class _Shape:
     (the shape's index among them, updated in place by the kernel), the GPU slots a job
     takes, and the one-job output buffers."""
 
+    run: Callable[..., int]  # kernel.place_run, bound once (no import per call)
     args: tuple[object, ...]
     taken: int
     node: npt.NDArray[np.int64]
@@ -121,7 +122,7 @@ class ScoredPlacement:
         shape = self._shapes.get(filter_key(job))
         if shape is None:
             shape = self._shape(state, job)
-        if not _place_run()(1, False, *shape.args, shape.node, shape.gpus):
+        if not shape.run(1, False, *shape.args, shape.node, shape.gpus):
             return None
         return int(shape.node[0]), tuple(shape.gpus_row.tolist())
 
@@ -142,7 +143,7 @@ class ScoredPlacement:
             shape = self._shape(state, jobs[0])
         nodes = np.empty(len(jobs), dtype=np.int64)
         gpus = np.empty((len(jobs), max(shape.taken, 1)), dtype=np.int64)
-        count = _place_run()(len(jobs), True, *shape.args, nodes, gpus)
+        count = shape.run(len(jobs), True, *shape.args, nodes, gpus)
         return adopt_run(state, jobs, count, nodes, gpus[:, : shape.taken])
 
     def _shape(self, state: ClusterState, job: JobSpec) -> _Shape:
@@ -184,7 +185,9 @@ class ScoredPlacement:
         )
         taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
         gpus = np.zeros((1, max(taken, 1)), dtype=np.int64)
-        shape = _Shape(args, taken, np.zeros(1, dtype=np.int64), gpus, gpus[0, :taken])
+        shape = _Shape(
+            _place_run(), args, taken, np.zeros(1, dtype=np.int64), gpus, gpus[0, :taken]
+        )
         self._shapes[filter_key(job)] = shape
         return shape
 
