@@ -137,14 +137,14 @@ class ScoredPlacement:
             return []
         if self._state is not state:
             self._bind(state, rng)
-        check_new_run(state, jobs)
+        _check_new_run(state, jobs)
         shape = self._shapes.get(filter_key(jobs[0]))
         if shape is None:
             shape = self._shape(state, jobs[0])
         nodes = np.empty(len(jobs), dtype=np.int64)
         gpus = np.empty((len(jobs), max(shape.taken, 1)), dtype=np.int64)
         count = shape.run(len(jobs), True, *shape.args, nodes, gpus)
-        return adopt_run(state, jobs, count, nodes, gpus[:, : shape.taken])
+        return _adopt_run(state, jobs, count, nodes, gpus[:, : shape.taken])
 
     def _shape(self, state: ClusterState, job: JobSpec) -> _Shape:
         """A new shape's index and kernel arguments. Everything the kernel reads keeps
@@ -275,7 +275,7 @@ def _place_run() -> Callable[..., int]:
     return kernel.place_run
 
 
-def check_new_run(state: ClusterState, jobs: Sequence[JobSpec]) -> None:
+def _check_new_run(state: ClusterState, jobs: Sequence[JobSpec]) -> None:
     """A run placed in one kernel call must be new jobs, each listed once."""
     ids = {job.id for job in jobs}
     if (
@@ -286,7 +286,7 @@ def check_new_run(state: ClusterState, jobs: Sequence[JobSpec]) -> None:
         raise BookkeepingError("a job of the run is listed twice or already placed")
 
 
-def adopt_run(
+def _adopt_run(
     state: ClusterState,
     jobs: Sequence[JobSpec],
     count: int,
