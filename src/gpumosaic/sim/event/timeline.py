@@ -4,7 +4,7 @@ A sample is taken after every scheduling pass (~100,000 in the openb replay). Wh
 run goes on, a sample records only what the driver has at hand -- time, allocated milli,
 running and queued jobs -- and how long the log of allocations and releases was then
 (``allocated``/``released``: one integer per part). ``freeze`` replays that log once
-(``placement.kernel.replay_samples``, compiled) on copies of the starting state and gives
+(``timeline_kernel.replay_samples``, compiled) on copies of the starting state and gives
 every sample the figures of the cluster as it was: the fragmentation rate (FGD's F of the
 nodes each sample touched, re-counted by the function the FGD scorer and the shared
 ``FragmentationTracker`` use, summed in numpy's order, over the free milli) and the power
@@ -119,7 +119,7 @@ class TimelineLog:
         )
 
     def _replay(self) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-        from gpumosaic.placement.kernel import replay_samples
+        from gpumosaic.sim.event.timeline_kernel import replay_samples
 
         slot_at = np.empty(len(self._part_slot_at) + 1, dtype=np.int64)
         slot_at[:-1] = self._part_slot_at
