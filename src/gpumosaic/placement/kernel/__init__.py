@@ -9,8 +9,8 @@ for a run of same-shape jobs that it also allocates (``placement.batch.place_man
 ``raw_scores`` calls ``score_nodes``, and ``FragmentationTracker`` refreshes nodes with
 ``refresh_stale``. Import this package lazily (numba costs ~0.2 s of CPU to import and
 ~0.2 s to load the cached machine code on first call); it is compiled once per machine
-into numba's cache (``cache=True``: ``__pycache__`` beside each module, or numba's user
-cache directory where that is read-only; ``NUMBA_CACHE_DIR`` overrides).
+into numba's cache, in a directory keyed by every kernel source (``gpumosaic.kernel_cache``:
+numba alone would keep a kernel's old code after a kernel it calls in another file changed).
 
 Same numbers as the numpy formulas they replace, bit for bit:
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+
+from gpumosaic.kernel_cache import njit
 
 
 @njit(cache=True)

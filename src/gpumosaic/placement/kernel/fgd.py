@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit, objmode
+from numba import objmode
 
+from gpumosaic.kernel_cache import njit
 from gpumosaic.placement.kernel.arithmetic import pairwise_sum
 
 

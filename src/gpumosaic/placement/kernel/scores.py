@@ -17,8 +17,8 @@ tuples the strategy builds once per job shape (``scorers.base.KernelInputs``):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from gpumosaic.kernel_cache import njit
 from gpumosaic.model.power import CORES_PER_SOCKET, SOCKET_FULL_W, SOCKET_IDLE_W, VCPU_PER_CORE
 from gpumosaic.placement.kernel.fgd import fgd_node, refresh_node
 

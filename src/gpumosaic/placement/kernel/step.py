@@ -19,8 +19,8 @@ Arguments after the counts are the tuples ``scores.py`` describes, plus:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from gpumosaic.kernel_cache import njit
 from gpumosaic.placement.kernel.scores import minmax_value, score_node, weighted_total
 
 

@@ -13,8 +13,8 @@ this file) -- the timeline test compares every sample with the tracker bit for b
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from gpumosaic.kernel_cache import njit
 from gpumosaic.placement.kernel import pairwise_sum, refresh_node
 
 
