@@ -10,41 +10,21 @@ from typing import Any
 import pandas as pd
 
 from gpumosaic.errors import InputError
+from gpumosaic.metrics.columns import job_table_fields
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.sim.result import SimResult
 
 
 def jobs_frame(result: SimResult) -> pd.DataFrame:
-    rows = [
-        {
-            "job_id": r.job_id,
-            "name": r.name,
-            "job_type": r.job_type,
-            "arrival_s": r.arrival_s,
-            "start_s": r.start_s,
-            "finish_s": r.finish_s,
-            "jct_s": r.jct_s,
-            "queueing_s": r.queueing_s,
-            "num_gpu": r.num_gpu,
-            "gpu_milli": r.gpu_milli,
-            "status": r.status.value,
-            "reason": r.reason,
-            "gpu_model": r.gpu_model,
-            "measured": r.measured,
-            "gpu_milli_seconds": r.gpu_milli_seconds,
-            "alone_s": r.alone_s,
-            "suspended_s": r.suspended_s,
-            "migrations": r.migrations,
-            "thrashing_s": r.thrashing_s,
-            "handovers": r.handovers,
-            # Where it ran (the event mechanism records it): node indices into the
-            # cluster and the GPU slots on each, "-" between the parts of a gang.
-            "node": "-".join(str(node) for node, _ in r.placement),
-            "gpus": "-".join(" ".join(map(str, gpus)) for _, gpus in r.placement),
-        }
-        for r in result.records
-    ]
-    return pd.DataFrame(rows)
+    before, after = job_table_fields(result.records)
+    records = result.records
+    # Where it ran (the event mechanism records it): node indices into the cluster and
+    # the GPU slots on each, "-" between the parts of a gang.
+    where = {
+        "node": ["-".join(str(node) for node, _ in r.placement) for r in records],
+        "gpus": ["-".join(" ".join(map(str, gpus)) for _, gpus in r.placement) for r in records],
+    }
+    return pd.DataFrame({**before, **after, **where})
 
 
 def timeline_frame(result: SimResult) -> pd.DataFrame:

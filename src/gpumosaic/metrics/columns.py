@@ -9,6 +9,7 @@ same IEEE operation, and sums keep their order and method).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -74,3 +75,36 @@ class JobColumns:
         alone = self.alone_s
         with np.errstate(invalid="ignore"):
             return self.measured & self.completed & (alone > 0) & ~np.isnan(alone)
+
+
+def job_table_fields(
+    records: tuple[JobRecord, ...],
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The per-job tables' columns (``jobs.csv`` and a study's ``jobs`` table), in their
+    order: those before where the job ran, and those after. Each table writes where the
+    job ran in its own form between (the study table) or after (``jobs.csv``) them."""
+    before: dict[str, list[Any]] = {
+        "job_id": [r.job_id for r in records],
+        "name": [r.name for r in records],
+        "job_type": [r.job_type for r in records],
+        "arrival_s": [r.arrival_s for r in records],
+        "start_s": [r.start_s for r in records],
+        "finish_s": [r.finish_s for r in records],
+        "jct_s": [r.jct_s for r in records],
+        "queueing_s": [r.queueing_s for r in records],
+        "num_gpu": [r.num_gpu for r in records],
+        "gpu_milli": [r.gpu_milli for r in records],
+        "status": [r.status.value for r in records],
+        "reason": [r.reason for r in records],
+        "gpu_model": [r.gpu_model for r in records],
+    }
+    after: dict[str, list[Any]] = {
+        "measured": [r.measured for r in records],
+        "gpu_milli_seconds": [r.gpu_milli_seconds for r in records],
+        "alone_s": [r.alone_s for r in records],
+        "suspended_s": [r.suspended_s for r in records],
+        "migrations": [r.migrations for r in records],
+        "thrashing_s": [r.thrashing_s for r in records],
+        "handovers": [r.handovers for r in records],
+    }
+    return before, after

@@ -26,6 +26,7 @@ from gpumosaic.experiments.study.kinds.base import (
     RunProduct,
     unique,
 )
+from gpumosaic.metrics.columns import job_table_fields
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
@@ -192,34 +193,16 @@ def run_point(point: SimulatePoint) -> RunProduct:
 
 
 def jobs_table(result: SimResult) -> pa.Table:
+    before, after = job_table_fields(result.records)
     records = result.records
-    columns: dict[str, Any] = {
-        "job_id": [r.job_id for r in records],
-        "name": [r.name for r in records],
-        "job_type": [r.job_type for r in records],
-        "arrival_s": [r.arrival_s for r in records],
-        "start_s": [r.start_s for r in records],
-        "finish_s": [r.finish_s for r in records],
-        "jct_s": [r.jct_s for r in records],
-        "queueing_s": [r.queueing_s for r in records],
-        "num_gpu": [r.num_gpu for r in records],
-        "gpu_milli": [r.gpu_milli for r in records],
-        "status": [r.status.value for r in records],
-        "reason": [r.reason for r in records],
-        "gpu_model": [r.gpu_model for r in records],
-        # Where it ran: the first part's node and GPU slots, and how many parts (a gang
-        # spans nodes); placements.parquet has every part.
+    # Where it ran: the first part's node and GPU slots, and how many parts (a gang spans
+    # nodes); placements.parquet has every part.
+    where = {
         "node": [r.placement[0][0] if r.placement else -1 for r in records],
         "gpus": [list(r.placement[0][1]) if r.placement else [] for r in records],
         "parts": [len(r.placement) for r in records],
-        "measured": [r.measured for r in records],
-        "gpu_milli_seconds": [r.gpu_milli_seconds for r in records],
-        "alone_s": [r.alone_s for r in records],
-        "suspended_s": [r.suspended_s for r in records],
-        "migrations": [r.migrations for r in records],
-        "thrashing_s": [r.thrashing_s for r in records],
-        "handovers": [r.handovers for r in records],
     }
+    columns = {**before, **where, **after}
     schema = {"gpus": pa.list_(pa.int32())}
     return pa.table({k: pa.array(v, type=schema.get(k)) for k, v in columns.items()})
 
