@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from itertools import chain
+from operator import attrgetter
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
@@ -169,6 +173,21 @@ class ClusterState:
         self.assignments.update(new)
         self._allocated_milli += sum(a.gpu_milli * len(a.gpus) for a in assignments)
 
+    def adopt_gangs(self, gangs: Sequence[tuple[Assignment, ...]]) -> None:
+        """``adopt`` for gangs: record gangs whose resources a compiled step already took
+        (``mechanisms.rounds.kernel.place_symmetric``)."""
+        if not gangs:
+            return
+        ids = [parts[0].job_id for parts in gangs]
+        if (
+            len(set(ids)) != len(ids)
+            or not self.gangs.keys().isdisjoint(ids)
+            or not self.assignments.keys().isdisjoint(ids)
+        ):
+            raise BookkeepingError("a gang is listed twice or its job is already placed")
+        self.gangs.update(zip(ids, gangs, strict=True))
+        self._allocated_milli += sum(p.gpu_milli * len(p.gpus) for g in gangs for p in g)
+
     def allocate_gang(self, parts: tuple[Assignment, ...]) -> None:
         """Place one job on several nodes at once (all parts carry the job's id).
 
@@ -224,6 +243,102 @@ class ClusterState:
         self.node_version[node] += 1
         return a
 
+    def allocate_many(self, assignments: Sequence[Assignment]) -> None:
+        """``allocate`` each of ``assignments`` in one vectorized pass (a round mechanism
+        places hundreds at once). Same end state as allocating them one by one; checked as a
+        whole before anything changes (all or nothing): no GPU share over 1000 milli, CPU
+        and memory within capacity, no job placed twice."""
+        if not assignments:
+            return
+        new = {a.job_id: a for a in assignments}
+        if len(new) != len(assignments) or not self.assignments.keys().isdisjoint(new):
+            raise BookkeepingError("a job is listed twice or already placed")
+        if not self.gangs.keys().isdisjoint(new):
+            raise BookkeepingError("a job of the batch already holds a gang")
+        if any(len(set(a.gpus)) != len(a.gpus) for a in assignments if len(a.gpus) > 1):
+            raise BookkeepingError("a GPU slot is listed twice in one assignment")
+        self._apply(assignments, -1)
+        self.assignments.update(new)
+
+    def allocate_gangs(self, gangs: Sequence[tuple[Assignment, ...]]) -> None:
+        """``allocate_gang`` each of ``gangs`` in one vectorized pass (all or nothing)."""
+        if not gangs:
+            return
+        ids = []
+        for parts in gangs:
+            if not parts:
+                raise BookkeepingError("a gang needs at least one part")
+            job_id = parts[0].job_id
+            if any(p.job_id != job_id for p in parts) or len({p.node for p in parts}) != len(parts):
+                raise BookkeepingError(f"job {job_id}: gang parts must be one per node, same job")
+            ids.append(job_id)
+        if (
+            len(set(ids)) != len(ids)
+            or not self.gangs.keys().isdisjoint(ids)
+            or not self.assignments.keys().isdisjoint(ids)
+        ):
+            raise BookkeepingError("a gang is listed twice or its job is already placed")
+        flat = [p for parts in gangs for p in parts]
+        if any(len(set(a.gpus)) != len(a.gpus) for a in flat if len(a.gpus) > 1):
+            raise BookkeepingError("a GPU slot is listed twice in one assignment")
+        self._apply(flat, -1)
+        self.gangs.update(zip(ids, gangs, strict=True))
+
+    def release_many(self, job_ids: Sequence[int]) -> list[Assignment]:
+        """``release`` each of ``job_ids`` in one vectorized pass; same end state (free
+        resources, tasks, kind counts, node versions, the release counter) as releasing
+        them one by one. Returns their assignments in the order given."""
+        pop = self.assignments.pop
+        try:
+            released = [pop(job_id) for job_id in job_ids]
+        except KeyError as missing:
+            raise BookkeepingError(f"job {missing.args[0]} holds nothing to release") from None
+        if released:
+            self._apply(released, +1)
+            self.releases += len(released)
+        return released
+
+    def release_gangs(self, job_ids: Sequence[int]) -> None:
+        """``release_gang`` each of ``job_ids`` in one vectorized pass."""
+        pop = self.gangs.pop
+        try:
+            gangs = [pop(job_id) for job_id in job_ids]
+        except KeyError as missing:
+            raise BookkeepingError(f"job {missing.args[0]} holds no gang to release") from None
+        parts = [part for gang in gangs for part in gang]
+        if parts:
+            self._apply(parts, +1)
+            self.releases += len(parts)
+
+    def _apply(self, parts: Sequence[Assignment], sign: int) -> None:
+        """Give back (sign +1) or take (sign -1) the resources of ``parts`` in one compiled
+        pass (``bulk.apply_parts``); taking is all or nothing."""
+        bulk = _bulk()
+        n = len(parts)
+        gpus = list(map(_GPUS, parts))
+        counts = np.fromiter(map(len, gpus), dtype=np.int64, count=n)
+        first_slot = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=first_slot[1:])
+        error, delta = bulk.apply_parts(
+            sign,
+            np.fromiter(map(_NODE, parts), dtype=np.int64, count=n),
+            first_slot,
+            np.fromiter(chain.from_iterable(gpus), dtype=np.int64, count=int(first_slot[-1])),
+            np.fromiter(map(_MILLI, parts), dtype=np.int64, count=n),
+            np.fromiter(map(_CPU, parts), dtype=np.int64, count=n),
+            np.fromiter(map(_MEMORY, parts), dtype=np.int64, count=n),
+            self.gpu_free,
+            self.gpu_exists,
+            self.gpu_tasks,
+            self.cpu_free,
+            self.memory_free,
+            self.kind_count,
+            self.node_version,
+        )
+        if error:
+            raise BookkeepingError(_BULK_ERRORS[error])
+        self._allocated_milli += delta
+
     def check_invariants(self) -> None:
         """Raise BookkeepingError if any invariant is broken (used by tests and debug runs)."""
         if (self.gpu_free < 0).any() or (self.gpu_free > self.gpu_capacity).any():
@@ -261,3 +376,22 @@ class ClusterState:
             & (self.num_gpus >= job.num_gpu)
         )
         return bool(ok.any())
+
+
+@cache
+def _bulk() -> ModuleType:
+    """The compiled bulk updates, imported on first use (numba's import is not free)."""
+    from gpumosaic.model import bulk
+
+    return bulk
+
+
+# Reading one field of many assignments (``map`` over these runs in C).
+_GPUS, _NODE, _MILLI = attrgetter("gpus"), attrgetter("node"), attrgetter("gpu_milli")
+_CPU, _MEMORY = attrgetter("cpu_milli"), attrgetter("memory_mib")
+
+_BULK_ERRORS = {
+    1: "an assignment names a GPU slot its node lacks",
+    2: "a GPU share would go over 1000 milli",
+    3: "CPU or memory would go over capacity",
+}

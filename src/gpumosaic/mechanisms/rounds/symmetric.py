@@ -1,0 +1,108 @@
+"""The symmetric shortcut of the lease book: whole GPUs on identical one-GPU servers.
+
+On a GPU type whose nodes all hold exactly one GPU and have the same CPU and memory, a job
+asking for whole GPUs can only go to fully free nodes, and those are indistinguishable:
+whichever the strategy picks, the cluster ends in the same multiset of node states, so no
+simulated quantity (progress, JCT, utilization, fragmentation, power, later placements up
+to a relabelling of identical nodes) can differ. There the mechanism takes the
+lowest-index free nodes without scoring them; this is most of Gavel's experiments, where
+jobs change GPU type often.
+
+One round's entities of one type are placed in one numpy step: in placement order (largest
+demand first) their GPU counts never grow, so taking the lowest-index free nodes entity
+by entity is, per run of equal counts, "as many as the free nodes left allow, k nodes
+each, in order". A free node (its GPU untouched) holds nothing, so it has all its CPU and
+memory: whether an entity's CPU and memory per GPU fit is one comparison with the type's
+capacity.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+
+from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.types import BoolArray, IntArray
+
+
+class SymmetricTypes:
+    """Which GPU types take the shortcut, and their nodes."""
+
+    def __init__(self, state: ClusterState, n_types: int, enabled: bool) -> None:
+        nodes = [_symmetric_nodes(state, t) if enabled else None for t in range(n_types)]
+        self.mask = np.array([n is not None for n in nodes], dtype=bool)
+        # Nodes of type t: type_nodes[type_start[t]:type_start[t + 1]] (none: not symmetric).
+        blocks = [n if n is not None else np.zeros(0, dtype=np.int64) for n in nodes]
+        self.type_nodes = np.concatenate([np.zeros(0, dtype=np.int64), *blocks]).astype(np.int64)
+        self.type_start = np.zeros(n_types + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in blocks], out=self.type_start[1:])
+
+    def place(
+        self,
+        state: ClusterState,
+        types: IntArray,
+        holders: list[int],
+        num_gpu: IntArray,
+        cpu_per_gpu: IntArray,
+        memory_per_gpu: IntArray,
+        eligible: BoolArray,
+    ) -> BoolArray:
+        """Place, in order, entities (holder ids ``holders``) asking for ``num_gpu`` whole
+        GPUs of symmetric type ``types[i]`` with CPU and memory per GPU (``eligible``
+        False: it may not span nodes, so more than one GPU is out of reach). Allocates
+        them on ``state`` (one part per node; several: a gang) and returns which got GPUs."""
+        kernel = _kernel()
+        if not state.assignments.keys().isdisjoint(holders) or not state.gangs.keys().isdisjoint(
+            holders
+        ):
+            raise BookkeepingError("an entity placed anew already holds GPUs")
+        n = len(holders)
+        out_first = np.empty(n, dtype=np.int64)
+        out_nodes = np.empty(int(num_gpu.sum()), dtype=np.int64)
+        kernel.place_symmetric(
+            types, num_gpu, cpu_per_gpu, memory_per_gpu, eligible, self.type_nodes,
+            self.type_start, state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
+            state.kind_count, state.node_version, out_first, out_nodes,
+        )  # fmt: skip
+        placed = out_first >= 0
+        won = np.flatnonzero(placed)
+        if not len(won):
+            return placed
+        # The kernel took the resources; the state records who holds them.
+        first, k = out_first[won].tolist(), num_gpu[won].tolist()
+        cpu, memory = cpu_per_gpu[won].tolist(), memory_per_gpu[won].tolist()
+        where = out_nodes.tolist()
+        singles: list[Assignment] = []
+        gangs: list[tuple[Assignment, ...]] = []
+        for i, f, kk, c, m in zip(won.tolist(), first, k, cpu, memory, strict=True):
+            h = holders[i]
+            if kk == 1:
+                singles.append(Assignment(h, where[f], (0,), MILLI_PER_GPU, c, m))
+            else:
+                gangs.append(
+                    tuple(Assignment(h, v, (0,), MILLI_PER_GPU, c, m) for v in where[f : f + kk])
+                )
+        state.adopt(singles)
+        state.adopt_gangs(gangs)
+        return placed
+
+
+@cache
+def _kernel() -> ModuleType:
+    """The compiled step, imported on first use (numba's import is not free)."""
+    from gpumosaic.mechanisms.rounds import kernel
+
+    return kernel
+
+
+def _symmetric_nodes(state: ClusterState, t: int) -> IntArray | None:
+    """Nodes of type ``t`` if they all hold one GPU and equal CPU and memory, else None."""
+    nodes = np.flatnonzero(state.node_model == t)
+    if len(nodes) == 0 or (state.num_gpus[nodes] != 1).any():
+        return None
+    if np.ptp(state.cpu_capacity[nodes]) or np.ptp(state.memory_capacity[nodes]):
+        return None
+    return nodes
