@@ -1,82 +1,90 @@
-"""Compiled bulk bookkeeping of ``ClusterState`` (numba): taking or giving back the
-resources of many assignments in one call.
-
-A round mechanism ends and starts hundreds to thousands of leases per round; one Python
-``release`` each is most of a round, and numpy's scatter-adds cost tens of microseconds a
-call whatever the batch (a round of Gavel's 36:36:36 cluster moves about ten jobs). These
-loops apply each part exactly as ``ClusterState.allocate`` / ``release`` would, in order.
-Import lazily (numba's import costs ~0.2 s of CPU); compiled once per machine into numba's
-cache (``cache=True``).
+"""Bulk bookkeeping of ``ClusterState``: many assignments' resources taken or given back in
+one compiled pass (``bulk_kernel.apply_parts``), from ``Assignment`` objects or from
+arrays (``holders.RowHolders``, a compiled placement's result).
 """
 
 from __future__ import annotations
 
-from numba import njit
+from collections.abc import Sequence
+from functools import cache
+from itertools import chain
+from operator import attrgetter
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from gpumosaic.model.gpu import MILLI_PER_GPU
+import numpy as np
 
-OK = 0
-BAD_SLOT = 1  # a GPU slot the node lacks
-GPU_OVER = 2  # a GPU share would go over 1000 milli
-HOST_OVER = 3  # CPU or memory would go over capacity
+from gpumosaic.types import IntArray
 
+if TYPE_CHECKING:
+    from gpumosaic.model.state import Assignment, ClusterState
 
-@njit(cache=True)
-def apply_parts(
-    sign, node, first_slot, slots, milli, cpu, memory,
-    gpu_free, gpu_exists, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
-):  # fmt: skip  # pragma: no cover
-    """Give back (``sign`` +1) or take (-1) the resources of parts ``i``: GPU slots
-    ``slots[first_slot[i]:first_slot[i + 1]]`` of ``node[i]`` at ``milli[i]`` each, CPU and
-    memory. Taking checks each part before applying it and, on the first that does not
-    fit, undoes the ones applied and returns its error code (nothing changes).
+# Parts as ``apply_parts`` reads them: node per part, first slot of each part in the flat
+# slot list (one more entry than parts), the flat slot list, milli per GPU, CPU, memory.
+PartArrays = tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]
 
-    Returns (error code, the change of allocated GPU milli)."""
-    n = len(node)
-    width = gpu_free.shape[1]
-    delta = 0
-    done = n
-    error = OK
-    for i in range(n):
-        v = node[i]
-        lo, hi = first_slot[i], first_slot[i + 1]
-        if sign < 0:
-            for j in range(lo, hi):
-                g = slots[j]
-                if g < 0 or g >= width or not gpu_exists[v, g]:
-                    error = BAD_SLOT
-                elif gpu_free[v, g] < milli[i]:
-                    error = GPU_OVER
-            if error == OK and (cpu_free[v] < cpu[i] or memory_free[v] < memory[i]):
-                error = HOST_OVER
-            if error != OK:
-                done = i
-                break
-        _apply_one(sign, v, lo, hi, slots, milli[i], cpu[i], memory[i], gpu_free,
-                   gpu_tasks, cpu_free, memory_free, kind_count, node_version)  # fmt: skip
-        delta -= sign * milli[i] * (hi - lo)
-    if error != OK:
-        for i in range(done):
-            _apply_one(-sign, node[i], first_slot[i], first_slot[i + 1], slots, milli[i], cpu[i],
-                       memory[i], gpu_free, gpu_tasks, cpu_free, memory_free, kind_count,
-                       node_version)  # fmt: skip
-        delta = 0
-    return error, delta
+# Reading one field of many assignments (``map`` over these runs in C).
+_GPUS, _NODE, _MILLI = attrgetter("gpus"), attrgetter("node"), attrgetter("gpu_milli")
+_CPU, _MEMORY = attrgetter("cpu_milli"), attrgetter("memory_mib")
+
+_ERRORS = {
+    1: "an assignment names a GPU slot its node lacks",
+    2: "a GPU share would go over 1000 milli",
+    3: "CPU or memory would go over capacity",
+    4: "a job to release holds nothing (or is listed twice)",
+}
 
 
-@njit(cache=True)
-def _apply_one(
-    sign, v, lo, hi, slots, milli, cpu, memory,
-    gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
-):  # fmt: skip  # pragma: no cover
-    for j in range(lo, hi):
-        g = slots[j]
-        gpu_free[v, g] += sign * milli
-        gpu_tasks[v, g] -= sign
-    cpu_free[v] += sign * cpu
-    memory_free[v] += sign * memory
-    count = hi - lo
-    if count:
-        kind = 0 if (count == 1 and milli < MILLI_PER_GPU) else count
-        kind_count[v, kind] -= sign
-    node_version[v] += 1
+def part_arrays(parts: Sequence[Assignment]) -> PartArrays:
+    n = len(parts)
+    gpus = list(map(_GPUS, parts))
+    first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, gpus), dtype=np.int64, count=n), out=first[1:])
+    return (
+        np.fromiter(map(_NODE, parts), dtype=np.int64, count=n),
+        first,
+        np.fromiter(chain.from_iterable(gpus), dtype=np.int64, count=int(first[-1])),
+        np.fromiter(map(_MILLI, parts), dtype=np.int64, count=n),
+        np.fromiter(map(_CPU, parts), dtype=np.int64, count=n),
+        np.fromiter(map(_MEMORY, parts), dtype=np.int64, count=n),
+    )
+
+
+def apply(state: ClusterState, parts: PartArrays, sign: int) -> int:
+    """Give back (``sign`` +1) or take (-1) the resources of ``parts`` on ``state``'s arrays,
+    as ``allocate`` / ``release`` would one by one; taking is all or nothing (raises
+    ``BookkeepingError`` and changes nothing). Returns the change of allocated milli."""
+    from gpumosaic.model.state import BookkeepingError
+
+    error, delta = _kernel().apply_parts(
+        sign, *parts, state.gpu_free, state.gpu_exists, state.gpu_tasks, state.cpu_free,
+        state.memory_free, state.kind_count, state.node_version,
+    )  # fmt: skip
+    if error:
+        raise BookkeepingError(_ERRORS[error])
+    return int(delta)
+
+
+def release_rows(state: ClusterState, ids: IntArray) -> int:
+    """Give back what row holders ``ids`` hold (``holders.RowHolders``) and forget them;
+    all or nothing. Returns the change of allocated milli."""
+    from gpumosaic.model.state import BookkeepingError
+
+    rows = state.rows
+    error, delta = _kernel().release_rows(
+        ids, rows.node, rows.slots, rows.count, rows.milli, rows.cpu, rows.memory,
+        state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free, state.kind_count,
+        state.node_version,
+    )  # fmt: skip
+    if error:
+        raise BookkeepingError(_ERRORS[error])
+    rows.held -= len(ids)
+    return int(delta)
+
+
+@cache
+def _kernel() -> ModuleType:
+    """The compiled loops, imported on first use (numba's import is not free)."""
+    from gpumosaic.model import bulk_kernel
+
+    return bulk_kernel

@@ -201,7 +201,7 @@ class RoundDecider:
 
     @property
     def has_active_jobs(self) -> bool:
-        return bool(self.jobs.active_rows)
+        return self.jobs.n_active > 0
 
     # ---- the policy ------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class RoundDecider:
         ent = self.book.entities
         active = self.jobs.is_active
         empty = np.zeros(0, dtype=np.int64)
-        if ent is None or not self.jobs.active_rows:
+        if ent is None or not self.jobs.n_active:
             self.leases.start_round(empty, empty, empty, self.jobs.specs, active)
             return empty, empty, np.zeros(0, dtype=bool)
         alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])

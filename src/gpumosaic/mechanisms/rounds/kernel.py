@@ -16,6 +16,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 def place_symmetric(
     types, num_gpu, cpu, memory, eligible, type_nodes, type_start,
     gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version, out_first, out_nodes,
+    holders, as_row, row_node, row_slots, row_count, row_milli, row_cpu, row_memory,
 ):  # fmt: skip  # pragma: no cover
     """Entities in order: entity ``i`` wants ``num_gpu[i]`` whole GPUs of symmetric type
     ``types[i]`` (nodes ``type_nodes[type_start[t]:type_start[t + 1]]``, ascending, one
@@ -24,8 +25,14 @@ def place_symmetric(
     (``eligible[i]`` False: it may not have several nodes). Allocates each part as
     ``ClusterState.allocate`` does (one whole GPU: kind 1) and writes entity ``i``'s nodes
     to ``out_nodes[out_first[i]:out_first[i] + num_gpu[i]]`` (``out_first[i]`` = -1: it
-    found none). Returns how many entities got GPUs."""
+    found none). An entity with ``as_row`` (one GPU, holder id >= 0) is also recorded as
+    row ``holders[i]`` of the state's row holders (``model.holders``), which must be free.
+    Returns (entities placed, rows recorded), or (-1, 0) and no change when a row is taken."""
+    for i in range(len(types)):
+        if as_row[i] and row_node[holders[i]] >= 0:
+            return -1, 0
     n_types = len(type_start) - 1
+    rows = 0
     cursor = type_start[:n_types].copy()  # nodes before it have their GPU taken
     widest = 1
     for i in range(len(types)):
@@ -68,6 +75,16 @@ def place_symmetric(
             kind_count[v, 1] += 1
             node_version[v] += 1
             out_nodes[pending + f] = v
+        if as_row[i]:
+            h = holders[i]
+            row_node[h] = picked[0]
+            row_slots[h, 0] = 0
+            row_slots[h, 1:] = -1
+            row_count[h] = 1
+            row_milli[h] = MILLI_PER_GPU
+            row_cpu[h] = cpu[i]
+            row_memory[h] = memory[i]
+            rows += 1
         pending += k
         placed += 1
-    return placed
+    return placed, rows

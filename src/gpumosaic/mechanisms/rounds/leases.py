@@ -228,15 +228,27 @@ class LeaseBook:
                     for a, b in zip(ra[s:e], rb[s:e], strict=True)
                 ]
             else:
+                first = shapes.typed(specs, rows[:1], t)[0]
+                arrays = self._place_arrays(first, e - s)
+                if arrays is not None:  # a compiled strategy: no object per job
+                    n, nodes, gpus = arrays
+                    if n:
+                        milli = first.gpu_milli if first.num_gpu else 0
+                        self.state.adopt_rows(
+                            rows[:n], nodes[:n], gpus[:n], milli, first.cpu_milli,
+                            first.memory_mib,
+                        )  # fmt: skip
+                    self._count_run(n, e - s, key, failed)
+                    if n:
+                        got[positions[s : s + n]] = True
+                        self._held_type[rows[:n]] = t
+                    continue
                 jobs = shapes.typed(specs, rows, t)
             placed = _place_run(self.strategy, self.state, jobs, self.rng)
             n = len(placed)
-            if n < e - s:
-                failed.add(key)
-                self.failures += e - s - n
+            self._count_run(n, e - s, key, failed)
             if not n:
                 continue
-            self.placements += n
             got[positions[s : s + n]] = True
             if not mixed:
                 self._held_type[rows[:n]] = t
@@ -249,6 +261,19 @@ class LeaseBook:
                 else:
                     key2 = (a, b)
                     self.pairs[key2] = Lease(key2, t, holder_id(key2), (assignment.node,), False)
+
+    def _count_run(self, placed: int, size: int, key: int, failed: set[int]) -> None:
+        self.placements += placed
+        if placed < size:
+            failed.add(key)
+            self.failures += size - placed
+
+    def _place_arrays(self, job: JobSpec, count: int) -> tuple[int, IntArray, IntArray] | None:
+        """``count`` jobs of ``job``'s shape in one kernel call, as arrays (None: the
+        strategy has no compiled kernel)."""
+        if isinstance(self.strategy, ScoredPlacement):
+            return self.strategy.place_run_arrays(self.state, job, count, self.rng)
+        return None
 
     def _place_symmetric(
         self, positions: IntArray, ra: IntArray, rb: IntArray, ty: IntArray, got: BoolArray
@@ -337,20 +362,17 @@ class LeaseBook:
 
     def parts_of(self, rows_a: IntArray, rows_b: IntArray) -> tuple[tuple[Assignment, ...], ...]:
         """Where each entity holds GPUs now (one part per node)."""
-        state = self.state
-        out = []
-        for a, b in zip(rows_a.tolist(), rows_b.tolist(), strict=True):
-            h = a if b < 0 else holder_id((a, b))
-            gang = state.gangs.get(h)
-            out.append(gang if gang is not None else (state.assignments[h],))
-        return tuple(out)
+        parts = self.state.parts_of
+        return tuple(
+            parts(a if b < 0 else holder_id((a, b)))
+            for a, b in zip(rows_a.tolist(), rows_b.tolist(), strict=True)
+        )
 
     def holding(self, row: int) -> tuple[Assignment, ...] | None:
         """Where single job ``row`` holds GPUs under its own lease, None if it holds none."""
         if row >= len(self._held_type) or self._held_type[row] < 0:
             return None
-        gang = self.state.gangs.get(row)
-        return gang if gang is not None else (self.state.assignments[row],)
+        return self.state.parts_of(row)
 
     # ---- ending leases ---------------------------------------------------------------
 

@@ -52,21 +52,21 @@ class EntityTable:
     # Fixed for the table's life (x, deficit, rates and rows never change between resets),
     # so computed once here rather than in every round's choice.
     runnable_mask: npt.NDArray[np.bool_] = field(init=False)  # ``runnable()``
-    tie_rank: IntArray = field(init=False)  # (E, T) rank by (deficit, x) desc, then arrival
+    # (T, E): per type, the entities by (deficit, x) descending, then arrival order.
+    tie_order: IntArray = field(init=False)
     has_pairs: bool = field(init=False)
 
     def __post_init__(self) -> None:
         ok = self.rate_a > 0
         self.runnable_mask = ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
         e, t = self.x.shape
-        rank = np.empty((e, t), dtype=np.int64)
-        order_key = np.arange(e)
+        tie_order = np.empty((t, e), dtype=np.int64)
+        arrival = np.arange(e)
         for k in range(t):
             # lexsort: last key is primary (descending deficit, then allocation, then
             # ascending arrival: Python's stable sort in Gavel).
-            order = np.lexsort((order_key, -self.x[:, k], -self.deficit[:, k]))
-            rank[order, k] = order_key
-        self.tie_rank = rank
+            tie_order[k] = np.lexsort((arrival, -self.x[:, k], -self.deficit[:, k]))
+        self.tie_order = tie_order
         self.has_pairs = bool(self.is_pair.any())
 
     @property
@@ -158,12 +158,13 @@ def select_entity_arrays(
             mask = runnable[:, t] & ~taken
         if skip_zero_priority:
             mask &= prio[:, t] > 0
-        idx = np.flatnonzero(mask)
-        if len(idx) == 0:
-            continue
         # Descending priority; ties by the table's fixed order (deficit, allocation,
-        # arrival: ``tie_rank``). lexsort: last key is primary.
-        ranked = idx[np.lexsort((table.tie_rank[idx, t], -prio[idx, t]))]
+        # arrival): the candidates listed in that order, then one stable sort.
+        tie_order = table.tie_order[t]
+        candidates = tie_order[mask[tie_order]]
+        if len(candidates) == 0:
+            continue
+        ranked = candidates[np.argsort(-prio[candidates, t], kind="stable")]
         if not has_pairs:
             # Singles only: no member is shared within the type, so the greedy is a
             # capacity walk over the demands (vectorized, same picks).

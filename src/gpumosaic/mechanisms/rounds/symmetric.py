@@ -60,31 +60,38 @@ class SymmetricTypes:
         ):
             raise BookkeepingError("an entity placed anew already holds GPUs")
         n = len(holders)
+        ids = np.asarray(holders, dtype=np.int64)
+        as_row = (num_gpu == 1) & (ids >= 0)
+        rows = state.rows
+        if n:
+            rows.reserve(int(ids.max()) + 1)
         out_first = np.empty(n, dtype=np.int64)
         out_nodes = np.empty(int(num_gpu.sum()), dtype=np.int64)
-        kernel.place_symmetric(
+        count, written = kernel.place_symmetric(
             types, num_gpu, cpu_per_gpu, memory_per_gpu, eligible, self.type_nodes,
             self.type_start, state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
-            state.kind_count, state.node_version, out_first, out_nodes,
+            state.kind_count, state.node_version, out_first, out_nodes, ids, as_row, rows.node,
+            rows.slots, rows.count, rows.milli, rows.cpu, rows.memory,
         )  # fmt: skip
+        if count < 0:
+            raise BookkeepingError("an entity placed anew already holds GPUs")
+        state.rows_written(written, written * MILLI_PER_GPU)
         placed = out_first >= 0
-        won = np.flatnonzero(placed)
-        if not len(won):
+        if written == int(placed.sum()):
             return placed
-        # The kernel took the resources; the state records who holds them.
-        first, k = out_first[won].tolist(), num_gpu[won].tolist()
-        cpu, memory = cpu_per_gpu[won].tolist(), memory_per_gpu[won].tolist()
+        # Pairs (negative ids) and gangs are recorded as assignments.
+        rest = np.flatnonzero(placed & ~as_row).tolist()
         where = out_nodes.tolist()
         singles: list[Assignment] = []
         gangs: list[tuple[Assignment, ...]] = []
-        for i, f, kk, c, m in zip(won.tolist(), first, k, cpu, memory, strict=True):
-            h = holders[i]
+        for j in rest:
+            h, f, kk = holders[j], int(out_first[j]), int(num_gpu[j])
+            c, m = int(cpu_per_gpu[j]), int(memory_per_gpu[j])
+            parts = tuple(Assignment(h, v, (0,), MILLI_PER_GPU, c, m) for v in where[f : f + kk])
             if kk == 1:
-                singles.append(Assignment(h, where[f], (0,), MILLI_PER_GPU, c, m))
+                singles.extend(parts)
             else:
-                gangs.append(
-                    tuple(Assignment(h, v, (0,), MILLI_PER_GPU, c, m) for v in where[f : f + kk])
-                )
+                gangs.append(parts)
         state.adopt(singles)
         state.adopt_gangs(gangs)
         return placed

@@ -192,6 +192,19 @@ class ScoredPlacement:
         state.adopt(out)
         return out
 
+    def place_run_arrays(
+        self, state: ClusterState, job: JobSpec, count: int, rng: np.random.Generator
+    ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """``place_run`` for ``count`` jobs of ``job``'s shape without building their
+        assignments: (how many placed, their nodes, their GPU slots, one row each); the
+        resources are taken and the caller records the holders
+        (``ClusterState.adopt_rows``). None when this strategy has no compiled kernel."""
+        if self._state is not state:
+            self._bind(state, rng)
+        if self._compiled is None:
+            return None
+        return self._run_compiled(state, [job] * count, apply=True)
+
     def _run_compiled(
         self, state: ClusterState, jobs: Sequence[JobSpec], *, apply: bool
     ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -279,7 +279,7 @@ class RoundSimulator:
             now,
             tracker.allocated_milli,
             running,
-            len(self.jobs.active_rows) - running,
+            self.jobs.n_active - running,
             tracker.fragmentation_rate,
             gpu_w,
             cpu_w,
