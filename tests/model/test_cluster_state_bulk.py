@@ -175,3 +175,16 @@ def test_allocate_rows_refuses_a_job_held_as_an_assignment() -> None:
     state.allocate_rows(np.array([4]), np.array([1]), np.array([[1]]), 100, 0, 0)
     with pytest.raises(BookkeepingError, match="already placed"):
         state.allocate(Assignment(4, 1, (0,), 100, 0, 0))
+
+
+def test_rows_listed_twice_are_refused_and_nothing_changes() -> None:
+    state = small_cluster()
+    before = arrays(state)
+    with pytest.raises(BookkeepingError, match="listed twice"):
+        state.allocate_rows(np.array([1, 1]), np.array([0, 1]), np.array([[0], [0]]), 1000, 0, 0)
+    assert arrays(state)[:4] == before[:4] and not state.holder_ids()
+    state.allocate_rows(np.array([1, 2]), np.array([0, 1]), np.array([[0], [0]]), 1000, 0, 0)
+    held = arrays(state)
+    with pytest.raises(BookkeepingError, match="holds nothing"):
+        state.release_many([1, 2, 1])
+    assert arrays(state) == held

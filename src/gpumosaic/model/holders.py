@@ -50,12 +50,18 @@ class RowHolders:
         already held here."""
         if not len(ids):
             return True
-        if int(ids.min()) < 0 or len(np.unique(ids)) != len(ids):
+        if int(ids.min()) < 0:
             return False
         top = int(ids.max()) + 1
         if top > len(self.node):
             self._grow(max(top, 2 * len(self.node)))
         if (self.node[ids] >= 0).any():
+            return False
+        # Listed twice? Write each id's position: a later duplicate overwrites an earlier
+        # one (O(n), no sort). ``count`` of free ids is rewritten below anyway.
+        position = np.arange(len(ids))
+        self.count[ids] = position
+        if not (self.count[ids] == position).all():
             return False
         k = slots.shape[1]
         self.node[ids] = nodes
