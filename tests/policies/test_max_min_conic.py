@@ -12,10 +12,12 @@ from policy_builders import assert_feasible, make_input
 from gpumosaic.policies import lp_solve
 from gpumosaic.policies.base import Allocation, PolicyInput
 from gpumosaic.policies.lp_base import (
+    aggregate_identical_jobs,
     allocation_from_solution,
     build_base_constraints,
     job_rate_matrix,
 )
+from gpumosaic.policies.max_min_conic import template_for
 from gpumosaic.policies.max_min_fairness import (
     MaxMinFairness,
     max_min_program,
@@ -116,3 +118,66 @@ def test_allocation_equals_the_general_path_and_cvxpy(inp: PolicyInput, hetero: 
     assert fast.objective == pytest.approx(through_cvxpy.objective, rel=1e-5, abs=1e-6)
     level = ((single * fast.matrix).sum(axis=1))[runnable].min()
     assert level == pytest.approx(fast.objective, rel=1e-5, abs=1e-6)
+
+
+@st.composite
+def inputs_with_twins(draw: st.DrawFn) -> PolicyInput:
+    """``policy_inputs`` with some jobs repeated (identical rows merge into classes)."""
+    inp = draw(policy_inputs())
+    picks = draw(st.lists(st.integers(0, inp.num_jobs - 1), min_size=1, max_size=12))
+    rows = np.concatenate([np.arange(inp.num_jobs), np.asarray(picks)])
+    return make_input(
+        inp.throughputs[rows].tolist(),
+        inp.capacity.tolist(),
+        scale_factors=inp.scale_factors[rows].tolist(),
+        demand=inp.demand[rows].tolist(),
+        weights=inp.priority_weights[rows].tolist(),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(inp=inputs_with_twins(), hetero=st.booleans())
+def test_classes_from_the_template_equal_the_reduced_input_path(
+    inp: PolicyInput, hetero: bool
+) -> None:
+    """The hot path merges identical jobs without building the reduced PolicyInput; it
+    must return what solving ``aggregate_identical_jobs``'s reduced input returns."""
+    policy = MaxMinFairness(heterogeneity_aware=hetero)
+    fast = policy.allocate(inp)
+    single, _ = normalized_rates(inp, hetero, None)
+    classes = aggregate_identical_jobs(inp, single)
+    assert len(classes.counts) < inp.num_jobs
+    # ``_solve`` is the general path (scipy matrices, ``lp_solve.solve``).
+    general = classes.expand(inp, policy._solve(classes.reduced, None))
+    np.testing.assert_array_equal(fast.matrix, general.matrix)
+    assert fast.objective == general.objective
+    assert fast.notes == general.notes
+
+
+def test_clarabel_reads_csc_arrays_as_it_reads_scipy() -> None:
+    """``CscArrays`` relies on which attributes Clarabel's binding reads; a solve through
+    scipy's CSC matrices (its documented input) must give the same bits."""
+    import clarabel
+    import scipy.sparse as sp
+
+    inp = make_input([[4.0, 1.0, 0.0], [2.0, 2.0, 1.0], [1.0, 0.0, 3.0]], [2.0, 1.0, 1.0])
+    single, _ = normalized_rates(inp, True, None)
+    problem, _ = singles_conic_lp(inp, single, (single > 0).any(axis=1))
+    m, n = problem.shape
+    a = sp.csc_matrix((problem.data, problem.indices, problem.indptr), shape=(m, n))
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    cones = [clarabel.NonnegativeConeT(m)]
+    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), problem.q, a, problem.b, cones, settings)
+    through_scipy = np.asarray(solver.solve().x)
+    through_lists = lp_solve.solve_conic(problem)
+    assert through_lists.tobytes() == through_scipy.tobytes()
+
+
+def test_templates_are_cached_per_shape() -> None:
+    a = make_input([[1.0, 2.0], [3.0, 0.0]], [1.0, 1.0])
+    b = make_input([[5.0, 1.0], [7.0, 0.0]], [2.0, 3.0])  # same shape, other numbers
+    runnable = np.ones(2, dtype=bool)
+    assert template_for(a.throughputs, runnable) is template_for(b.throughputs, runnable)
+    c = make_input([[1.0, 2.0], [3.0, 4.0]], [1.0, 1.0])  # X[1, 1] no longer pinned
+    assert template_for(c.throughputs, runnable) is not template_for(a.throughputs, runnable)

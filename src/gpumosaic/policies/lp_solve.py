@@ -15,7 +15,8 @@ Back ends (the ``backend`` option of every LP policy):
   machine, HiGHS ~0.7 ms through highspy and ~1.8 ms through ``scipy.optimize.linprog``
   (setup dominates), and HiGHS's vertex changes the rounds' decisions; so Clarabel stays
   the default, and the hot LP (max-min without pairs) is built in Clarabel's form
-  directly (``ConicLp``);
+  directly, from a template per problem shape (``max_min_conic``), and handed over as
+  Python lists (``CscArrays``, ``solve_clarabel_lists``);
 - ``"highs"``: HiGHS dual simplex through scipy (a vertex solution); also the only back
   end for mixed-integer programs (water filling's bottleneck detection);
 - ``"cvxpy"`` or ``"cvxpy:<SOLVER>"``: the same LP through cvxpy, for cross-checks.
@@ -23,7 +24,10 @@ Back ends (the ``backend`` option of every LP policy):
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -170,7 +174,7 @@ class ConicLp:
     column, no duplicates) as three arrays. Finite variable bounds are rows of ``a``.
 
     ``clarabel_form`` turns any ``LinearProgram`` into one; a policy on a hot path may
-    build its ConicLp directly from index arrays (``max_min_fairness.singles_conic_lp``),
+    build its problem directly from index arrays (``max_min_conic.SinglesTemplate``),
     which is cheaper than scipy's constructors by an order of magnitude at the sizes a
     round sees and gives Clarabel the same input, so the same solution.
     """
@@ -217,25 +221,62 @@ def clarabel_form(lp: LinearProgram) -> ConicLp:
     )
 
 
-def solve_conic(problem: ConicLp) -> FloatArray:
-    """Clarabel's solution of ``problem`` (raw: a hair outside the bounds is possible)."""
+@dataclass(frozen=True, slots=True)
+class CscArrays:
+    """A CSC matrix as the attributes Clarabel's Python binding reads of one (``shape``,
+    ``indptr``, ``indices``, ``data``, ``has_canonical_format``; clarabel's
+    ``cscmatrix_py.rs``), without scipy's constructor and its format checks (~40 us a
+    matrix, more than building the LP). The arrays must be canonical CSC. Python lists
+    convert fastest: the binding copies every element into a Rust vector, and a list
+    hands over Python floats where an array creates a NumPy scalar per element.
+    """
+
+    shape: tuple[int, int]
+    indptr: Sequence[int]
+    indices: Sequence[int]
+    data: Sequence[float]
+    has_canonical_format: bool = True
+
+
+@functools.cache
+def _clarabel_settings() -> Any:
+    """Clarabel's default settings, quiet: made once (the solver copies what it reads)."""
     import clarabel
 
-    n = problem.q.shape[0]
-    m = problem.b.shape[0]
-    a = sp.csc_matrix((problem.data, problem.indices, problem.indptr), shape=(m, n))
-    p = sp.csc_matrix((np.zeros(0), np.zeros(0, np.int32), np.zeros(n + 1, np.int32)), (n, n))
-    cones = []
-    if problem.m_eq:
-        cones.append(clarabel.ZeroConeT(problem.m_eq))
-    cones.append(clarabel.NonnegativeConeT(m - problem.m_eq))
     settings = clarabel.DefaultSettings()
     settings.verbose = False
-    solution = clarabel.DefaultSolver(p, problem.q, a, problem.b, cones, settings).solve()
+    return settings
+
+
+def solve_clarabel_lists(
+    q: Sequence[float], a: CscArrays, b: Sequence[float], m_eq: int = 0
+) -> FloatArray:
+    """Clarabel's solution of min q @ v s.t. a @ v + s = b, s in {0}^m_eq x R+^rest, with
+    every input as Python lists (the cheapest form to hand over; see ``CscArrays``)."""
+    import clarabel
+
+    m, n = a.shape
+    p = CscArrays((n, n), [0] * (n + 1), [], [])
+    cones = []
+    if m_eq:
+        cones.append(clarabel.ZeroConeT(m_eq))
+    cones.append(clarabel.NonnegativeConeT(m - m_eq))
+    solution = clarabel.DefaultSolver(p, q, a, b, cones, _clarabel_settings()).solve()
     status = str(solution.status)
     if status not in ("Solved", "AlmostSolved"):
         raise PolicySolveError(f"Clarabel LP failed: status {status}")
-    return np.asarray(solution.x, dtype=np.float64)
+    return np.array(solution.x, dtype=np.float64)
+
+
+def solve_conic(problem: ConicLp) -> FloatArray:
+    """Clarabel's solution of ``problem`` (raw: a hair outside the bounds is possible)."""
+    a = CscArrays(
+        problem.shape,
+        problem.indptr.tolist(),
+        problem.indices.tolist(),
+        problem.data.tolist(),
+    )
+    return solve_clarabel_lists(problem.q.tolist(), a, problem.b.tolist(), problem.m_eq)
 
 
 def _solve_clarabel(lp: LinearProgram) -> FloatArray:

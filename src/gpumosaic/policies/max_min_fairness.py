@@ -37,25 +37,21 @@ from gpumosaic.policies.base import (
 )
 from gpumosaic.policies.lp_base import (
     BaseConstraints,
-    VariableLayout,
     aggregate_identical_jobs,
     allocation_from_solution,
     build_base_constraints,
     empty_allocation,
+    group_identical_rows,
+    job_class_key,
     job_rate_matrix,
     pair_coefficients,
-    proportional_throughputs,
+    proportional_rates,
+    repair_onto_constraints,
+    scale_over_weight,
     usable_pairs,
-    weighted_scale,
 )
-from gpumosaic.policies.lp_solve import (
-    ConicLp,
-    LinearProgram,
-    coo,
-    solve,
-    solve_conic,
-    stack_rows,
-)
+from gpumosaic.policies.lp_solve import ConicLp, LinearProgram, coo, solve, stack_rows
+from gpumosaic.policies.max_min_conic import template_for
 
 
 def max_min_program(
@@ -102,21 +98,34 @@ def normalized_rates(
     inp: PolicyInput, heterogeneity_aware: bool, pairs: PackedPairs | None
 ) -> tuple[FloatArray, FloatArray | None]:
     """Per-job objective coefficients for X and (if packing) Y: thr * sf / (w * prop)."""
-    if heterogeneity_aware:
-        throughputs = np.asarray(inp.throughputs, dtype=np.float64)
-        prop = proportional_throughputs(inp, throughputs)
-    else:
-        throughputs = (inp.throughputs > 0).astype(np.float64)
-        prop = np.ones(inp.num_jobs)
-    factor = weighted_scale(inp) / np.where(prop > 0, prop, 1.0)
-    factor = np.where(prop > 0, factor, 0.0)
-    single = throughputs * factor[:, None]
+    single, factor = normalized_single_rates(
+        inp.throughputs, inp.scale_factors, inp.priority_weights, inp.capacity, heterogeneity_aware
+    )
     if pairs is None:
         return single, None
     pair_rates = np.asarray(
         pairs.throughputs if heterogeneity_aware else pairs.throughputs > 0, dtype=np.float64
     )
     return single, pair_coefficients(PackedPairs(pairs.pairs, pair_rates), factor)
+
+
+def normalized_single_rates(
+    throughputs: FloatArray,
+    scale_factors: npt.ArrayLike,
+    priority_weights: npt.ArrayLike,
+    capacity: FloatArray,
+    heterogeneity_aware: bool,
+) -> tuple[FloatArray, FloatArray]:
+    """``normalized_rates`` of X over arrays, and the per-job factor sf / (w * prop)."""
+    if heterogeneity_aware:
+        rates = np.asarray(throughputs, dtype=np.float64)
+        prop = proportional_rates(rates, capacity)
+    else:
+        rates = (throughputs > 0).astype(np.float64)
+        prop = np.ones(rates.shape[0])
+    factor = scale_over_weight(scale_factors, priority_weights) / np.where(prop > 0, prop, 1.0)
+    factor = np.where(prop > 0, factor, 0.0)
+    return rates * factor[:, None], factor
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +146,8 @@ class MaxMinFairness:
         if inp.num_jobs == 0:
             return empty_allocation(inp)
         pairs = usable_pairs(inp, self.use_pairs)
+        if pairs is None and self.backend == "clarabel":
+            return self._allocate_singles(inp)
         if pairs is None and self.aggregate:
             single, _ = normalized_rates(inp, self.heterogeneity_aware, None)
             classes = aggregate_identical_jobs(inp, single)
@@ -144,10 +155,44 @@ class MaxMinFairness:
                 return classes.expand(inp, self._solve(classes.reduced, None))
         return self._solve(inp, pairs)
 
+    def _allocate_singles(self, inp: PolicyInput) -> Allocation:
+        """The hot path (no pairs, Clarabel): the LP from a cached template
+        (``max_min_conic``), over job classes (``JobClasses``) without building the
+        reduced PolicyInput. Same numbers, in the same order, as aggregating and solving
+        through ``_solve``, so the same allocation."""
+        single, _ = normalized_single_rates(
+            inp.throughputs,
+            inp.scale_factors,
+            inp.priority_weights,
+            inp.capacity,
+            self.heterogeneity_aware,
+        )
+        if self.aggregate:
+            inverse, rows, counts = group_identical_rows(job_class_key(inp, single))
+            if len(rows) < inp.num_jobs:
+                throughputs = inp.throughputs[rows]
+                class_rates, _ = normalized_single_rates(
+                    throughputs,
+                    inp.scale_factors[rows],
+                    inp.priority_weights[rows],
+                    inp.capacity,
+                    self.heterogeneity_aware,
+                )
+                demand = inp.demand[rows] * counts
+                x, level, notes = max_min_singles(throughputs, class_rates, demand, inp.capacity)
+                return Allocation(
+                    job_ids=inp.job_ids,
+                    gpu_types=inp.gpu_types,
+                    matrix=x[inverse],
+                    objective=level,
+                    notes=(f"{len(counts)} job class(es) for {inp.num_jobs} jobs", *notes),
+                )
+        x, level, notes = max_min_singles(inp.throughputs, single, inp.demand, inp.capacity)
+        return Allocation(inp.job_ids, inp.gpu_types, x, objective=level, notes=notes)
+
     def _solve(self, inp: PolicyInput, pairs: PackedPairs | None) -> Allocation:
+        """The general path: any back end, with or without pairs."""
         single, pair = normalized_rates(inp, self.heterogeneity_aware, pairs)
-        if pairs is None and self.backend == "clarabel":
-            return self._solve_singles(inp, single)
         base = build_base_constraints(inp, pairs, n_extra=1)
         rates = job_rate_matrix(base.layout, single, pair, pairs)
         # A job that can run nowhere would pin the minimum at 0; leave it out and say so.
@@ -166,73 +211,36 @@ class MaxMinFairness:
         level = float(solution.values[-1])
         return allocation_from_solution(inp, base.layout, solution.values, pairs, level, notes)
 
-    def _solve_singles(self, inp: PolicyInput, single: FloatArray) -> Allocation:
-        """The LP without pairs, built in Clarabel's form directly (``singles_conic_lp``:
-        the same input, so the same solution, as the general path through ``solve``)."""
-        runnable = np.asarray((single > 0).any(axis=1), dtype=bool)
-        notes: tuple[str, ...] = ()
-        if not runnable.all():
-            notes = (f"{int((~runnable).sum())} job(s) have no throughput on any type",)
-        if not runnable.any():
-            return empty_allocation(inp, notes)
-        problem, keep = singles_conic_lp(inp, single, runnable)
-        raw = solve_conic(problem)
-        n_single = single.size
-        values = np.zeros(n_single + 1)
-        values[keep] = np.clip(raw[:-1], 0.0, 1.0)
-        values[-1] = raw[-1]
-        layout = VariableLayout(inp.num_jobs, len(inp.gpu_types), 0, 1)
-        return allocation_from_solution(inp, layout, values, None, float(raw[-1]), notes)
+
+def max_min_singles(
+    throughputs: FloatArray, rates: FloatArray, demand: FloatArray, capacity: FloatArray
+) -> tuple[FloatArray, float, tuple[str, ...]]:
+    """The max-min LP without pairs through Clarabel, over arrays: (X repaired onto the
+    base constraints, the level z, notes). ``rates`` are the normalized (n, T) objective
+    coefficients; X[j, t] is pinned to 0 where ``throughputs`` is 0."""
+    runnable = np.asarray((rates > 0).any(axis=1), dtype=bool)
+    notes: tuple[str, ...] = ()
+    if not runnable.all():
+        notes = (f"{int((~runnable).sum())} job(s) have no throughput on any type",)
+    if not runnable.any():
+        return np.zeros(rates.shape), 0.0, notes
+    template = template_for(throughputs, runnable)
+    raw = template.solve(rates, demand, capacity)
+    # Interior-point iterates sit a hair outside the bounds: clip, then scale any row or
+    # type that still overshoots (``allocation_from_solution``).
+    x = np.zeros(rates.size)
+    x[template.keep] = np.clip(raw[:-1], 0.0, 1.0)
+    x, _ = repair_onto_constraints(
+        x.reshape(rates.shape), np.zeros((0, rates.shape[1])), demand, capacity
+    )
+    return x, float(raw[-1]), notes
 
 
 def singles_conic_lp(
     inp: PolicyInput, single: FloatArray, runnable: npt.NDArray[np.bool_]
 ) -> tuple[ConicLp, npt.NDArray[np.int64]]:
     """``max_min_program`` over ``build_base_constraints`` without pairs, as ``solve``
-    hands it to Clarabel (``lp_solve.clarabel_form`` after substituting out the X[j, t]
-    pinned to 0), built straight from index arrays; and the kept X columns (flat j * T + t).
-
-    Variables: the kept X columns in flat order, then z. Rows: job time (n), type capacity
-    (T), one max-min row per runnable job (z - rates . x <= 0), then x <= 1 and -x <= 0
-    per kept column. Each X column holds, rows ascending: its job's time row (1), its
-    type's capacity row (demand), its job's max-min row (-rate; runnable jobs only), its
-    upper-bound row (1) and its lower-bound row (-1); the z column holds 1 in every
-    max-min row.
-    """
-    n, n_types = single.shape
-    keep = np.flatnonzero(inp.throughputs.reshape(-1) > 0)
-    k = len(keep)
-    job, typ = np.divmod(keep, n_types)
-    n_obj = int(runnable.sum())
-    obj_row = np.cumsum(runnable) - 1  # max-min row (within the block) of each runnable job
-    demand = np.asarray(inp.demand, dtype=np.float64)
-    first_obj = n + n_types
-    first_upper = first_obj + n_obj
-    first_lower = first_upper + k
-    ordinal = np.arange(k)
-    rows = np.column_stack(
-        [job, n + typ, first_obj + obj_row[job], first_upper + ordinal, first_lower + ordinal]
-    )
-    vals = np.column_stack(
-        [np.ones(k), demand[job], -single.reshape(-1)[keep], np.ones(k), -np.ones(k)]
-    )
-    present = np.ones((k, 5), dtype=bool)
-    present[:, 2] = runnable[job]
-    per_col = present.sum(axis=1)
-    indptr = np.zeros(k + 2, dtype=np.int32)
-    np.cumsum(per_col, out=indptr[1 : k + 1])
-    indptr[k + 1] = indptr[k] + n_obj
-    indices = np.concatenate([rows[present], first_obj + np.arange(n_obj)]).astype(np.int32)
-    data = np.concatenate([vals[present], np.ones(n_obj)])
-    q = np.zeros(k + 1)
-    q[-1] = -1.0
-    b = np.concatenate(
-        [
-            np.ones(n),
-            np.asarray(inp.capacity, dtype=np.float64),
-            -np.zeros(n_obj),
-            np.ones(k),
-            -np.zeros(k),
-        ]
-    )
-    return ConicLp(q, indptr, indices, data, b), keep
+    hands it to Clarabel, from the template (``max_min_conic``); and the kept X columns
+    (flat j * T + t)."""
+    template = template_for(inp.throughputs, runnable)
+    return template.problem(single, inp.demand, inp.capacity), template.keep

@@ -24,7 +24,8 @@ from pydantic import BaseModel, Field
 
 from gpumosaic.live.rounds.leases import Grant, LeaseTable
 from gpumosaic.live.rounds.ray_executor import log_tail
-from gpumosaic.live.rounds.store import JobRow, Store
+from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JOB_STATES, JobSubmission, JobView
 
 

@@ -28,9 +28,6 @@ told so at the next round it runs in).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
 import uuid
@@ -43,17 +40,14 @@ import numpy as np
 from gpumosaic.lease import read_checkpoint_steps
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
-from gpumosaic.live.rounds.executor import Executor, ExitReport, LaunchSpec, RankLaunch
+from gpumosaic.live.rounds.executor import Executor, ExitReport, LaunchSpec
+from gpumosaic.live.rounds.exits import exit_outcome
+from gpumosaic.live.rounds.launch import launch_spec, stop_previous_process
 from gpumosaic.live.rounds.leases import LeaseTable, LiveLease
-from gpumosaic.live.rounds.store import JobRow, LeaseRow, Store
-from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundPlan, RoundReport
-from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.model.job import JobSpec
-
-RATE_EMA_ALPHA = 0.5  # Gavel's throughput EMA
-# Where this gpumosaic is installed: put on the job's PYTHONPATH so that
-# ``import gpumosaic.lease`` works in a job started from a source checkout too.
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+from gpumosaic.live.rounds.meter import RoundMeter
+from gpumosaic.live.rounds.records import JobRow, LeaseRow
+from gpumosaic.live.rounds.store import Store
+from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +67,6 @@ class DriverConfig:
     @property
     def log_root(self) -> Path:
         return Path(self.data_dir) / "logs"
-
-
-@dataclass(slots=True)
-class _Held:
-    """When a job ran in the current round: from the later of the round's (or its
-    launch's) start and its process's first call to the lease API (a job is not credited
-    with time it spent starting), to its exit or the round's end."""
-
-    start: float
-    lease_id: str
-    end: float | None = None
-    contacted_at: float | None = None  # kept when the lease ends
 
 
 @dataclass(slots=True)
@@ -125,14 +107,10 @@ class RoundDriver:
         self.epoch = store.epoch(clock())
         self.row_of: dict[int, int] = {}
         self.total_of: dict[int, float] = {}
-        self.credited: dict[int, float] = {}
         self.lease_of: dict[int, str] = {}  # job -> its live lease (processes exist)
         self.job_of_lease: dict[str, int] = {}
         self.stopping: set[str] = set()
         self.pending: dict[int, LaunchSpec] = {}  # launches waiting for the old process
-        self.measured: dict[int, set[int]] = {}  # job -> types with a measured rate
-        self.held: dict[int, _Held] = {}
-        self.last_lease: dict[int, tuple[float, float, float, str]] = {}
         self.plan: RoundPlan | None = None
         self.round_idx = store.last_round()
         self.round_end = 0.0
@@ -140,7 +118,6 @@ class RoundDriver:
         self._forced_at = -1.0
         self._cancels_seen = -1
         self._admitted_seen = -1
-        self.estimates: dict[tuple[int, str], tuple[float, int]] = {}  # (rate, samples)
         self.durable: dict[int, float] = {}  # job -> steps that survive (as in the store)
         self._static: dict[int, JobRow] = {}  # what never changes about a job (its submission)
         self._log_root = config.log_root.resolve()
@@ -149,6 +126,7 @@ class RoundDriver:
         self._lease_specs: dict[str, tuple[LiveLease, list[tuple[int, tuple[int, ...], int]]]] = {}
         self._lock = threading.Lock()  # boundary and tick never overlap
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
+        self.meter = RoundMeter(self.type_index)
 
     # ---- time ----------------------------------------------------------------------
 
@@ -167,7 +145,7 @@ class RoundDriver:
         stale = self.store.recover(now)
         for lease in stale:
             self.executor.reap(lease.id, sum(len(gpus) for _, gpus, _ in lease.parts))
-            _stop_local_process(lease, self.config.grace_s)
+            stop_previous_process(lease, self.config.grace_s)
         for job in self.store.jobs(live_only=True):
             on_disk = read_checkpoint_steps(self.checkpoint_dir(job.id))
             if on_disk is not None and on_disk > job.checkpoint_steps:
@@ -201,88 +179,29 @@ class RoundDriver:
     def _close_round(self, now: float) -> None:
         plan = self.plan
         assert plan is not None
-        n = len(plan)
-        ran = np.zeros(n)
-        steps_a, steps_b = np.zeros(n), np.zeros(n)
-        finish_a, finish_b = np.full(n, now), np.full(n, now)
-        attained: list[tuple[float, int]] = []
-        rates: list[tuple[int, str, float, int]] = []
-        for i, entry in enumerate(plan.entries):
-            for k, job_id in enumerate(entry.job_ids):
-                steps_now = self._steps_now(job_id)
-                delta = steps_now - self.credited.get(job_id, 0.0)
-                self.credited[job_id] = steps_now
-                held = self.held.get(job_id)
-                start, end = self._ran(held, now)
-                if k == 0:
-                    steps_a[i], finish_a[i] = delta, end
-                    ran[i] = max(end - start, 0.0)
-                else:
-                    steps_b[i], finish_b[i] = delta, end
-                if held is not None:
-                    gpu_s = max(end - start, 0.0) * self._demand(job_id) / MILLI_PER_GPU
-                    attained.append((gpu_s, job_id))
-                self._observe_rate(job_id, entry.gpu_type, rates)
-        report = RoundReport(
-            self.decision_time(now),
-            ran,
-            steps_a,
-            steps_b,
-            finish_a - self.epoch,
-            finish_b - self.epoch,
+        closed = self.meter.close(
+            plan.entries,
+            now,
+            self.epoch,
+            steps_now=self._steps_now,
+            live_lease=self._live_lease,
+            lease_by_id=self.table.get,
+            demand_milli=self._demand,
         )
-        self.decider.report(plan, report)
-        self.store.save_round_measures(attained, rates)
+        for sample in closed.rates:
+            self.decider.observe_rate(self.row_of[sample.job_id], sample.type_index, sample.rate)
+        self.decider.report(plan, closed.report)
+        self.store.save_round_measures(
+            closed.attained, [(r.job_id, r.gpu_type, r.rate, r.samples) for r in closed.rates]
+        )
         self.store.end_round(self.round_idx, now)
-        self.held.clear()
         self.plan = None
 
-    def _ran(self, held: _Held | None, now: float) -> tuple[float, float]:
-        """(start, end) of the job's running time this round (start == end: none)."""
-        if held is None:
-            return now, now
-        end = held.end if held.end is not None else now
-        contacted = held.contacted_at
-        if held.end is None:
-            lease = self.table.get(held.lease_id)
-            contacted = lease.contacted_at if lease is not None else None
-        if contacted is None:
-            return end, end
-        return min(max(held.start, contacted), end), end
-
-    def _observe_rate(
-        self, job_id: int, gpu_type: str, out: list[tuple[int, str, float, int]]
-    ) -> None:
-        """Rate of the job's current (or just ended) lease on ``gpu_type``."""
+    def _live_lease(self, job_id: int) -> tuple[bool, LiveLease | None]:
         lease_id = self.lease_of.get(job_id)
-        if lease_id is not None and lease_id not in self.stopping:
-            lease = self.table.get(lease_id)
-            if lease is None:
-                return
-            steps, iter_s, base, lease_type = (
-                lease.steps,
-                lease.iter_s,
-                lease.steps_at_launch,
-                lease.gpu_type,
-            )
-        else:
-            last = self.last_lease.pop(job_id, None)
-            if last is None:
-                return
-            steps, iter_s, base, lease_type = last
-        if lease_type != gpu_type or iter_s <= 0 or steps - base < 1:
-            return
-        measured = (steps - base) / iter_s
-        old = self.estimates.get((job_id, gpu_type))
-        if old is None:
-            rate, samples = measured, 1
-        else:
-            rate, samples = RATE_EMA_ALPHA * measured + (1 - RATE_EMA_ALPHA) * old[0], old[1] + 1
-        self.estimates[(job_id, gpu_type)] = (rate, samples)
-        out.append((job_id, gpu_type, rate, samples))
-        t = self.type_index[gpu_type]
-        self.decider.observe_rate(self.row_of[job_id], t, rate)
-        self.measured.setdefault(job_id, set()).add(t)
+        if lease_id is None or lease_id in self.stopping:
+            return False, None
+        return True, self.table.get(lease_id)
 
     def _apply(self, plan: RoundPlan, now: float) -> None:
         self.round_idx += 1
@@ -302,7 +221,7 @@ class RoundDriver:
                 self._stop(job_id, lease_id)
         for job_id, (entry, k) in next_of.items():
             t = self.type_index[entry.gpu_type]
-            measured = t in self.measured.get(job_id, set())
+            measured = self.meter.is_measured(job_id, t)
             steps_now = self._steps_now(job_id)
             total = self.total_of[job_id]
             until = min(steps_now + entry.steps[k], total) if measured else total
@@ -313,7 +232,7 @@ class RoundDriver:
                 self.table.extend(current, until, self.round_end, measured)
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
-                self.held[job_id] = _Held(now, current)
+                self.meter.lease_started(job_id, current, now)
                 continue
             spec = self._launch_spec(job_id, entry, until, measured, now)
             if current is not None:  # the previous process is still stopping
@@ -381,14 +300,11 @@ class RoundDriver:
         for job in self.store.jobs(live_only=True):
             if job.id in self.row_of or job.cancel_requested:
                 continue
-            spec = job_spec(job, self.decision_time(job.submitted_at))
+            spec = job.spec(self.decision_time(job.submitted_at))
             rates = np.array([self.priors.rate(spec, m) for m in self.decider.models])
-            measured = self.store.throughput_samples(job.id)
-            for name, (rate, samples) in measured.items():
-                self.estimates[(job.id, name)] = (rate, samples)
-                if name in self.type_index:
-                    rates[self.type_index[name]] = rate
-                    self.measured.setdefault(job.id, set()).add(self.type_index[name])
+            measured = self.meter.admit(job.id, self.store.throughput_samples(job.id))
+            for t, rate in measured.items():
+                rates[t] = rate
             for i, m in enumerate(self.decider.models):
                 if not spec.allows(m.name):
                     rates[i] = 0.0
@@ -402,7 +318,7 @@ class RoundDriver:
             self.durable[job.id] = job.steps_done
             if job.steps_done > 0:
                 self.decider.restore_progress(row, job.steps_done)
-            self.credited[job.id] = job.steps_done
+            self.meter.start_progress(job.id, job.steps_done)
 
     def _cancel(self, job: JobRow, now: float) -> None:
         self.pending.pop(job.id, None)
@@ -429,45 +345,23 @@ class RoundDriver:
     ) -> LaunchSpec:
         job = self._static[job_id]
         lease_id = f"{job_id}-{self.round_idx}-{uuid.uuid4().hex[:8]}"
-        ranks: list[RankLaunch] = []
-        for part in entry.parts:
-            slot = self.cluster.slots[part.node]
-            devices = self.cluster.devices(part.node, part.gpus)
-            for d in devices:
-                ranks.append(
-                    RankLaunch(
-                        len(ranks), slot.ray_node_id, slot.ip, (d,), part.gpu_milli / MILLI_PER_GPU
-                    )
-                )
-        if job.num_gpu > 1 and len(ranks) != job.num_gpu:
-            raise AssertionError("a gang got a different number of GPUs than it asked for")
-        ckpt = self.checkpoint_dir(job_id)  # made by the executor, on the job's node
-        env = dict(job.env)
-        env.update(
-            {
-                "GPUMOSAIC_JOB_ID": str(job_id),
-                "GPUMOSAIC_SERVER": self.config.server_url,
-                "GPUMOSAIC_LEASE_ID": lease_id,
-                "GPUMOSAIC_CHECKPOINT_DIR": str(ckpt),
-                "GPUMOSAIC_GPU_MILLI": str(job.gpu_milli),
-                "GPUMOSAIC_GPU_MODEL": entry.gpu_type,
-                "GPUMOSAIC_TOTAL_STEPS": f"{job.steps:g}",
-                "PYTHONPATH": os.pathsep.join(
-                    p
-                    for p in (PACKAGE_ROOT, env.get("PYTHONPATH", os.environ.get("PYTHONPATH", "")))
-                    if p
-                ),
-            }
+        spec = launch_spec(
+            job,
+            entry,
+            lease_id,
+            self.cluster,
+            server_url=self.config.server_url,
+            token=self.config.token,
+            checkpoint_dir=self.checkpoint_dir(job_id),
+            log_path=self._log_root / f"job-{job_id}.log",
         )
-        if self.config.token:
-            env["GPUMOSAIC_TOKEN"] = self.config.token
         lease = LiveLease(
             lease_id=lease_id,
             job_id=job_id,
             round_idx=self.round_idx,
             gpu_type=entry.gpu_type,
             type_index=self.type_index[entry.gpu_type],
-            world_size=len(ranks),
+            world_size=len(spec.ranks),
             total_steps=job.steps,
             until_step=until,
             deadline=self.round_end,
@@ -479,17 +373,7 @@ class RoundDriver:
             lease,
             [(p.node, tuple(p.gpus), p.gpu_milli) for p in entry.parts],
         )
-        return LaunchSpec(
-            lease_id=lease_id,
-            job_id=job_id,
-            command=job.command,
-            workdir=job.workdir,
-            env=tuple(sorted(env.items())),
-            log_path=str(self._log_root / f"job-{job_id}.log"),
-            gpu_model=entry.gpu_type,
-            gpu_milli=job.gpu_milli,
-            ranks=tuple(ranks),
-        )
+        return spec
 
     def _launch(self, spec: LaunchSpec, now: float) -> None:
         lease, parts = self._lease_specs.pop(spec.lease_id)
@@ -503,7 +387,7 @@ class RoundDriver:
         self.store.mark_running(spec.job_id, spec.lease_id, lease.gpu_type, index, now)
         self.lease_of[spec.job_id] = spec.lease_id
         self.job_of_lease[spec.lease_id] = spec.job_id
-        self.held[spec.job_id] = _Held(now, spec.lease_id)
+        self.meter.lease_started(spec.job_id, spec.lease_id, now)
         self.executor.launch(spec)
         self.counters.launches += 1
 
@@ -522,77 +406,42 @@ class RoundDriver:
         self.stopping.discard(report.lease_id)
         if self.lease_of.get(job_id) == report.lease_id:
             del self.lease_of[job_id]
-        held = self.held.get(job_id)
-        if held is not None and held.end is None and held.lease_id == report.lease_id:
-            held.end = now
-            held.contacted_at = lease.contacted_at if lease is not None else None
+        self.meter.lease_ended(job_id, report.lease_id, lease, now)
         job = self.store.job(job_id)
         assert job is not None
-        steps = lease.steps if lease is not None else job.steps_done
-        if lease is not None:
-            self.last_lease[job_id] = (
-                lease.steps,
-                lease.iter_s,
-                lease.steps_at_launch,
-                lease.gpu_type,
-            )
-        code = report.exit_code
         how = "lost: " + report.detail if report.lost else ("stopped" if stopped else "exited")
-        self.store.end_lease(report.lease_id, now, how, code)
-        kept = job.checkpoint_steps  # what survives this process
-
-        def ended(state: str, steps_done: float, attempts: int, reason: str) -> None:
-            row = self.row_of.get(job_id)
-            if state == "queued" and row is not None and not self.decider.jobs.is_active[row]:
-                # The decider already counted all its steps (it will never plan it again):
-                # the work is done even though this last process did not end cleanly.
-                state, steps_done = "done", job.steps
-                reason = "all steps reported" + (f"; {reason}" if reason else "")
-            self.durable[job_id] = steps_done
-            self.store.process_ended(
-                job_id,
-                state=state,
-                steps_done=steps_done,
-                attempts=attempts,
-                exit_code=code,
-                log_tail=report.log_tail,
-                reason=reason,
-                now=now,
-            )
-            if state in ("done", "failed", "cancelled"):
-                self.pending.pop(job_id, None)
-                planned = self.plan is not None and any(
-                    job_id in e.job_ids for e in self.plan.entries
-                )
-                if state != "done" or not planned:  # a planned one is credited at round end
-                    self._withdraw(job_id, now)
-
-        if job.cancel_requested:
-            ended("cancelled", kept, job.attempts, "cancelled by the user")
-        elif report.lost:
+        self.store.end_lease(report.lease_id, now, how, report.exit_code)
+        row = self.row_of.get(job_id)
+        outcome = exit_outcome(
+            job,
+            report,
+            stopped=stopped,
+            steps=lease.steps if lease is not None else job.steps_done,
+            base=lease.steps_at_launch if lease is not None else job.steps_done,
+            contacted=lease is not None and lease.contacted,
+            all_steps_reported=row is not None and not self.decider.jobs.is_active[row],
+        )
+        if report.lost and not job.cancel_requested:
             self.counters.lost += 1
             self.pending.pop(job_id, None)
-            reason = f"lease lost ({report.detail}); back in the queue at its last checkpoint"
-            ended("queued", kept, job.attempts, reason)
-        elif steps >= job.steps and (code == 0 or stopped):
-            # All steps reported: done, even if our stop (the decider saw it finish at the
-            # round's end) caught the process on its way out.
-            ended("done", job.steps, job.attempts, "")
-        elif code == 0 and (lease is None or not lease.contacted):
-            ended("done", job.steps, job.attempts, "")  # a command that never used a lease
-        else:
-            # Not asked to stop, and an error or no step at all (Gavel's failed
-            # micro-task): a failed attempt. Otherwise the lease simply ended.
-            base = lease.steps_at_launch if lease is not None else job.steps_done
-            if stopped or (code == 0 and steps > base):
-                ended("queued", kept, job.attempts, "")
-                return
-            attempts = job.attempts + 1
-            if attempts > job.max_retries:
-                ended("failed", kept, attempts, f"exit code {code} after {attempts} attempt(s)")
-                return
+        if outcome.retry:
             self.counters.retries += 1
-            ended("queued", kept, attempts, f"attempt {attempts} failed (exit code {code})")
+        self.durable[job_id] = outcome.steps_done
+        self.store.process_ended(
+            job_id,
+            state=outcome.state,
+            steps_done=outcome.steps_done,
+            attempts=outcome.attempts,
+            exit_code=report.exit_code,
+            log_tail=report.log_tail,
+            reason=outcome.reason,
+            now=now,
+        )
+        if outcome.state in ("done", "failed", "cancelled"):
+            self.pending.pop(job_id, None)
+            planned = self.plan is not None and any(job_id in e.job_ids for e in self.plan.entries)
+            if outcome.state != "done" or not planned:  # a planned one is credited at round end
+                self._withdraw(job_id, now)
 
     # ---- helpers -------------------------------------------------------------------
 
@@ -615,40 +464,3 @@ class RoundDriver:
             for job_id, lease_id in list(self.lease_of.items()):
                 if lease_id not in self.stopping:
                     self._stop(job_id, lease_id)
-
-
-def job_spec(job: JobRow, arrival_s: float) -> JobSpec:
-    return JobSpec(
-        id=job.id,
-        arrival_s=max(arrival_s, 0.0),
-        job_type=job.job_type or "job",
-        num_gpu=job.num_gpu,
-        gpu_milli=job.gpu_milli,
-        work=job.steps,
-        allowed_models=frozenset(job.gpu_models) or None,
-        priority_weight=job.priority_weight,
-        name=job.name,
-    )
-
-
-def _stop_local_process(lease: LeaseRow, grace_s: float) -> None:
-    """Stop a process of a previous run if it still runs here; it is recognised by the
-    lease id in its environment (never by its command line)."""
-    pid = lease.pid
-    if pid is None:
-        return
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return  # gone, or not on this machine
-    if f"GPUMOSAIC_LEASE_ID={lease.id}".encode() not in environ.split(b"\0"):
-        return
-    try:
-        os.killpg(os.getpgid(pid), signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(os.getpgid(pid), signal.SIGKILL)

@@ -34,7 +34,8 @@ from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
 from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
 from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.leases import LeaseTable
-from gpumosaic.live.rounds.store import JobRow, Store
+from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
 from gpumosaic.model.job import JobSpec

@@ -1,0 +1,64 @@
+"""What a lease's exit means for its job: done, back in the queue (at its last
+checkpoint), failed after its retries, or cancelled. A decision without a clock or any
+state of its own: the driver records the outcome and counts it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpumosaic.live.rounds.executor import ExitReport
+from gpumosaic.live.rounds.records import JobRow
+
+
+@dataclass(frozen=True, slots=True)
+class ExitOutcome:
+    state: str  # "done", "queued", "failed" or "cancelled"
+    steps_done: float  # the job's steps that survive (its checkpoint unless done)
+    attempts: int
+    reason: str
+    retry: bool = False  # a failed attempt that will run again
+
+
+def exit_outcome(
+    job: JobRow,
+    report: ExitReport,
+    *,
+    stopped: bool,
+    steps: float,
+    base: float,
+    contacted: bool,
+    all_steps_reported: bool,
+) -> ExitOutcome:
+    """``job`` as the store has it before this exit; ``stopped``: the driver asked the
+    lease to stop; ``steps``: the steps the lease reported (``base`` at its launch);
+    ``contacted``: the process called the lease API; ``all_steps_reported``: the decider
+    already counted all the job's steps (it will never plan it again)."""
+    kept = job.checkpoint_steps  # what survives this process
+    code = report.exit_code
+    if job.cancel_requested:
+        outcome = ExitOutcome("cancelled", kept, job.attempts, "cancelled by the user")
+    elif report.lost:
+        reason = f"lease lost ({report.detail}); back in the queue at its last checkpoint"
+        outcome = ExitOutcome("queued", kept, job.attempts, reason)
+    elif steps >= job.steps and (code == 0 or stopped):
+        # All steps reported: done, even if our stop (the decider saw it finish at the
+        # round's end) caught the process on its way out.
+        outcome = ExitOutcome("done", job.steps, job.attempts, "")
+    elif code == 0 and not contacted:
+        outcome = ExitOutcome("done", job.steps, job.attempts, "")  # never used a lease
+    elif stopped or (code == 0 and steps > base):
+        outcome = ExitOutcome("queued", kept, job.attempts, "")  # the lease simply ended
+    else:
+        # Not asked to stop, and an error or no step at all (Gavel's failed micro-task).
+        attempts = job.attempts + 1
+        if attempts > job.max_retries:
+            reason = f"exit code {code} after {attempts} attempt(s)"
+            outcome = ExitOutcome("failed", kept, attempts, reason)
+        else:
+            reason = f"attempt {attempts} failed (exit code {code})"
+            outcome = ExitOutcome("queued", kept, attempts, reason, retry=True)
+    if outcome.state == "queued" and all_steps_reported:
+        # The work is done even though this last process did not end cleanly.
+        reason = "all steps reported" + (f"; {outcome.reason}" if outcome.reason else "")
+        return ExitOutcome("done", job.steps, outcome.attempts, reason, outcome.retry)
+    return outcome

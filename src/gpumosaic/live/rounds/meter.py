@@ -1,0 +1,185 @@
+"""What each job did in a round of the live service: when it held its GPUs, the steps it
+reported, and its measured steps/s per GPU model (Gavel's EMA of the rate each lease
+measured, which replaces the prior from the next solve on). The driver tells the meter
+when leases start and end and asks it, at each boundary, for the round's report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpumosaic.live.rounds.leases import LiveLease
+from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundReport
+from gpumosaic.model.gpu import MILLI_PER_GPU
+
+RATE_EMA_ALPHA = 0.5  # Gavel's throughput EMA
+
+
+@dataclass(slots=True)
+class _Held:
+    """When a job ran in the current round: from the later of the round's (or its
+    launch's) start and its process's first call to the lease API (a job is not credited
+    with time it spent starting), to its exit or the round's end."""
+
+    start: float
+    lease_id: str
+    end: float | None = None
+    contacted_at: float | None = None  # kept when the lease ends
+
+
+@dataclass(frozen=True, slots=True)
+class RateSample:
+    """A job's estimated steps/s on a GPU type after folding in one measurement."""
+
+    job_id: int
+    gpu_type: str
+    type_index: int
+    rate: float
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedRound:
+    report: RoundReport
+    attained: list[tuple[float, int]]  # (GPU seconds, job id) of each job that held GPUs
+    rates: list[RateSample]
+
+
+class RoundMeter:
+    def __init__(self, type_index: Mapping[str, int]) -> None:
+        self.type_index = type_index
+        self._credited: dict[int, float] = {}  # job -> steps the decider was told of
+        self._held: dict[int, _Held] = {}
+        # job -> (steps, iter_s, steps at launch, type) of its lease that ended this round
+        self._last_lease: dict[int, tuple[float, float, float, str]] = {}
+        self._estimates: dict[tuple[int, str], tuple[float, int]] = {}  # (rate, samples)
+        self._measured: dict[int, set[int]] = {}  # job -> types with a measured rate
+
+    def admit(self, job_id: int, samples: Mapping[str, tuple[float, int]]) -> dict[int, float]:
+        """A job the decider takes (again) and the rates measured for it before (from
+        the store); returns the measured rate per known type index."""
+        rates: dict[int, float] = {}
+        for name, (rate, count) in samples.items():
+            self._estimates[(job_id, name)] = (rate, count)
+            t = self.type_index.get(name)
+            if t is not None:
+                rates[t] = rate
+                self._measured.setdefault(job_id, set()).add(t)
+        return rates
+
+    def start_progress(self, job_id: int, steps_done: float) -> None:
+        self._credited[job_id] = steps_done
+
+    def is_measured(self, job_id: int, type_index: int) -> bool:
+        return type_index in self._measured.get(job_id, ())
+
+    def lease_started(self, job_id: int, lease_id: str, now: float) -> None:
+        """The job holds GPUs from ``now`` on (a new lease, or one extended)."""
+        self._held[job_id] = _Held(now, lease_id)
+
+    def lease_ended(self, job_id: int, lease_id: str, lease: LiveLease | None, now: float) -> None:
+        held = self._held.get(job_id)
+        if held is not None and held.end is None and held.lease_id == lease_id:
+            held.end = now
+            held.contacted_at = lease.contacted_at if lease is not None else None
+        if lease is not None:
+            self._last_lease[job_id] = (
+                lease.steps,
+                lease.iter_s,
+                lease.steps_at_launch,
+                lease.gpu_type,
+            )
+
+    def close(
+        self,
+        entries: Sequence[PlannedEntity],
+        now: float,
+        epoch: float,
+        *,
+        steps_now: Callable[[int], float],
+        live_lease: Callable[[int], tuple[bool, LiveLease | None]],
+        lease_by_id: Callable[[str], LiveLease | None],
+        demand_milli: Callable[[int], int],
+    ) -> ClosedRound:
+        """The round whose plan has ``entries`` ends at ``now`` (wall clock; ``epoch``
+        is the decider's time 0): each entry's steps since the decider last heard, how
+        long it ran, when it finished, and the rates its leases measured.
+        ``live_lease(job)``: whether the job has a lease that runs and is not stopping,
+        and that lease."""
+        n = len(entries)
+        ran = np.zeros(n)
+        steps_a, steps_b = np.zeros(n), np.zeros(n)
+        finish_a, finish_b = np.full(n, now), np.full(n, now)
+        attained: list[tuple[float, int]] = []
+        rates: list[RateSample] = []
+        for i, entry in enumerate(entries):
+            for k, job_id in enumerate(entry.job_ids):
+                steps = steps_now(job_id)
+                delta = steps - self._credited.get(job_id, 0.0)
+                self._credited[job_id] = steps
+                held = self._held.get(job_id)
+                start, end = self._ran(held, now, lease_by_id)
+                if k == 0:
+                    steps_a[i], finish_a[i] = delta, end
+                    ran[i] = max(end - start, 0.0)
+                else:
+                    steps_b[i], finish_b[i] = delta, end
+                if held is not None:
+                    gpu_s = max(end - start, 0.0) * demand_milli(job_id) / MILLI_PER_GPU
+                    attained.append((gpu_s, job_id))
+                sample = self._observe_rate(job_id, entry.gpu_type, *live_lease(job_id))
+                if sample is not None:
+                    rates.append(sample)
+        self._held.clear()
+        report = RoundReport(now - epoch, ran, steps_a, steps_b, finish_a - epoch, finish_b - epoch)
+        return ClosedRound(report, attained, rates)
+
+    @staticmethod
+    def _ran(
+        held: _Held | None, now: float, lease_by_id: Callable[[str], LiveLease | None]
+    ) -> tuple[float, float]:
+        """(start, end) of the job's running time this round (start == end: none)."""
+        if held is None:
+            return now, now
+        end = held.end if held.end is not None else now
+        contacted = held.contacted_at
+        if held.end is None:
+            lease = lease_by_id(held.lease_id)
+            contacted = lease.contacted_at if lease is not None else None
+        if contacted is None:
+            return end, end
+        return min(max(held.start, contacted), end), end
+
+    def _observe_rate(
+        self, job_id: int, gpu_type: str, running: bool, lease: LiveLease | None
+    ) -> RateSample | None:
+        """Rate of the job's current (or just ended) lease on ``gpu_type``."""
+        if running:
+            if lease is None:
+                return None
+            steps, iter_s, base, lease_type = (
+                lease.steps,
+                lease.iter_s,
+                lease.steps_at_launch,
+                lease.gpu_type,
+            )
+        else:
+            last = self._last_lease.pop(job_id, None)
+            if last is None:
+                return None
+            steps, iter_s, base, lease_type = last
+        if lease_type != gpu_type or iter_s <= 0 or steps - base < 1:
+            return None
+        measured = (steps - base) / iter_s
+        old = self._estimates.get((job_id, gpu_type))
+        if old is None:
+            rate, samples = measured, 1
+        else:
+            rate, samples = RATE_EMA_ALPHA * measured + (1 - RATE_EMA_ALPHA) * old[0], old[1] + 1
+        self._estimates[(job_id, gpu_type)] = (rate, samples)
+        t = self.type_index[gpu_type]
+        self._measured.setdefault(job_id, set()).add(t)
+        return RateSample(job_id, gpu_type, t, rate, samples)
