@@ -61,11 +61,10 @@ class EntityTable:
         self.runnable_mask = ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
         e, t = self.x.shape
         tie_order = np.empty((t, e), dtype=np.int64)
-        arrival = np.arange(e)
         for k in range(t):
-            # lexsort: last key is primary (descending deficit, then allocation, then
-            # ascending arrival: Python's stable sort in Gavel).
-            tie_order[k] = np.lexsort((arrival, -self.x[:, k], -self.deficit[:, k]))
+            # lexsort: last key is primary (descending deficit, then allocation); it is
+            # stable, so equal keys keep ascending arrival (Python's stable sort in Gavel).
+            tie_order[k] = np.lexsort((-self.x[:, k], -self.deficit[:, k]))
         self.tie_order = tie_order
         self.has_pairs = bool(self.is_pair.any())
 
@@ -164,13 +163,16 @@ def select_entity_arrays(
         candidates = tie_order[mask[tie_order]]
         if len(candidates) == 0:
             continue
-        ranked = candidates[np.argsort(-prio[candidates, t], kind="stable")]
         if not has_pairs:
             # Singles only: no member is shared within the type, so the greedy is a
             # capacity walk over the demands (vectorized, same picks).
-            take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
+            take = _ranked_fit(candidates, -prio[candidates, t], table.demand_milli, left)
             taken[take] = True
-        elif not pair[ranked].any():
+            chosen.append(take)
+            chosen_types.append(t)
+            continue
+        ranked = candidates[np.argsort(-prio[candidates, t], kind="stable")]
+        if not pair[ranked].any():
             take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
             taken[rows_a[take]] = True
         else:
@@ -183,6 +185,37 @@ def select_entity_arrays(
     es = np.concatenate(chosen)
     ts = np.repeat(np.array(chosen_types, dtype=np.int64), [len(c) for c in chosen])
     return es.astype(np.int64), ts
+
+
+def _ranked_fit(candidates: IntArray, key: FloatArray, demand: IntArray, left: int) -> IntArray:
+    """The entities Gavel's greedy takes from ``candidates`` (listed in tie order) ranked by
+    ``key`` ascending (stable: ties keep the tie order), with ``left`` milli; in the order
+    taken. The same picks as ranking every candidate, without sorting them all: the
+    greedy rarely reaches far down a long queue before the type is full.
+
+    The candidates whose key is at most the m-th smallest come first in the full ranking
+    (ties included), so they are ranked and walked first; if milli is left, only later
+    candidates asking for at most what is left can still be taken (what is left only
+    shrinks), and those are ranked and walked next. ``m`` (about twice the queue length
+    that fills the type at the mean demand) only sets how much is sorted, never what is
+    chosen."""
+    n = len(candidates)
+    need = demand[candidates]
+    m = min(n, 2 * left // max(int(need.mean()), 1) + 64)
+    if m >= n:
+        ranked = np.argsort(key, kind="stable")
+        return candidates[ranked[_greedy_fit(need[ranked], left)]]
+    kth = np.partition(key, m - 1)[m - 1]
+    head = np.flatnonzero(key <= kth)
+    head = head[np.argsort(key[head], kind="stable")]
+    picked = head[_greedy_fit(need[head], left)]
+    left -= int(need[picked].sum())
+    if left > 0:
+        tail = np.flatnonzero((key > kth) & (need <= left))
+        if len(tail):
+            tail = tail[np.argsort(key[tail], kind="stable")]
+            picked = np.concatenate([picked, tail[_greedy_fit(need[tail], left)]])
+    return candidates[picked]
 
 
 def _greedy_fit(demand: IntArray, left: int) -> IntArray:
