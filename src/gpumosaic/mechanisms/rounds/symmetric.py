@@ -8,12 +8,9 @@ to a relabelling of identical nodes) can differ. There the mechanism takes the
 lowest-index free nodes without scoring them; this is most of Gavel's experiments, where
 jobs change GPU type often.
 
-One round's entities of one type are placed in one numpy step: in placement order (largest
-demand first) their GPU counts never grow, so taking the lowest-index free nodes entity
-by entity is, per run of equal counts, "as many as the free nodes left allow, k nodes
-each, in order". A free node (its GPU untouched) holds nothing, so it has all its CPU and
-memory: whether an entity's CPU and memory per GPU fit is one comparison with the type's
-capacity.
+All of a round's such entities are placed by one compiled step (``kernel.place_symmetric``)
+that applies that rule entity by entity, in order, and records single jobs as rows of the
+state (``model.holders``); pairs and gangs are then recorded as assignments.
 """
 
 from __future__ import annotations
