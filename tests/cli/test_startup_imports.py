@@ -96,10 +96,10 @@ def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
         "--json",
     )
     assert "gpumosaic.sim.fill" in modules
-    # FGD decides in compiled code (placement/kernel.py): numba, which itself imports
-    # yaml (its config file), concurrent.futures, and scipy.linalg (its CPU target looks
-    # for BLAS). Every other placement loads none of them.
-    compiled = ("numba", "scipy", "yaml", "concurrent.futures") if placement == "fgd" else ()
+    # Every placement decides in compiled code (placement/kernel/): numba, which itself
+    # imports yaml (its config file), concurrent.futures, and scipy.linalg (its CPU target
+    # looks for BLAS). Nothing else heavy is loaded.
+    compiled = ("numba", "scipy", "yaml", "concurrent.futures")
     expected = tuple(n for n in HEAVY + SIMULATOR + FILL_ONLY if n not in compiled)
     assert top_level(modules, expected) == []
     # The other commands' modules are not even imported.

@@ -8,8 +8,9 @@ re-scored or moved), releases the rest and places the newcomers with ``place_man
 Decisions are exactly those of a loop of ``strategy.place`` + ``state.allocate`` in the
 same order (job i sees the cluster after jobs 0..i-1). What makes a batch cheap:
 
-- a run of consecutive same-shape jobs goes to the strategy at once: a compiled strategy
-  (FGD, worst fit) places and allocates the whole run in one kernel call;
+- a run of consecutive same-shape jobs goes to the strategy at once: a scored strategy
+  places and allocates the whole run in one kernel call (Random, whose draws are
+  Python's, places job by job);
 - scored strategies keep per job shape the score of every node and re-score only the
   nodes whose state changed since that shape was last placed (``ScoredPlacement``); a run
   of same-shape jobs therefore re-scores one node per job, the one the last job took;

@@ -31,14 +31,30 @@ class Verdict:
     detail: str
 
 
+JobArgs = tuple[int, int, int, int]
+_INT64 = np.iinfo(np.int64)
+
+
+def _int64(value: int) -> int:
+    return max(min(value, int(_INT64.max)), int(_INT64.min))
+
+
+def job_args(job: JobSpec) -> JobArgs:
+    """The compiled kernel's view of a job: (num_gpu, milli (0 for CPU-only), cpu, memory).
+    A request beyond int64 (an absurd pod) is clamped into int64: every node compares
+    with it as with the exact value (none has that much), and the kernel takes machine
+    integers."""
+    return (
+        _int64(job.num_gpu),
+        _int64(job.gpu_milli) if job.num_gpu else 0,
+        _int64(job.cpu_milli),
+        _int64(job.memory_mib),
+    )
+
+
 def feasible_nodes(state: ClusterState, job: JobSpec) -> npt.NDArray[np.bool_]:
-    """Boolean mask over nodes that can hold ``job`` now (one vectorized pass)."""
-    ok = (state.cpu_free >= job.cpu_milli) & (state.memory_free >= job.memory_mib)
-    if job.num_gpu == 0:
-        return ok
-    ok &= state.model_mask(job.allowed_models)
-    fitting = (state.gpu_free >= job.gpu_milli).sum(axis=1)
-    return ok & (fitting >= job.num_gpu)
+    """Boolean mask over nodes that can hold ``job`` now."""
+    return feasible_among(state, job, np.arange(state.num_nodes, dtype=np.int64))
 
 
 # What the filter sees of a job: two jobs with the same key fit exactly the same nodes.
@@ -56,37 +72,19 @@ def filter_key(job: JobSpec) -> FilterKey:
 def feasible_among(
     state: ClusterState, job: JobSpec, nodes: npt.NDArray[np.intp]
 ) -> npt.NDArray[np.bool_]:
-    """``feasible_nodes`` for some nodes only (the ones whose state changed)."""
-    ok = (state.cpu_free[nodes] >= job.cpu_milli) & (state.memory_free[nodes] >= job.memory_mib)
-    if job.num_gpu == 0:
-        return ok
-    ok &= state.model_mask(job.allowed_models)[nodes]
-    fitting = (state.gpu_free[nodes] >= job.gpu_milli).sum(axis=1)
-    return ok & (fitting >= job.num_gpu)
+    """``feasible_nodes`` for some nodes only: enough free CPU and memory, and for a GPU
+    job an allowed GPU model and ``num_gpu`` GPUs with ``gpu_milli`` free each. Compiled
+    (``kernel.step.fits``, the filter every placement applies), one call for all nodes."""
+    from gpumosaic.placement import kernel
 
-
-class FeasibleSet:
-    """The nodes that pass the filter for one job shape, kept current by re-testing only
-    the nodes whose ``node_version`` moved since the last call."""
-
-    __slots__ = ("mask", "version")
-
-    def __init__(self, num_nodes: int) -> None:
-        self.mask = np.zeros(num_nodes, dtype=bool)
-        self.version = np.full(num_nodes, -1, dtype=np.int64)
-
-    def stale(self, state: ClusterState) -> npt.NDArray[np.intp]:
-        """Nodes changed since the last ``update``."""
-        return np.flatnonzero(self.version != state.node_version)
-
-    def update(
-        self, state: ClusterState, job: JobSpec, stale: npt.NDArray[np.intp]
-    ) -> npt.NDArray[np.bool_]:
-        """Re-test ``stale`` (from ``stale``); returns their new verdicts."""
-        ok = feasible_among(state, job, stale)
-        self.mask[stale] = ok
-        self.version[stale] = state.node_version[stale]
-        return ok
+    out = np.empty(len(nodes), dtype=np.bool_)
+    kernel.fits_among(
+        np.asarray(nodes, dtype=np.int64),
+        job_args(job),
+        state.model_mask(job.allowed_models if job.num_gpu else None),
+        state.gpu_free, state.cpu_free, state.memory_free, out,
+    )  # fmt: skip
+    return out
 
 
 def explain(state: ClusterState, job: JobSpec) -> Verdict:

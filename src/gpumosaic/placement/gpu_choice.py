@@ -2,8 +2,9 @@
 
 Whole-GPU jobs (gpu_milli = 1000) always take the lowest-index fully free GPUs, as the
 reference's exclusive allocation does. Only a fractional job (one GPU, < 1000 milli)
-leaves a choice, and each strategy makes it with one of the rules here. Ties go to the
-lowest slot index.
+leaves a choice, and each strategy makes it with its scorer's rule, compiled with the
+scores (``placement.kernel.scores``: best fit, first fit, worst fit, FGD's and PWR's best
+candidate; Random draws). Ties go to the lowest slot index.
 """
 
 from __future__ import annotations
@@ -26,34 +27,15 @@ def exclusive_gpus(free: GpuRow, num_gpu: int) -> tuple[int, ...]:
     return tuple(int(s) for s in slots)
 
 
-def _fitting(free: GpuRow, milli: int) -> npt.NDArray[np.intp]:
-    slots = np.flatnonzero(free >= milli)
-    if not len(slots):
-        raise ValueError(f"no GPU has {milli} milli free")
-    return slots
-
-
 def best_fit_gpu(free: GpuRow, milli: int) -> int:
-    """The fitting GPU with the least free milli (the reference's "best" GPU choice)."""
-    slots = _fitting(free, milli)
-    return int(slots[np.argmin(free[slots])])
+    """The fitting GPU with the least free milli (the reference's "best" GPU choice; the
+    scorers' own rule, ``kernel.scores.best_fit_slot``)."""
+    from gpumosaic.placement import kernel
 
-
-def worst_fit_gpu(free: GpuRow, milli: int) -> int:
-    """The fitting GPU with the most free milli."""
-    slots = _fitting(free, milli)
-    return int(slots[np.argmax(free[slots])])
-
-
-def first_fit_gpu(free: GpuRow, milli: int) -> int:
-    """The lowest-index fitting GPU."""
-    return int(_fitting(free, milli)[0])
-
-
-def random_gpu(free: GpuRow, milli: int, rng: np.random.Generator) -> int:
-    """A fitting GPU chosen uniformly at random."""
-    slots = _fitting(free, milli)
-    return int(slots[rng.integers(len(slots))])
+    slot = int(kernel.best_fit_slot(np.ascontiguousarray(free, dtype=np.int32)[None, :], 0, milli))
+    if slot < 0:
+        raise ValueError(f"no GPU has {milli} milli free")
+    return slot
 
 
 def node_gpus(

@@ -1,15 +1,16 @@
-"""What a scorer is: node-local raw scores, a normalization across feasible nodes, and the
-GPU choice it makes inside the chosen node.
+"""What a scorer is: a compiled raw score per node, an optional min-max normalization
+across the feasible nodes of a decision, and the GPU a fractional job takes on a node.
 
-Raw scores depend only on the node's own state and the job's shape (cpu, gpu_milli,
-num_gpu), so ``ScoredPlacement`` caches them per node and recomputes a node only when its
-``node_version`` moves. Normalization (min-max for BestFit and PWR) needs all feasible
-nodes and is done after the cache, every time.
+The arithmetic of every scorer is compiled (``placement.kernel.scores``, one branch per
+``kernel_kind``); a scorer object names its kind and hands the kernel what it reads
+besides the cluster's arrays (``kernel_inputs``). Raw scores depend only on the node's own
+state and the job's shape (cpu, gpu_milli, num_gpu), so ``ScoredPlacement`` keeps them
+per node and recomputes a node only when its ``node_version`` moves. Normalization
+(min-max for BestFit and PWR) needs all feasible nodes and is done at every decision.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,25 +18,30 @@ import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
-from gpumosaic.placement.gpu_choice import best_fit_gpu, node_gpus
-
-# The reference normalizes resource vectors by the largest node of the Alibaba cluster.
-MAX_SPEC_CPU = 128_000  # milli-CPU
-MAX_SPEC_GPU = 8_000  # milli-GPU (8 GPUs)
-MAX_SCORE = 100
+from gpumosaic.placement.filter import job_args
+from gpumosaic.placement.gpu_choice import node_gpus
 
 Scores = npt.NDArray[np.float64]
 Nodes = npt.NDArray[np.intp]
 Slots = npt.NDArray[np.intp]
 
 
+def cluster_args(state: ClusterState) -> tuple[npt.NDArray[np.generic], ...]:
+    """The cluster's arrays in the order the kernel unpacks them (``kernel.scores``). The
+    state updates them in place, so the tuple stays current for the state's lifetime."""
+    return (
+        state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free, state.kind_count,
+        state.node_version, state.num_gpus, state.gpu_capacity, state.cpu_capacity,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class KernelInputs:
-    """What a compiled scorer (``placement.kernel.place_run``) reads besides the cluster's
-    arrays: FGD's tracker counts and tables, worst fit's CPU scale. A scorer fills the
-    fields it uses and leaves ``UNUSED`` arrays (same dtypes, empty) in the others."""
+    """What the compiled scorers read besides the cluster's arrays: FGD's tracker counts
+    and tables, PWR's per-node watts and sockets, worst fit's CPU scale. Each member of a
+    strategy fills the fields it uses (``Scorer.kernel_inputs``); the others stay empty
+    arrays of the same dtypes (one compiled signature for every strategy)."""
 
-    exact: bool
     cpu_scale: float
     class_ok: npt.NDArray[np.bool_]
     c_cpu: npt.NDArray[np.int64]
@@ -51,16 +57,17 @@ class KernelInputs:
     d_fit: npt.NDArray[np.int64]
     d_below: npt.NDArray[np.int64]
     thresholds: npt.NDArray[np.float64]
+    gpu_step_w: npt.NDArray[np.float64]
+    sockets: npt.NDArray[np.int64]
 
     @classmethod
-    def unused(cls, cpu_scale: float = 0.0) -> KernelInputs:
-        """Inputs of a scorer that reads none of FGD's arrays."""
+    def unused(cls) -> KernelInputs:
+        """Inputs that no scorer has filled yet."""
         ints2 = np.zeros((0, 0), dtype=np.int64)
         ints1 = np.zeros(0, dtype=np.int64)
         floats = np.zeros(0)
         return cls(
-            exact=False,
-            cpu_scale=cpu_scale,
+            cpu_scale=0.0,
             class_ok=np.zeros((0, 0), dtype=bool),
             c_cpu=ints1,
             c_num_gpu=ints1,
@@ -75,39 +82,81 @@ class KernelInputs:
             d_fit=ints2,
             d_below=ints2,
             thresholds=floats,
+            gpu_step_w=floats,
+            sockets=ints1,
         )
 
+    def fgd_args(self) -> tuple[npt.NDArray[np.generic], ...]:
+        """FGD's arrays in the order ``kernel.scores.score_node`` unpacks them."""
+        return (
+            self.class_ok, self.c_cpu, self.c_num_gpu, self.weight, self.fit_table,
+            self.below_table, self.fit_count, self.below, self.free, self.frag, self.tracked,
+            self.d_fit, self.d_below, self.thresholds,
+        )  # fmt: skip
 
-class Scorer(ABC):
-    """Base class: identity normalization and best-fit GPU choice. Subclasses override
-    ``raw_scores`` (and the rest where the reference does something else)."""
+    def pwr_args(self) -> tuple[npt.NDArray[np.generic], ...]:
+        return (self.gpu_step_w, self.sockets)
+
+
+class Scorer:
+    """Base class of the scorers: a subclass names its compiled kind (``kernel_kind``),
+    its normalization (``all_equal``: min-max over the feasible nodes, this value when
+    they all score the same; None: none) and fills what its kind reads
+    (``kernel_inputs``)."""
 
     name = "scorer"
-    # Raw scores read only the node's state (``ClusterState.node_signature``) and the job's
-    # shape, so nodes in the same state score the same: the placement index scores one
-    # node per distinct state. A scorer that reads the node's index says so here.
-    reads_node_index = False
+    kernel_kind: int
+    all_equal: float | None = None
 
-    @abstractmethod
-    def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
-        """Scores (higher is better) for ``nodes``, all of which can hold ``job``."""
+    def kernel_inputs(self, state: ClusterState, job: JobSpec, into: KernelInputs) -> KernelInputs:
+        """``into`` with the fields this scorer reads filled for ``job``'s shape."""
+        return into
 
-    def scores_and_slots(
+    def _score(
         self, state: ClusterState, job: JobSpec, nodes: Nodes
-    ) -> tuple[Scores, Slots | None]:
-        """Raw scores and, where the scorer scores each GPU of a fractional job (FGD,
-        PWR), the GPU ``fractional_slot`` would choose on each node; else ``None``."""
-        return self.raw_scores(state, job, nodes), None
+    ) -> tuple[Scores, Slots, Scores]:
+        """(raw score, fractional GPU slot, candidate scores (K, C)) of ``nodes``."""
+        from gpumosaic.placement import kernel
+
+        k = self.kernel_inputs(state, job, KernelInputs.unused())
+        nodes = np.asarray(nodes, dtype=np.int64)
+        width = state.gpu_free.shape[1] if job.is_fractional else 1
+        raw = np.empty(len(nodes))
+        slots = np.empty(len(nodes), dtype=np.int64)
+        cand = np.empty((len(nodes), max(width, 1)))
+        kernel.score_nodes(
+            self.kernel_kind, nodes, job_args(job), cluster_args(state), k.fgd_args(),
+            k.pwr_args(), k.cpu_scale, raw, slots, cand,
+        )  # fmt: skip
+        return raw, slots, cand[:, :width]
+
+    def raw_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
+        """Scores (higher is better) for ``nodes``."""
+        return self._score(state, job, nodes)[0]
+
+    def candidate_scores(self, state: ClusterState, job: JobSpec, nodes: Nodes) -> Scores:
+        """(K, C) scores of each candidate GPU choice for FGD and PWR (C = GPU slots for a
+        fractional job, 1 otherwise), -inf where the GPU does not fit."""
+        return self._score(state, job, nodes)[2]
 
     def normalize(self, raw: Scores) -> Scores:
-        """Scores across all feasible nodes of one decision; identity by default."""
-        return raw
+        """Scores across all feasible nodes of one decision (``kernel.minmax``)."""
+        if self.all_equal is None or not len(raw):
+            return raw
+        from gpumosaic.placement import kernel
+
+        out = np.array(raw, dtype=np.float64)
+        kernel.minmax(out, len(out), self.all_equal)
+        return out
 
     def fractional_slot(
         self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator
     ) -> int:
-        """The GPU a fractional job takes on ``node``; best fit by default."""
-        return best_fit_gpu(state.gpu_free[node], job.gpu_milli)
+        """The GPU a fractional job takes on ``node``."""
+        slot = int(self._score(state, job, np.array([node], dtype=np.int64))[1][0])
+        if slot < 0:
+            raise ValueError(f"no GPU has {job.gpu_milli} milli free")
+        return slot
 
     def assignment(
         self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator
@@ -121,28 +170,3 @@ class Scorer(ABC):
             cpu_milli=job.cpu_milli,
             memory_mib=job.memory_mib,
         )
-
-
-def minmax(raw: Scores, all_equal: float) -> Scores:
-    """The reference's integer min-max normalization to 0..100:
-    ``(s - lowest) * 100 // (highest - lowest)``; ``all_equal`` when the range is 0."""
-    lowest, highest = raw.min(), raw.max()
-    if highest == lowest:
-        return np.full_like(raw, all_equal)
-    return np.floor((raw - lowest) * MAX_SCORE / (highest - lowest))
-
-
-def trunc_div(numerator: npt.NDArray[np.int64], denominator: int) -> npt.NDArray[np.int64]:
-    """Integer division truncating toward zero, as Go's ``/`` on int64 does."""
-    return np.sign(numerator) * (np.abs(numerator) // denominator)
-
-
-class CompiledScorer(Scorer):
-    """A scorer that ``placement.kernel.place_run`` implements (``kernel_kind``: kernel.FGD
-    or kernel.WORSTFIT); a strategy of that one scorer decides in compiled code."""
-
-    kernel_kind: int
-
-    @abstractmethod
-    def kernel_inputs(self, state: ClusterState, job: JobSpec) -> KernelInputs:
-        """The arrays ``place_run`` reads for this scorer."""

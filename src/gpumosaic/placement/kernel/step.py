@@ -1,0 +1,318 @@
+"""The per-job step of a placement, compiled: filter, (re-)score the touched nodes, pick
+the first best node in tie-break order, pick the GPUs, and -- for a run of same-shape
+jobs -- allocate and go on (``place_run``); Random's filter and picks.
+
+Arguments after the counts are the tuples ``scores.py`` describes, plus:
+
+- ``model_ok``: the nodes whose GPU model the job allows;
+- ``members``: (kinds (M,), weights (M,), all_equal (M,): min-max normalization's value
+  when the range is 0, NaN for no normalization; chooser: the member whose GPU choice a
+  fractional job takes; cpu_scale: worst fit's packing factor);
+- ``idx``: one job shape's index, kept by the strategy between calls: (index_version
+  (N,): the node version each node was last scored at, raw (M, N): each member's raw
+  score in tie-break order, -inf where the node fails the filter, slot (N,): the chooser's
+  GPU there, rank (N,): node -> position, perm (N,): position -> node, three scratch
+  arrays (N,): cols, tmp, total, and the untouched nodes' shared verdicts (``sync_node``):
+  pristine (N,), class_raw (M, C), class_slot (C,), class_known (C,)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gpumosaic.placement.kernel.scores import minmax_value, score_node, weighted_total
+
+
+@njit(cache=True)
+def fits(
+    n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free
+):  # pragma: no cover
+    """The filter for one node: enough free CPU and memory, and for a GPU job an allowed
+    model and ``num_gpu`` GPUs with ``milli`` free each."""
+    if cpu_free[n] < cpu or memory_free[n] < memory:
+        return False
+    if num_gpu == 0:
+        return True
+    if not model_ok[n]:
+        return False
+    fitting = 0
+    for g in range(gpu_free.shape[1]):
+        if gpu_free[n, g] >= milli:
+            fitting += 1
+    return fitting >= num_gpu
+
+
+@njit(cache=True)
+def fits_among(nodes, job, model_ok, gpu_free, cpu_free, memory_free, out):  # pragma: no cover
+    """``fits`` for each of ``nodes`` into ``out`` (``placement.filter.feasible_among``)."""
+    num_gpu, milli, cpu, memory = job
+    for i in range(nodes.shape[0]):
+        out[i] = fits(
+            nodes[i], num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free
+        )
+
+
+@njit(cache=True, fastmath=True)
+def _max(raw):  # pragma: no cover
+    """The largest score. fastmath lets the loop vectorize; max is exact in any order
+    (scores are never NaN, and -0.0 never meets 0.0 at the top)."""
+    best = -np.inf
+    for p in range(raw.shape[0]):
+        best = max(best, raw[p])
+    return best
+
+
+@njit(cache=True)
+def first_max(raw):  # pragma: no cover
+    """``argmax(raw)`` (the first position of the largest value), -1 if all are -inf."""
+    best = _max(raw)
+    if best == -np.inf:
+        return -1
+    for p in range(raw.shape[0]):
+        if raw[p] == best:
+            return p
+    return -1
+
+
+@njit(cache=True)
+def _plain(all_equal):  # pragma: no cover
+    """One member without normalization: its raw score decides alone."""
+    return all_equal.shape[0] == 1 and np.isnan(all_equal[0])
+
+
+@njit(cache=True)
+def decide(raw, weights, all_equal, cols, tmp, total):  # pragma: no cover
+    """Position of the first best feasible node, -1 if none: for one plain member the
+    first maximum of its raw scores; else the weighted sum of the members' normalized
+    scores over the feasible positions (``scores.weighted_total``) and its first maximum."""
+    if _plain(all_equal):
+        return first_max(raw[0])
+    if raw.shape[0] == 1:
+        return _decide_normalized(raw[0], weights[0], all_equal[0])
+    k = 0
+    for p in range(raw.shape[1]):
+        if raw[0, p] > -np.inf:
+            cols[k] = p
+            k += 1
+    if k == 0:
+        return -1
+    weighted_total(raw, cols, k, weights, all_equal, tmp, total)
+    best = 0
+    for i in range(1, k):
+        if total[i] > total[best]:
+            best = i
+    return cols[best]
+
+
+@njit(cache=True)
+def _decide_normalized(raw, weight, all_equal):  # pragma: no cover
+    """``decide`` for one min-max normalized member in two passes, the same arithmetic
+    as ``weighted_total`` + first maximum: ``0.0 + weight * floor((s - lo) * 100 / span)``
+    is ``weight * floor(...)`` exactly, the floor being >= 0."""
+    lo = np.inf
+    hi = -np.inf
+    for p in range(raw.shape[0]):
+        s = raw[p]
+        if s > -np.inf:
+            lo = min(lo, s)
+            hi = max(hi, s)
+    if hi == -np.inf:
+        return -1
+    best = -1
+    top = -np.inf
+    span = hi - lo
+    for p in range(raw.shape[0]):
+        s = raw[p]
+        if s == -np.inf:
+            continue
+        if hi == lo:
+            return p  # every feasible node totals weight * all_equal: the first one wins
+        v = weight * minmax_value(s, lo, span)
+        if v > top:
+            top = v
+            best = p
+    return best
+
+
+@njit(cache=True)
+def sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs):  # pragma: no cover
+    """Re-test and re-score node ``n`` for one shape's index (its position ``rank[n]``).
+
+    A node untouched since the strategy was bound (version 0; ``pristine[n]``: its
+    capacity class, -1 where scores may read the node's index) is in the same state as
+    every untouched node of its class, so its verdict and scores are those of the first
+    such node this shape scored (``class_raw``, ``class_slot``, ``class_known``)."""
+    num_gpu, milli, cpu, memory = job
+    gpu_free, _, cpu_free, memory_free, _, node_version, _, _, _ = cl
+    kinds, _, _, chooser, cpu_scale = members
+    index_version, raw, slot, rank, _, _, _, _, pristine, class_raw, class_slot, known = idx
+    index_version[n] = node_version[n]
+    p = rank[n]
+    c = pristine[n] if node_version[n] == 0 else -1
+    if c >= 0 and known[c]:
+        for m in range(raw.shape[0]):
+            raw[m, p] = class_raw[m, c]
+        slot[p] = class_slot[c]
+        return
+    if not fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
+        for m in range(raw.shape[0]):
+            raw[m, p] = -np.inf
+        slot[p] = -1
+    else:
+        for m in range(kinds.shape[0]):
+            score, s = score_node(kinds[m], n, job, cl, fg, pw, cpu_scale, buf, cand, xs)
+            raw[m, p] = score
+            if m == chooser:
+                slot[p] = s
+    if c >= 0:
+        for m in range(raw.shape[0]):
+            class_raw[m, c] = raw[m, p]
+        class_slot[c] = slot[p]
+        known[c] = True
+
+
+@njit(cache=True)
+def take_gpus(n, j, job, gpu_free, fractional_slot, out_gpus):  # pragma: no cover
+    """Write the GPU slots a job takes on node ``n`` into ``out_gpus[j]``; how many: none
+    for a CPU-only job, ``fractional_slot`` for a fractional one, else the lowest-index
+    fully free GPUs (``gpu_choice.exclusive_gpus``)."""
+    num_gpu, milli, _, _ = job
+    if num_gpu == 0:
+        return 0
+    if num_gpu == 1 and milli < 1000:
+        out_gpus[j, 0] = fractional_slot
+        return 1
+    taken = 0
+    for g in range(gpu_free.shape[1]):
+        if taken < num_gpu and gpu_free[n, g] >= 1000:
+            out_gpus[j, taken] = g
+            taken += 1
+    return taken
+
+
+@njit(cache=True)
+def allocate(n, j, taken, job, cl, out_gpus):  # pragma: no cover
+    """``ClusterState.allocate`` on the arrays (the caller records the assignments with
+    ``ClusterState.adopt``)."""
+    num_gpu, milli, cpu, memory = job
+    gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version, _, _, _ = cl
+    for t in range(taken):
+        g = out_gpus[j, t]
+        gpu_free[n, g] -= milli
+        gpu_tasks[n, g] += 1
+    cpu_free[n] -= cpu
+    memory_free[n] -= memory
+    if num_gpu > 0:
+        kind_count[n, 0 if num_gpu == 1 and milli < 1000 else num_gpu] += 1
+    node_version[n] += 1
+
+
+@njit(cache=True)
+def place_run(
+    count, apply, job, model_ok, cl, members, fg, pw, idx, out_node, out_gpus
+):  # pragma: no cover
+    """Place up to ``count`` jobs of one shape in turn; how many found a node.
+
+    First the nodes whose version moved since this shape's index last saw them are
+    re-tested and re-scored. Each job takes the first best position and writes its node
+    and GPU slots to ``out_node``/``out_gpus``. Without ``apply`` that is all (one job
+    decided, the state untouched). With ``apply`` the job is allocated on the state's
+    arrays, only that node is re-scored, and the next job follows: for one plain member
+    the first best is the same position if its score did not fall, else the next
+    position holding the same best score, else a new scan; with normalization or several
+    members the decision is made again (min-max reads every feasible node). Stops at the
+    first job no node can hold (later ones of the same shape cannot fit either).
+    """
+    node_version = cl[5]
+    gpu_free = cl[0]
+    _, weights, all_equal, _, _ = members
+    index_version, raw, slot, _, perm, cols, tmp, total, _, _, _, _ = idx
+    num_nodes = node_version.shape[0]
+    width = gpu_free.shape[1]
+    buf = np.empty(max(fg[3].shape[0], 1))
+    cand = np.empty(max(width, 1))
+    xs = np.empty(max(width, 1))
+    for n in range(num_nodes):
+        if index_version[n] != node_version[n]:
+            sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs)
+    plain = _plain(all_equal)
+    pos = decide(raw, weights, all_equal, cols, tmp, total)
+    placed = 0
+    for j in range(count):
+        if pos < 0:
+            break
+        n = perm[pos]
+        out_node[j] = n
+        taken = take_gpus(n, j, job, gpu_free, slot[pos], out_gpus)
+        placed += 1
+        if not apply:
+            break
+        allocate(n, j, taken, job, cl, out_gpus)
+        # Only node n changed since the scores were current (this call owns the state).
+        best = raw[0, pos]
+        sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs)
+        if not plain:
+            pos = decide(raw, weights, all_equal, cols, tmp, total)
+            continue
+        if raw[0, pos] >= best:
+            continue  # every earlier position is below best: pos is still the first max
+        later = -1
+        for p in range(pos + 1, num_nodes):
+            if raw[0, p] == best:
+                later = p
+                break
+        pos = later if later >= 0 else first_max(raw[0])
+    return placed
+
+
+@njit(cache=True)
+def random_feasible(job, model_ok, cl, mask, version):  # pragma: no cover
+    """Random's filter: re-test the nodes whose version moved since ``mask`` (one job
+    shape's feasible nodes) was last brought up to date (``version``); how many are
+    feasible. The draw itself stays in Python (``scorers.random``)."""
+    num_gpu, milli, cpu, memory = job
+    gpu_free, _, cpu_free, memory_free, _, node_version, _, _, _ = cl
+    feasible = 0
+    for n in range(node_version.shape[0]):
+        if version[n] != node_version[n]:
+            mask[n] = fits(
+                n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free
+            )
+            version[n] = node_version[n]
+        if mask[n]:
+            feasible += 1
+    return feasible
+
+
+@njit(cache=True)
+def random_node(i, job, gpu_free, mask, out_gpus):  # pragma: no cover
+    """The ``i``-th feasible node (from 0, in node order) and how many of its GPUs fit a
+    fractional job (0 for other jobs, whose GPUs are written to ``out_gpus[0]`` now)."""
+    num_gpu, milli, _, _ = job
+    n = -1
+    for m in range(mask.shape[0]):
+        if mask[m]:
+            if i == 0:
+                n = m
+                break
+            i -= 1
+    if not (num_gpu == 1 and milli < 1000):
+        take_gpus(n, 0, job, gpu_free, -1, out_gpus)
+        return n, 0
+    fitting = 0
+    for g in range(gpu_free.shape[1]):
+        if gpu_free[n, g] >= milli:
+            fitting += 1
+    return n, fitting
+
+
+@njit(cache=True)
+def nth_fitting_gpu(gpu_free, n, milli, i):  # pragma: no cover
+    """The ``i``-th (from 0) GPU of node ``n`` with ``milli`` free."""
+    for g in range(gpu_free.shape[1]):
+        if gpu_free[n, g] >= milli:
+            if i == 0:
+                return g
+            i -= 1
+    return -1
