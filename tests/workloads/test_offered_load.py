@@ -42,3 +42,52 @@ def test_fractional_and_gang_demand() -> None:
 def test_a_batch_at_time_zero_has_no_rate() -> None:
     workload = Workload("w", jobs([0, 0, 0]), ConstantThroughputs())
     assert offered_load(workload, ClusterSpec.from_counts([("v100", 4)])) is None
+
+
+def reference_gpu_hours(job: JobSpec, workload: Workload, cluster: ClusterSpec) -> float | None:
+    """One job at a time with ``np.average``: what the grouped computation must equal."""
+    import numpy as np
+
+    by_name = {node.gpu.name: node.gpu for node in cluster.nodes}
+    durations, weights = [], []
+    for name, count in cluster.gpus_per_model().items():
+        try:
+            rate = workload.throughputs.rate(job, by_name[name])
+        except KeyError:
+            continue
+        if rate > 0 and job.allows(name):
+            durations.append(job.work / rate)
+            weights.append(count)
+    if not durations:
+        return None
+    return (
+        job.num_gpu
+        * job.gpu_milli
+        / 1000
+        * (float(np.average(durations, weights=weights)) / 3600.0)
+    )
+
+
+def test_grouped_gpu_hours_equal_np_average_job_by_job_bit_for_bit() -> None:
+    import numpy as np
+
+    from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+    from gpumosaic.workloads.load import _gpu_hours
+
+    cluster = load_openb_nodes("openb:gpu")
+    tasks = load_openb_tasks("openb:default")
+    rng = np.random.default_rng(5)
+    # The packaged pods (GPU models constrained or not) and odd durations over all models.
+    constraints = [None, frozenset({"T4", "G2"}), frozenset({"V100M16"}), frozenset({"H100"})]
+    extra = [
+        JobSpec(10**6 + i, 0.0, "t", 1, 500, float(rng.random() * 1e5), allowed_models=models)
+        for i in range(200)
+        for models in [constraints[i % len(constraints)]]
+    ]
+    jobs = [*tasks, *extra]
+    workload = Workload("w", tuple(jobs), ConstantThroughputs(steps_per_s=0.37))
+    counts = cluster.gpus_per_model()
+    by_name = {node.gpu.name: node.gpu for node in cluster.nodes}
+    got = _gpu_hours(jobs, workload, counts, by_name)
+    assert got == [reference_gpu_hours(job, workload, cluster) for job in jobs]
+    assert got.count(None) == 50  # H100: no such model in the cluster

@@ -81,16 +81,27 @@ class PowerTracker:
         self._version = state.node_version.copy()
         self.update(np.arange(state.num_nodes))
 
+    def watts(
+        self,
+        idx: npt.NDArray[np.intp],
+        busy_gpus: npt.NDArray[np.int64],
+        busy_cpu_milli: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(GPU watts, CPU watts) of nodes ``idx`` (repeats allowed) with ``busy_gpus``
+        GPUs holding any allocation and ``busy_cpu_milli`` allocated, without reading
+        the state (a driver that replays its allocations evaluates past states)."""
+        gpu_w = busy_gpus * self._full_w[idx] + (self._gpus[idx] - busy_gpus) * self._idle_w[idx]
+        total = self._sockets[idx]
+        active = np.minimum(sockets(busy_cpu_milli), total)
+        return gpu_w, active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
+
     def update(self, idx: npt.NDArray[np.intp]) -> None:
         """Re-evaluate nodes ``idx``."""
         state = self.state
         busy = (state.gpu_exists[idx] & (state.gpu_free[idx] < state.gpu_capacity[idx])).sum(axis=1)
-        self.node_gpu_w[idx] = (
-            busy * self._full_w[idx] + (self._gpus[idx] - busy) * self._idle_w[idx]
+        self.node_gpu_w[idx], self.node_cpu_w[idx] = self.watts(
+            idx, busy, state.cpu_capacity[idx] - state.cpu_free[idx]
         )
-        total = self._sockets[idx]
-        active = np.minimum(sockets(state.cpu_capacity[idx] - state.cpu_free[idx]), total)
-        self.node_cpu_w[idx] = active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
         self._version[idx] = state.node_version[idx]
         self._gpu_total = float(self.node_gpu_w.sum())
         self._cpu_total = float(self.node_cpu_w.sum())

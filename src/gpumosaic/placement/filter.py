@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -85,6 +86,32 @@ def feasible_among(
         state.gpu_free, state.cpu_free, state.memory_free, out,
     )  # fmt: skip
     return out
+
+
+def feasible_shapes_among(
+    state: ClusterState, jobs: Sequence[JobSpec], nodes: npt.NDArray[np.intp]
+) -> npt.NDArray[np.bool_]:
+    """(len(jobs), len(nodes)): row i is ``feasible_among(state, jobs[i], nodes)``, for
+    many jobs in one vectorized pass (a driver testing every waiting job shape at once)."""
+    cpu = np.array([job.cpu_milli for job in jobs], dtype=np.int64)
+    memory = np.array([job.memory_mib for job in jobs], dtype=np.int64)
+    num_gpu = np.array([job.num_gpu for job in jobs], dtype=np.int64)
+    milli = np.array([job.gpu_milli for job in jobs], dtype=np.int64)
+    ok = (state.cpu_free[nodes] >= cpu[:, None]) & (state.memory_free[nodes] >= memory[:, None])
+    models = (
+        np.stack(
+            [
+                state.model_mask(job.allowed_models)[nodes]
+                if job.num_gpu
+                else np.ones(len(nodes), dtype=bool)
+                for job in jobs
+            ]
+        )
+        if len(jobs)
+        else np.zeros((0, len(nodes)), dtype=bool)
+    )
+    fitting = (state.gpu_free[nodes][None, :, :] >= milli[:, None, None]).sum(axis=2)
+    return ok & models & (fitting >= num_gpu[:, None])
 
 
 def explain(state: ClusterState, job: JobSpec) -> Verdict:

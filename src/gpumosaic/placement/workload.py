@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.model.job import JobSpec
+
+_CLASS_FIELDS = attrgetter("cpu_milli", "gpu_milli", "num_gpu", "allowed_models")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +36,12 @@ class TargetWorkload:
         until they cover ``coverage`` of the jobs; renormalize."""
         if not jobs:
             raise ValueError("the target workload needs at least one job")
-        counts = Counter(
-            TaskClass(j.cpu_milli, j.gpu_milli if j.num_gpu else 0, j.num_gpu, j.allowed_models)
-            for j in jobs
-        )
+        # Count plain field tuples (one C call per job), then fold them into classes (a
+        # CPU-only job's gpu_milli does not matter); classes keep the order of their first
+        # job, as counting classes directly would.
+        counts: Counter[TaskClass] = Counter()
+        for (cpu, milli, num_gpu, models), count in Counter(map(_CLASS_FIELDS, jobs)).items():
+            counts[TaskClass(cpu, milli if num_gpu else 0, num_gpu, models)] += count
         # Stable order: by count descending, then by the class fields, so equal counts
         # never depend on hash order.
         ranked = sorted(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -44,6 +45,24 @@ class OfferedLoad:
         )
 
 
+# What a job's GPU-hours depend on: every field but id, name and arrival.
+_DEMAND = attrgetter(
+    "job_type",
+    "num_gpu",
+    "gpu_milli",
+    "work",
+    "cpu_milli",
+    "memory_mib",
+    "gpu_memory_mib",
+    "gpu_time_fraction",
+    "allowed_models",
+    "priority_weight",
+    "entity",
+    "slo_s",
+    "may_span_nodes",
+)
+
+
 def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None:
     """The workload's offered load on ``cluster``; None when jobs do not arrive over time
     (all at once: a batch, whose length is its makespan) or no job can run anywhere."""
@@ -57,31 +76,19 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
     counts = cluster.gpus_per_model()
     models = [node.gpu for node in cluster.nodes]
     by_name = {m.name: m for m in models}
-    gpu_hours = []
     # A job's figure depends on what it asks for, not on its id, name or arrival: jobs
     # alike (an inflated trace repeats its pods) are worked out once.
-    known: dict[tuple[object, ...], float | None] = {}
-    for job in jobs:
-        key = (
-            job.job_type,
-            job.num_gpu,
-            job.gpu_milli,
-            job.work,
-            job.cpu_milli,
-            job.memory_mib,
-            job.gpu_memory_mib,
-            job.gpu_time_fraction,
-            job.allowed_models,
-            job.priority_weight,
-            job.entity,
-            job.slo_s,
-            job.may_span_nodes,
-        )
-        if key not in known:
-            known[key] = _gpu_hours(job, workload, counts, by_name)
-        hours = known[key]
-        if hours is not None:
-            gpu_hours.append(hours)
+    position: dict[tuple[object, ...], int] = {}
+    distinct: list[JobSpec] = []
+    which: list[int] = []
+    for key, job in zip(map(_DEMAND, jobs), jobs, strict=True):
+        k = position.get(key)
+        if k is None:
+            k = position[key] = len(distinct)
+            distinct.append(job)
+        which.append(k)
+    hours = _gpu_hours(distinct, workload, counts, by_name)
+    gpu_hours = [h for h in map(hours.__getitem__, which) if h is not None]
     if not gpu_hours:
         return None
     jobs_per_hour = (len(jobs) - 1) / span * 3600.0
@@ -89,19 +96,39 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
 
 
 def _gpu_hours(
-    job: JobSpec, workload: Workload, counts: dict[str, int], by_name: dict[str, GpuModel]
-) -> float | None:
-    """GPU-hours of ``job`` alone on the cluster's mix; None when it runs on no model."""
-    durations, weights = [], []
-    for name, count in counts.items():
-        try:
-            rate = workload.throughputs.rate(job, by_name[name])
-        except KeyError:  # a model the table does not measure (gavel: borrow=off)
-            continue
-        if rate > 0 and job.allows(name):
-            durations.append(job.work / rate)
-            weights.append(count)
-    if not durations:
-        return None
-    alone_h = float(np.average(durations, weights=weights)) / 3600.0
-    return job.num_gpu * job.gpu_milli / MILLI_PER_GPU * alone_h
+    jobs: Sequence[JobSpec],
+    workload: Workload,
+    counts: dict[str, int],
+    by_name: dict[str, GpuModel],
+) -> list[float | None]:
+    """GPU-hours of each job alone on the cluster's mix (its run time on each model it can
+    use, averaged with the models' GPU counts as weights); None where it runs on no model.
+
+    Jobs whose usable models are the same share one ``np.average`` computation, a row per
+    job: the weighted sum ``(durations * weights).sum() / weights.sum()`` as ``np.average``
+    does it, per row (the same products and the same per-row summation order)."""
+    out: list[float | None] = [None] * len(jobs)
+    groups: dict[tuple[int, ...], list[tuple[int, list[float]]]] = {}
+    for k, job in enumerate(jobs):
+        durations, weights = [], []
+        for name, count in counts.items():
+            try:
+                rate = workload.throughputs.rate(job, by_name[name])
+            except KeyError:  # a model the table does not measure (gavel: borrow=off)
+                continue
+            if rate > 0 and job.allows(name):
+                durations.append(job.work / rate)
+                weights.append(count)
+        if durations:
+            groups.setdefault(tuple(weights), []).append((k, durations))
+    for usable, members in groups.items():
+        wgt = np.asarray(usable)
+        table = np.array([durations for _, durations in members], dtype=np.float64)
+        scale = wgt.sum(dtype=np.float64)
+        if scale == 0.0:
+            np.average(table[0], weights=wgt)  # raises np.average's own error
+        average = np.multiply(table, wgt, dtype=np.float64).sum(axis=1) / scale
+        for (k, _), value in zip(members, average.tolist(), strict=True):
+            job = jobs[k]
+            out[k] = job.num_gpu * job.gpu_milli / MILLI_PER_GPU * (value / 3600.0)
+    return out

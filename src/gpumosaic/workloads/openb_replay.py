@@ -20,11 +20,13 @@ How the trace's times become arrivals and durations (see docs/openb_replay.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
+from gpumosaic import cyclic_gc
 from gpumosaic.errors import InputError
 from gpumosaic.model.job import JobSpec
 from gpumosaic.options import parse_options
@@ -63,32 +65,89 @@ def openb_time_workload(spec: str, seed: int = 0) -> Workload:
             "this task list has no creation/deletion times; replay it with `gpumosaic fill`",
             path=trace.path,
         )
-    phases = np.array(trace.times.pod_phase)
-    pending = phases == "Pending"
-    jobs = [
-        replace(job, arrival_s=job.arrival_s / compress)
-        for job, is_pending in zip(trace.jobs, pending, strict=True)
-        if keep_pending or not is_pending
-    ]
-    jobs.extend(_inflated(jobs, inflate, np.random.default_rng(seed)))
-    jobs.sort(key=lambda j: (j.arrival_s, j.id))
+    pending = np.array(trace.times.pod_phase) == "Pending"
+    kept = list(trace.jobs)
+    if not keep_pending:
+        kept = [job for job, is_pending in zip(kept, pending, strict=True) if not is_pending]
+    # The trace as columns; JobSpecs are made once, each directly with its final values.
+    arrival = np.array([job.arrival_s for job in kept], dtype=np.float64) / compress
+    demand = np.array([job.gpu_demand for job in kept], dtype=np.float64)
+    templates, picks = _inflated(demand, inflate, np.random.default_rng(seed))
+    next_id = max((job.id for job in kept), default=-1) + 1
+    ids = np.concatenate(
+        [np.array([job.id for job in kept], dtype=np.int64), next_id + np.arange(len(picks))]
+    )
+    arrivals = np.concatenate([arrival, arrival[picks]])
+    order = np.lexsort((ids, arrivals))  # by (arrival, id), as the simulators need
+    with cyclic_gc.paused():  # ~100,000 JobSpecs, no cycles
+        jobs = _job_specs(kept, arrivals.tolist(), templates.tolist(), order.tolist(), compress)
     dropped = int(pending.sum()) if not keep_pending else 0
     name = spec if not dropped else f"{spec} ({dropped} pending pods left out)"
-    return Workload(name, tuple(jobs), ConstantThroughputs())
+    return Workload(name, jobs, ConstantThroughputs())
 
 
-def _inflated(jobs: list[JobSpec], inflate: float, rng: np.random.Generator) -> list[JobSpec]:
-    """Extra pods: copies of sampled pods at the arrival times of other sampled pods."""
-    target = inflate * sum(j.gpu_demand for j in jobs)
-    total = sum(j.gpu_demand for j in jobs)
-    extra: list[JobSpec] = []
-    next_id = max(j.id for j in jobs) + 1
-    while total < target and jobs:
-        template = jobs[int(rng.integers(len(jobs)))]
-        arrival = jobs[int(rng.integers(len(jobs)))].arrival_s
-        extra.append(
-            replace(template, id=next_id, arrival_s=arrival, name=f"{template.name}+{next_id}")
-        )
-        total += template.gpu_demand
-        next_id += 1
-    return extra
+def _inflated(
+    demand: npt.NDArray[np.float64], inflate: float, rng: np.random.Generator
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Extra pods: copies of sampled pods at the arrival times of other sampled pods, until
+    the GPUs asked for reach ``inflate`` x those of the pods (``demand``: each pod's).
+    Returns, per extra pod, the pod it copies and the pod whose arrival it takes.
+
+    The draws alternate (copied pod, arrival pod) as one stream: ``rng.integers(n,
+    size=k)`` gives the same numbers as k single draws, so drawing in chunks and
+    stopping where the running total (summed one pod after another, as floats) first
+    reaches the target gives the pods a draw-by-draw loop would."""
+    n = len(demand)
+    total = sum(demand.tolist())  # Python's left-to-right float sum, as the target's
+    target = inflate * total
+    templates: list[npt.NDArray[np.int64]] = []
+    picks: list[npt.NDArray[np.int64]] = []
+    mean = total / n if n else 0.0
+    while total < target and n:
+        chunk = int((target - total) / mean * 1.05) + 64 if mean > 0 else 1 << 16
+        draws = rng.integers(n, size=2 * chunk)
+        copied, arrival_of = draws[0::2], draws[1::2]
+        running = np.cumsum(np.concatenate([[total], demand[copied]]))[1:]
+        reached = np.flatnonzero(running >= target)
+        count = int(reached[0]) + 1 if len(reached) else chunk
+        templates.append(copied[:count])
+        picks.append(arrival_of[:count])
+        total = float(running[count - 1])
+    if not templates:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(templates), np.concatenate(picks)
+
+
+def _job_specs(
+    kept: list[JobSpec],
+    arrivals: list[float],
+    templates: list[int],
+    order: list[int],
+    compress: float,
+) -> tuple[JobSpec, ...]:
+    """The replay's JobSpecs in ``order``: position ``i < len(kept)`` is pod ``kept[i]``
+    at ``arrivals[i]``, later positions copy ``kept[templates[i - len(kept)]]`` under the
+    next ids (named ``NAME+ID``). A copy takes every other field from its pod as it is
+    (``dataclasses.fields``), in one positional constructor call."""
+    n = len(kept)
+    next_id = max((job.id for job in kept), default=-1) + 1
+    names = [f.name for f in fields(JobSpec)]
+    if names[:2] != ["id", "arrival_s"]:  # pragma: no cover - a change to JobSpec
+        raise AssertionError("JobSpec's first fields must be id, arrival_s")
+    pods = (
+        kept
+        if compress == 1.0
+        else [  # x / 1.0 is x: the pods as read
+            replace(job, arrival_s=arrival) for job, arrival in zip(kept, arrivals[:n], strict=True)
+        ]
+    )
+    # The copies, made column by column: each field of the copied pod, in field order.
+    columns = [
+        list(map([getattr(job, name) for job in kept].__getitem__, templates)) for name in names[2:]
+    ]
+    ids = range(next_id, next_id + len(templates))
+    at = names.index("name") - 2
+    columns[at] = [f"{name}+{job_id}" for name, job_id in zip(columns[at], ids, strict=True)]
+    copies = list(map(JobSpec, ids, arrivals[n:], *columns))
+    every = [*pods, *copies]
+    return tuple([every[i] for i in order])

@@ -136,3 +136,25 @@ def test_the_release_log_forgets_its_oldest_half_and_then_re_tries(monkeypatch) 
     assert len(scheduling.run(state, rng)) == 1 and placement.calls == 10
     scheduling.released(state, [state.release(20).node])
     assert scheduling.run(state, rng) == [] and placement.calls == 10
+
+
+def test_shapes_tested_together_are_tested_again_after_the_pass_places_on_their_node() -> None:
+    state = ClusterState(two_nodes())
+    placement = CountingPlacement()
+    scheduling = SchedulingPass(placement, build_queue_order("fifo"), backfill=True)
+    rng = np.random.default_rng(0)
+    for j in (job(0, 0.0), job(1, 0.0), job(2, 0.0)):  # fill all three GPUs
+        scheduling.add(j)
+    assert len(scheduling.run(state, rng)) == 3 and placement.calls == 3
+    scheduling.add(job(3, 1.0))  # a whole GPU
+    scheduling.add(job(4, 2.0, milli=600))  # another shape
+    assert scheduling.run(state, rng) == [] and placement.calls == 5
+    # One GPU of node a comes free: both shapes could use it as the pass starts; job 3
+    # (first in queue order) takes it, and job 4's shape is then tested again on node a
+    # (no room left) without asking the placement.
+    scheduling.released(state, [state.release(0).node])
+    assert [j.id for j, _ in scheduling.run(state, rng)] == [3] and placement.calls == 6
+    assert [j.id for j in scheduling.pending()] == [4]
+    # Node b frees: only the 600-milli shape waits, and b holds it.
+    scheduling.released(state, [state.release(2).node])
+    assert [j.id for j, _ in scheduling.run(state, rng)] == [4] and placement.calls == 7

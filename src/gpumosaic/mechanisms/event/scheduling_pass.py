@@ -25,7 +25,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.filter import feasible_among
+from gpumosaic.placement.filter import feasible_among, feasible_shapes_among
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 
 Shape = tuple[int, int, int, int, frozenset[str] | None, bool]
@@ -117,8 +117,10 @@ class SchedulingPass:
         moved since (a replay that queues re-scored every waiting shape at every event).
         When releases were reported (``released``), a shape is re-tried only if one of
         the nodes released since its failure could hold it now (the filter's test on
-        those nodes alone: every other node only lost resources since). Without backfill
-        the first failure ends the pass (strict FIFO)."""
+        those nodes alone: every other node only lost resources since); that test is made
+        for every waiting shape in one vectorized call as the pass starts, and again on
+        the nodes the pass placed on (``_Retest``). Without backfill the first failure
+        ends the pass (strict FIFO)."""
         if not self._pending:
             return []
         if self._blocked_state is not state:  # another cluster: nothing known about it
@@ -126,6 +128,8 @@ class SchedulingPass:
             self._release_log, self._log_base = [], state.releases
         releases, blocked = state.releases, self._blocked
         log_covers = self._log_base + len(self._release_log) == releases
+        # The waiting shapes' re-try test, for all of them at once (see ``_Retest``).
+        retest = self._retest(state, releases) if log_covers and blocked else None
         heads = [(group[0][0], shape_id) for shape_id, group in self._pending.items()]
         heapq.heapify(heads)
         taken: dict[int, int] = {}
@@ -141,7 +145,13 @@ class SchedulingPass:
             # moves ``state.releases``: a skip never replaces an attempt that drew on rng.)
             failed_at = blocked.get(shape_id)
             if failed_at != releases and not (
-                log_covers and failed_at is not None and self._still_blocked(state, job, failed_at)
+                log_covers
+                and failed_at is not None
+                and (
+                    retest.still_blocked(state, shape_id)
+                    if retest is not None and shape_id in retest.fitting
+                    else self._still_blocked(state, job, failed_at)
+                )
             ):
                 assignment = self.placement.place(state, job, rng)
                 if assignment is not None:
@@ -155,6 +165,8 @@ class SchedulingPass:
                     break
                 continue
             started.append((job, parts))
+            if retest is not None:
+                retest.placed.extend(part.node for part in parts)
             taken[shape_id] = index + 1
             if index + 1 < len(group):
                 heapq.heappush(heads, (group[index + 1][0], shape_id))
@@ -167,6 +179,33 @@ class SchedulingPass:
             else:
                 del group[:count]
         return started
+
+    def _retest(self, state: ClusterState, releases: int) -> _Retest | None:
+        """``_Retest`` of every waiting shape ``_still_blocked`` would test now: the
+        filter over those shapes and the nodes released since the oldest failure among
+        them, in one vectorized call (a node counts for a shape from its failure on)."""
+        base = self._log_base
+        shapes: list[int] = []
+        jobs: list[JobSpec] = []
+        starts: list[int] = []
+        for shape_id, failed_at in self._blocked.items():
+            group = self._pending.get(shape_id)
+            if group is None or failed_at == releases or failed_at < base:
+                continue
+            job = self._jobs[group[0][1]]
+            if self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
+                continue  # always re-tried
+            shapes.append(shape_id)
+            jobs.append(job)
+            starts.append(failed_at - base)
+        if not shapes:
+            return None
+        first = min(starts)
+        nodes = np.array(self._release_log[first:], dtype=np.intp)
+        fits = feasible_shapes_among(state, jobs, nodes)
+        fits &= np.arange(first, first + len(nodes))[None, :] >= np.array(starts)[:, None]
+        fitting = {s: set(nodes[fits[k]].tolist()) for k, s in enumerate(shapes)}
+        return _Retest(dict(zip(shapes, jobs, strict=True)), fitting)
 
     def _still_blocked(self, state: ClusterState, job: JobSpec, failed_at: int) -> bool:
         """Whether ``job``'s shape, which found no node when ``state.releases`` was
@@ -196,3 +235,35 @@ class SchedulingPass:
                 state.allocate_gang(parts)
                 return parts
         return None
+
+
+class _Retest:
+    """The waiting shapes of one pass that ``_still_blocked`` would test, and for each the
+    nodes released since its failure that could hold it, as of the start of the pass.
+
+    Within a pass free resources only shrink (allocations; a failed gang attempt gives
+    its pieces back), so a shape with no such node is still blocked at its turn, and one
+    whose nodes the pass has not placed on since still fits. The nodes the pass placed
+    on (``placed``) are tested again, for every waiting shape in one vectorized call,
+    before the next answer that depends on them: the answers are ``_still_blocked``'s."""
+
+    def __init__(self, jobs: dict[int, JobSpec], fitting: dict[int, set[int]]) -> None:
+        self.jobs = jobs
+        self.fitting = fitting
+        self.placed: list[int] = []
+        self._seen = 0  # how many of ``placed`` were tested again
+
+    def still_blocked(self, state: ClusterState, shape_id: int) -> bool:
+        if len(self.placed) > self._seen:
+            self._drop_lost(state, set(self.placed[self._seen :]))
+            self._seen = len(self.placed)
+        return not self.fitting[shape_id]
+
+    def _drop_lost(self, state: ClusterState, placed: set[int]) -> None:
+        shapes = [s for s, nodes in self.fitting.items() if not nodes.isdisjoint(placed)]
+        if not shapes:
+            return
+        nodes = np.array(sorted(placed), dtype=np.intp)
+        fits = feasible_shapes_among(state, [self.jobs[s] for s in shapes], nodes)
+        for k, shape_id in enumerate(shapes):
+            self.fitting[shape_id].difference_update(nodes[~fits[k]].tolist())

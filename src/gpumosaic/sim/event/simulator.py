@@ -13,8 +13,10 @@ arrivals (read one ahead from the workload's stream, which is sorted by arrival)
 the scheduling pass (a flag: at most one pending, always at the current instant). At one
 instant completions run first (in the order they were scheduled), then arrivals, then
 the pass -- the order the engine's (time, priority, sequence) keys gave. Per-job
-bookkeeping is kept in columns indexed by arrival order, and the timeline reads the
-cluster's figures only when a node was touched since the last sample.
+bookkeeping is kept in columns indexed by arrival order. A timeline sample records what
+the driver knows (time, allocated milli, running, queued) and where the log of
+allocations stood; the cluster's figures (fragmentation, power) of every sample are
+worked out once at the end from that log (``sim/event/timeline.py``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from gpumosaic import cyclic_gc
 from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, job_shape
 from gpumosaic.mechanisms.gang import could_span
 from gpumosaic.model.cluster import ClusterSpec
@@ -38,14 +41,8 @@ from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.sharing.interference import NoInterference
 from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
-from gpumosaic.sim.event.tracker import ClusterTracker
-from gpumosaic.sim.result import (
-    JobRecord,
-    JobStatus,
-    RunStats,
-    SimResult,
-    TimelineRecorder,
-)
+from gpumosaic.sim.event.timeline import TimelineLog
+from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult
 from gpumosaic.workloads.workload import Workload
 
 ProgressCallback = Callable[[float], None]
@@ -107,12 +104,13 @@ class EventSimulator:
         self.backfill = backfill
         self.until_s = until_s
         self.progress = progress
-        self.tracker = ClusterTracker(self.state, target)
-        self.timeline = TimelineRecorder()
+        # Samples now, the cluster's figures for all of them once the run ends.
+        self.timeline = TimelineLog(self.state, target)
         # A gang's progress under a non-ideal sharing model would need co-location on
         # several servers at once: only ideal models place jobs across servers.
         self.scheduling = SchedulingPass(placement, order, backfill, span_nodes=self.speed.ideal)
         self._ideal = self.speed.ideal
+        self._node_gpu = [node.gpu for node in self.state.spec.nodes]
         self.now = 0.0
         self.events = 0
         # Completions: (finish time, sequence, job index). An entry whose sequence is no
@@ -133,6 +131,7 @@ class EventSimulator:
         self._reason: list[str] = []
         self._placement: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
         self._completion_seq: list[int] = []
+        self._first_part: list[int] = []  # the timeline log's id of its first part
         self._progress: dict[int, _Progress] = {}  # non-ideal sharing only
         self._node_jobs: dict[int, list[int]] = {}  # non-ideal: job indexes per node
         # Whether a job of a shape can ever run (asked once per shape).
@@ -141,9 +140,6 @@ class EventSimulator:
         self._measured_left = (
             None if workload.measure is None else workload.measure[1] - workload.measure[0]
         )
-        # Nodes whose allocation changed since the last timeline sample.
-        self._touched: list[int] = []
-        self._figures = self.tracker.figures()
 
     # -- events -------------------------------------------------------------------
     def _on_arrival(self, job: JobSpec) -> None:
@@ -159,6 +155,7 @@ class EventSimulator:
         self._alone_s.append(math.nan)
         self._placement.append(())
         self._completion_seq.append(-1)
+        self._first_part.append(-1)
         shape = job_shape(job)
         admissible = self._admissible.get(shape)
         if admissible is None:
@@ -187,9 +184,10 @@ class EventSimulator:
             self.state.release_gang(job_id)
         else:
             self.state.release(job_id)
-        nodes = [node for node, _ in self._placement[index]]
+        placement = self._placement[index]
+        nodes = [placement[0][0]] if len(placement) == 1 else [node for node, _ in placement]
         self.scheduling.released(self.state, nodes)
-        self._touched.extend(nodes)
+        self.timeline.released(self._first_part[index], len(placement))
         self._status[index] = _COMPLETED
         self._finish_s[index] = self.now
         self._running -= 1
@@ -222,7 +220,7 @@ class EventSimulator:
         assignment = parts[0]  # a gang's parts share one GPU model
         index = self._index[job.id]
         now = self.now
-        gpu = self.state.spec.nodes[assignment.node].gpu
+        gpu = self._node_gpu[assignment.node]
         rate = self.workload.throughputs.rate(job, gpu) * self.speed.solo_factor(job)
         if rate <= 0:
             raise ValueError(f"job {job.id} has throughput 0 on {gpu.name}")
@@ -231,10 +229,8 @@ class EventSimulator:
         self._gpu_model[index] = gpu.name
         self._status[index] = _RUNNING
         self._alone_s[index] = alone_s
-        placement = tuple((part.node, part.gpus) for part in parts)
-        self._placement[index] = placement
-        for node, _ in placement:
-            self._touched.append(node)
+        self._placement[index] = tuple((part.node, part.gpus) for part in parts)
+        self._first_part[index] = self.timeline.allocated(parts)
         self._running += 1
         if self._ideal:
             finish_s = now + alone_s
@@ -293,19 +289,8 @@ class EventSimulator:
             self._schedule_completion(index, now + run.remaining / rate)
 
     def _record(self) -> None:
-        if self._touched:
-            self.tracker.touch(self._touched)
-            self._touched.clear()
-            self._figures = self.tracker.figures()
-        fragmentation_rate, gpu_w, cpu_w = self._figures
-        self.timeline.record(
-            self.now,
-            float(self.state.allocated_gpu_milli),
-            self._running,
-            len(self.scheduling),
-            fragmentation_rate,
-            gpu_w,
-            cpu_w,
+        self.timeline.sample(
+            self.now, self.state.allocated_gpu_milli, self._running, len(self.scheduling)
         )
         if self.progress is not None:
             self.progress(self._progress_fraction())
@@ -317,33 +302,40 @@ class EventSimulator:
         return 0.0
 
     # -- run ----------------------------------------------------------------------
-    def _next_completion_s(self) -> float:
-        """Time of the next live completion (dropping re-timed entries), or +inf."""
-        heap, live = self._completions, self._completion_seq
-        while heap:
-            finish_s, sequence, index = heap[0]
-            if live[index] == sequence:
-                return finish_s
-            heapq.heappop(heap)
-        return math.inf
-
     def run(self) -> SimResult:
+        # The run makes a few objects per job and frees them by reference counting; it
+        # makes no reference cycles, so the cyclic collector would only re-scan every
+        # live job's objects again and again (~15% of the openb replay's simulation).
+        with cyclic_gc.paused():
+            return self._run()
+
+    def _run(self) -> SimResult:
         wall = time.perf_counter()
         self._record()
-        self._next_arrival = next(self._arrivals, None)
-        heap, until_s = self._completions, self.until_s
+        arrivals = self._arrivals
+        self._next_arrival = arrival = next(arrivals, None)
+        heap, live, until_s, inf = self._completions, self._completion_seq, self.until_s, math.inf
+        heappop = heapq.heappop
+        on_completion, on_arrival = self._on_completion, self._on_arrival
         while self._measured_left is None or self._measured_left > 0:
-            completion_s = self._next_completion_s()
-            arrival = self._next_arrival
-            arrival_s = math.inf if arrival is None else arrival.arrival_s
+            # The next live completion (re-timed entries are dropped), or +inf.
+            completion_s = inf
+            while heap:
+                finish_s, sequence, index = heap[0]
+                if live[index] == sequence:
+                    completion_s = finish_s
+                    break
+                heappop(heap)
+            arrival_s = inf if arrival is None else arrival.arrival_s
             # Same instant: completions, then arrivals, then the pass (always at ``now``).
-            if completion_s <= arrival_s and (not self._pass_pending or completion_s <= self.now):
-                if completion_s == math.inf or completion_s > until_s:
+            pass_pending = self._pass_pending
+            if completion_s <= arrival_s and (not pass_pending or completion_s <= self.now):
+                if completion_s == inf or completion_s > until_s:
                     break
                 self.now = completion_s
                 self.events += 1
-                self._on_completion(heapq.heappop(heap)[2])
-            elif not self._pass_pending or arrival_s <= self.now:
+                on_completion(heappop(heap)[2])
+            elif not pass_pending or arrival_s <= self.now:
                 assert arrival is not None  # arrival_s < completion_s <= inf
                 if arrival_s > until_s:
                     break
@@ -354,8 +346,8 @@ class EventSimulator:
                     )
                 self.now = arrival_s
                 self.events += 1
-                self._on_arrival(arrival)
-                self._next_arrival = next(self._arrivals, None)
+                on_arrival(arrival)
+                self._next_arrival = arrival = next(arrivals, None)
             else:
                 if self.now > until_s:
                     break
@@ -372,47 +364,70 @@ class EventSimulator:
         )
 
     def _records(self, end_s: float) -> tuple[JobRecord, ...]:
-        jobs, status, reasons = self._jobs, self._status, self._reason
-        start, finish, alone = self._start_s, self._finish_s, self._alone_s
-        models, placements, progress = self._gpu_model, self._placement, self._progress
+        """One record per arrived job, by job id: the columns gathered in id order and
+        the figures worked out column-wise (the same float operations as per record),
+        a chunk of jobs at a time (the Python columns of a chunk only)."""
+        jobs, status = self._jobs, self._status
+        order = np.argsort(np.fromiter((job.id for job in jobs), np.int64, len(jobs)))
+        by_id = order.tolist()
+        jobs = list(map(jobs.__getitem__, by_id))
+        status = list(map(status.__getitem__, by_id))
+        start = np.array(self._start_s, dtype=np.float64)[order]
+        finish = np.array(self._finish_s, dtype=np.float64)[order]
+        completed = np.array([s is _COMPLETED for s in status], dtype=bool)
+        running = np.array([s is _RUNNING for s in status], dtype=bool)
+        held = np.where(completed, finish - start, np.where(running, end_s - start, 0.0))
+        total_milli = np.fromiter((job.total_gpu_milli for job in jobs), np.int64, len(jobs))
+        milli_seconds = total_milli * held
+        reasons = list(map(self._reason.__getitem__, by_id))
+        for k, state in enumerate(status):
+            if state is _QUEUED and not reasons[k]:
+                reasons[k] = _pending_reason(self.state, jobs[k])
+        suspended, thrashing, handovers = [0.0] * len(jobs), [0.0] * len(jobs), [0] * len(jobs)
+        position = np.empty_like(order)
+        position[order] = np.arange(len(order))
+        for index, run in self._progress.items():
+            k = int(position[index])
+            suspended[k], thrashing[k] = run.waiting_s, run.thrashing_s
+            handovers[k] = round(run.handovers)
         is_measured = self.workload.is_measured
-        out: list[JobRecord] = []
-        for index in sorted(range(len(jobs)), key=lambda i: jobs[i].id):
-            job = jobs[index]
-            state = status[index]
-            reason = reasons[index]
-            if state is _QUEUED and not reason:
-                reason = _pending_reason(self.state, job)
-            if state is _COMPLETED:
-                held_s = finish[index] - start[index]
-            elif state is _RUNNING:
-                held_s = end_s - start[index]
-            else:
-                held_s = 0.0
-            run = progress.get(index)
-            out.append(
-                JobRecord(
-                    job_id=job.id,
-                    name=job.name,
-                    job_type=job.job_type,
-                    arrival_s=job.arrival_s,
-                    start_s=start[index],
-                    finish_s=finish[index] if state is _COMPLETED else math.nan,
-                    num_gpu=job.num_gpu,
-                    gpu_milli=job.gpu_milli,
-                    status=state,
-                    reason=reason,
-                    gpu_model=models[index],
-                    measured=is_measured(job.id),
-                    gpu_milli_seconds=job.total_gpu_milli * held_s,
-                    alone_s=alone[index],
-                    suspended_s=0.0 if run is None else run.waiting_s,
-                    thrashing_s=0.0 if run is None else run.thrashing_s,
-                    handovers=0 if run is None else round(run.handovers),
-                    placement=placements[index],
-                )
-            )
-        return tuple(out)
+        records: list[JobRecord] = []
+        for lo in range(0, len(jobs), _RECORD_CHUNK):
+            part = slice(lo, lo + _RECORD_CHUNK)
+            chunk = jobs[part]
+            ids = [job.id for job in chunk]
+            columns = {
+                "job_id": ids,
+                "name": [job.name for job in chunk],
+                "job_type": [job.job_type for job in chunk],
+                "arrival_s": [job.arrival_s for job in chunk],
+                # The simulator's own float objects where the value is theirs.
+                "start_s": list(map(self._start_s.__getitem__, by_id[part])),
+                "finish_s": [
+                    self._finish_s[i] if done else math.nan
+                    for i, done in zip(by_id[part], completed[part].tolist(), strict=True)
+                ],
+                "num_gpu": [job.num_gpu for job in chunk],
+                "gpu_milli": [job.gpu_milli for job in chunk],
+                "status": status[part],
+                "reason": reasons[part],
+                "gpu_model": list(map(self._gpu_model.__getitem__, by_id[part])),
+                "measured": [is_measured(job_id) for job_id in ids],
+                "gpu_milli_seconds": milli_seconds[part].tolist(),
+                "alone_s": list(map(self._alone_s.__getitem__, by_id[part])),
+                "suspended_s": suspended[part],
+                "migrations": [0] * len(chunk),
+                "thrashing_s": thrashing[part],
+                "handovers": handovers[part],
+                "placement": list(map(self._placement.__getitem__, by_id[part])),
+            }
+            records.extend(map(JobRecord, *(columns[name] for name in _RECORD_FIELDS)))
+        return tuple(records)
+
+
+_RECORD_CHUNK = 8192
+# JobRecord's fields in order (its constructor is called positionally, column-wise).
+_RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
 
 
 def _pending_reason(state: ClusterState, job: JobSpec) -> str:
