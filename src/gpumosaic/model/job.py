@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from gpumosaic.model.gpu import MILLI_PER_GPU
 
@@ -69,3 +69,17 @@ class JobSpec:
 
     def allows(self, model_name: str) -> bool:
         return self.allowed_models is None or model_name.upper() in self.allowed_models
+
+    def placed_as(self, job_id: int, allowed_models: frozenset[str] | None) -> JobSpec:
+        """This spec under another id and allowed GPU models: ``dataclasses.replace``
+        without re-validating what is already valid (a round mechanism builds one per job
+        and GPU type, hundreds of thousands in a large run)."""
+        spec = object.__new__(JobSpec)
+        for name in _FIELD_NAMES:
+            object.__setattr__(spec, name, getattr(self, name))
+        object.__setattr__(spec, "id", job_id)
+        object.__setattr__(spec, "allowed_models", allowed_models)
+        return spec
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(JobSpec))

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.model import bulk
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.holders import RowHolders
 from gpumosaic.model.job import JobSpec
+from gpumosaic.types import IntArray
 
 # Columns of ``kind_count``: 0 counts fractional ("sharing") tasks, k counts k-GPU tasks.
 SHARING_KIND = 0
@@ -71,6 +74,8 @@ class ClusterState:
         self.assignments: dict[int, Assignment] = {}
         # Jobs whose GPUs span several nodes (Gavel's one-GPU servers): one part per node.
         self.gangs: dict[int, tuple[Assignment, ...]] = {}
+        # Jobs placed in bulk, as rows of arrays (``holders``); never also in the two above.
+        self.rows = RowHolders(width)
         self._model_mask_cache: dict[frozenset[str] | None, npt.NDArray[np.bool_]] = {}
         self._fits_empty: dict[tuple[int, int, int, int, frozenset[str] | None], bool] = {}
         self._allocated_milli = 0
@@ -132,7 +137,7 @@ class ClusterState:
         # indexing costs microseconds per call on the simulators' hottest path.
         a = assignment
         node = a.node
-        if a.job_id in self.assignments:
+        if a.job_id in self.assignments or self.rows.holds(a.job_id):
             raise BookkeepingError(f"job {a.job_id} is already placed")
         if len(set(a.gpus)) != len(a.gpus):
             raise BookkeepingError(f"job {a.job_id}: a GPU slot is listed twice")
@@ -166,8 +171,26 @@ class ClusterState:
         # dict_keys.isdisjoint iterates over its argument: the new ones, not all held.
         if len(new) != len(assignments) or not self.assignments.keys().isdisjoint(new):
             raise BookkeepingError("a job is listed twice or already placed")
+        if self.rows.held and self.rows.held_mask(np.fromiter(new, dtype=np.int64)).any():
+            raise BookkeepingError("a job is already placed")
         self.assignments.update(new)
         self._allocated_milli += sum(a.gpu_milli * len(a.gpus) for a in assignments)
+
+    def adopt_gangs(self, gangs: Sequence[tuple[Assignment, ...]]) -> None:
+        """``adopt`` for gangs: record gangs whose resources a compiled step already took
+        (``mechanisms.rounds.kernel.place_symmetric``)."""
+        if not gangs:
+            return
+        ids = [parts[0].job_id for parts in gangs]
+        if (
+            len(set(ids)) != len(ids)
+            or not self.gangs.keys().isdisjoint(ids)
+            or not self.assignments.keys().isdisjoint(ids)
+            or (self.rows.held and self.rows.held_mask(np.array(ids, dtype=np.int64)).any())
+        ):
+            raise BookkeepingError("a gang is listed twice or its job is already placed")
+        self.gangs.update(zip(ids, gangs, strict=True))
+        self._allocated_milli += sum(p.gpu_milli * len(p.gpus) for g in gangs for p in g)
 
     def allocate_gang(self, parts: tuple[Assignment, ...]) -> None:
         """Place one job on several nodes at once (all parts carry the job's id).
@@ -177,7 +200,7 @@ class ClusterState:
         if not parts:
             raise BookkeepingError("a gang needs at least one part")
         job_id = parts[0].job_id
-        if job_id in self.gangs or job_id in self.assignments:
+        if job_id in self.gangs or job_id in self.assignments or self.rows.holds(job_id):
             raise BookkeepingError(f"job {job_id} is already placed")
         if any(p.job_id != job_id for p in parts) or len({p.node for p in parts}) != len(parts):
             raise BookkeepingError(f"job {job_id}: gang parts must be one per node, same job")
@@ -203,11 +226,43 @@ class ClusterState:
         return parts
 
     def holds(self, job_id: int) -> bool:
-        return job_id in self.assignments or job_id in self.gangs
+        return job_id in self.assignments or job_id in self.gangs or self.rows.holds(job_id)
+
+    def holder_ids(self) -> list[int]:
+        """Every job that holds resources (assignments, gangs, then rows)."""
+        rows = np.flatnonzero(self.rows.node >= 0).tolist()
+        return [*self.assignments, *self.gangs, *rows]
+
+    def parts_of(self, job_id: int) -> tuple[Assignment, ...]:
+        """Where ``job_id`` holds resources: one part per node (several: a gang)."""
+        gang = self.gangs.get(job_id)
+        if gang is not None:
+            return gang
+        a = self.assignments.get(job_id)
+        if a is not None:
+            return (a,)
+        rows = self.rows
+        if not rows.holds(job_id):
+            raise BookkeepingError(f"job {job_id} holds nothing")
+        slots = tuple(rows.slots[job_id, : rows.count[job_id]].tolist())
+        return (
+            Assignment(
+                job_id,
+                int(rows.node[job_id]),
+                slots,
+                int(rows.milli[job_id]),
+                int(rows.cpu[job_id]),
+                int(rows.memory[job_id]),
+            ),
+        )
 
     def release(self, job_id: int) -> Assignment:
         a = self.assignments.pop(job_id, None)
         if a is None:
+            if self.rows.holds(job_id):
+                (a,) = self.parts_of(job_id)
+                self.release_many([job_id])
+                return a
             raise BookkeepingError(f"job {job_id} holds nothing to release")
         node = a.node
         free = self.gpu_free[node]
@@ -224,6 +279,149 @@ class ClusterState:
         self.node_version[node] += 1
         return a
 
+    def allocate_many(self, assignments: Sequence[Assignment]) -> None:
+        """``allocate`` each of ``assignments`` in one vectorized pass (a round mechanism
+        places hundreds at once). Same end state as allocating them one by one; checked as a
+        whole before anything changes (all or nothing): no GPU share over 1000 milli, CPU
+        and memory within capacity, no job placed twice."""
+        if not assignments:
+            return
+        new = {a.job_id: a for a in assignments}
+        if len(new) != len(assignments) or not self.assignments.keys().isdisjoint(new):
+            raise BookkeepingError("a job is listed twice or already placed")
+        if not self.gangs.keys().isdisjoint(new) or (
+            self.rows.held and self.rows.held_mask(np.fromiter(new, dtype=np.int64)).any()
+        ):
+            raise BookkeepingError("a job of the batch already holds GPUs")
+        if any(len(set(a.gpus)) != len(a.gpus) for a in assignments if len(a.gpus) > 1):
+            raise BookkeepingError("a GPU slot is listed twice in one assignment")
+        self._apply(assignments, -1)
+        self.assignments.update(new)
+
+    def allocate_gangs(self, gangs: Sequence[tuple[Assignment, ...]]) -> None:
+        """``allocate_gang`` each of ``gangs`` in one vectorized pass (all or nothing)."""
+        if not gangs:
+            return
+        ids = []
+        for parts in gangs:
+            if not parts:
+                raise BookkeepingError("a gang needs at least one part")
+            job_id = parts[0].job_id
+            if any(p.job_id != job_id for p in parts) or len({p.node for p in parts}) != len(parts):
+                raise BookkeepingError(f"job {job_id}: gang parts must be one per node, same job")
+            ids.append(job_id)
+        if (
+            len(set(ids)) != len(ids)
+            or not self.gangs.keys().isdisjoint(ids)
+            or not self.assignments.keys().isdisjoint(ids)
+            or (self.rows.held and self.rows.held_mask(np.array(ids, dtype=np.int64)).any())
+        ):
+            raise BookkeepingError("a gang is listed twice or its job is already placed")
+        flat = [p for parts in gangs for p in parts]
+        if any(len(set(a.gpus)) != len(a.gpus) for a in flat if len(a.gpus) > 1):
+            raise BookkeepingError("a GPU slot is listed twice in one assignment")
+        self._apply(flat, -1)
+        self.gangs.update(zip(ids, gangs, strict=True))
+
+    def release_many(self, job_ids: Sequence[int]) -> None:
+        """``release`` each of ``job_ids`` in one compiled pass (``bulk``); the same end
+        state (free resources, tasks, kind counts, node versions, the release counter) as
+        releasing them one by one. Ids may be held as assignments or as rows."""
+        if not len(job_ids):
+            return
+        ids = np.asarray(job_ids, dtype=np.int64)
+        if not self.assignments:  # all held as rows (or an error)
+            self._allocated_milli += bulk.release_rows(self, ids)
+            self.releases += len(ids)
+            return
+        in_rows = self.rows.held_mask(ids)
+        if not in_rows.all():
+            pop = self.assignments.pop
+            try:
+                released = [pop(job_id) for job_id in ids[~in_rows].tolist()]
+            except KeyError as missing:
+                raise BookkeepingError(f"job {missing.args[0]} holds nothing to release") from None
+            self._allocated_milli += bulk.apply(self, bulk.part_arrays(released), +1)
+        if in_rows.any():
+            self._allocated_milli += bulk.release_rows(self, ids[in_rows])
+        self.releases += len(ids)
+
+    def rows_written(self, count: int, milli: int) -> None:
+        """A compiled step took resources and wrote ``count`` holders into ``rows`` itself
+        (``mechanisms.rounds.kernel.place_symmetric``), ``milli`` GPU milli in all."""
+        self.rows.held += count
+        self._allocated_milli += milli
+
+    def allocate_rows(
+        self,
+        job_ids: IntArray,
+        nodes: IntArray,
+        slots: IntArray,
+        milli: IntArray | int,
+        cpu: IntArray | int,
+        memory: IntArray | int,
+    ) -> None:
+        """``allocate`` jobs of one GPU count from arrays (as ``adopt_rows`` reads them), in
+        one compiled pass, all or nothing; they are kept as rows."""
+        n, k = slots.shape
+        first = np.arange(0, (n + 1) * k, k, dtype=np.int64) if k else np.zeros(n + 1, np.int64)
+        milli_of, cpu_of, memory_of = (_per_job(v, n) for v in (milli, cpu, memory))
+        parts = (
+            np.asarray(nodes, dtype=np.int64),
+            first,
+            slots.ravel(),
+            milli_of,
+            cpu_of,
+            memory_of,
+        )
+        delta = bulk.apply(self, parts, -1)
+        try:
+            self.adopt_rows(job_ids, nodes, slots, milli_of, cpu_of, memory_of)
+        except BookkeepingError:
+            bulk.apply(self, parts, +1)
+            raise
+        assert delta == int(milli_of.sum()) * k
+
+    def adopt_rows(
+        self,
+        job_ids: IntArray,
+        nodes: IntArray,
+        slots: IntArray,
+        milli: IntArray | int,
+        cpu: IntArray | int,
+        memory: IntArray | int,
+    ) -> None:
+        """Record jobs (ids >= 0) whose resources a compiled step already took from the
+        arrays, from its result arrays: per job its node, GPU slots (one row each), milli
+        per GPU, CPU and memory (one value each, or one for all). Kept as rows of arrays
+        (``holders``), not as ``Assignment`` objects."""
+        ids = np.asarray(job_ids, dtype=np.int64)
+        listed = ids.tolist()
+        if not self.assignments.keys().isdisjoint(listed) or not self.gangs.keys().isdisjoint(
+            listed
+        ):
+            raise BookkeepingError("a job of the batch is already placed")
+        n = len(ids)
+        milli_of, cpu_of, memory_of = (_per_job(v, n) for v in (milli, cpu, memory))
+        if not self.rows.add(ids, nodes, slots, milli_of, cpu_of, memory_of):
+            raise BookkeepingError("a job of the batch is listed twice, already placed or < 0")
+        self._allocated_milli += int(milli_of.sum()) * slots.shape[1]
+
+    def release_gangs(self, job_ids: Sequence[int]) -> None:
+        """``release_gang`` each of ``job_ids`` in one vectorized pass."""
+        pop = self.gangs.pop
+        try:
+            gangs = [pop(job_id) for job_id in job_ids]
+        except KeyError as missing:
+            raise BookkeepingError(f"job {missing.args[0]} holds no gang to release") from None
+        parts = [part for gang in gangs for part in gang]
+        if parts:
+            self._apply(parts, +1)
+            self.releases += len(parts)
+
+    def _apply(self, parts: Sequence[Assignment], sign: int) -> None:
+        self._allocated_milli += bulk.apply(self, bulk.part_arrays(parts), sign)
+
     def check_invariants(self) -> None:
         """Raise BookkeepingError if any invariant is broken (used by tests and debug runs)."""
         if (self.gpu_free < 0).any() or (self.gpu_free > self.gpu_capacity).any():
@@ -233,7 +431,7 @@ class ClusterState:
         if (self.memory_free < 0).any() or (self.memory_free > self.memory_capacity).any():
             raise BookkeepingError("memory over capacity")
         used = np.zeros_like(self.gpu_free)
-        parts = [*self.assignments.values(), *(p for g in self.gangs.values() for p in g)]
+        parts = [p for job_id in self.holder_ids() for p in self.parts_of(job_id)]
         for a in parts:
             used[a.node, list(a.gpus)] += a.gpu_milli
         if not np.array_equal(used, self.gpu_capacity - self.gpu_free):
@@ -261,3 +459,10 @@ class ClusterState:
             & (self.num_gpus >= job.num_gpu)
         )
         return bool(ok.any())
+
+
+def _per_job(value: IntArray | int, n: int) -> IntArray:
+    """One int64 per job: ``value`` itself (an array of n) or n copies of it."""
+    if isinstance(value, np.ndarray):
+        return np.asarray(value, dtype=np.int64)
+    return np.full(n, value, dtype=np.int64)

@@ -11,6 +11,7 @@ from gpumosaic.mechanisms.rounds.priorities import (
     EntityTable,
     _greedy,
     _greedy_fit,
+    _ranked_fit,
     priorities,
     reset_accounting,
     select_entities,
@@ -117,3 +118,23 @@ def test_vectorized_capacity_walk_takes_what_gavels_loop_takes(demand, left):
     tab = table(np.ones((n, 1)), np.zeros((n, 1)), [0.0], demand=d)
     loop = _greedy(list(range(n)), 0, left, tab.rows_a, tab.rows_b, tab, np.zeros(n, bool))
     assert _greedy_fit(d, left).tolist() == [e for e, _ in loop]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]), st.sampled_from([100, 500, 1000])),
+        min_size=1,
+        max_size=300,
+    ),
+    st.integers(min_value=0, max_value=20_000),
+)
+def test_partial_ranking_picks_what_ranking_everyone_picks(queue, left):
+    """``_ranked_fit`` sorts only the head of a long queue: same entities, same order as
+    sorting all of them (many ties, so the head's cut falls inside a run of equal keys)."""
+    key = np.array([k for k, _ in queue])
+    demand = np.array([d for _, d in queue], dtype=np.int64)
+    candidates = np.arange(len(queue))[::-1].copy()  # tie order: any permutation
+    full = np.argsort(key, kind="stable")
+    expected = candidates[full[_greedy_fit(demand[candidates][full], left)]]
+    assert _ranked_fit(candidates, key, demand, left).tolist() == expected.tolist()

@@ -20,7 +20,7 @@ ran; the simulator feeds the same values from a progress model (rates x time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -201,7 +201,7 @@ class RoundDecider:
 
     @property
     def has_active_jobs(self) -> bool:
-        return bool(self.jobs.active_rows)
+        return self.jobs.n_active > 0
 
     # ---- the policy ------------------------------------------------------------------
 
@@ -253,9 +253,9 @@ class RoundDecider:
                     for x, y, p in zip(ids_a, ids_b, rows_b.tolist(), strict=True)
                 )
             else:
-                ids = tuple((x,) for x in ids_a)
+                ids = tuple(zip(ids_a))  # one-tuples, built in C
             types = tuple(np.array(self.type_names, dtype=object)[ts])
-            parts = self.leases.parts_of(rows_a)
+            parts = self.leases.parts_of(rows_a, rows_b)
         return RoundPlan(
             now,
             es,
@@ -279,8 +279,8 @@ class RoundDecider:
         ent = self.book.entities
         active = self.jobs.is_active
         empty = np.zeros(0, dtype=np.int64)
-        if ent is None or not self.jobs.active_rows:
-            self.leases.start_round(empty, empty, empty, lambda i: self.jobs.specs[0], active)
+        if ent is None or not self.jobs.n_active:
+            self.leases.start_round(empty, empty, empty, self.jobs.specs, active)
             return empty, empty, np.zeros(0, dtype=bool)
         alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])
         n_types = len(self.models)
@@ -292,15 +292,7 @@ class RoundDecider:
             ent, alive, order, self.capacity_milli, self.skip_zero_priority
         )
         rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
-        specs = self.jobs.specs
-
-        def spec_of(i: int) -> JobSpec:
-            spec = specs[int(rows_a[i])]
-            if rows_b[i] >= 0:  # a pair shares the GPUs of its members: whole GPUs, same count
-                spec = replace(spec, gpu_milli=MILLI_PER_GPU, cpu_milli=0, memory_mib=0)
-            return spec
-
-        placed, extended = self.leases.start_round(rows_a, rows_b, ts, spec_of, active)
+        placed, extended = self.leases.start_round(rows_a, rows_b, ts, self.jobs.specs, active)
         return es[placed], ts[placed], extended
 
     def report(self, plan: RoundPlan, report: RoundReport) -> list[tuple[int, float]]:

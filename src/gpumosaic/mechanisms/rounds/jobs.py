@@ -41,7 +41,8 @@ class JobStore:
         self.job_type: list[str] = []
         self.entity: list[str] = []
         self.rejected: dict[int, str] = {}  # row -> reason
-        self.active_rows: list[int] = []  # arrival order
+        # Active rows in arrival order (a dict: a completion removes its row in O(1)).
+        self._active: dict[int, None] = {}
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -95,9 +96,18 @@ class JobStore:
         self.entity.append(spec.entity)
         return row
 
+    @property
+    def active_rows(self) -> list[int]:
+        """Rows of the active jobs, in arrival order."""
+        return list(self._active)
+
+    @property
+    def n_active(self) -> int:
+        return len(self._active)
+
     def activate(self, row: int) -> None:
         self.is_active[row] = True
-        self.active_rows.append(row)
+        self._active[row] = None
 
     def reject(self, row: int, reason: str) -> None:
         self.rejected[row] = reason
@@ -107,8 +117,7 @@ class JobStore:
             self.finish_s[row] = t
             self.done_steps[row] = self.total_steps[row]
             self.is_active[row] = False
-        done = set(rows)
-        self.active_rows = [r for r in self.active_rows if r not in done]
+            self._active.pop(row, None)
 
     def columns(self) -> JobColumns:
         return JobColumns(

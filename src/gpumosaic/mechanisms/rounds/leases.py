@@ -7,39 +7,45 @@ demand first, as Gavel assigns the largest scale factors first). A multi-GPU job
 single node can hold may span nodes if the job may (``JobSpec.may_span_nodes``: Gavel's
 jobs may, their servers have one GPU each) and the run allows it (``span_nodes``).
 
-Shortcut (``symmetric_fast_path``): on a GPU type whose nodes all hold exactly one GPU
-and have the same CPU and memory, a job asking for whole GPUs can only go to fully free
-nodes, and those are indistinguishable: whichever the strategy picks, the cluster ends
-in the same multiset of node states, so no simulated quantity (progress, JCT,
-utilization, fragmentation, power, later placements up to a relabelling of identical
-nodes) can differ. There the mechanism takes the lowest-index free nodes without
-scoring them; this is most of Gavel's experiments, where jobs change GPU type often.
+Work per round is numpy over the chosen entities, plus Python per run of same-shape
+entities (one placement-kernel call each), never per single job: single jobs' leases are
+rows of arrays (the type held, whether as a gang; where lives in the ``ClusterState``),
+released with one ``release_many``; the typed spec of (row, type) is built once
+(``shapes.RowShapes``). Packed pairs and the rare job that spans servers go one by one.
+
+Shortcut (``symmetric_fast_path``, see ``symmetric``): whole GPUs on a type of identical
+one-GPU nodes go to the lowest-index free nodes without scoring, one numpy step per type.
+Those entities are placed before the others of the round: nothing else a round places can
+land on their nodes (every other entity either is typed to another GPU type or asks for a
+fraction of a GPU, and so comes after them in the largest-first order), and placing only
+takes resources, so every decision is the one of the strict largest-first order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
 
 from gpumosaic.mechanisms.gang import gang_parts
+from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id, pair_spec
+from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.batch import place_many
+from gpumosaic.placement.scorers.combined import ScoredPlacement
 from gpumosaic.types import BoolArray, IntArray
 
-EntityKey = tuple[int, int]  # (row of job a, row of job b or -1)
+__all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
 
 
 class Lease(NamedTuple):
-    """Who holds which GPUs for a round. A named tuple rather than a frozen dataclass:
-    one is made per placement (~10 a round in Gavel's runs, thousands at openb scale),
-    and a frozen dataclass costs several times more to build."""
+    """Who holds which GPUs for a round (packed pairs; single jobs' leases are rows)."""
 
     key: EntityKey
     type_index: int
@@ -69,124 +75,338 @@ class LeaseBook:
     ) -> None:
         self.state = state
         self.strategy = strategy
-        self.allowed = tuple(frozenset({name.upper()}) for name in type_names)
         self.rng = rng
         self.span_nodes = span_nodes
-        self.leases: dict[EntityKey, Lease] = {}
-        # The spec placed for (entity, type): built once, as entities move between types.
-        self._typed: dict[tuple[EntityKey, int], JobSpec] = {}
-        self._keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
+        self.n_types = len(type_names)
+        self.shapes = RowShapes(type_names)
+        self.symmetric = SymmetricTypes(state, len(type_names), symmetric_fast_path)
+        self.pairs: dict[EntityKey, Lease] = {}
+        # The spec placed for (pair, type), built once as pairs move between types.
+        self._pair_typed: dict[tuple[EntityKey, int], JobSpec] = {}
+        self._pair_keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
         self.extensions = 0
         self.opportunities = 0
         self.failures = 0
         self.seconds = 0.0  # spent placing and releasing (reported by the benchmark)
         self.fast_placements = 0
         self.placements = 0  # entities placed anew (not extended)
-        # Within one round's placements: per symmetric type, its free nodes and how many of
-        # them are taken (see _place_symmetric); cleared whenever the strategy places.
-        self._idle: dict[int, list[int]] = {}
-        self._taken: dict[int, int] = {}
-        # Per job row: the type of its single-job lease (-1: none) and where each entity
-        # holds GPUs (by its first member's row); pairs' keys. Arrays so that a round
-        # touches only the leases that change.
+        # Per job row: the type of its single-job lease (-1: none), and whether that lease
+        # is a gang (GPUs on several nodes).
         self._held_type = np.full(0, -1, dtype=np.int64)
-        self._parts = np.empty(0, dtype=object)
-        self._pair_keys: set[EntityKey] = set()
-        self._symmetric = [
-            _symmetric_nodes(state, t) if symmetric_fast_path else None
-            for t in range(len(type_names))
-        ]
+        self._held_gang = np.zeros(0, dtype=bool)
 
     def counts(self) -> LeaseCounts:
         return LeaseCounts(self.extensions, self.opportunities, self.failures)
+
+    # ---- one round -------------------------------------------------------------------
 
     def start_round(
         self,
         rows_a: IntArray,
         rows_b: IntArray,
         types: IntArray,
-        spec_of: Callable[[int], JobSpec],
+        specs: Sequence[JobSpec],
         active: BoolArray,
     ) -> tuple[IntArray, BoolArray]:
         """Apply this round's choice: entity i has job rows ``rows_a[i]``, ``rows_b[i]``
         (-1 for a single job) and runs on type ``types[i]``, in priority order;
-        ``spec_of(i)`` is the spec to place for it (asked only for entities that need
-        GPUs). ``active`` flags job rows still running (only their leases count as
-        extension opportunities, as in Gavel).
+        ``specs[row]`` is each job's spec (a pair asks for ``shapes.pair_spec`` of its
+        first member's). ``active`` flags job rows still running (only their leases count
+        as extension opportunities, as in Gavel).
 
         Returns the positions that got GPUs (ascending) and, for each, whether its lease
-        was extended. Work per round: numpy over the chosen entities, Python only for
-        the leases that end and the entities that are placed anew.
+        was extended.
         """
         started = time.perf_counter()
         n_rows = len(active)
         self._grow_rows(n_rows)
+        self.shapes.learn(specs, len(specs))
         held = self._held_type[:n_rows]
         single = rows_b < 0
         held_rows = np.flatnonzero(held >= 0)
         self.opportunities += int(active[held_rows].sum())
-        self.opportunities += sum(
-            1 for a, b in self._pair_keys if active[a] or (b >= 0 and active[b])
-        )
+        if self.pairs:
+            self.opportunities += sum(
+                1 for a, b in self.pairs if active[a] or (b >= 0 and active[b])
+            )
         extended = np.zeros(len(rows_a), dtype=bool)
         extended[single] = held[rows_a[single]] == types[single]
         kept_pairs: set[EntityKey] = set()
-        for i in np.flatnonzero(~single).tolist():
-            key = (int(rows_a[i]), int(rows_b[i]))
-            lease = self.leases.get(key)
-            if lease is not None and lease.type_index == int(types[i]):
-                extended[i] = True
-                kept_pairs.add(key)
+        if not single.all():
+            for i in np.flatnonzero(~single).tolist():
+                key = (int(rows_a[i]), int(rows_b[i]))
+                lease = self.pairs.get(key)
+                if lease is not None and lease.type_index == int(types[i]):
+                    extended[i] = True
+                    kept_pairs.add(key)
         self.extensions += int(extended.sum())
-        # Release every lease not extended: singles by mask, pairs one by one.
+        # Release every lease not extended: single jobs in one pass, pairs one by one.
         keep_row = np.zeros(n_rows, dtype=bool)
         keep_row[rows_a[extended & single]] = True
-        ending = held_rows[~keep_row[held_rows]]
-        leases, state = self.leases, self.state
-        for row in ending.tolist():
-            lease = leases.pop((row, -1))
-            if lease.gang:
-                state.release_gang(lease.holder)
-            else:
-                state.release(lease.holder)
-        held[ending] = -1
-        for key in [k for k in self._pair_keys if k not in kept_pairs]:
-            self._release(self.leases.pop(key))
-            self._pair_keys.discard(key)
-        # Place the rest, largest demand first (stable: priority order among equals).
-        got = np.zeros(len(rows_a), dtype=bool)
-        got[extended] = True
-        self._idle.clear()
-        fresh = np.flatnonzero(~extended).tolist()
-        if fresh:
-            specs = [spec_of(i) for i in fresh]
-            order = sorted(range(len(fresh)), key=lambda m: -specs[m].total_gpu_milli)
-            ra, rb, ty = rows_a[fresh].tolist(), rows_b[fresh].tolist(), types[fresh].tolist()
-            symmetric = self._symmetric
-            batch: list[tuple[int, int, JobSpec]] = []  # (position, type, typed spec)
-            for m in order:
-                i, spec, t = fresh[m], specs[m], ty[m]
-                key = (ra[m], rb[m])
-                nodes = symmetric[t]
-                if nodes is not None and spec.gpu_milli == MILLI_PER_GPU:
-                    self._place_batch(batch, rows_a, rows_b, got)
-                    self._place_symmetric(key, t, spec, nodes, i, got)
-                    continue
-                job = self._typed_spec(key, t, spec)
-                if self.span_nodes and job.may_span_nodes and job.num_gpu > 1:
-                    self._place_batch(batch, rows_a, rows_b, got)
-                    self._idle.clear()  # the strategy may take whole free nodes of any type
-                    self._keep(key, t, self._place_one(key, t, job), i, got)
-                else:
-                    batch.append((i, t, job))
-            self._place_batch(batch, rows_a, rows_b, got)
+        self._release_rows(held_rows[~keep_row[held_rows]])
+        for key in [k for k in self.pairs if k not in kept_pairs]:
+            self._release_pair(self.pairs.pop(key))
+        got = extended.copy()
+        fresh = np.flatnonzero(~extended)
+        if len(fresh):
+            self._place_fresh(fresh, rows_a, rows_b, types, specs, got)
         placed = np.flatnonzero(got)
         self.seconds += time.perf_counter() - started
         return placed, extended[placed]
 
-    def parts_of(self, rows_a: IntArray) -> tuple[tuple[Assignment, ...], ...]:
-        """Where each entity (by the row of its first member) holds GPUs now."""
-        return tuple(self._parts[rows_a])
+    def _place_fresh(
+        self,
+        fresh: IntArray,
+        rows_a: IntArray,
+        rows_b: IntArray,
+        types: IntArray,
+        specs: Sequence[JobSpec],
+        got: BoolArray,
+    ) -> None:
+        """Place the entities at positions ``fresh``, largest demand first (stable:
+        priority order among equals); mark the ones placed in ``got``."""
+        shapes = self.shapes
+        pair = rows_b[fresh] >= 0
+        order = np.argsort(-shapes.total_milli(rows_a[fresh], pair), kind="stable")
+        fresh = fresh[order]
+        ra, rb, ty, pair = rows_a[fresh], rows_b[fresh], types[fresh], pair[order]
+        whole = pair | (shapes.gpu_milli[ra] == MILLI_PER_GPU)
+        fast = self.symmetric.mask[ty] & whole
+        if fast.any():
+            self._place_symmetric(fresh[fast], ra[fast], rb[fast], ty[fast], got)
+        if fast.all():
+            return
+        rest = np.flatnonzero(~fast)
+        fresh, ra, rb, ty = fresh[rest], ra[rest], rb[rest], ty[rest]
+        spans = (shapes.num_gpu[ra] > 1) & shapes.may_span[ra] if self.span_nodes else None
+        if spans is None or not spans.any():
+            self._place_runs(fresh, ra, rb, ty, specs, got)
+            return
+        # A job that may span servers goes alone (a node, else a gang); the runs between
+        # go as batches, in order.
+        start = 0
+        for i in [*np.flatnonzero(spans).tolist(), len(fresh)]:
+            if i > start:
+                s = slice(start, i)
+                self._place_runs(fresh[s], ra[s], rb[s], ty[s], specs, got)
+            if i < len(fresh):
+                key, t = (int(ra[i]), int(rb[i])), int(ty[i])
+                job = self._typed_one(specs, key, t)
+                self._record_one(key, t, self._place_one(job), int(fresh[i]), got)
+            start = i + 1
+
+    def _place_runs(
+        self,
+        positions: IntArray,
+        ra: IntArray,
+        rb: IntArray,
+        ty: IntArray,
+        specs: Sequence[JobSpec],
+        got: BoolArray,
+    ) -> None:
+        """Place entities in order (one ``place_many`` batch: the same decisions as one
+        ``place`` each), a run of equal shape and type at a time; once a shape and type
+        finds no node, later entities of it find none either (resources only shrink)."""
+        shapes = self.shapes
+        pair = rb >= 0
+        shape = shapes.shape[ra]
+        if pair.any():
+            for i in np.flatnonzero(pair).tolist():
+                shape[i] = shapes.shape_id(int(shapes.num_gpu[ra[i]]), MILLI_PER_GPU, 0, 0)
+        keys = shape * self.n_types + ty
+        bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
+        failed: set[int] = set()
+        for s, e in pairwise(bounds):
+            key, t = int(keys[s]), int(ty[s])
+            if key in failed:
+                self.failures += e - s
+                continue
+            rows, mixed = ra[s:e], bool(pair[s:e].any())
+            if mixed:
+                jobs = [
+                    self._typed_one(specs, (int(a), int(b)), t)
+                    for a, b in zip(ra[s:e], rb[s:e], strict=True)
+                ]
+            else:
+                first = shapes.typed(specs, rows[:1], t)[0]
+                arrays = self._place_arrays(first, e - s)
+                if arrays is not None:  # a compiled strategy: no object per job
+                    n, nodes, gpus = arrays
+                    if n:
+                        milli = first.gpu_milli if first.num_gpu else 0
+                        self.state.adopt_rows(
+                            rows[:n], nodes[:n], gpus[:n], milli, first.cpu_milli,
+                            first.memory_mib,
+                        )  # fmt: skip
+                    self._count_run(n, e - s, key, failed)
+                    if n:
+                        got[positions[s : s + n]] = True
+                        self._held_type[rows[:n]] = t
+                    continue
+                jobs = shapes.typed(specs, rows, t)
+            placed = _place_run(self.strategy, self.state, jobs, self.rng)
+            n = len(placed)
+            self._count_run(n, e - s, key, failed)
+            if not n:
+                continue
+            got[positions[s : s + n]] = True
+            if not mixed:
+                self._held_type[rows[:n]] = t
+                continue
+            for a, b, assignment in zip(
+                ra[s : s + n].tolist(), rb[s : s + n].tolist(), placed, strict=True
+            ):
+                if b < 0:
+                    self._held_type[a] = t
+                else:
+                    key2 = (a, b)
+                    self.pairs[key2] = Lease(key2, t, holder_id(key2), (assignment.node,), False)
+
+    def _count_run(self, placed: int, size: int, key: int, failed: set[int]) -> None:
+        self.placements += placed
+        if placed < size:
+            failed.add(key)
+            self.failures += size - placed
+
+    def _place_arrays(self, job: JobSpec, count: int) -> tuple[int, IntArray, IntArray] | None:
+        """``count`` jobs of ``job``'s shape in one kernel call, as arrays (None: the
+        strategy has no compiled kernel)."""
+        if isinstance(self.strategy, ScoredPlacement):
+            return self.strategy.place_run_arrays(self.state, job, count, self.rng)
+        return None
+
+    def _place_symmetric(
+        self, positions: IntArray, ra: IntArray, rb: IntArray, ty: IntArray, got: BoolArray
+    ) -> None:
+        """Whole GPUs on identical one-GPU nodes, in one compiled step (see ``symmetric``)."""
+        shapes = self.shapes
+        pair = rb >= 0
+        k = shapes.num_gpu[ra]
+        cpu = np.where(pair, 0, shapes.cpu_milli[ra] // k)
+        memory = np.where(pair, 0, shapes.memory_mib[ra] // k)
+        eligible = (k == 1) | (shapes.may_span[ra] & self.span_nodes)
+        holders = np.where(pair, -(1 + ra * (1 << 31) + rb), ra)
+        placed = self.symmetric.place(self.state, ty, holders.tolist(), k, cpu, memory, eligible)
+        n = int(placed.sum())
+        self.failures += len(ra) - n
+        self.placements += n
+        self.fast_placements += n
+        if not n:
+            return
+        got[positions[placed]] = True
+        single = placed & ~pair
+        rows = ra[single]
+        self._held_type[rows] = ty[single]
+        self._held_gang[rows] = k[single] > 1
+        if pair.any():
+            for i in np.flatnonzero(placed & pair).tolist():
+                key, h = (int(ra[i]), int(rb[i])), int(holders[i])
+                gang = self.state.gangs.get(h)
+                nodes = (
+                    (self.state.assignments[h].node,)
+                    if gang is None
+                    else tuple(p.node for p in gang)
+                )
+                self.pairs[key] = Lease(key, int(ty[i]), h, nodes, gang is not None)
+
+    # ---- one entity at a time (pairs' specs, jobs that may span servers) --------------
+
+    def _typed_one(self, specs: Sequence[JobSpec], key: EntityKey, t: int) -> JobSpec:
+        a, b = key
+        if b < 0:
+            return self.shapes.typed(specs, np.array([a], dtype=np.int64), t)[0]
+        job = self._pair_typed.get((key, t))
+        if job is None:
+            allowed = self.shapes.allowed[t]
+            job = replace(pair_spec(specs[a]), id=holder_id(key), allowed_models=allowed)
+            self._pair_typed[(key, t)] = job
+            for row in key:
+                self._pair_keys_of_row.setdefault(row, []).append((key, t))
+        return job
+
+    def _place_one(self, job: JobSpec) -> tuple[tuple[int, ...], bool] | None:
+        """A multi-GPU job that may span nodes: one node through the strategy, else a gang.
+        Returns (nodes, is a gang), None when it found no GPUs."""
+        a = self.strategy.place(self.state, job, self.rng)
+        if a is not None:
+            self.state.allocate(a)
+            return (a.node,), False
+        parts = gang_parts(self.state, self.strategy, job, self.rng)
+        if parts is None:
+            return None
+        self.state.allocate_gang(parts)
+        return tuple(p.node for p in parts), True
+
+    def _record_one(
+        self,
+        key: EntityKey,
+        t: int,
+        where: tuple[tuple[int, ...], bool] | None,
+        position: int,
+        got: BoolArray,
+    ) -> None:
+        if where is None:
+            self.failures += 1
+            return
+        nodes, gang = where
+        self.placements += 1
+        got[position] = True
+        a, b = key
+        if b < 0:
+            self._held_type[a] = t
+            self._held_gang[a] = gang
+        else:
+            self.pairs[key] = Lease(key, t, holder_id(key), nodes, gang)
+
+    # ---- where entities hold GPUs ----------------------------------------------------
+
+    def parts_of(self, rows_a: IntArray, rows_b: IntArray) -> tuple[tuple[Assignment, ...], ...]:
+        """Where each entity holds GPUs now (one part per node)."""
+        parts = self.state.parts_of
+        return tuple(
+            parts(a if b < 0 else holder_id((a, b)))
+            for a, b in zip(rows_a.tolist(), rows_b.tolist(), strict=True)
+        )
+
+    def holding(self, row: int) -> tuple[Assignment, ...] | None:
+        """Where single job ``row`` holds GPUs under its own lease, None if it holds none."""
+        if row >= len(self._held_type) or self._held_type[row] < 0:
+            return None
+        return self.state.parts_of(row)
+
+    # ---- ending leases ---------------------------------------------------------------
+
+    def forget(self, rows: list[int]) -> None:
+        """Drop cached specs of finished jobs (work in the number finished)."""
+        self.shapes.forget(rows)
+        for row in rows:
+            for key in self._pair_keys_of_row.pop(row, ()):
+                self._pair_typed.pop(key, None)
+
+    def release_all(self) -> None:
+        self._release_rows(np.flatnonzero(self._held_type >= 0))
+        for lease in self.pairs.values():
+            self._release_pair(lease)
+        self.pairs = {}
+
+    def _release_rows(self, rows: IntArray) -> None:
+        """End the single-job leases of ``rows`` (one vectorized release)."""
+        if not len(rows):
+            return
+        gang = self._held_gang[rows]
+        if gang.any():
+            self.state.release_gangs(rows[gang].tolist())
+            self.state.release_many(rows[~gang].tolist())
+        else:
+            self.state.release_many(rows.tolist())
+        self._held_type[rows] = -1
+        self._held_gang[rows] = False
+
+    def _release_pair(self, lease: Lease) -> None:
+        if lease.gang:
+            self.state.release_gang(lease.holder)
+        else:
+            self.state.release(lease.holder)
 
     def _grow_rows(self, n_rows: int) -> None:
         if n_rows <= len(self._held_type):
@@ -194,176 +414,23 @@ class LeaseBook:
         size = max(n_rows, 2 * len(self._held_type))
         held = np.full(size, -1, dtype=np.int64)
         held[: len(self._held_type)] = self._held_type
-        parts = np.empty(size, dtype=object)
-        parts[: len(self._parts)] = self._parts
-        self._held_type, self._parts = held, parts
-
-    def _typed_spec(self, key: EntityKey, t: int, spec: JobSpec) -> JobSpec:
-        job = self._typed.get((key, t))
-        if job is None:
-            job = replace(spec, id=holder_id(key), allowed_models=self.allowed[t])
-            self._typed[(key, t)] = job
-            for row in key:
-                if row >= 0:
-                    self._keys_of_row.setdefault(row, []).append((key, t))
-        return job
-
-    def _keep(self, key: EntityKey, t: int, lease: Lease | None, i: int, got: BoolArray) -> None:
-        """Record a placement attempt's outcome for entity position ``i``."""
-        if lease is None:
-            self.failures += 1
-            return
-        self.leases[key] = lease
-        self.placements += 1
-        got[i] = True
-        a, b = key
-        if b < 0:
-            self._held_type[a] = t
-        else:
-            self._pair_keys.add(key)
-        holder = lease.holder
-        gang = self.state.gangs.get(holder)
-        self._parts[a] = gang if gang is not None else (self.state.assignments[holder],)
-
-    def _place_batch(
-        self,
-        batch: list[tuple[int, int, JobSpec]],
-        rows_a: IntArray,
-        rows_b: IntArray,
-        got: BoolArray,
-    ) -> None:
-        """Place a run of single-node jobs with ``place_many`` (the strategy's batch path:
-        same decisions as one ``place`` each, in order)."""
-        if not batch:
-            return
-        self._idle.clear()  # the strategy may take whole free nodes of any type
-        result = place_many(self.strategy, self.state, [job for _, _, job in batch], self.rng)
-        by_holder = {a.job_id: a for a in result.placed}
-        for i, t, job in batch:
-            key = (int(rows_a[i]), int(rows_b[i]))
-            a = by_holder.get(job.id)
-            lease = None if a is None else Lease(key, t, job.id, (a.node,), gang=False)
-            self._keep(key, t, lease, i, got)
-        batch.clear()
-
-    def forget(self, rows: list[int]) -> None:
-        """Drop cached specs of finished jobs (work in the number finished)."""
-        for row in rows:
-            for key in self._keys_of_row.pop(row, ()):
-                self._typed.pop(key, None)
-
-    def release_all(self) -> None:
-        for lease in self.leases.values():
-            self._release(lease)
-        self.leases = {}
-        self._pair_keys.clear()
-        self._held_type[:] = -1
-
-    def _release(self, lease: Lease) -> None:
-        if lease.gang:
-            self.state.release_gang(lease.holder)
-        else:
-            self.state.release(lease.holder)
-
-    def _place_one(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
-        """A multi-GPU job that may span nodes: one node through the strategy, else a gang."""
-        a = self.strategy.place(self.state, job, self.rng)
-        if a is not None:
-            self.state.allocate(a)
-            return Lease(key, t, job.id, (a.node,), gang=False)
-        return self._place_gang(key, t, job)
-
-    def _place_symmetric(
-        self, key: EntityKey, t: int, job: JobSpec, nodes: np.ndarray, i: int, got: BoolArray
-    ) -> None:
-        """Whole GPUs on identical one-GPU nodes: the lowest-index free ones (see module doc).
-
-        ``job`` is the entity's spec (the holder id comes from ``key``; the type is ``t``)."""
-        state = self.state
-        k = job.num_gpu
-        if k > 1 and not (self.span_nodes and job.may_span_nodes):
-            self.failures += 1
-            return
-        cpu_need, memory_need = job.cpu_milli // k, job.memory_mib // k
-        cached = not (cpu_need or memory_need) and t in self._idle
-        if cached:
-            # The free nodes of the type, listed once per run of such placements; each
-            # placement takes the next k (the lowest-index free ones, as a fresh scan would).
-            idle, cursor = self._idle[t], self._taken[t]
-        else:
-            # Nodes of one type are usually one contiguous block: a slice is a view, while
-            # fancy indexing copies.
-            first, last = int(nodes[0]), int(nodes[-1])
-            if last - first + 1 == len(nodes):
-                free_nodes = np.flatnonzero(state.gpu_free[first : last + 1, 0] == MILLI_PER_GPU)
-                free_nodes += first
-            else:
-                free_nodes = nodes[state.gpu_free[nodes, 0] == MILLI_PER_GPU]
-            cursor = 0
-            if cpu_need or memory_need:
-                free_nodes = free_nodes[
-                    (state.cpu_free[free_nodes] >= cpu_need)
-                    & (state.memory_free[free_nodes] >= memory_need)
-                ]
-                self._idle.pop(t, None)  # this placement takes nodes the list may hold
-            idle = free_nodes.tolist()
-            if not (cpu_need or memory_need):
-                self._idle[t] = idle
-                cached = True
-        if cursor + k > len(idle):
-            if cached:
-                self._taken[t] = cursor
-            self.failures += 1
-            return
-        if cached:
-            self._taken[t] = cursor + k
-        holder = holder_id(key)
-        if k == 1:
-            node = idle[cursor]
-            parts: tuple[Assignment, ...] = (
-                Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need),
-            )
-            state.allocate(parts[0])
-            lease = Lease(key, t, holder, (node,), gang=False)
-        else:
-            free = idle[cursor : cursor + k]
-            parts = tuple(
-                Assignment(holder, node, (0,), MILLI_PER_GPU, cpu_need, memory_need)
-                for node in free
-            )
-            state.allocate_gang(parts)
-            lease = Lease(key, t, holder, tuple(free), gang=True)
-        self.fast_placements += 1
-        self.leases[key] = lease
-        self.placements += 1
-        got[i] = True
-        a, b = key
-        if b < 0:
-            self._held_type[a] = t
-        else:
-            self._pair_keys.add(key)
-        self._parts[a] = parts
-
-    def _place_gang(self, key: EntityKey, t: int, job: JobSpec) -> Lease | None:
-        """One GPU at a time through the strategy, then one gang (all or nothing)."""
-        parts = gang_parts(self.state, self.strategy, job, self.rng)
-        if parts is None:
-            return None
-        self.state.allocate_gang(parts)
-        return Lease(key, t, job.id, tuple(p.node for p in parts), gang=True)
+        gang = np.zeros(size, dtype=bool)
+        gang[: len(self._held_gang)] = self._held_gang
+        self._held_type, self._held_gang = held, gang
 
 
-def _symmetric_nodes(state: ClusterState, t: int) -> np.ndarray | None:
-    """Nodes of type ``t`` if they all hold one GPU and equal CPU and memory, else None."""
-    nodes = np.flatnonzero(state.node_model == t)
-    if len(nodes) == 0 or (state.num_gpus[nodes] != 1).any():
-        return None
-    if np.ptp(state.cpu_capacity[nodes]) or np.ptp(state.memory_capacity[nodes]):
-        return None
-    return nodes
-
-
-def holder_id(key: EntityKey) -> int:
-    """A single job holds its GPUs under its row; a pair under a negative id."""
-    a, b = key
-    return a if b < 0 else -(1 + a * (1 << 31) + b)
+def _place_run(
+    strategy: PlacementStrategy, state: ClusterState, jobs: list[JobSpec], rng: np.random.Generator
+) -> list[Assignment]:
+    """Place same-shape ``jobs`` in order, allocating each, up to the first that finds no
+    node: one kernel call for a compiled strategy (as ``placement.batch.place_many``)."""
+    if isinstance(strategy, ScoredPlacement):
+        return strategy.place_run(state, jobs, rng)
+    placed: list[Assignment] = []
+    for job in jobs:
+        assignment = strategy.place(state, job, rng)
+        if assignment is None:
+            break
+        state.allocate(assignment)
+        placed.append(assignment)
+    return placed

@@ -52,21 +52,20 @@ class EntityTable:
     # Fixed for the table's life (x, deficit, rates and rows never change between resets),
     # so computed once here rather than in every round's choice.
     runnable_mask: npt.NDArray[np.bool_] = field(init=False)  # ``runnable()``
-    tie_rank: IntArray = field(init=False)  # (E, T) rank by (deficit, x) desc, then arrival
+    # (T, E): per type, the entities by (deficit, x) descending, then arrival order.
+    tie_order: IntArray = field(init=False)
     has_pairs: bool = field(init=False)
 
     def __post_init__(self) -> None:
         ok = self.rate_a > 0
         self.runnable_mask = ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
         e, t = self.x.shape
-        rank = np.empty((e, t), dtype=np.int64)
-        order_key = np.arange(e)
+        tie_order = np.empty((t, e), dtype=np.int64)
         for k in range(t):
-            # lexsort: last key is primary (descending deficit, then allocation, then
-            # ascending arrival: Python's stable sort in Gavel).
-            order = np.lexsort((order_key, -self.x[:, k], -self.deficit[:, k]))
-            rank[order, k] = order_key
-        self.tie_rank = rank
+            # lexsort: last key is primary (descending deficit, then allocation); it is
+            # stable, so equal keys keep ascending arrival (Python's stable sort in Gavel).
+            tie_order[k] = np.lexsort((-self.x[:, k], -self.deficit[:, k]))
+        self.tie_order = tie_order
         self.has_pairs = bool(self.is_pair.any())
 
     @property
@@ -158,18 +157,22 @@ def select_entity_arrays(
             mask = runnable[:, t] & ~taken
         if skip_zero_priority:
             mask &= prio[:, t] > 0
-        idx = np.flatnonzero(mask)
-        if len(idx) == 0:
-            continue
         # Descending priority; ties by the table's fixed order (deficit, allocation,
-        # arrival: ``tie_rank``). lexsort: last key is primary.
-        ranked = idx[np.lexsort((table.tie_rank[idx, t], -prio[idx, t]))]
+        # arrival): the candidates listed in that order, then one stable sort.
+        tie_order = table.tie_order[t]
+        candidates = tie_order[mask[tie_order]]
+        if len(candidates) == 0:
+            continue
         if not has_pairs:
             # Singles only: no member is shared within the type, so the greedy is a
             # capacity walk over the demands (vectorized, same picks).
-            take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
+            take = _ranked_fit(candidates, -prio[candidates, t], table.demand_milli, left)
             taken[take] = True
-        elif not pair[ranked].any():
+            chosen.append(take)
+            chosen_types.append(t)
+            continue
+        ranked = candidates[np.argsort(-prio[candidates, t], kind="stable")]
+        if not pair[ranked].any():
             take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
             taken[rows_a[take]] = True
         else:
@@ -182,6 +185,37 @@ def select_entity_arrays(
     es = np.concatenate(chosen)
     ts = np.repeat(np.array(chosen_types, dtype=np.int64), [len(c) for c in chosen])
     return es.astype(np.int64), ts
+
+
+def _ranked_fit(candidates: IntArray, key: FloatArray, demand: IntArray, left: int) -> IntArray:
+    """The entities Gavel's greedy takes from ``candidates`` (listed in tie order) ranked by
+    ``key`` ascending (stable: ties keep the tie order), with ``left`` milli; in the order
+    taken. The same picks as ranking every candidate, without sorting them all: the
+    greedy rarely reaches far down a long queue before the type is full.
+
+    The candidates whose key is at most the m-th smallest come first in the full ranking
+    (ties included), so they are ranked and walked first; if milli is left, only later
+    candidates asking for at most what is left can still be taken (what is left only
+    shrinks), and those are ranked and walked next. ``m`` (about twice the queue length
+    that fills the type at the mean demand) only sets how much is sorted, never what is
+    chosen."""
+    n = len(candidates)
+    need = demand[candidates]
+    m = min(n, 2 * left // max(int(need.mean()), 1) + 64)
+    if m >= n:
+        ranked = np.argsort(key, kind="stable")
+        return candidates[ranked[_greedy_fit(need[ranked], left)]]
+    kth = np.partition(key, m - 1)[m - 1]
+    head = np.flatnonzero(key <= kth)
+    head = head[np.argsort(key[head], kind="stable")]
+    picked = head[_greedy_fit(need[head], left)]
+    left -= int(need[picked].sum())
+    if left > 0:
+        tail = np.flatnonzero((key > kth) & (need <= left))
+        if len(tail):
+            tail = tail[np.argsort(key[tail], kind="stable")]
+            picked = np.concatenate([picked, tail[_greedy_fit(need[tail], left)]])
+    return candidates[picked]
 
 
 def _greedy_fit(demand: IntArray, left: int) -> IntArray:

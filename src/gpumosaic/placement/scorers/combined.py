@@ -146,6 +146,22 @@ class ScoredPlacement:
         count = shape.run(len(jobs), True, *shape.args, nodes, gpus)
         return _adopt_run(state, jobs, count, nodes, gpus[:, : shape.taken])
 
+    def place_run_arrays(
+        self, state: ClusterState, job: JobSpec, count: int, rng: np.random.Generator
+    ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``place_run`` for ``count`` jobs of ``job``'s shape without building their
+        assignments: (how many placed, their nodes, their GPU slots, one row each). The
+        resources are taken; the caller records the holders (``ClusterState.adopt_rows``)."""
+        if self._state is not state:
+            self._bind(state, rng)
+        shape = self._shapes.get(filter_key(job))
+        if shape is None:
+            shape = self._shape(state, job)
+        nodes = np.empty(count, dtype=np.int64)
+        gpus = np.empty((count, max(shape.taken, 1)), dtype=np.int64)
+        placed = shape.run(count, True, *shape.args, nodes, gpus)
+        return placed, nodes, gpus[:, : shape.taken]
+
     def _shape(self, state: ClusterState, job: JobSpec) -> _Shape:
         """A new shape's index and kernel arguments. Everything the kernel reads keeps
         its identity for the run (arrays are updated in place), so they are gathered once."""

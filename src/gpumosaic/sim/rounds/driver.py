@@ -88,11 +88,13 @@ class RoundSimulator:
         *,
         rng: np.random.Generator | None = None,
         target: TargetWorkload | None = None,
+        describe: bool | None = None,
     ) -> None:
         """``rng``: the run's Generator (a string policy draws from it, the decider's type
         shuffle and placement from two streams spawned from it); when None, one seeded
         from ``seed``. ``target``: the placement's target workload (default: the
-        workload's sample)."""
+        workload's sample). ``describe``: plans carry their entries as values (default: when
+        ``on_plan`` is given; a hook that only counts rounds turns it off)."""
         self.speed = speed
         self.cluster = cluster
         self.workload = workload
@@ -120,7 +122,7 @@ class RoundSimulator:
             config,
             shuffle_rng,
             place_rng,
-            describe=on_plan is not None,
+            describe=on_plan is not None if describe is None else describe,
         )
         self.jobs: JobStore = self.decider.jobs
         self.tracker = RoundTracker(self.decider.state, target)
@@ -277,7 +279,7 @@ class RoundSimulator:
             now,
             tracker.allocated_milli,
             running,
-            len(self.jobs.active_rows) - running,
+            self.jobs.n_active - running,
             tracker.fragmentation_rate,
             gpu_w,
             cpu_w,

@@ -42,10 +42,9 @@ def shared_rates(
     if not speed.ideal:
         on_slot: defaultdict[tuple[int, int], list[int]] = defaultdict(list)
         for i in singles:
-            lease = leases.leases.get((int(rows_a[i]), -1))
-            if lease is None:
+            parts = leases.holding(int(rows_a[i]))
+            if parts is None:
                 continue
-            parts = state.gangs.get(lease.holder) or (state.assignments[lease.holder],)
             for part in parts:
                 for g in part.gpus:
                     on_slot[(part.node, g)].append(i)

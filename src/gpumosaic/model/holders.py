@@ -1,0 +1,90 @@
+"""Holders kept as rows of arrays: the ``ClusterState`` record of jobs placed in bulk.
+
+A round mechanism places and releases thousands of single jobs per round; one
+``Assignment`` object per placement, kept in a dict and read field by field at release,
+costs more than the placement itself. Such holders (ids >= 0: a round mechanism's job
+rows) are kept here instead, one row per id: node, GPU slots (-1 past the last),
+milli per GPU, CPU and memory. ``ClusterState`` owns the table; an id is held either
+here or in ``ClusterState.assignments`` / ``gangs``, never in two of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumosaic.types import IntArray
+
+
+class RowHolders:
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.node = np.full(0, -1, dtype=np.int64)  # -1: the id holds nothing here
+        self.slots = np.full((0, width), -1, dtype=np.int64)
+        self.count = np.zeros(0, dtype=np.int64)  # GPU slots held
+        self.milli = np.zeros(0, dtype=np.int64)
+        self.cpu = np.zeros(0, dtype=np.int64)
+        self.memory = np.zeros(0, dtype=np.int64)
+        self.held = 0
+
+    def holds(self, job_id: int) -> bool:
+        return 0 <= job_id < len(self.node) and self.node[job_id] >= 0
+
+    def held_mask(self, ids: IntArray) -> IntArray:
+        """Per id, whether it holds a row here."""
+        inside = (ids >= 0) & (ids < len(self.node))
+        out = np.zeros(len(ids), dtype=bool)
+        out[inside] = self.node[ids[inside]] >= 0
+        return out
+
+    def add(
+        self,
+        ids: IntArray,
+        nodes: IntArray,
+        slots: IntArray,
+        milli: IntArray,
+        cpu: IntArray,
+        memory: IntArray,
+    ) -> bool:
+        """Record holders (``slots``: one row of GPU slots per holder, any width up to
+        the table's). False, and nothing recorded, if an id is negative, listed twice or
+        already held here."""
+        if not len(ids):
+            return True
+        if int(ids.min()) < 0:
+            return False
+        top = int(ids.max()) + 1
+        if top > len(self.node):
+            self._grow(max(top, 2 * len(self.node)))
+        if (self.node[ids] >= 0).any():
+            return False
+        # Listed twice? Write each id's position: a later duplicate overwrites an earlier
+        # one (O(n), no sort). ``count`` of free ids is rewritten below anyway.
+        position = np.arange(len(ids))
+        self.count[ids] = position
+        if not (self.count[ids] == position).all():
+            return False
+        k = slots.shape[1]
+        self.node[ids] = nodes
+        self.slots[ids, :k] = slots
+        self.slots[ids, k:] = -1
+        self.count[ids] = k
+        self.milli[ids] = milli
+        self.cpu[ids] = cpu
+        self.memory[ids] = memory
+        self.held += len(ids)
+        return True
+
+    def reserve(self, size: int) -> None:
+        """Make room for ids below ``size`` (a compiled step writes rows itself)."""
+        if size > len(self.node):
+            self._grow(max(size, 2 * len(self.node)))
+
+    def _grow(self, size: int) -> None:
+        n = len(self.node)
+        for name, fill in (("node", -1), ("count", 0), ("milli", 0), ("cpu", 0), ("memory", 0)):
+            new = np.full(size, fill, dtype=np.int64)
+            new[:n] = getattr(self, name)
+            setattr(self, name, new)
+        slots = np.full((size, self.width), -1, dtype=np.int64)
+        slots[:n] = self.slots
+        self.slots = slots
