@@ -28,6 +28,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 
 # Every module that defines numba kernels, relative to the package.
 KERNEL_SOURCES: tuple[str, ...] = (
+    "mechanisms/rounds/kernel.py",
+    "model/bulk_kernel.py",
     "placement/kernel/arithmetic.py",
     "placement/kernel/fgd.py",
     "placement/kernel/scores.py",

@@ -11,8 +11,7 @@ cache (``cache=True``).
 
 from __future__ import annotations
 
-from numba import njit
-
+from gpumosaic.kernel_cache import njit
 from gpumosaic.model.gpu import MILLI_PER_GPU
 
 OK = 0

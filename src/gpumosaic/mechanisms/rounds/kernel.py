@@ -7,8 +7,8 @@ numba's cache (``cache=True``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from gpumosaic.kernel_cache import njit
 from gpumosaic.model.gpu import MILLI_PER_GPU
 
 
