@@ -75,7 +75,7 @@ def place_many(
         while end < len(jobs) and keys[end] == key:
             end += 1
         run = jobs[start:end]
-        got = [] if key in failed else _place_run(strategy, state, run, rng)
+        got = [] if key in failed else place_run(strategy, state, run, rng)
         placed.extend(got)
         if len(got) < len(run):
             if stop_at_first_failure:
@@ -87,7 +87,7 @@ def place_many(
     return BatchResult(tuple(placed), tuple(unplaced))
 
 
-def _place_run(
+def place_run(
     strategy: PlacementStrategy,
     state: ClusterState,
     run: Sequence[JobSpec],

@@ -38,6 +38,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.batch import place_run
 from gpumosaic.placement.scorers.combined import ScoredPlacement
 from gpumosaic.types import BoolArray, IntArray
 
@@ -244,7 +245,7 @@ class LeaseBook:
                         self._held_type[rows[:n]] = t
                     continue
                 jobs = shapes.typed(specs, rows, t)
-            placed = _place_run(self.strategy, self.state, jobs, self.rng)
+            placed = place_run(self.strategy, self.state, jobs, self.rng)
             n = len(placed)
             self._count_run(n, e - s, key, failed)
             if not n:
@@ -417,20 +418,3 @@ class LeaseBook:
         gang = np.zeros(size, dtype=bool)
         gang[: len(self._held_gang)] = self._held_gang
         self._held_type, self._held_gang = held, gang
-
-
-def _place_run(
-    strategy: PlacementStrategy, state: ClusterState, jobs: list[JobSpec], rng: np.random.Generator
-) -> list[Assignment]:
-    """Place same-shape ``jobs`` in order, allocating each, up to the first that finds no
-    node: one kernel call for a compiled strategy (as ``placement.batch.place_many``)."""
-    if isinstance(strategy, ScoredPlacement):
-        return strategy.place_run(state, jobs, rng)
-    placed: list[Assignment] = []
-    for job in jobs:
-        assignment = strategy.place(state, job, rng)
-        if assignment is None:
-            break
-        state.allocate(assignment)
-        placed.append(assignment)
-    return placed
