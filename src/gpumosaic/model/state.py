@@ -108,30 +108,6 @@ class ClusterState:
             self._model_mask_cache[allowed] = mask
         return mask
 
-    def node_signature(self, nodes: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
-        """One int row per node of everything a node-local placement score may read (GPU
-        model, GPU count, CPU capacity and free, memory free, free milli and tasks per
-        GPU, tasks per kind): equal rows are nodes in the same state."""
-        return np.concatenate(
-            [
-                np.stack(
-                    [
-                        self.node_model[nodes],
-                        self.num_gpus[nodes],
-                        self.cpu_capacity[nodes],
-                        self.cpu_free[nodes],
-                        self.memory_free[nodes],
-                    ],
-                    axis=1,
-                ).astype(np.int64),
-                self.gpu_free[nodes],
-                self.gpu_tasks[nodes],
-                self.kind_count[nodes],
-            ],
-            axis=1,
-            dtype=np.int64,
-        )
-
     def allocate(self, assignment: Assignment) -> None:
         # Scalar indexing per GPU: assignments hold a handful of GPUs, and numpy's fancy
         # indexing costs microseconds per call on the simulators' hottest path.

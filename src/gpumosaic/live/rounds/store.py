@@ -153,12 +153,6 @@ class Store:
             )
             self._event(db, now, job_id, "checkpoint", f"{steps:g}")
 
-    def add_attained(self, job_id: int, seconds: float) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE jobs SET attained_s = attained_s + ? WHERE id = ?", (seconds, job_id)
-            )
-
     def process_ended(
         self,
         job_id: int,
@@ -322,15 +316,6 @@ class Store:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY seq", args).fetchall()
         return [EventRow(r["seq"], r["t"], r["job_id"], r["kind"], r["detail"]) for r in rows]
-
-    def count_events(self, kind: str) -> int:
-        with self._lock:
-            r = self._db.execute(
-                "SELECT COUNT(*) AS n FROM events WHERE kind = ?", (kind,)
-            ).fetchone()
-        return int(r["n"])
-
-    # ---- restart -------------------------------------------------------------------
 
     def recover(self, now: float) -> list[LeaseRow]:
         """After a restart: end every lease the last run left active and put its job back in
