@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import count, islice
+from itertools import islice
 
 import numpy as np
 
@@ -71,14 +71,35 @@ class GavelWorkloadConfig:
 
 class GavelGenerator:
     """A re-iterable, deterministic stream of JobSpecs: each ``iter()`` starts afresh
-    from the seed, so the target workload can be sampled without disturbing the run."""
+    from the seed, so the target workload can be sampled without disturbing the run.
 
-    def __init__(self, config: GavelWorkloadConfig, table: GavelThroughputTable, seed: int) -> None:
+    Jobs are drawn ``chunk`` at a time with numpy's bulk draws, which give the values
+    that one draw per job gives, in the same order (each quantity has its own stream;
+    ``tests/workloads/test_gavel_generator.py`` checks the stream against one draw per
+    job across chunk boundaries). Only the durations' ``10 ** u`` is computed per job:
+    numpy's vectorized power may differ from C's ``pow`` in the last bit.
+    """
+
+    def __init__(
+        self,
+        config: GavelWorkloadConfig,
+        table: GavelThroughputTable,
+        seed: int,
+        chunk: int = 4096,
+    ) -> None:
+        if chunk < 1:
+            raise ValueError("chunk must be >= 1")
         self.config = config
         self.table = table
         self.seed = seed
+        self.chunk = chunk
 
     def __iter__(self) -> Iterator[JobSpec]:
+        for jobs in self.chunks():
+            yield from jobs
+
+    def chunks(self) -> Iterator[list[JobSpec]]:
+        """The stream as lists of at most ``chunk`` jobs, in order."""
         cfg = self.config
         # Independent streams so that, e.g., turning multigpu on does not change the
         # durations drawn (Gavel also keeps separate generators per quantity).
@@ -91,33 +112,75 @@ class GavelGenerator:
         scale_probs = np.array([p for _, p in SCALE_FACTORS])
         milli_values = np.array([m for m, _ in SPATIAL_MILLI_MIX])
         milli_probs = np.array([p for _, p in SPATIAL_MILLI_MIX])
+        # Per (job type, scale factor): measured on the reference GPU, and its rate there.
+        max_scale = int(scale_values.max())
+        has = np.zeros((len(job_types), max_scale + 1), dtype=bool)
+        reference = np.zeros((len(job_types), max_scale + 1))
+        for i, job_type in enumerate(job_types):
+            for scale in scale_values.tolist():
+                if self.table.has(job_type, scale, REFERENCE_GPU):
+                    has[i, scale] = True
+                    reference[i, scale] = self.table.isolated(job_type, scale, REFERENCE_GPU)
+        mean_gap = 3600.0 / cfg.rate_per_hour if cfg.rate_per_hour > 0 else 0.0
         arrival = 0.0
-        ids = count() if cfg.jobs is None else range(cfg.jobs)
-        for job_id in ids:
-            if cfg.rate_per_hour > 0 and job_id > 0:
-                arrival += float(arrival_rng.exponential(3600.0 / cfg.rate_per_hour))
-            job_type = job_types[int(type_rng.integers(len(job_types)))]
-            if duration_rng.random() < 0.8:
-                duration = 60.0 * 10 ** duration_rng.uniform(1.5, 3.0)
+        start = 0
+        while cfg.jobs is None or start < cfg.jobs:
+            n = self.chunk if cfg.jobs is None else min(self.chunk, cfg.jobs - start)
+            if mean_gap > 0:
+                # Job 0 arrives at 0; each later job one exponential gap after the last
+                # (cumsum adds in order, as ``arrival += gap`` does).
+                gaps = arrival_rng.exponential(mean_gap, size=n if start else n - 1)
+                lead = [arrival] if start else [0.0, 0.0]
+                arrivals = np.cumsum(np.concatenate([lead, gaps]))[1:]
+                arrival = float(arrivals[-1])
             else:
-                duration = 60.0 * 10 ** duration_rng.uniform(3.0, 4.0)
-            scale = int(scale_rng.choice(scale_values, p=scale_probs)) if cfg.multigpu else 1
-            if not self.table.has(job_type, scale, REFERENCE_GPU):
-                scale = 1  # the table lacks a multi-GPU row for a few types
-            milli = 1000
-            if cfg.spatial_milli and scale == 1:
-                milli = int(milli_rng.choice(milli_values, p=milli_probs))
-            steps = duration * self.table.isolated(job_type, scale, REFERENCE_GPU)
-            yield JobSpec(
-                id=job_id,
-                arrival_s=arrival,
-                job_type=job_type,
-                num_gpu=scale,
-                gpu_milli=milli,
-                work=steps,
-                name=f"job{job_id}",
-                may_span_nodes=True,  # Gavel's jobs may span servers
-            )
+                arrivals = np.zeros(n)
+            types = type_rng.integers(len(job_types), size=n)
+            # Per job: one draw picks the range, the next is the uniform within it.
+            draws = duration_rng.random(2 * n)
+            long_job = draws[0::2] >= 0.8
+            exponent = np.where(long_job, 3.0 + 1.0 * draws[1::2], 1.5 + 1.5 * draws[1::2])
+            duration = np.array([60.0 * 10**u for u in exponent.tolist()])
+            if cfg.multigpu:
+                scales = scale_rng.choice(scale_values, p=scale_probs, size=n)
+                # The table lacks a multi-GPU row for a few types: those run on one GPU.
+                scales = np.where(has[types, scales], scales, 1)
+            else:
+                scales = np.ones(n, dtype=np.int64)
+            milli = np.full(n, 1000, dtype=np.int64)
+            if cfg.spatial_milli:
+                single = scales == 1
+                milli[single] = milli_rng.choice(
+                    milli_values, p=milli_probs, size=int(single.sum())
+                )
+            unmeasured = ~has[types, scales]
+            if unmeasured.any():
+                job_type = job_types[int(types[unmeasured][0])]
+                raise KeyError(f"{job_type!r} has no {REFERENCE_GPU} rate in {self.table.source}")
+            steps = duration * reference[types, scales]
+            ids = range(start, start + n)
+            yield [
+                JobSpec(
+                    id=job_id,
+                    arrival_s=arrival_s,
+                    job_type=job_types[t],
+                    num_gpu=scale,
+                    gpu_milli=m,
+                    work=work,
+                    name=f"job{job_id}",
+                    may_span_nodes=True,  # Gavel's jobs may span servers
+                )
+                for job_id, arrival_s, t, scale, m, work in zip(
+                    ids,
+                    arrivals.tolist(),
+                    types.tolist(),
+                    scales.tolist(),
+                    milli.tolist(),
+                    steps.tolist(),
+                    strict=True,
+                )
+            ]
+            start += n
 
     def sample(self, n: int) -> list[JobSpec]:
         return list(islice(iter(self), n))

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Hashable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import GpuModel
@@ -28,6 +29,15 @@ class Throughputs(Protocol):
     def rate(self, job: JobSpec, gpu: GpuModel) -> float: ...
 
 
+@runtime_checkable
+class KeyedThroughputs(Throughputs, Protocol):
+    """Throughputs whose rates depend on a job only through ``rate_key(job)``: jobs with
+    equal keys have equal rates on every GPU model, so a caller looks rates up once per
+    key (a round simulator admits hundreds of thousands of jobs of a few dozen keys)."""
+
+    def rate_key(self, job: JobSpec) -> Hashable: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ConstantThroughputs:
     """Every job runs ``steps_per_s`` on every GPU: for traces that give durations."""
@@ -36,6 +46,9 @@ class ConstantThroughputs:
 
     def rate(self, job: JobSpec, gpu: GpuModel) -> float:
         return self.steps_per_s
+
+    def rate_key(self, job: JobSpec) -> Hashable:
+        return ()
 
 
 JobKey = tuple[str, int]
@@ -126,6 +139,10 @@ class GavelThroughputTable:
     def borrows(self, gpu: GpuModel) -> bool:
         """Whether ``gpu``'s rates are borrowed from another model's column."""
         return gpu.throughput_key is None and gpu.name.upper() in self.borrowed
+
+    def rate_key(self, job: JobSpec) -> Hashable:
+        """What ``rate`` reads of a job: its type and scale factor."""
+        return job.job_type, max(job.num_gpu, 1)
 
     def rate(self, job: JobSpec, gpu: GpuModel) -> float:
         key, factor = self.column(gpu)

@@ -20,6 +20,7 @@ ran; the simulator feeds the same values from a progress model (rates x time).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,18 +179,30 @@ class RoundDecider:
     def admit(self, job: JobSpec, rates: FloatArray, measured: bool = True) -> int:
         """Add an arrived job with its isolated steps/s per GPU type; returns its row.
         A job that can never run is rejected with a reason (``jobs.rejected``)."""
-        row = self.jobs.add(job, rates, measured)
-        reason = ""
-        if job.num_gpu == 0 or not self._could_ever_fit(job, rates):
-            reason = "never fits: no node can hold it (or it asks for no GPU)"
-        elif not (rates > 0).any():
-            reason = "no throughput on any GPU model of the cluster"
-        if reason:
-            self.jobs.reject(row, reason)
-        else:
-            self.jobs.activate(row)
+        rates = np.asarray(rates, dtype=np.float64)
+        return int(self.admit_many([job], rates[None, :], [measured])[0])
+
+    def admit_many(
+        self, jobs: Sequence[JobSpec], rates: FloatArray, measured: Sequence[bool]
+    ) -> IntArray:
+        """``admit`` for jobs in arrival order, with their (len(jobs), n_types) rates, in
+        one pass over arrays; returns their rows."""
+        rows = self.jobs.add_many(jobs, rates, measured)
+        runnable = np.asarray((rates > 0).any(axis=1), dtype=bool)
+        ok = np.ones(len(jobs), dtype=bool)
+        for i, job in enumerate(jobs):
+            reason = ""
+            if job.num_gpu == 0 or not self._could_ever_fit(job, rates[i]):
+                reason = "never fits: no node can hold it (or it asks for no GPU)"
+            elif not runnable[i]:
+                reason = "no throughput on any GPU model of the cluster"
+            if reason:
+                self.jobs.reject(int(rows[i]), reason)
+                ok[i] = False
+        if ok.any():
+            self.jobs.activate_many(rows[ok])
             self.need_solve = True
-        return row
+        return rows
 
     def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
         if self.state.fits_when_empty(job):

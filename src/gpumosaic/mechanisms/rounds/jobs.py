@@ -7,11 +7,14 @@ through the decider.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from gpumosaic.mechanisms.rounds.policy_input import JobColumns
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.policies.base import FloatArray
+from gpumosaic.types import FloatArray, IntArray
 
 _INITIAL_ROWS = 256
 
@@ -47,8 +50,11 @@ class JobStore:
     def __len__(self) -> int:
         return len(self.specs)
 
-    def _grow(self) -> None:
-        cap = 2 * len(self.total_steps)
+    def _grow(self, rows: int) -> None:
+        """Room for at least ``rows`` rows (capacity doubles until it fits)."""
+        cap = len(self.total_steps)
+        while cap < rows:
+            cap *= 2
         for name in (
             "rates",
             "total_steps",
@@ -78,23 +84,40 @@ class JobStore:
             setattr(self, name, new)
 
     def add(self, spec: JobSpec, rates: FloatArray, measured: bool) -> int:
-        row = len(self.specs)
-        if row == len(self.total_steps):
-            self._grow()
-        self.specs.append(spec)
-        self.measured.append(measured)
-        self.rates[row] = rates
-        self.total_steps[row] = spec.work
-        self.demand_milli[row] = max(spec.num_gpu, 1) * spec.gpu_milli
-        self.job_id[row] = spec.id
-        self.scale[row] = max(spec.num_gpu, 1)
-        self.gpu_demand[row] = spec.gpu_demand
-        self.priority_weight[row] = spec.priority_weight
-        self.arrival_s[row] = spec.arrival_s
-        self.slo_s[row] = np.nan if spec.slo_s is None else spec.slo_s
-        self.job_type.append(spec.job_type)
-        self.entity.append(spec.entity)
-        return row
+        """One job (``add_many`` of one)."""
+        rows = self.add_many([spec], np.asarray(rates, dtype=np.float64)[None, :], [measured])
+        return int(rows[0])
+
+    def add_many(
+        self, specs: Sequence[JobSpec], rates: FloatArray, measured: Sequence[bool]
+    ) -> IntArray:
+        """Jobs in arrival order with their (len(specs), n_types) rates; their rows."""
+        first = len(self.specs)
+        n = len(specs)
+        end = first + n
+        if end > len(self.total_steps):
+            self._grow(end)
+        new = slice(first, end)
+        self.specs.extend(specs)
+        self.measured.extend(bool(m) for m in measured)
+        self.rates[new] = rates
+        num_gpu = np.fromiter((s.num_gpu for s in specs), np.int64, n)
+        milli = np.fromiter((s.gpu_milli for s in specs), np.int64, n)
+        scale = np.maximum(num_gpu, 1)
+        self.total_steps[new] = np.fromiter((s.work for s in specs), np.float64, n)
+        self.demand_milli[new] = scale * milli
+        self.job_id[new] = np.fromiter((s.id for s in specs), np.int64, n)
+        self.scale[new] = scale
+        # JobSpec.gpu_demand: num_gpu * gpu_milli / 1000, 0 without GPUs.
+        self.gpu_demand[new] = np.where(num_gpu > 0, num_gpu * milli, 0) / MILLI_PER_GPU
+        self.priority_weight[new] = np.fromiter((s.priority_weight for s in specs), np.float64, n)
+        self.arrival_s[new] = np.fromiter((s.arrival_s for s in specs), np.float64, n)
+        self.slo_s[new] = np.fromiter(
+            (np.nan if s.slo_s is None else s.slo_s for s in specs), np.float64, n
+        )
+        self.job_type.extend(s.job_type for s in specs)
+        self.entity.extend(s.entity for s in specs)
+        return np.arange(first, end, dtype=np.int64)
 
     @property
     def active_rows(self) -> list[int]:
@@ -108,6 +131,11 @@ class JobStore:
     def activate(self, row: int) -> None:
         self.is_active[row] = True
         self._active[row] = None
+
+    def activate_many(self, rows: IntArray) -> None:
+        """``activate`` each row, in the given order."""
+        self.is_active[rows] = True
+        self._active.update(dict.fromkeys(rows.tolist()))
 
     def reject(self, row: int, reason: str) -> None:
         self.rejected[row] = reason

@@ -25,7 +25,7 @@ timeline gets one sample per round, and nothing is logged per round.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundDecider, Roun
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
@@ -41,6 +42,7 @@ from gpumosaic.sharing.speed import SpeedModel
 from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
 from gpumosaic.sim.rounds.sharing import shared_rates
 from gpumosaic.sim.rounds.tracker import RoundTracker
+from gpumosaic.workloads.throughputs import KeyedThroughputs
 from gpumosaic.workloads.workload import Workload
 
 __all__ = ["RoundConfig", "RoundSimulator", "run_rounds"]
@@ -138,6 +140,9 @@ class RoundSimulator:
         )
         self.completed = 0
         self._reported = -1.0
+        # Isolated rates per (rate key, allowed models) seen so far (``_rate``).
+        self._rate_index: dict[tuple[Hashable, frozenset[str] | None], int] = {}
+        self._rate_rows: list[list[float]] = []
 
     # ---- main loop -------------------------------------------------------------------
 
@@ -203,21 +208,59 @@ class RoundSimulator:
     # ---- arrivals --------------------------------------------------------------------
 
     def _admit(self, now: float) -> None:
-        while self._next is not None and self._next.arrival_s <= now:
-            job = self._next if self.speed is None else self.speed.admit(self._next)
-            self._next = next(self._stream, None)
-            self.arrivals += 1
-            rates = np.array([self._rate(job, m) for m in self.models])
-            measured = self.workload.is_measured(job.id)
-            row = self.decider.admit(job, rates, measured)
-            if row in self.jobs.rejected:
-                self._count_done(measured)
+        """Admit every job that arrived by ``now``, as one batch."""
+        job = self._next
+        if job is None or job.arrival_s > now:
+            return
+        batch: list[JobSpec] = []
+        stream = self._stream
+        while job is not None and job.arrival_s <= now:
+            batch.append(job)
+            job = next(stream, None)
+        self._next = job
+        if self.speed is not None:
+            batch = [self.speed.admit(j) for j in batch]
+        self.arrivals += len(batch)
+        window = self.workload.measure
+        if window is None:
+            measured = [True] * len(batch)
+        else:
+            start, end = window
+            measured = [start <= j.id < end for j in batch]
+        jobs = self.jobs
+        rejected = len(jobs.rejected)
+        rows = self.decider.admit_many(batch, self._rate(batch), measured)
+        if len(jobs.rejected) > rejected:
+            for row, m in zip(rows.tolist(), measured, strict=True):
+                if row in jobs.rejected:
+                    self._count_done(m)
 
-    def _rate(self, job: JobSpec, model: object) -> float:
-        if not job.allows(model.name):  # type: ignore[attr-defined]
+    def _rate(self, batch: list[JobSpec]) -> np.ndarray:
+        """(len(batch), models) isolated steps/s; 0 where a job may not use the model or
+        the throughputs lack it. Looked up once per rate key and allowed models
+        (``KeyedThroughputs``), not once per job and model."""
+        throughputs = self.workload.throughputs
+        if not isinstance(throughputs, KeyedThroughputs):
+            return np.array([self._job_rates(job) for job in batch]).reshape(len(batch), -1)
+        index, rows = self._rate_index, self._rate_rows
+        at: list[int] = []
+        for job in batch:
+            key = (throughputs.rate_key(job), job.allowed_models)
+            k = index.get(key)
+            if k is None:
+                k = index[key] = len(rows)
+                rows.append(self._job_rates(job))
+            at.append(k)
+        return np.array(rows)[at]
+
+    def _job_rates(self, job: JobSpec) -> list[float]:
+        return [self._model_rate(job, m) for m in self.models]
+
+    def _model_rate(self, job: JobSpec, model: GpuModel) -> float:
+        if not job.allows(model.name):
             return 0.0
         try:
-            return float(self.workload.throughputs.rate(job, model))  # type: ignore[arg-type]
+            return float(self.workload.throughputs.rate(job, model))
         except KeyError:
             return 0.0
 
@@ -293,36 +336,59 @@ def _budget(rate: np.ndarray, jobs: JobStore, rows: np.ndarray, round_s: float) 
 
 
 def job_records(jobs: JobStore, type_names: tuple[str, ...]) -> tuple[JobRecord, ...]:
-    """One record per job the decider saw, with its final status."""
-    out: list[JobRecord] = []
-    for row, spec in enumerate(jobs.specs):
-        reason = jobs.rejected.get(row, "")
-        if reason:
-            status = JobStatus.REJECTED
-        elif not np.isnan(jobs.finish_s[row]):
-            status = JobStatus.COMPLETED
-        elif not np.isnan(jobs.start_s[row]):
-            status = JobStatus.RUNNING
-        else:
-            status = JobStatus.QUEUED
-        t = int(jobs.first_type[row])
-        rate = float(jobs.rates[row, t]) if t >= 0 else 0.0
-        out.append(
-            JobRecord(
-                job_id=spec.id,
-                name=spec.name,
-                job_type=spec.job_type,
-                arrival_s=spec.arrival_s,
-                start_s=float(jobs.start_s[row]),
-                finish_s=float(jobs.finish_s[row]),
-                num_gpu=spec.num_gpu,
-                gpu_milli=spec.gpu_milli,
-                status=status,
-                reason=reason,
-                gpu_model=type_names[t] if t >= 0 else "",
-                measured=jobs.measured[row],
-                gpu_milli_seconds=float(jobs.milli_s[row]),
-                alone_s=spec.work / rate if t >= 0 and rate > 0 else np.nan,
+    """One record per job the decider saw, with its final status (columns computed over
+    arrays, then one record per row)."""
+    n = len(jobs)
+    start = jobs.start_s[:n]
+    finish = jobs.finish_s[:n]
+    first = jobs.first_type[:n]
+    ran = first >= 0
+    rate = np.where(ran, jobs.rates[np.arange(n), np.maximum(first, 0)], 0.0)
+    work = np.fromiter((spec.work for spec in jobs.specs), np.float64, n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alone = np.where(ran & (rate > 0), work / np.where(rate > 0, rate, 1.0), np.nan)
+    status = np.where(
+        ~np.isnan(finish),
+        _COMPLETED,
+        np.where(~np.isnan(start), _RUNNING, _QUEUED),
+    )
+    rejected = jobs.rejected
+    for row in rejected:
+        status[row] = _REJECTED
+    statuses = [_STATUS[s] for s in status.tolist()]
+    names = (*type_names, "")  # first_type -1 -> ""
+    return tuple(
+        JobRecord(
+            job_id=spec.id,
+            name=spec.name,
+            job_type=spec.job_type,
+            arrival_s=spec.arrival_s,
+            start_s=start_s,
+            finish_s=finish_s,
+            num_gpu=spec.num_gpu,
+            gpu_milli=spec.gpu_milli,
+            status=status_,
+            reason=rejected.get(row, ""),
+            gpu_model=names[t],
+            measured=measured,
+            gpu_milli_seconds=milli_s,
+            alone_s=alone_s,
+        )
+        for row, (spec, start_s, finish_s, status_, t, measured, milli_s, alone_s) in enumerate(
+            zip(
+                jobs.specs,
+                start.tolist(),
+                finish.tolist(),
+                statuses,
+                first.tolist(),
+                jobs.measured,
+                jobs.milli_s[:n].tolist(),
+                alone.tolist(),
+                strict=True,
             )
         )
-    return tuple(out)
+    )
+
+
+_COMPLETED, _RUNNING, _QUEUED, _REJECTED = range(4)
+_STATUS = (JobStatus.COMPLETED, JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.REJECTED)
