@@ -16,7 +16,6 @@ Base constraints (Gavel's, with GPU demand instead of the scale factor):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -342,20 +341,14 @@ def group_identical_rows(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Classes of bitwise-equal rows of a C-contiguous float64 ``key``, numbered by first
     appearance: (class of each row, first row of each class, rows per class)."""
-    # Each row as one bytes object (a void view), classes numbered by first appearance
-    # through a dict: cheaper than np.unique(axis=0) or a lexsort at every size a round
-    # sees (47 jobs: 14 us against 35 us; 7,000 jobs: 1.1 ms against 2.7 ms).
-    row_bytes = key.view(np.dtype((np.void, key.itemsize * key.shape[1])))
-    keys = cast(list[bytes], row_bytes.ravel().tolist())
-    index: dict[bytes, int] = {}
-    first: list[int] = []
-    classes: list[int] = []
-    for j, b in enumerate(keys):
-        c = index.get(b)
-        if c is None:
-            c = index[b] = len(first)
-            first.append(j)
-        classes.append(c)
-    inverse = np.array(classes, dtype=np.int64)
-    rows = np.array(first, dtype=np.int64)
-    return inverse, rows, np.bincount(inverse, minlength=len(rows))
+    from gpumosaic.policies.row_classes import row_classes
+
+    n = key.shape[0]
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    words = np.ascontiguousarray(key, dtype=np.float64).view(np.uint64).reshape(n, -1)
+    inverse = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    classes = row_classes(words, inverse, first)
+    return inverse, first[:classes], np.bincount(inverse, minlength=classes)

@@ -12,11 +12,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpumosaic.mechanisms.rounds.policy_input import JobColumns
-from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.types import FloatArray, IntArray
 
 _INITIAL_ROWS = 256
+
+# What admission writes of each spec, as columns of two blocks (one write per block per
+# batch of arrivals; the named columns are views into them).
+_SPEC_FLOATS = ("total_steps", "gpu_demand", "priority_weight", "arrival_s", "slo_s")
+_SPEC_INTS = ("demand_milli", "job_id", "scale")
 
 
 class JobStore:
@@ -25,63 +29,63 @@ class JobStore:
         self.specs: list[JobSpec] = []
         self.measured: list[bool] = []
         self.rates = np.zeros((_INITIAL_ROWS, n_types))
-        self.total_steps = np.zeros(_INITIAL_ROWS)
         self.done_steps = np.zeros(_INITIAL_ROWS)
         self.attained_s = np.zeros(_INITIAL_ROWS)  # GPU-seconds received
         self.milli_s = np.zeros(_INITIAL_ROWS)  # milli-GPU held x seconds
         self.start_s = np.full(_INITIAL_ROWS, np.nan)
         self.finish_s = np.full(_INITIAL_ROWS, np.nan)
         self.first_type = np.full(_INITIAL_ROWS, -1, dtype=np.int64)
-        self.demand_milli = np.zeros(_INITIAL_ROWS, dtype=np.int64)
-        self.job_id = np.zeros(_INITIAL_ROWS, dtype=np.int64)  # JobSpec.id by row
         self.is_active = np.zeros(_INITIAL_ROWS, dtype=bool)
-        # What the policy reads of each spec, as columns (PolicyInput without a loop).
-        self.scale = np.ones(_INITIAL_ROWS, dtype=np.int64)  # max(num_gpu, 1)
-        self.gpu_demand = np.zeros(_INITIAL_ROWS)  # JobSpec.gpu_demand
-        self.priority_weight = np.zeros(_INITIAL_ROWS)
-        self.arrival_s = np.zeros(_INITIAL_ROWS)
-        self.slo_s = np.full(_INITIAL_ROWS, np.nan)
+        self._spec_floats = np.zeros((_INITIAL_ROWS, len(_SPEC_FLOATS)))
+        self._spec_ints = np.zeros((_INITIAL_ROWS, len(_SPEC_INTS)), dtype=np.int64)
+        self._bind_spec_columns()
         self.job_type: list[str] = []
         self.entity: list[str] = []
         self.rejected: dict[int, str] = {}  # row -> reason
         # Active rows in arrival order (a dict: a completion removes its row in O(1)).
         self._active: dict[int, None] = {}
 
+    def _bind_spec_columns(self) -> None:
+        floats, ints = self._spec_floats, self._spec_ints
+        # Steps of the job (JobSpec.work).
+        self.total_steps: FloatArray = floats[:, 0]
+        # What the policy reads of each spec, as columns (PolicyInput without a loop).
+        self.gpu_demand: FloatArray = floats[:, 1]  # JobSpec.gpu_demand
+        self.priority_weight: FloatArray = floats[:, 2]
+        self.arrival_s: FloatArray = floats[:, 3]
+        self.slo_s: FloatArray = floats[:, 4]  # NaN: none
+        self.demand_milli: IntArray = ints[:, 0]  # max(num_gpu, 1) x gpu_milli
+        self.job_id: IntArray = ints[:, 1]  # JobSpec.id by row
+        self.scale: IntArray = ints[:, 2]  # max(num_gpu, 1)
+
     def __len__(self) -> int:
         return len(self.specs)
 
     def _grow(self, rows: int) -> None:
         """Room for at least ``rows`` rows (capacity doubles until it fits)."""
-        cap = len(self.total_steps)
+        cap = len(self.done_steps)
         while cap < rows:
             cap *= 2
         for name in (
             "rates",
-            "total_steps",
             "done_steps",
             "attained_s",
             "milli_s",
             "start_s",
             "finish_s",
             "first_type",
-            "demand_milli",
-            "job_id",
             "is_active",
-            "scale",
-            "gpu_demand",
-            "priority_weight",
-            "arrival_s",
-            "slo_s",
+            "_spec_floats",
+            "_spec_ints",
         ):
             old = getattr(self, name)
             fill = (
-                np.nan
-                if name in ("start_s", "finish_s", "slo_s")
-                else (-1 if name == "first_type" else 0)
+                np.nan if name in ("start_s", "finish_s") else (-1 if name == "first_type" else 0)
             )
             new = np.full((cap, *old.shape[1:]), fill, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+        self._bind_spec_columns()
 
     def add(self, spec: JobSpec, rates: FloatArray, measured: bool) -> int:
         """One job (``add_many`` of one)."""
@@ -95,26 +99,30 @@ class JobStore:
         first = len(self.specs)
         n = len(specs)
         end = first + n
-        if end > len(self.total_steps):
+        if end > len(self.done_steps):
             self._grow(end)
-        new = slice(first, end)
         self.specs.extend(specs)
         self.measured.extend(bool(m) for m in measured)
-        self.rates[new] = rates
-        num_gpu = np.fromiter((s.num_gpu for s in specs), np.int64, n)
-        milli = np.fromiter((s.gpu_milli for s in specs), np.int64, n)
-        scale = np.maximum(num_gpu, 1)
-        self.total_steps[new] = np.fromiter((s.work for s in specs), np.float64, n)
-        self.demand_milli[new] = scale * milli
-        self.job_id[new] = np.fromiter((s.id for s in specs), np.int64, n)
-        self.scale[new] = scale
-        # JobSpec.gpu_demand: num_gpu * gpu_milli / 1000, 0 without GPUs.
-        self.gpu_demand[new] = np.where(num_gpu > 0, num_gpu * milli, 0) / MILLI_PER_GPU
-        self.priority_weight[new] = np.fromiter((s.priority_weight for s in specs), np.float64, n)
-        self.arrival_s[new] = np.fromiter((s.arrival_s for s in specs), np.float64, n)
-        self.slo_s[new] = np.fromiter(
-            (np.nan if s.slo_s is None else s.slo_s for s in specs), np.float64, n
-        )
+        self.rates[first:end] = rates
+        # Columns in the order of _SPEC_FLOATS and _SPEC_INTS. gpu_demand is
+        # JobSpec.gpu_demand (a Python float, as it computes it).
+        self._spec_floats[first:end] = np.array(
+            [
+                (
+                    s.work,
+                    s.gpu_demand,
+                    s.priority_weight,
+                    s.arrival_s,
+                    np.nan if s.slo_s is None else s.slo_s,
+                )
+                for s in specs
+            ],
+            np.float64,
+        ).reshape(n, len(_SPEC_FLOATS))
+        self._spec_ints[first:end] = np.array(
+            [(max(s.num_gpu, 1) * s.gpu_milli, s.id, max(s.num_gpu, 1)) for s in specs],
+            np.int64,
+        ).reshape(n, len(_SPEC_INTS))
         self.job_type.extend(s.job_type for s in specs)
         self.entity.extend(s.entity for s in specs)
         return np.arange(first, end, dtype=np.int64)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import TypeVar
 
 import numpy as np
 
@@ -17,6 +19,8 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.policies.base import PackedPairs, PolicyInput
 from gpumosaic.types import FloatArray, IntArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+T = TypeVar("T")
 
 # Candidate partners per job for packed policies (Gavel uses every pair: O(N^2)).
 DEFAULT_PAIR_PARTNERS = 4
@@ -53,7 +57,7 @@ def build_policy_input(
     slo = cols.slo_s[rows]
     return PolicyInput(
         job_ids=tuple(cols.job_id[rows].tolist()),
-        job_types=tuple(cols.job_type[r] for r in index),
+        job_types=pick(cols.job_type, index),
         gpu_types=gpu_types,
         throughputs=cols.rates[rows],
         scale_factors=cols.scale[rows],
@@ -61,14 +65,21 @@ def build_policy_input(
         capacity=capacity_gpus,
         priority_weights=cols.priority_weight[rows],
         remaining_steps=cols.total_steps[rows] - cols.done_steps[rows],
-        total_steps=cols.total_steps[rows].copy(),
+        total_steps=cols.total_steps[rows],
         arrival_s=cols.arrival_s[rows],
-        attained_service_s=cols.attained_s[rows].copy(),
+        attained_service_s=cols.attained_s[rows],
         now_s=now_s,
-        entities=tuple(cols.entity[r] for r in index),
+        entities=pick(cols.entity, index),
         slo_s=slo if np.isfinite(slo).any() else None,
         packed=packed,
     )
+
+
+def pick(values: Sequence[T], index: list[int]) -> tuple[T, ...]:
+    """``tuple(values[i] for i in index)``, gathered in C (``operator.itemgetter``)."""
+    if len(index) > 1:
+        return itemgetter(*index)(values)
+    return tuple(values[i] for i in index)
 
 
 def candidate_pairs(

@@ -141,8 +141,10 @@ class RoundSimulator:
         self.completed = 0
         self._reported = -1.0
         # Isolated rates per (rate key, allowed models) seen so far (``_rate``).
+        throughputs = workload.throughputs
+        self._rate_key = throughputs.rate_key if isinstance(throughputs, KeyedThroughputs) else None
         self._rate_index: dict[tuple[Hashable, frozenset[str] | None], int] = {}
-        self._rate_rows: list[list[float]] = []
+        self._rate_table = np.zeros((0, len(self.models)))
 
     # ---- main loop -------------------------------------------------------------------
 
@@ -239,19 +241,19 @@ class RoundSimulator:
         """(len(batch), models) isolated steps/s; 0 where a job may not use the model or
         the throughputs lack it. Looked up once per rate key and allowed models
         (``KeyedThroughputs``), not once per job and model."""
-        throughputs = self.workload.throughputs
-        if not isinstance(throughputs, KeyedThroughputs):
+        rate_key = self._rate_key
+        if rate_key is None:
             return np.array([self._job_rates(job) for job in batch]).reshape(len(batch), -1)
-        index, rows = self._rate_index, self._rate_rows
+        index = self._rate_index
         at: list[int] = []
         for job in batch:
-            key = (throughputs.rate_key(job), job.allowed_models)
+            key = (rate_key(job), job.allowed_models)
             k = index.get(key)
             if k is None:
-                k = index[key] = len(rows)
-                rows.append(self._job_rates(job))
+                k = index[key] = len(index)
+                self._rate_table = np.vstack([self._rate_table, self._job_rates(job)])
             at.append(k)
-        return np.array(rows)[at]
+        return self._rate_table[at]
 
     def _job_rates(self, job: JobSpec) -> list[float]:
         return [self._model_rate(job, m) for m in self.models]
