@@ -7,6 +7,8 @@ steps at the planned rate. It must see the same plans, round by round, as ``run_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,42 @@ def test_plan_grants_gavel_steps_and_places_within_capacity() -> None:
     held = sum(p.gpu_milli * len(p.gpus) for e in plan.entries for p in e.parts)
     assert held == 2000 - int(decider.state.gpu_free.sum())
     assert not any(e.extended for e in plan.entries)  # nothing held before the first round
+
+
+def test_admitting_a_batch_equals_admitting_one_by_one() -> None:
+    """``admit_many`` keeps the job table, rejections and active order of ``admit``."""
+    workload = parse_workload("gavel:jobs=40,rate=30,multigpu=on,milli=spatial", seed=2).workload
+    cluster = parse_cluster("v100:2,k80:2", gpus_per_node=2)
+    jobs = list(workload.jobs)
+    jobs[3] = replace(jobs[3], num_gpu=0)  # asks for no GPU: rejected
+    jobs[7] = replace(jobs[7], num_gpu=8, gpu_milli=1000, may_span_nodes=False)  # never fits
+    jobs[9] = replace(jobs[9], slo_s=3600.0, priority_weight=2.0, entity="lab")
+    rates = np.array([[workload.throughputs.rate(j, m) for m in cluster.gpu_models] for j in jobs])
+    rates[11] = 0.0  # no throughput anywhere: rejected
+    measured = [i % 3 != 0 for i in range(len(jobs))]
+
+    def decider() -> RoundDecider:
+        target = TargetWorkload.from_jobs(jobs)
+        return RoundDecider(
+            cluster,
+            build_policy("max_min_fairness_perf"),
+            build_placement("fgd", target),
+            workload.throughputs,
+            RoundConfig(),
+            *np.random.default_rng(0).spawn(2),
+        )
+
+    one, batch = decider(), decider()
+    rows_one = [one.admit(j, rates[i], measured[i]) for i, j in enumerate(jobs)]
+    rows_batch = batch.admit_many(jobs[:10], rates[:10], measured[:10]).tolist()
+    rows_batch += batch.admit_many(jobs[10:], rates[10:], measured[10:]).tolist()
+    assert rows_one == rows_batch == list(range(len(jobs)))
+    a, b = one.jobs, batch.jobs
+    assert a.rejected == b.rejected and {3, 7, 11} <= set(a.rejected) < set(range(len(jobs)))
+    assert a.active_rows == b.active_rows and a.measured == b.measured
+    assert a.specs == b.specs and a.job_type == b.job_type and a.entity == b.entity
+    for name in ("rates", "total_steps", "demand_milli", "job_id", "scale", "gpu_demand",
+                 "priority_weight", "arrival_s", "slo_s", "is_active"):  # fmt: skip
+        np.testing.assert_array_equal(getattr(a, name)[: len(jobs)], getattr(b, name)[: len(jobs)])
+    assert b.gpu_demand[5] == jobs[5].gpu_demand and b.slo_s[9] == 3600.0
+    assert one.need_solve and batch.need_solve

@@ -143,3 +143,37 @@ def test_progress_reports_fraction_done_up_to_one():
     jobs = [job(i, 400.0 + 100.0 * i, arrival=20.0 * i) for i in range(10)]
     run_rounds(v100s(2), workload(jobs), FixedPolicy(equal_share), WorstFit(), progress=seen.append)
     assert seen and seen[-1] == 1.0 and seen == sorted(seen)
+
+
+class _RateOnly:
+    """Throughputs without ``rate_key``: the simulator asks it per job and model."""
+
+    def __init__(self, table: object) -> None:
+        self.table = table
+        self.calls = 0
+
+    def rate(self, job: object, gpu: object) -> float:
+        self.calls += 1
+        return self.table.rate(job, gpu)  # type: ignore[attr-defined]
+
+
+def test_rates_looked_up_per_key_equal_rates_per_job():
+    from dataclasses import replace
+
+    from gpumosaic.workloads.spec import parse_cluster, parse_workload
+    from gpumosaic.workloads.workload import Workload
+
+    base = parse_workload("gavel:jobs=30,rate=40,milli=spatial", seed=4).workload
+    # Some jobs may use only the V100s: their rates elsewhere are 0 (part of the key).
+    jobs = [
+        replace(j, allowed_models=frozenset({"V100"})) if j.id % 4 == 0 else j for j in base.jobs
+    ]
+    cluster = parse_cluster("v100:2,k80:2", gpus_per_node=2)
+    plain = _RateOnly(base.throughputs)
+    keyed = run_rounds(cluster, Workload("keyed", jobs, base.throughputs), "max_min_fairness_perf")
+    per_job = run_rounds(cluster, Workload("per-job", jobs, plain), "max_min_fairness_perf")
+    # One call per job and model it may use.
+    assert plain.calls == sum(j.allows(m.name) for j in jobs for m in cluster.gpu_models)
+    assert keyed.records == per_job.records
+    assert any(r.gpu_model == "K80" for r in keyed.records if r.job_id % 4)
+    assert all(r.gpu_model in ("V100", "") for r in keyed.records if r.job_id % 4 == 0)
