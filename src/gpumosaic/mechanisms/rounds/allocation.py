@@ -93,24 +93,24 @@ class AllocationBook:
 
     def _entity_table(self, rows: np.ndarray, alloc: Allocation, jobs: JobStore) -> EntityTable:
         n_types = len(self.models)
-        rows_a = [rows]
-        rows_b = [np.full(len(rows), -1, dtype=np.int64)]
-        xs = [np.asarray(alloc.matrix, dtype=np.float64).reshape(len(rows), n_types)]
-        rate_a = [jobs.rates[rows]]
-        rate_b = [np.zeros((len(rows), n_types))]
-        demand = [jobs.demand_milli[rows]]
+        n = len(rows)
+        ra = rows
+        rb = np.full(n, -1, dtype=np.int64)
+        x = np.asarray(alloc.matrix, dtype=np.float64).reshape(n, n_types)
+        rate_a = jobs.rates[rows]
+        rate_b = np.zeros((n, n_types))
+        demand = jobs.demand_milli[rows]
         if alloc.pair_matrix is not None and alloc.packed is not None and len(alloc.packed.pairs):
             pa = rows[alloc.packed.pairs[:, 0]]
             pb = rows[alloc.packed.pairs[:, 1]]
-            rows_a.append(pa)
-            rows_b.append(pb)
-            xs.append(np.asarray(alloc.pair_matrix, dtype=np.float64))
-            rate_a.append(alloc.packed.throughputs[:, :, 0])
-            rate_b.append(alloc.packed.throughputs[:, :, 1])
+            ra = np.concatenate([ra, pa])
+            rb = np.concatenate([rb, pb])
+            x = np.concatenate([x, np.asarray(alloc.pair_matrix, dtype=np.float64)])
+            rate_a = np.concatenate([rate_a, alloc.packed.throughputs[:, :, 0]])
+            rate_b = np.concatenate([rate_b, alloc.packed.throughputs[:, :, 1]])
             # A pair shares the GPUs of its members (equal scale factors, whole GPUs).
-            demand.append(np.maximum(jobs.demand_milli[pa], jobs.demand_milli[pb]))
-        ra = np.concatenate(rows_a)
-        rb = np.concatenate(rows_b)
+            pair_demand = np.maximum(jobs.demand_milli[pa], jobs.demand_milli[pb])
+            demand = np.concatenate([demand, pair_demand])
         deficit = np.zeros((len(ra), n_types))
         known, carried = self.deficits
         if len(known):
@@ -121,12 +121,12 @@ class AllocationBook:
         return EntityTable(
             rows_a=ra,
             rows_b=rb,
-            x=np.concatenate(xs),
+            x=x,
             time=np.full((len(ra), n_types), self.credit_s),
             deficit=deficit,
-            rate_a=np.concatenate(rate_a),
-            rate_b=np.concatenate(rate_b),
-            demand_milli=np.concatenate(demand).astype(np.int64),
+            rate_a=rate_a,
+            rate_b=rate_b,
+            demand_milli=np.asarray(demand, dtype=np.int64),
             type_total=np.full(n_types, self.credit_s * len(ra)),
         )
 
