@@ -87,11 +87,6 @@ class JobStore:
             setattr(self, name, new)
         self._bind_spec_columns()
 
-    def add(self, spec: JobSpec, rates: FloatArray, measured: bool) -> int:
-        """One job (``add_many`` of one)."""
-        rows = self.add_many([spec], np.asarray(rates, dtype=np.float64)[None, :], [measured])
-        return int(rows[0])
-
     def add_many(
         self, specs: Sequence[JobSpec], rates: FloatArray, measured: Sequence[bool]
     ) -> IntArray:
@@ -136,12 +131,8 @@ class JobStore:
     def n_active(self) -> int:
         return len(self._active)
 
-    def activate(self, row: int) -> None:
-        self.is_active[row] = True
-        self._active[row] = None
-
     def activate_many(self, rows: IntArray) -> None:
-        """``activate`` each row, in the given order."""
+        """The rows become active, in the given order."""
         self.is_active[rows] = True
         self._active.update(dict.fromkeys(rows.tolist()))
 
