@@ -372,11 +372,12 @@ class ClusterState:
         per GPU, CPU and memory (one value each, or one for all). Kept as rows of arrays
         (``holders``), not as ``Assignment`` objects."""
         ids = np.asarray(job_ids, dtype=np.int64)
-        listed = ids.tolist()
-        if not self.assignments.keys().isdisjoint(listed) or not self.gangs.keys().isdisjoint(
-            listed
-        ):
-            raise BookkeepingError("a job of the batch is already placed")
+        if self.assignments or self.gangs:  # (isdisjoint walks the whole list even then)
+            listed = ids.tolist()
+            if not self.assignments.keys().isdisjoint(listed) or not self.gangs.keys().isdisjoint(
+                listed
+            ):
+                raise BookkeepingError("a job of the batch is already placed")
         n = len(ids)
         milli_of, cpu_of, memory_of = (_per_job(v, n) for v in (milli, cpu, memory))
         if not self.rows.add(ids, nodes, slots, milli_of, cpu_of, memory_of):

@@ -39,7 +39,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.batch import place_run
-from gpumosaic.placement.scorers.combined import ScoredPlacement
+from gpumosaic.placement.scorers.combined import ScoredPlacement, ShapeRun
 from gpumosaic.types import BoolArray, IntArray
 
 __all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
@@ -53,6 +53,26 @@ class Lease(NamedTuple):
     holder: int  # the id the ClusterState knows the holder by
     nodes: tuple[int, ...]
     gang: bool
+
+
+class _KernelRun(NamedTuple):
+    """A shape and type's compiled run and what each of its jobs holds."""
+
+    shape: ShapeRun
+    milli: int
+    cpu: int
+    memory: int
+
+
+class _Adopted(NamedTuple):
+    """Jobs one kernel call placed, to record as holders."""
+
+    rows: IntArray
+    nodes: IntArray
+    gpus: IntArray
+    milli: int
+    cpu: int
+    memory: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,8 @@ class LeaseBook:
         # The spec placed for (pair, type), built once as pairs move between types.
         self._pair_typed: dict[tuple[EntityKey, int], JobSpec] = {}
         self._pair_keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
+        # Per shape and type (``_place_runs``' key): the strategy's compiled run, if any.
+        self._kernel_runs: dict[int, _KernelRun | None] = {}
         self.extensions = 0
         self.opportunities = 0
         self.failures = 0
@@ -217,6 +239,29 @@ class LeaseBook:
         keys = shape * self.n_types + ty
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
         failed: set[int] = set()
+        adopted: dict[int, list[_Adopted]] = {}
+        try:
+            self._place_run_list(
+                bounds, keys, positions, ra, rb, ty, pair, specs, got, failed, adopted
+            )
+        finally:
+            self._adopt(adopted)
+
+    def _place_run_list(
+        self,
+        bounds: list[int],
+        keys: IntArray,
+        positions: IntArray,
+        ra: IntArray,
+        rb: IntArray,
+        ty: IntArray,
+        pair: BoolArray,
+        specs: Sequence[JobSpec],
+        got: BoolArray,
+        failed: set[int],
+        adopted: dict[int, list[_Adopted]],
+    ) -> None:
+        shapes = self.shapes
         for s, e in pairwise(bounds):
             key, t = int(keys[s]), int(ty[s])
             if key in failed:
@@ -229,16 +274,9 @@ class LeaseBook:
                     for a, b in zip(ra[s:e], rb[s:e], strict=True)
                 ]
             else:
-                first = shapes.typed(specs, rows[:1], t)[0]
-                arrays = self._place_arrays(first, e - s)
-                if arrays is not None:  # a compiled strategy: no object per job
-                    n, nodes, gpus = arrays
-                    if n:
-                        milli = first.gpu_milli if first.num_gpu else 0
-                        self.state.adopt_rows(
-                            rows[:n], nodes[:n], gpus[:n], milli, first.cpu_milli,
-                            first.memory_mib,
-                        )  # fmt: skip
+                run = self._kernel_run(key, specs, rows, t)
+                if run is not None:  # a compiled strategy: no object per job
+                    n = self._run_kernel(run, rows, e - s, adopted)
                     self._count_run(n, e - s, key, failed)
                     if n:
                         got[positions[s : s + n]] = True
@@ -269,12 +307,60 @@ class LeaseBook:
             failed.add(key)
             self.failures += size - placed
 
-    def _place_arrays(self, job: JobSpec, count: int) -> tuple[int, IntArray, IntArray] | None:
-        """``count`` jobs of ``job``'s shape in one kernel call, as arrays (None: the
-        strategy has no compiled kernel)."""
+    def _kernel_run(
+        self, key: int, specs: Sequence[JobSpec], rows: IntArray, t: int
+    ) -> _KernelRun | None:
+        """The compiled run of shape and type ``key`` (its first job: ``rows[0]`` on type
+        ``t``), kept for the run: None when the strategy has no compiled kernel."""
+        found = self._kernel_runs.get(key)
+        if found is not None or key in self._kernel_runs:
+            return found
+        run = None
         if isinstance(self.strategy, ScoredPlacement):
-            return self.strategy.place_run_arrays(self.state, job, count, self.rng)
-        return None
+            job = self.shapes.typed(specs, rows[:1], t)[0]
+            run = _KernelRun(
+                self.strategy.shape_run(self.state, job, self.rng),
+                job.gpu_milli if job.num_gpu else 0,
+                job.cpu_milli,
+                job.memory_mib,
+            )
+        self._kernel_runs[key] = run
+        return run
+
+    def _run_kernel(
+        self, run: _KernelRun, rows: IntArray, count: int, adopted: dict[int, list[_Adopted]]
+    ) -> int:
+        """Place up to ``count`` jobs ``rows`` of one shape in one kernel call (it takes
+        their resources); the holders are recorded by ``_adopt`` once the batch is done.
+        Returns how many found a node."""
+        shape = run.shape
+        taken = shape.taken
+        nodes = np.empty(count, dtype=np.int64)
+        gpus = np.empty((count, max(taken, 1)), dtype=np.int64)
+        n = shape.run(count, True, *shape.args, nodes, gpus)
+        if n:
+            adopted.setdefault(taken, []).append(
+                _Adopted(rows[:n], nodes[:n], gpus[:n, :taken], run.milli, run.cpu, run.memory)
+            )
+        return int(n)
+
+    def _adopt(self, adopted: dict[int, list[_Adopted]]) -> None:
+        """Record the holders the kernel placed, one ``adopt_rows`` per GPU count."""
+        for parts in adopted.values():
+            if len(parts) == 1:
+                a = parts[0]
+                self.state.adopt_rows(a.rows, a.nodes, a.gpus, a.milli, a.cpu, a.memory)
+                continue
+            sizes = [len(a.rows) for a in parts]
+            self.state.adopt_rows(
+                np.concatenate([a.rows for a in parts]),
+                np.concatenate([a.nodes for a in parts]),
+                np.concatenate([a.gpus for a in parts]),
+                np.repeat(np.array([a.milli for a in parts], dtype=np.int64), sizes),
+                np.repeat(np.array([a.cpu for a in parts], dtype=np.int64), sizes),
+                np.repeat(np.array([a.memory for a in parts], dtype=np.int64), sizes),
+            )
+        adopted.clear()
 
     def _place_symmetric(
         self, positions: IntArray, ra: IntArray, rb: IntArray, ty: IntArray, got: BoolArray
