@@ -26,7 +26,16 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.kernel_cache import njit
-from gpumosaic.placement.kernel.scores import minmax_value, score_many, weighted_total
+from gpumosaic.placement.kernel.fgd import fgd_node, refresh_node
+from gpumosaic.placement.kernel.scores import (
+    FGD,
+    FGD_EXACT,
+    WORSTFIT,
+    minmax_value,
+    score_many,
+    weighted_total,
+    worstfit_node,
+)
 
 
 @njit(cache=True)
@@ -306,6 +315,12 @@ def place_run(
             synced += 1
     sync_positions(synced, cols, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs, work)
     one = np.empty(1, dtype=np.int64)
+    one_pos = np.empty(1, dtype=np.int64)
+    num_gpu, milli, cpu, memory = job
+    cpu_free, memory_free = cl[2], cl[3]
+    kinds, _, _, chooser, cpu_scale = members
+    (class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count, below, free, frag,
+     tracked, d_fit, d_below, thresholds) = fg  # fmt: skip
     plain = _plain(all_equal)
     if plain:
         # A full rebuild costs ~2T; a point update up to log2(T) steps.
@@ -328,9 +343,44 @@ def place_run(
         if not apply:
             break
         allocate(n, j, taken, job, cl, out_gpus)
-        # Only node n changed since the scores were current (this call owns the state).
-        one[0] = pos
-        sync_positions(1, one, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs, work)
+        # Only node n changed since the scores were current (this call owns the state);
+        # it is no longer untouched, so no class verdict applies.
+        index_version[pos] = node_version[n]
+        if fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
+            one[0] = n
+            one_pos[0] = pos
+            for m in range(kinds.shape[0]):
+                kind = kinds[m]
+                # Worst fit and FGD scored here directly (the same node functions as
+                # ``score_many``): a call passing the tuples of arrays costs ~150 ns a
+                # job, more than the score.
+                if kind == WORSTFIT:
+                    score, s = worstfit_node(n, num_gpu, milli, cpu, cpu_scale, gpu_free, cpu_free)
+                elif kind in (FGD, FGD_EXACT):
+                    if tracked[n] != node_version[n]:
+                        refresh_node(
+                            n, gpu_free, cpu_free, node_version, class_ok, c_cpu, c_num_gpu,
+                            weight, fit_table, below_table, fit_count, below, free, frag,
+                            tracked, buf,
+                        )  # fmt: skip
+                    score, s = fgd_node(
+                        n, num_gpu, milli, cpu, kind == FGD_EXACT, gpu_free, cpu_free,
+                        class_ok, c_cpu, c_num_gpu, weight, fit_count, below, free, frag,
+                        d_fit, d_below, thresholds, buf, cand, xs,
+                    )  # fmt: skip
+                else:
+                    score_many(
+                        kind, m, chooser, one, one_pos, 1, job, cl, fg, pw, cpu_scale, buf,
+                        cand, xs, raw, slot,
+                    )  # fmt: skip
+                    continue
+                raw[m, pos] = score
+                if m == chooser:
+                    slot[pos] = s
+        else:
+            for m in range(raw.shape[0]):
+                raw[m, pos] = -np.inf
+            slot[pos] = -1
         if plain:
             tree_set(tree, pos, raw[0, pos])
             pos = tree_first_max(tree)
