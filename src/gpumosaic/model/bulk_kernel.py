@@ -101,12 +101,20 @@ def release_rows(
             return NOT_HELD, 0
         row_node[j] = -row_node[j] - 2
     delta = 0
-    for i in range(n):
+    for i in range(n):  # ``_apply_one(+1, ...)`` written out: a call per id costs more
         j = ids[i]
         v = -row_node[j] - 2
         row_node[j] = -1
-        _apply_one(1, v, 0, row_count[j], row_slots[j], row_milli[j], row_cpu[j],
-                   row_memory[j], gpu_free, gpu_tasks, cpu_free, memory_free, kind_count,
-                   node_version)  # fmt: skip
-        delta -= row_milli[j] * row_count[j]
+        count = row_count[j]
+        milli = row_milli[j]
+        for k in range(count):
+            g = row_slots[j, k]
+            gpu_free[v, g] += milli
+            gpu_tasks[v, g] -= 1
+        cpu_free[v] += row_cpu[j]
+        memory_free[v] += row_memory[j]
+        if count:
+            kind_count[v, 0 if (count == 1 and milli < MILLI_PER_GPU) else count] -= 1
+        node_version[v] += 1
+        delta -= milli * count
     return OK, delta
