@@ -44,6 +44,7 @@ from gpumosaic.placement.kernel.scores import (
     WORSTFIT,
     best_fit_slot,
     minmax,
+    score_many,
     score_node,
     score_nodes,
     weighted_total,
@@ -57,6 +58,9 @@ from gpumosaic.placement.kernel.step import (
     place_run,
     random_feasible,
     random_node,
+    tree_build,
+    tree_first_max,
+    tree_set,
 )
 
 __all__ = [
@@ -83,8 +87,12 @@ __all__ = [
     "random_node",
     "refresh_node",
     "refresh_stale",
+    "score_many",
     "score_node",
     "score_nodes",
     "score_thresholds",
+    "tree_build",
+    "tree_first_max",
+    "tree_set",
     "weighted_total",
 ]
