@@ -159,15 +159,19 @@ def sync_positions(
     capacity class, -1 where scores may read the node's index) is in the same state as
     every untouched node of its class, so its verdict and scores are those of the first
     such node this shape scored (``class_raw``, ``class_slot``, ``class_known``). The
-    nodes that pass the filter are scored member by member (``scores.score_many``);
-    ``work`` (2, P) is scratch for their nodes and positions."""
+    nodes that pass the filter are scored member by member (``scores.score_many``), one
+    untouched node per class (the others of its class copy its scores); ``work`` (3, P)
+    is scratch for their nodes and positions and the copies."""
     num_gpu, milli, cpu, memory = job
     gpu_free, _, cpu_free, memory_free, _, node_version, _, _, _ = cl
     kinds, _, _, chooser, cpu_scale = members
     index_version, raw, slot, _, perm, _, _, _, pristine, class_raw, class_slot, known, _ = idx
     nodes = work[0]
     positions = work[1]
+    copies = work[2]
+    pending = np.full(known.shape[0], -1, dtype=np.int64)  # class -> scored in this batch
     scored = 0
+    copied = 0
     for i in range(k):
         p = todo[i]
         n = perm[p]
@@ -177,10 +181,15 @@ def sync_positions(
             for m in range(raw.shape[0]):
                 raw[m, p] = class_raw[m, c]
             slot[p] = class_slot[c]
+        elif c >= 0 and pending[c] >= 0:
+            copies[copied] = p
+            copied += 1
         elif fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
             nodes[scored] = n
             positions[scored] = p
             scored += 1
+            if c >= 0:
+                pending[c] = p
         else:
             for m in range(raw.shape[0]):
                 raw[m, p] = -np.inf
@@ -197,16 +206,21 @@ def sync_positions(
             kinds[m], m, chooser, nodes, positions, scored, job, cl, fg, pw, cpu_scale, buf,
             cand, xs, raw, slot,
         )  # fmt: skip
-    # Untouched nodes of one class scored in the same batch got the same scores.
     for i in range(scored):
         n = nodes[i]
         c = pristine[n] if node_version[n] == 0 else -1
-        if c >= 0 and not known[c]:
+        if c >= 0:
             p = positions[i]
             for m in range(raw.shape[0]):
                 class_raw[m, c] = raw[m, p]
             class_slot[c] = slot[p]
             known[c] = True
+    for i in range(copied):
+        p = copies[i]
+        c = pristine[perm[p]]
+        for m in range(raw.shape[0]):
+            raw[m, p] = class_raw[m, c]
+        slot[p] = class_slot[c]
 
 
 @njit(cache=True)
@@ -307,7 +321,7 @@ def place_run(
     buf = np.empty(max(fg[3].shape[0], 1))
     cand = np.empty(max(width, 1))
     xs = np.empty(max(width, 1))
-    work = np.empty((2, max(positions, 1)), dtype=np.int64)
+    work = np.empty((3, max(positions, 1)), dtype=np.int64)
     synced = 0
     for p in range(positions):
         if index_version[p] != node_version[perm[p]]:
