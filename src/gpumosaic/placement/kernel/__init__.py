@@ -4,7 +4,8 @@ per-job step of a placement (``step``), Random's included.
 
 Every path that places (fill, event replay, rounds, the live extender, Gandiva's ranking)
 runs these functions: ``ScoredPlacement`` calls ``place_run`` for one job (``choose``) or
-for a run of same-shape jobs that it also allocates (``placement.batch.place_many``),
+for a run of same-shape jobs that it also allocates (``placement.batch.place_many``, the
+round mechanism's lease book through ``ScoredPlacement.shape_run``),
 ``RandomPlacement`` calls ``random_feasible`` and ``random_node``, a scorer's
 ``raw_scores`` calls ``score_nodes``, and ``FragmentationTracker`` refreshes nodes with
 ``refresh_stale``. Import this package lazily (numba costs ~0.2 s of CPU to import and

@@ -4,15 +4,18 @@ One class serves every scored strategy: a single scorer is a combination of one 
 (weight 1000, as the reference configures single plugins).
 
 Every decision runs in compiled code (``placement.kernel.place_run``): per job shape the
-strategy keeps an index of every node's raw score per member (-inf where the node fails
-the filter) and the GPU the chooser would take there, in the order of the run's
-tie-break permutation. A decision re-tests and re-scores only the nodes whose
+strategy keeps an index of its candidate nodes (those of a GPU model the shape allows; no
+other node ever passes its filter) with each one's raw score per member (-inf where the
+node fails the filter) and the GPU the chooser would take there, in the order of the
+run's tie-break permutation. A decision re-tests and re-scores only the candidates whose
 ``node_version`` moved since that shape was last placed -- one node per task in a fill
 replay -- and takes the first best position: for one member without normalization its
-raw score decides; otherwise the weighted sum of the members' normalized scores
-(min-max for BestFit and PWR needs every feasible node, so it is taken at each decision).
-``place_run`` places a run of same-shape jobs with one kernel call that also allocates
-them.
+raw score decides (a max tournament over the positions keeps the first best in
+O(log P) per re-scored node); otherwise the weighted sum of the members' normalized
+scores (min-max for BestFit and PWR needs every feasible node, so it is taken at each
+decision). ``place_run`` places a run of same-shape jobs with one kernel call that also
+allocates them; ``shape_run`` hands that call to a caller that keeps it (the round
+mechanism's lease book).
 
 Ties: the highest total wins; among equal totals the node that comes first in a random
 permutation of the nodes wins. The permutation is drawn from the ``rng`` of the first
