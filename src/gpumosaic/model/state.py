@@ -299,7 +299,7 @@ class ClusterState:
         self._apply(flat, -1)
         self.gangs.update(zip(ids, gangs, strict=True))
 
-    def release_many(self, job_ids: Sequence[int]) -> None:
+    def release_many(self, job_ids: Sequence[int] | IntArray) -> None:
         """``release`` each of ``job_ids`` in one compiled pass (``bulk``); the same end
         state (free resources, tasks, kind counts, node versions, the release counter) as
         releasing them one by one. Ids may be held as assignments or as rows."""

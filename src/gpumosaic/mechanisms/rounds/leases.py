@@ -483,9 +483,9 @@ class LeaseBook:
         gang = self._held_gang[rows]
         if gang.any():
             self.state.release_gangs(rows[gang].tolist())
-            self.state.release_many(rows[~gang].tolist())
+            self.state.release_many(rows[~gang])
         else:
-            self.state.release_many(rows.tolist())
+            self.state.release_many(rows)  # an array: no list of ints in between
         self._held_type[rows] = -1
         self._held_gang[rows] = False
 
