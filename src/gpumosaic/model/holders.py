@@ -31,16 +31,35 @@ def bulk_kernel() -> ModuleType:
     return kernel
 
 
+# Columns of the table: each field is a view of one column (slots: the last ``width``).
+_NODE, _COUNT, _MILLI, _CPU, _MEMORY, _SLOTS = range(6)
+
+
 class RowHolders:
+    """One row per id in one table, the fields as column views (``node``, ``slots``,
+    ``count``, ``milli``, ``cpu``, ``memory``): a release or a record touches one or two
+    cache lines per id rather than one per field (a round moves thousands of scattered
+    ids)."""
+
     def __init__(self, width: int) -> None:
         self.width = width
-        self.node = np.full(0, -1, dtype=np.int64)  # -1: the id holds nothing here
-        self.slots = np.full((0, width), -1, dtype=np.int64)
-        self.count = np.zeros(0, dtype=np.int64)  # GPU slots held
-        self.milli = np.zeros(0, dtype=np.int64)
-        self.cpu = np.zeros(0, dtype=np.int64)
-        self.memory = np.zeros(0, dtype=np.int64)
         self.held = 0
+        self._set_table(self._empty_table(0))
+
+    def _empty_table(self, size: int) -> IntArray:
+        table = np.zeros((size, _SLOTS + self.width), dtype=np.int64)
+        table[:, _NODE] = -1  # -1: the id holds nothing here
+        table[:, _SLOTS:] = -1
+        return table
+
+    def _set_table(self, table: IntArray) -> None:
+        self._table = table
+        self.node = table[:, _NODE]
+        self.count = table[:, _COUNT]  # GPU slots held
+        self.milli = table[:, _MILLI]
+        self.cpu = table[:, _CPU]
+        self.memory = table[:, _MEMORY]
+        self.slots = table[:, _SLOTS:]
 
     def holds(self, job_id: int) -> bool:
         return 0 <= job_id < len(self.node) and self.node[job_id] >= 0
@@ -87,11 +106,6 @@ class RowHolders:
             self._grow(max(size, 2 * len(self.node)))
 
     def _grow(self, size: int) -> None:
-        n = len(self.node)
-        for name, fill in (("node", -1), ("count", 0), ("milli", 0), ("cpu", 0), ("memory", 0)):
-            new = np.full(size, fill, dtype=np.int64)
-            new[:n] = getattr(self, name)
-            setattr(self, name, new)
-        slots = np.full((size, self.width), -1, dtype=np.int64)
-        slots[:n] = self.slots
-        self.slots = slots
+        table = self._empty_table(size)
+        table[: len(self._table)] = self._table
+        self._set_table(table)
