@@ -312,14 +312,18 @@ class LeaseBook:
     ) -> _KernelRun | None:
         """The compiled run of shape and type ``key`` (its first job: ``rows[0]`` on type
         ``t``), kept for the run: None when the strategy has no compiled kernel."""
-        found = self._kernel_runs.get(key)
-        if found is not None or key in self._kernel_runs:
-            return found
+        strategy = self.strategy
+        if key in self._kernel_runs:
+            found = self._kernel_runs[key]
+            if found is None:
+                return None
+            if isinstance(strategy, ScoredPlacement) and strategy.current(found.shape):
+                return found
         run = None
-        if isinstance(self.strategy, ScoredPlacement):
+        if isinstance(strategy, ScoredPlacement):
             job = self.shapes.typed(specs, rows[:1], t)[0]
             run = _KernelRun(
-                self.strategy.shape_run(self.state, job, self.rng),
+                strategy.shape_run(self.state, job, self.rng),
                 job.gpu_milli if job.num_gpu else 0,
                 job.cpu_milli,
                 job.memory_mib,

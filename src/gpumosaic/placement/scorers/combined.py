@@ -68,6 +68,7 @@ class ShapeRun:
     says what it writes); valid while the strategy stays bound to the same state."""
 
     run: Callable[..., int]  # kernel.place_run, bound once (no import per call)
+    binding: int  # the strategy's binding it belongs to (``ScoredPlacement.current``)
     args: tuple[object, ...]
     taken: int
     node: npt.NDArray[np.int64]
@@ -93,6 +94,7 @@ class ScoredPlacement:
             dtype=np.float64,
         )
         self._state: ClusterState | None = None
+        self._binding = 0
         self._rank: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._pristine: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -173,6 +175,11 @@ class ScoredPlacement:
             shape = self._shape(state, job)
         return shape
 
+    def current(self, shape: ShapeRun) -> bool:
+        """Whether ``shape`` still belongs to this strategy's binding (a bind to another
+        state starts new indexes)."""
+        return shape.binding == self._binding
+
     def _shape(self, state: ClusterState, job: JobSpec) -> ShapeRun:
         """A new shape's index and kernel arguments. Everything the kernel reads keeps
         its identity for the run (arrays are updated in place), so they are gathered once."""
@@ -221,7 +228,13 @@ class ScoredPlacement:
         taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
         gpus = np.zeros((1, max(taken, 1)), dtype=np.int64)
         shape = ShapeRun(
-            _place_run(), args, taken, np.zeros(1, dtype=np.int64), gpus, gpus[0, :taken]
+            _place_run(),
+            self._binding,
+            args,
+            taken,
+            np.zeros(1, dtype=np.int64),
+            gpus,
+            gpus[0, :taken],
         )
         self._shapes[filter_key(job)] = shape
         return shape
@@ -265,6 +278,7 @@ class ScoredPlacement:
         if self._state is state:
             return
         self._state = state
+        self._binding += 1
         self._perm = rng.permutation(state.num_nodes)
         self._rank = np.empty(state.num_nodes, dtype=np.int64)
         self._rank[self._perm] = np.arange(state.num_nodes)
