@@ -26,12 +26,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
 
 from gpumosaic.mechanisms.gang import gang_parts
+from gpumosaic.mechanisms.rounds.runs import KernelRuns
 from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id, pair_spec
 from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -39,7 +41,6 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.batch import place_run
-from gpumosaic.placement.scorers.combined import ScoredPlacement, ShapeRun
 from gpumosaic.types import BoolArray, IntArray
 
 __all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
@@ -53,26 +54,6 @@ class Lease(NamedTuple):
     holder: int  # the id the ClusterState knows the holder by
     nodes: tuple[int, ...]
     gang: bool
-
-
-class _KernelRun(NamedTuple):
-    """A shape and type's compiled run and what each of its jobs holds."""
-
-    shape: ShapeRun
-    milli: int
-    cpu: int
-    memory: int
-
-
-class _Adopted(NamedTuple):
-    """Jobs one kernel call placed, to record as holders."""
-
-    rows: IntArray
-    nodes: IntArray
-    gpus: IntArray
-    milli: int
-    cpu: int
-    memory: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +87,7 @@ class LeaseBook:
         self._pair_typed: dict[tuple[EntityKey, int], JobSpec] = {}
         self._pair_keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
         # Per shape and type (``_place_runs``' key): the strategy's compiled run, if any.
-        self._kernel_runs: dict[int, _KernelRun | None] = {}
+        self.kernel_runs = KernelRuns(state, strategy, rng)
         self.extensions = 0
         self.opportunities = 0
         self.failures = 0
@@ -238,14 +219,10 @@ class LeaseBook:
                 shape[i] = shapes.shape_id(int(shapes.num_gpu[ra[i]]), MILLI_PER_GPU, 0, 0)
         keys = shape * self.n_types + ty
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
-        failed: set[int] = set()
-        adopted: dict[int, list[_Adopted]] = {}
         try:
-            self._place_run_list(
-                bounds, keys, positions, ra, rb, ty, pair, specs, got, failed, adopted
-            )
+            self._place_run_list(bounds, keys, positions, ra, rb, ty, pair, specs, got)
         finally:
-            self._adopt(adopted)
+            self.kernel_runs.record()
 
     def _place_run_list(
         self,
@@ -258,10 +235,11 @@ class LeaseBook:
         pair: BoolArray,
         specs: Sequence[JobSpec],
         got: BoolArray,
-        failed: set[int],
-        adopted: dict[int, list[_Adopted]],
     ) -> None:
+        """``_place_runs``' runs, ``bounds`` apart; the kernel's holders are recorded by
+        the caller (``KernelRuns.record``)."""
         shapes = self.shapes
+        failed: set[int] = set()
         for s, e in pairwise(bounds):
             key, t = int(keys[s]), int(ty[s])
             if key in failed:
@@ -274,9 +252,9 @@ class LeaseBook:
                     for a, b in zip(ra[s:e], rb[s:e], strict=True)
                 ]
             else:
-                run = self._kernel_run(key, specs, rows, t)
+                run = self.kernel_runs.get(key, partial(self._first_typed, specs, rows, t))
                 if run is not None:  # a compiled strategy: no object per job
-                    n = self._run_kernel(run, rows, e - s, adopted)
+                    n = self.kernel_runs.place(run, rows, e - s)
                     self._count_run(n, e - s, key, failed)
                     if n:
                         got[positions[s : s + n]] = True
@@ -307,64 +285,8 @@ class LeaseBook:
             failed.add(key)
             self.failures += size - placed
 
-    def _kernel_run(
-        self, key: int, specs: Sequence[JobSpec], rows: IntArray, t: int
-    ) -> _KernelRun | None:
-        """The compiled run of shape and type ``key`` (its first job: ``rows[0]`` on type
-        ``t``), kept for the run: None when the strategy has no compiled kernel."""
-        strategy = self.strategy
-        if key in self._kernel_runs:
-            found = self._kernel_runs[key]
-            if found is None:
-                return None
-            if isinstance(strategy, ScoredPlacement) and strategy.current(found.shape):
-                return found
-        run = None
-        if isinstance(strategy, ScoredPlacement):
-            job = self.shapes.typed(specs, rows[:1], t)[0]
-            run = _KernelRun(
-                strategy.shape_run(self.state, job, self.rng),
-                job.gpu_milli if job.num_gpu else 0,
-                job.cpu_milli,
-                job.memory_mib,
-            )
-        self._kernel_runs[key] = run
-        return run
-
-    def _run_kernel(
-        self, run: _KernelRun, rows: IntArray, count: int, adopted: dict[int, list[_Adopted]]
-    ) -> int:
-        """Place up to ``count`` jobs ``rows`` of one shape in one kernel call (it takes
-        their resources); the holders are recorded by ``_adopt`` once the batch is done.
-        Returns how many found a node."""
-        shape = run.shape
-        taken = shape.taken
-        nodes = np.empty(count, dtype=np.int64)
-        gpus = np.empty((count, max(taken, 1)), dtype=np.int64)
-        n = shape.run(count, True, *shape.args, nodes, gpus)
-        if n:
-            adopted.setdefault(taken, []).append(
-                _Adopted(rows[:n], nodes[:n], gpus[:n, :taken], run.milli, run.cpu, run.memory)
-            )
-        return int(n)
-
-    def _adopt(self, adopted: dict[int, list[_Adopted]]) -> None:
-        """Record the holders the kernel placed, one ``adopt_rows`` per GPU count."""
-        for parts in adopted.values():
-            if len(parts) == 1:
-                a = parts[0]
-                self.state.adopt_rows(a.rows, a.nodes, a.gpus, a.milli, a.cpu, a.memory)
-                continue
-            sizes = [len(a.rows) for a in parts]
-            self.state.adopt_rows(
-                np.concatenate([a.rows for a in parts]),
-                np.concatenate([a.nodes for a in parts]),
-                np.concatenate([a.gpus for a in parts]),
-                np.repeat(np.array([a.milli for a in parts], dtype=np.int64), sizes),
-                np.repeat(np.array([a.cpu for a in parts], dtype=np.int64), sizes),
-                np.repeat(np.array([a.memory for a in parts], dtype=np.int64), sizes),
-            )
-        adopted.clear()
+    def _first_typed(self, specs: Sequence[JobSpec], rows: IntArray, t: int) -> JobSpec:
+        return self.shapes.typed(specs, rows[:1], t)[0]
 
     def _place_symmetric(
         self, positions: IntArray, ra: IntArray, rb: IntArray, ty: IntArray, got: BoolArray

@@ -59,10 +59,8 @@ from gpumosaic.placement.kernel.step import (
     place_run,
     random_feasible,
     random_node,
-    tree_build,
-    tree_first_max,
-    tree_set,
 )
+from gpumosaic.placement.kernel.tournament import tree_build, tree_first_max, tree_set
 
 __all__ = [
     "BESTFIT",

@@ -36,6 +36,7 @@ from gpumosaic.placement.kernel.scores import (
     weighted_total,
     worstfit_node,
 )
+from gpumosaic.placement.kernel.tournament import tree_build, tree_first_max, tree_set
 
 
 @njit(cache=True)
@@ -257,44 +258,6 @@ def allocate(n, j, taken, job, cl, out_gpus):  # pragma: no cover
     if num_gpu > 0:
         kind_count[n, 0 if num_gpu == 1 and milli < 1000 else num_gpu] += 1
     node_version[n] += 1
-
-
-@njit(cache=True)
-def tree_build(raw0, tree):  # pragma: no cover
-    """The max tournament over ``raw0`` (leaf p at T + p, -inf past the last position)."""
-    t = tree.shape[0] // 2
-    for p in range(t):
-        tree[t + p] = raw0[p] if p < raw0.shape[0] else -np.inf
-    for i in range(t - 1, 0, -1):
-        tree[i] = max(tree[2 * i], tree[2 * i + 1])
-
-
-@njit(cache=True)
-def tree_set(tree, p, value):  # pragma: no cover
-    """Leaf ``p`` becomes ``value``; its ancestors are updated up to where nothing changes."""
-    t = tree.shape[0] // 2
-    i = t + p
-    tree[i] = value
-    i //= 2
-    while i >= 1:
-        top = max(tree[2 * i], tree[2 * i + 1])
-        if tree[i] == top:  # the ancestors hold this maximum already
-            break
-        tree[i] = top
-        i //= 2
-
-
-@njit(cache=True)
-def tree_first_max(tree):  # pragma: no cover
-    """``first_max`` of the leaves: descend to the leftmost leaf equal to the maximum."""
-    best = tree[1]
-    if best == -np.inf:
-        return -1
-    t = tree.shape[0] // 2
-    i = 1
-    while i < t:
-        i = 2 * i if tree[2 * i] == best else 2 * i + 1
-    return i - t
 
 
 @njit(cache=True)
