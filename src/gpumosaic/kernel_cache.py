@@ -34,6 +34,7 @@ KERNEL_SOURCES: tuple[str, ...] = (
     "placement/kernel/fgd.py",
     "placement/kernel/scores.py",
     "placement/kernel/step.py",
+    "placement/kernel/tournament.py",
     "policies/row_classes.py",
     "sim/event/timeline_kernel.py",
 )
