@@ -35,7 +35,7 @@ KERNEL_SOURCES: tuple[str, ...] = (
     "placement/kernel/scores.py",
     "placement/kernel/step.py",
     "placement/kernel/tournament.py",
-    "sim/event/timeline_kernel.py",
+    "sim/timeline/kernel.py",
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
