@@ -274,15 +274,9 @@ class RoundSimulator:
     def _sample(self, now: float, running: int) -> None:
         tracker = self.tracker
         tracker.refresh()
-        gpu_w, cpu_w = tracker.power_w
+        allocated, fragmentation, gpu_w, cpu_w = tracker.figures()
         self.timeline.record(
-            now,
-            tracker.allocated_milli,
-            running,
-            self.jobs.n_active - running,
-            tracker.fragmentation_rate,
-            gpu_w,
-            cpu_w,
+            now, allocated, running, self.jobs.n_active - running, fragmentation, gpu_w, cpu_w
         )
 
 
