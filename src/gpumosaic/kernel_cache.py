@@ -30,7 +30,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 KERNEL_SOURCES: tuple[str, ...] = (
     "mechanisms/rounds/choice_kernel.py",
     "mechanisms/rounds/kernel.py",
-    "mechanisms/rounds/report_kernel.py",
+    "mechanisms/rounds/round_kernel.py",
     "model/bulk_kernel.py",
     "placement/kernel/arithmetic.py",
     "placement/kernel/fgd.py",

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
-from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
+from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.leases import LeaseBook
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.mechanisms.rounds.priorities import select_entity_arrays
@@ -89,6 +89,7 @@ class RoundPlan:
     gpu_types: tuple[str, ...]  # per entity
     parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
     described: bool = True  # False: only the arrays (a driver that asked for no values)
+    has_pairs: bool = True  # some entity is a packed pair (False: ``rows_b`` is all -1)
 
     def __len__(self) -> int:
         return len(self.entity)
@@ -225,30 +226,29 @@ class RoundDecider:
 
     def plan(self, now: float) -> RoundPlan:
         """Solve if due, choose the entities most behind their allocation, place them."""
+        from gpumosaic.mechanisms.rounds.round_kernel import plan_arrays
+
         if self.solve_due(now):
             self.solve(now)
-        es, ts, extended = self._choose_and_place()
+        chosen, types, placed, extended = self._choose_and_place()
         ent = self.book.entities
-        if ent is None or not len(es):
-            empty = np.zeros(0)
+        if ent is None or not len(placed):
+            empty, none = np.zeros(0), np.zeros(0, dtype=np.int64)
             return RoundPlan(
-                now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), (), self.describe
-            )
-        rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
-        rate_a, rate_b = ent.rate_a[es, ts], ent.rate_b[es, ts]
-        jobs, r = self.jobs, self.config.round_s
-        steps_a = step_budget(rate_a, jobs.total_steps[rows_a], jobs.done_steps[rows_a], r)
-        steps_b = np.zeros(len(es))
-        pair = rows_b >= 0
-        if pair.any():
-            b = rows_b[pair]
-            steps_b[pair] = step_budget(rate_b[pair], jobs.total_steps[b], jobs.done_steps[b], r)
+                now, none, none, none, none, empty, empty, empty, empty, extended, (), (), (),
+                self.describe, False,
+            )  # fmt: skip
+        jobs = self.jobs
+        es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, pairs = plan_arrays(
+            chosen, types, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
+            jobs.total_steps, jobs.done_steps, self.config.round_s,
+        )  # fmt: skip
         ids: tuple[tuple[int, ...], ...] = ()
-        types: tuple[str, ...] = ()
+        type_names: tuple[str, ...] = ()
         parts: tuple[tuple[Assignment, ...], ...] = ()
         if self.describe:  # values for readers; the simulator reads the arrays only
             ids_a = jobs.job_id[rows_a].tolist()
-            if pair.any():
+            if pairs:
                 ids_b = jobs.job_id[np.maximum(rows_b, 0)].tolist()
                 ids = tuple(
                     (x,) if p < 0 else (x, y)
@@ -256,34 +256,22 @@ class RoundDecider:
                 )
             else:
                 ids = tuple(zip(ids_a))  # one-tuples, built in C
-            types = tuple(np.array(self.type_names, dtype=object)[ts])
+            type_names = tuple(np.array(self.type_names, dtype=object)[ts])
             parts = self.leases.parts_of(rows_a, rows_b)
         return RoundPlan(
-            now,
-            es,
-            ts,
-            rows_a,
-            rows_b,
-            rate_a,
-            rate_b,
-            steps_a,
-            steps_b,
-            extended,
-            ids,
-            types,
-            parts,
-            self.describe,
-        )
+            now, es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, extended, ids,
+            type_names, parts, self.describe, pairs,
+        )  # fmt: skip
 
-    def _choose_and_place(self) -> tuple[IntArray, IntArray, BoolArray]:
-        """Entity and type of the placed entities in priority order, and whether each one's
-        lease was extended."""
+    def _choose_and_place(self) -> tuple[IntArray, IntArray, IntArray, BoolArray]:
+        """Entity and type of the chosen entities in priority order, the positions that got
+        GPUs (ascending) and, for each, whether its lease was extended."""
         ent = self.book.entities
         active = self.jobs.is_active
         empty = np.zeros(0, dtype=np.int64)
         if ent is None or not self.jobs.n_active:
             self.leases.start_round(empty, empty, empty, self.jobs.specs, active)
-            return empty, empty, np.zeros(0, dtype=bool)
+            return empty, empty, empty, np.zeros(0, dtype=bool)
         if self.fixed_order:
             order = self._type_order
         else:
@@ -294,7 +282,7 @@ class RoundDecider:
         )  # fmt: skip
         rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
         placed, extended = self.leases.start_round(rows_a, rows_b, ts, self.jobs.specs, active)
-        return es[placed], ts[placed], extended
+        return es, ts, placed, extended
 
     def _all_alive(self, size: int) -> BoolArray:
         """Every entity alive (the choice tests each member's row for being active)."""
@@ -306,7 +294,7 @@ class RoundDecider:
         """Account the round of ``plan``; returns (row, finish time) of the jobs that
         finished, in plan order (first members, then second members of pairs). One
         compiled pass (``report_kernel.account_round``)."""
-        from gpumosaic.mechanisms.rounds.report_kernel import account_round
+        from gpumosaic.mechanisms.rounds.round_kernel import account_round
 
         ent = self.book.entities
         assert ent is not None

@@ -84,10 +84,8 @@ class RoundTracker:
 
     def figures(self) -> tuple[float, float, float, float]:
         """(allocated milli, fragmentation rate, GPU watts, CPU watts), as last refreshed."""
-        totals = self._totals.tolist()
-        free = totals[0]
+        free, fragmentation, gpu_w, cpu_w = self._totals.tolist()
+        rate = fragmentation / free if free > 0 else 0.0
         if self.workload is None:
             rate = float("nan")
-        else:
-            rate = totals[1] / free if free > 0 else 0.0
-        return self.state.total_gpu_milli - free, rate, totals[2], totals[3]
+        return self.state.total_gpu_milli - free, rate, gpu_w, cpu_w

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from gpumosaic.kernel_cache import njit
 from gpumosaic.model.power import CORES_PER_SOCKET, SOCKET_FULL_W, SOCKET_IDLE_W, VCPU_PER_CORE
 from gpumosaic.placement.kernel import pairwise_sum

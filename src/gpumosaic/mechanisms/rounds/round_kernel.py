@@ -1,13 +1,73 @@
-"""The compiled half of ``RoundDecider.report``: a round's accounting in one pass.
+"""The compiled arithmetic of ``RoundDecider``'s round: the plan's arrays after placement
+(``plan_arrays``: rows, rates and granted steps of the placed entities) and the round's
+accounting (``account_round``), one pass each.
 
 Imported lazily (numba), like every kernel module; cached on disk (``kernel_cache``).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpumosaic.kernel_cache import njit
 from gpumosaic.mechanisms.rounds.decision import STEP_EPS
 from gpumosaic.model.gpu import MILLI_PER_GPU
+
+
+@njit(cache=True, inline="always")
+def grant(rate, total_steps, done_steps, round_s):  # pragma: no cover
+    """Steps a lease grants for one round: min(int(rate x round), remaining), as Gavel.
+    A job slower than one step per round would never progress with int(): it gets a
+    fraction of a step instead (never happens with Gavel's table)."""
+    whole = np.floor(rate * round_s)
+    per_round = whole if whole >= 1.0 else rate * round_s
+    return min(per_round, total_steps - done_steps)
+
+
+@njit(cache=True)
+def grant_steps(rate, rows, total_steps, done_steps, round_s):  # pragma: no cover
+    """``grant`` for each entry: ``rate[i]`` for job row ``rows[i]``."""
+    out = np.empty(rate.shape[0])
+    for i in range(rate.shape[0]):
+        r = rows[i]
+        out[i] = grant(rate[i], total_steps[r], done_steps[r], round_s)
+    return out
+
+
+@njit(cache=True)
+def plan_arrays(
+    chosen, types, placed, entity_rows_a, entity_rows_b, entity_rate_a, entity_rate_b,
+    total_steps, done_steps, round_s,
+):  # fmt: skip  # pragma: no cover
+    """The placed entities' arrays (positions ``placed`` of the chosen ``chosen``/``types``):
+    entity, type, member rows, rates on the type, steps granted (0 for a single job's
+    absent second member), and whether any is a pair."""
+    n = placed.shape[0]
+    entity = np.empty(n, dtype=np.int64)
+    type_index = np.empty(n, dtype=np.int64)
+    rows_a = np.empty(n, dtype=np.int64)
+    rows_b = np.empty(n, dtype=np.int64)
+    rate_a = np.empty(n)
+    rate_b = np.empty(n)
+    steps_a = np.empty(n)
+    steps_b = np.zeros(n)
+    pairs = False
+    for i in range(n):
+        e = chosen[placed[i]]
+        t = types[placed[i]]
+        entity[i] = e
+        type_index[i] = t
+        a = entity_rows_a[e]
+        b = entity_rows_b[e]
+        rows_a[i] = a
+        rows_b[i] = b
+        rate_a[i] = entity_rate_a[e, t]
+        rate_b[i] = entity_rate_b[e, t]
+        steps_a[i] = grant(rate_a[i], total_steps[a], done_steps[a], round_s)
+        if b >= 0:
+            pairs = True
+            steps_b[i] = grant(rate_b[i], total_steps[b], done_steps[b], round_s)
+    return entity, type_index, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, pairs
 
 
 @njit(cache=True, inline="always")
