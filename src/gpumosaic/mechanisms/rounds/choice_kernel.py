@@ -6,9 +6,10 @@ jobs are not yet taken (of priority > 0 with ``skip_zero``); they are ranked by 
 descending, then deficit descending, then allocation descending, then arrival (entity
 index) ascending -- exactly the order of Gavel's stable sorts -- and walked greedily: an
 entity is taken when none of its jobs is taken yet and its demand fits what is left of the
-type's milli. The ranking is a binary heap popped only as far as the walk goes: the type
-is usually full long before the queue ends, and the walk stops as soon as nothing left in
-the queue can fit (what is left is below every candidate's demand).
+type's milli. The tie order (deficit, allocation, arrival) is fixed between two solves, so
+it is sorted once per table (``tie_orders``); a round lists each type's candidates in that
+order and sorts them stably by priority -- only a head of a long queue (see ``choose``) --
+and the walk stops as soon as nothing left can fit.
 
 Imported lazily (numba), like every kernel module; cached on disk (``kernel_cache``).
 """
@@ -44,48 +45,61 @@ def priority_matrix(x, time, type_total):  # pragma: no cover
     return out
 
 
-@njit(cache=True, inline="always")
-def _before(i, j, prio, deficit, x, t):  # pragma: no cover
-    """Entity ``i`` ranks before entity ``j`` on type ``t`` (``prio`` of that type)."""
-    if prio[i] != prio[j]:
-        return prio[i] > prio[j]
-    if deficit[i, t] != deficit[j, t]:
-        return deficit[i, t] > deficit[j, t]
-    if x[i, t] != x[j, t]:
-        return x[i, t] > x[j, t]
-    return i < j
+@njit(cache=True)
+def tie_orders(x, deficit):  # pragma: no cover
+    """(T, E): per type, the entities by deficit descending, then allocation descending,
+    then arrival (Gavel's stable sorts; numpy's ``lexsort``) -- fixed for a table's life."""
+    e_count, t_count = x.shape
+    orders = np.empty((t_count, e_count), dtype=np.int64)
+    for t in range(t_count):
+        by_x = np.argsort(-x[:, t], kind="mergesort")
+        orders[t] = by_x[np.argsort(-deficit[by_x, t], kind="mergesort")]
+    return orders
 
 
-@njit(cache=True, inline="always")
-def _sift_down(heap, at, size, prio, deficit, x, t):  # pragma: no cover
-    item = heap[at]
-    while True:
-        child = 2 * at + 1
-        if child >= size:
-            break
-        right = child + 1
-        if right < size and _before(heap[right], heap[child], prio, deficit, x, t):
-            child = right
-        if not _before(heap[child], item, prio, deficit, x, t):
-            break
-        heap[at] = heap[child]
-        at = child
-    heap[at] = item
+@njit(cache=True)
+def _walk(order, cand, need_of, rows_a, rows_b, taken, left, least, t, out_entity, out_type,
+          written):  # fmt: skip  # pragma: no cover
+    """Gavel's greedy over candidates ``order`` (positions in ``cand``, in rank order):
+    take each whose jobs are free and whose demand fits what is left. Returns (what is
+    left, entities written)."""
+    for i in range(order.shape[0]):
+        if left <= 0 or left < least:
+            break  # full, or nothing can fit any more
+        c = order[i]
+        need = need_of[c]
+        if need > left:
+            continue
+        e = cand[c]
+        a, b = rows_a[e], rows_b[e]
+        if taken[a] or (b >= 0 and taken[b]):
+            continue  # a member was taken by a pair ranked higher on this type
+        left -= need
+        taken[a] = True
+        if b >= 0:
+            taken[b] = True
+        out_entity[written] = e
+        out_type[written] = t
+        written += 1
+    return left, written
 
 
 @njit(cache=True)
 def choose(
-    x, time, deficit, type_total, runnable, demand, rows_a, rows_b, alive, active,
+    x, time, tie_order, type_total, runnable, demand, rows_a, rows_b, alive, active,
     type_order, capacity_milli, skip_zero, out_entity, out_type,
 ):  # fmt: skip  # pragma: no cover
     """The entities Gavel's greedy pass takes, in the order taken, into ``out_entity`` /
-    ``out_type`` (length >= E); returns how many. ``runnable`` (E, T): every member has a
-    positive rate on the type; ``alive`` (E,) and ``active`` (job rows): an entity
-    runs only if alive and every member's row is active."""
+    ``out_type`` (length >= E); returns how many. ``tie_order``: ``tie_orders`` of the
+    table; ``runnable`` (E, T): every member has a positive rate on the type; ``alive``
+    (E,) and ``active`` (job rows): an entity runs only if alive and every member's row
+    is active."""
     e_count = x.shape[0]
     taken = np.zeros(active.shape[0], dtype=np.bool_)
-    prio = np.empty(e_count)
-    heap = np.empty(e_count, dtype=np.int64)
+    # The type's candidates in tie order: entity, -priority (the sort key), demand.
+    cand = np.empty(e_count, dtype=np.int64)
+    key = np.empty(e_count)
+    need_of = np.empty(e_count, dtype=np.int64)
     written = 0
     for k in range(type_order.shape[0]):
         t = type_order[k]
@@ -93,9 +107,11 @@ def choose(
         if left <= 0:
             continue
         total = type_total[t]
-        size = 0
+        n = 0
         least = 1 << 62  # the smallest demand among the candidates
-        for e in range(e_count):
+        demand_sum = 0
+        for j in range(e_count):
+            e = tie_order[t, j]
             a, b = rows_a[e], rows_b[e]
             if not (runnable[e, t] and alive[e] and active[a]) or taken[a]:
                 continue
@@ -104,30 +120,35 @@ def choose(
             p = priority(x[e, t], time[e, t], total)
             if skip_zero and not p > 0.0:
                 continue
-            prio[e] = p
-            heap[size] = e
-            size += 1
-            if demand[e] < least:
-                least = demand[e]
-        for at in range(size // 2 - 1, -1, -1):
-            _sift_down(heap, at, size, prio, deficit, x, t)
-        while size > 0 and left > 0 and left >= least:
-            e = heap[0]
-            size -= 1
-            if size > 0:
-                heap[0] = heap[size]
-                _sift_down(heap, 0, size, prio, deficit, x, t)
-            a, b = rows_a[e], rows_b[e]
-            if taken[a] or (b >= 0 and taken[b]):
-                continue  # a member was taken by a pair ranked higher on this type
-            need = demand[e]
-            if need > left:
-                continue
-            left -= need
-            taken[a] = True
-            if b >= 0:
-                taken[b] = True
-            out_entity[written] = e
-            out_type[written] = t
-            written += 1
+            cand[n] = e
+            key[n] = -p
+            need_of[n] = demand[e]
+            n += 1
+            demand_sum += demand[e]
+            least = min(least, demand[e])
+        if n == 0:
+            continue
+        keys = key[:n]
+        # The greedy rarely reaches far down a long queue before the type is full: rank
+        # only a head of about twice the entities that fill it at the mean demand (all
+        # candidates whose key is at most the head's last, ties included, so the head is
+        # exactly the first places of the full ranking); if milli is left, only later
+        # candidates asking for at most what is left can still fit, ranked next. ``m``
+        # sets how much is sorted, never what is chosen.
+        m = min(n, 2 * left // max(demand_sum // n, 1) + 64)
+        if m >= n:
+            order = np.argsort(keys, kind="mergesort")  # stable: ties keep tie order
+            left, written = _walk(order, cand, need_of, rows_a, rows_b, taken, left, least,
+                                  t, out_entity, out_type, written)  # fmt: skip
+            continue
+        kth = np.partition(keys, m - 1)[m - 1]
+        head = np.flatnonzero(keys <= kth)
+        head = head[np.argsort(keys[head], kind="mergesort")]
+        left, written = _walk(head, cand, need_of, rows_a, rows_b, taken, left, least, t,
+                              out_entity, out_type, written)  # fmt: skip
+        if left > 0 and left >= least:
+            tail = np.flatnonzero((keys > kth) & (need_of[:n] <= left))
+            tail = tail[np.argsort(keys[tail], kind="mergesort")]
+            left, written = _walk(tail, cand, need_of, rows_a, rows_b, taken, left, least, t,
+                                  out_entity, out_type, written)  # fmt: skip
     return written

@@ -54,6 +54,9 @@ class EntityTable:
     # computed once here rather than in every round's choice.
     runnable_mask: npt.NDArray[np.bool_] = field(init=False)  # ``runnable()``
     has_pairs: bool = field(init=False)
+    # (T, E): per type, the entities in tie order (deficit, allocation, arrival), sorted by
+    # the first choice (``choice_kernel.tie_orders``).
+    tie_order: IntArray | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         ok = self.rate_a > 0
@@ -114,9 +117,11 @@ def select_entity_arrays(
     (fractional jobs share GPUs). FIFO skips entities of priority 0, every other policy
     also runs them when GPUs are left (work conserving).
     """
-    from gpumosaic.mechanisms.rounds.choice_kernel import choose
+    from gpumosaic.mechanisms.rounds.choice_kernel import choose, tie_orders
 
     size = table.size
+    if table.tie_order is None:
+        table.tie_order = tie_orders(table.x, table.deficit)
     if alive is None:
         alive = np.ones(size, dtype=bool)
     if active is None:
@@ -125,7 +130,7 @@ def select_entity_arrays(
     out_entity = np.empty(size, dtype=np.int64)
     out_type = np.empty(size, dtype=np.int64)
     count = choose(
-        table.x, table.time, table.deficit, table.type_total, table.runnable_mask,
+        table.x, table.time, table.tie_order, table.type_total, table.runnable_mask,
         table.demand_milli, table.rows_a, table.rows_b, alive, active,
         np.asarray(type_order, dtype=np.int64), np.asarray(capacity_milli, dtype=np.int64),
         skip_zero_priority, out_entity, out_type,

@@ -28,7 +28,7 @@ class RoundTracker:
         n = state.num_nodes
         if workload is None:
             self._frag = np.zeros(n)
-            self._classes: tuple[np.ndarray, ...] = (
+            self._classes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (
                 np.zeros(0, dtype=np.int64),
                 np.zeros(0, dtype=np.int64),
                 np.zeros(0, dtype=np.int64),
@@ -60,10 +60,13 @@ class RoundTracker:
         from gpumosaic.sim.rounds.tracker_kernel import refresh_nodes
 
         state = self.state
+        num_gpu, milli, cpu, weight, model_ok = self._classes
+        exists, capacity, gpus, idle_w, full_w, sockets, cpu_capacity = self._nodes
         refresh_nodes(
             state.gpu_free, state.cpu_free, state.node_version, self._version,
-            self.workload is not None, *self._classes, *self._nodes, self._frag,
-            self.node_free_milli, self.node_gpu_w, self.node_cpu_w, self._totals,
+            self.workload is not None, num_gpu, milli, cpu, weight, model_ok, exists, capacity,
+            gpus, idle_w, full_w, sockets, cpu_capacity, self._frag, self.node_free_milli,
+            self.node_gpu_w, self.node_cpu_w, self._totals,
         )  # fmt: skip
 
     @property
