@@ -133,6 +133,7 @@ def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
                 "placement_s": round(leases.seconds, 2),
                 "placements": leases.placements,
                 "lease_extensions": leases.extensions,
+                "placement_failures": leases.failures,
                 "active_jobs_at_end": len(sim.jobs.active_rows),
             }
         )

@@ -6,10 +6,10 @@ jobs are not yet taken (of priority > 0 with ``skip_zero``); they are ranked by 
 descending, then deficit descending, then allocation descending, then arrival (entity
 index) ascending -- exactly the order of Gavel's stable sorts -- and walked greedily: an
 entity is taken when none of its jobs is taken yet and its demand fits what is left of the
-type's milli. The tie order (deficit, allocation, arrival) is fixed between two solves, so
-it is sorted once per table (``tie_orders``); a round lists each type's candidates in that
-order and sorts them stably by priority -- only a head of a long queue (see ``choose``) --
-and the walk stops as soon as nothing left can fit.
+type's milli. The tie order (deficit, allocation, arrival) is fixed between two solves,
+so it is sorted once per table (``EntityTable.tie_orders``); a round lists each type's
+candidates in that order and sorts them stably by priority -- only a head of a long queue
+(see ``choose``) -- and the walk stops as soon as nothing left can fit.
 
 Imported lazily (numba), like every kernel module; cached on disk (``kernel_cache``).
 """
@@ -46,18 +46,6 @@ def priority_matrix(x, time, type_total):  # pragma: no cover
 
 
 @njit(cache=True)
-def tie_orders(x, deficit):  # pragma: no cover
-    """(T, E): per type, the entities by deficit descending, then allocation descending,
-    then arrival (Gavel's stable sorts; numpy's ``lexsort``) -- fixed for a table's life."""
-    e_count, t_count = x.shape
-    orders = np.empty((t_count, e_count), dtype=np.int64)
-    for t in range(t_count):
-        by_x = np.argsort(-x[:, t], kind="mergesort")
-        orders[t] = by_x[np.argsort(-deficit[by_x, t], kind="mergesort")]
-    return orders
-
-
-@njit(cache=True)
 def _walk(order, cand, need_of, rows_a, rows_b, taken, left, least, t, out_entity, out_type,
           written):  # fmt: skip  # pragma: no cover
     """Gavel's greedy over candidates ``order`` (positions in ``cand``, in rank order):
@@ -90,10 +78,10 @@ def choose(
     type_order, capacity_milli, skip_zero, out_entity, out_type,
 ):  # fmt: skip  # pragma: no cover
     """The entities Gavel's greedy pass takes, in the order taken, into ``out_entity`` /
-    ``out_type`` (length >= E); returns how many. ``tie_order``: ``tie_orders`` of the
-    table; ``runnable`` (E, T): every member has a positive rate on the type; ``alive``
-    (E,) and ``active`` (job rows): an entity runs only if alive and every member's row
-    is active."""
+    ``out_type`` (length >= E); returns how many. ``tie_order``: the table's
+    ``tie_orders()``; ``runnable`` (E, T): every member has a positive rate on the type;
+    ``alive`` (E,) and ``active`` (job rows): an entity runs only if alive and every
+    member's row is active."""
     e_count = x.shape[0]
     taken = np.zeros(active.shape[0], dtype=np.bool_)
     # The type's candidates in tie order: entity, -priority (the sort key), demand.

@@ -96,6 +96,8 @@ class RoundPlan:
 
     @property
     def jobs_running(self) -> int:
+        if not self.has_pairs:
+            return len(self.entity)
         return len(self.entity) + int((self.rows_b >= 0).sum())
 
     @property

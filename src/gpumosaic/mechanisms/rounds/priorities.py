@@ -54,14 +54,25 @@ class EntityTable:
     # computed once here rather than in every round's choice.
     runnable_mask: npt.NDArray[np.bool_] = field(init=False)  # ``runnable()``
     has_pairs: bool = field(init=False)
-    # (T, E): per type, the entities in tie order (deficit, allocation, arrival), sorted by
-    # the first choice (``choice_kernel.tie_orders``).
+    # ``tie_orders()``, sorted by the table's first choice.
     tie_order: IntArray | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         ok = self.rate_a > 0
         self.runnable_mask = ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
         self.has_pairs = bool(self.is_pair.any())
+
+    def tie_orders(self) -> IntArray:
+        """(T, E): per type, the entities by deficit descending, then allocation
+        descending, then arrival (Gavel's stable sorts), fixed for the table's life."""
+        if self.tie_order is None:
+            e, t = self.x.shape
+            order = np.empty((t, e), dtype=np.int64)
+            for k in range(t):
+                # lexsort: the last key is primary; stable, so equal keys keep arrival order.
+                order[k] = np.lexsort((-self.x[:, k], -self.deficit[:, k]))
+            self.tie_order = order
+        return self.tie_order
 
     @property
     def size(self) -> int:
@@ -117,11 +128,9 @@ def select_entity_arrays(
     (fractional jobs share GPUs). FIFO skips entities of priority 0, every other policy
     also runs them when GPUs are left (work conserving).
     """
-    from gpumosaic.mechanisms.rounds.choice_kernel import choose, tie_orders
+    from gpumosaic.mechanisms.rounds.choice_kernel import choose
 
     size = table.size
-    if table.tie_order is None:
-        table.tie_order = tie_orders(table.x, table.deficit)
     if alive is None:
         alive = np.ones(size, dtype=bool)
     if active is None:
@@ -130,7 +139,7 @@ def select_entity_arrays(
     out_entity = np.empty(size, dtype=np.int64)
     out_type = np.empty(size, dtype=np.int64)
     count = choose(
-        table.x, table.time, table.tie_order, table.type_total, table.runnable_mask,
+        table.x, table.time, table.tie_orders(), table.type_total, table.runnable_mask,
         table.demand_milli, table.rows_a, table.rows_b, alive, active,
         np.asarray(type_order, dtype=np.int64), np.asarray(capacity_milli, dtype=np.int64),
         skip_zero_priority, out_entity, out_type,
