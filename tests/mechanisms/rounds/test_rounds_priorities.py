@@ -172,3 +172,24 @@ def test_compiled_choice_takes_what_gavels_loop_takes(case, capacity, skip_zero,
     order = [1, 0] if reverse else [0, 1]
     expected = gavel_loop(tab, alive_mask, order, capacity, skip_zero)
     assert select_entities(tab, alive_mask, order, capacity, skip_zero) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([0.0, -0.0, 1.5, -1.5, 2.0, -3e9, 1e-300, -1e-300, np.inf, -np.inf]),
+        min_size=0,
+        max_size=60,
+    ),
+    st.integers(0, 3000),
+    st.integers(0, 2**32 - 1),
+)
+def test_stable_argsort_is_numpys_on_long_arrays_with_ties(values, n, seed):
+    """The radix path (long arrays) and the merge-sort path (short ones) give numpy's
+    stable order, ties (and -0.0 == 0.0) in input order."""
+    from gpumosaic.mechanisms.rounds.choice_kernel import stable_argsort
+
+    rng = np.random.default_rng(seed)
+    pool = np.array(values or [1.0])
+    keys = np.concatenate([pool[rng.integers(0, len(pool), n)], -rng.random(n // 3)])
+    np.testing.assert_array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))

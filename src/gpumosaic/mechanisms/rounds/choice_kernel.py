@@ -45,6 +45,47 @@ def priority_matrix(x, time, type_total):  # pragma: no cover
     return out
 
 
+_RADIX_BITS = 11
+_RADIX_FROM = 512  # below this many keys numba's merge sort is as fast
+
+
+@njit(cache=True)
+def stable_argsort(keys):  # pragma: no cover
+    """``np.argsort(keys, kind="stable")`` for float keys without NaN: long arrays by an LSD
+    radix sort over the order-preserving integer image of the doubles (stable, linear;
+    -0.0 and 0.0 get one image, as they compare equal), short ones by merge sort."""
+    n = keys.shape[0]
+    if n < _RADIX_FROM:
+        return np.argsort(keys, kind="mergesort")
+    bits = keys.view(np.uint64)
+    sign = np.uint64(1) << np.uint64(63)
+    image = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        b = bits[i] if keys[i] != 0.0 else np.uint64(0)
+        image[i] = ~b if b & sign else b | sign
+    order = np.arange(n)
+    spare = np.empty(n, dtype=np.int64)
+    width = np.uint64(_RADIX_BITS)
+    mask = np.uint64((1 << _RADIX_BITS) - 1)
+    count = np.empty((1 << _RADIX_BITS) + 1, dtype=np.int64)
+    shift = np.uint64(0)
+    while shift < np.uint64(64):
+        count[:] = 0
+        for i in range(n):
+            count[np.int64((image[i] >> shift) & mask) + 1] += 1
+        if count.max() < n:  # some digit differs: one stable pass on it
+            for d in range(1, count.shape[0]):
+                count[d] += count[d - 1]
+            for i in range(n):
+                j = order[i]
+                d = np.int64((image[j] >> shift) & mask)
+                spare[count[d]] = j
+                count[d] += 1
+            order, spare = spare, order
+        shift += width
+    return order
+
+
 @njit(cache=True)
 def _walk(order, cand, need_of, rows_a, rows_b, taken, left, least, t, out_entity, out_type,
           written):  # fmt: skip  # pragma: no cover
@@ -125,18 +166,18 @@ def choose(
         # sets how much is sorted, never what is chosen.
         m = min(n, 2 * left // max(demand_sum // n, 1) + 64)
         if m >= n:
-            order = np.argsort(keys, kind="mergesort")  # stable: ties keep tie order
+            order = stable_argsort(keys)  # stable: ties keep tie order
             left, written = _walk(order, cand, need_of, rows_a, rows_b, taken, left, least,
                                   t, out_entity, out_type, written)  # fmt: skip
             continue
         kth = np.partition(keys, m - 1)[m - 1]
         head = np.flatnonzero(keys <= kth)
-        head = head[np.argsort(keys[head], kind="mergesort")]
+        head = head[stable_argsort(keys[head])]
         left, written = _walk(head, cand, need_of, rows_a, rows_b, taken, left, least, t,
                               out_entity, out_type, written)  # fmt: skip
         if left > 0 and left >= least:
             tail = np.flatnonzero((keys > kth) & (need_of[:n] <= left))
-            tail = tail[np.argsort(keys[tail], kind="mergesort")]
+            tail = tail[stable_argsort(keys[tail])]
             left, written = _walk(tail, cand, need_of, rows_a, rows_b, taken, left, least, t,
                                   out_entity, out_type, written)  # fmt: skip
     return written
