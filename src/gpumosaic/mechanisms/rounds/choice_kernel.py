@@ -78,9 +78,9 @@ def stable_argsort(keys):  # pragma: no cover
                 count[d] += count[d - 1]
             for i in range(n):
                 j = order[i]
-                d = np.int64((image[j] >> shift) & mask)
-                spare[count[d]] = j
-                count[d] += 1
+                digit = np.int64((image[j] >> shift) & mask)
+                spare[count[digit]] = j
+                count[digit] += 1
             order, spare = spare, order
         shift += width
     return order
