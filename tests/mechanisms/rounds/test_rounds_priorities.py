@@ -193,3 +193,19 @@ def test_stable_argsort_is_numpys_on_long_arrays_with_ties(values, n, seed):
     pool = np.array(values or [1.0])
     keys = np.concatenate([pool[rng.integers(0, len(pool), n)], -rng.random(n // 3)])
     np.testing.assert_array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 2500), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_tie_orders_are_numpys_lexsort(n, types, seed):
+    """Deficit descending, then allocation descending, then arrival, per type (few
+    distinct values: many ties; zeros of both signs)."""
+    from gpumosaic.mechanisms.rounds.choice_kernel import tie_orders
+
+    rng = np.random.default_rng(seed)
+    x = rng.choice([0.0, -0.0, 0.125, 0.25, 1 / 3], size=(n, types))
+    deficit = rng.choice([0.0, -0.0, 5.0, -5.0, 1e-9], size=(n, types)) + np.where(
+        rng.random((n, types)) < 0.5, rng.random((n, types)), 0.0
+    )
+    expected = np.stack([np.lexsort((-x[:, k], -deficit[:, k])) for k in range(types)])
+    np.testing.assert_array_equal(tie_orders(x, deficit), expected)

@@ -87,6 +87,19 @@ def stable_argsort(keys):  # pragma: no cover
 
 
 @njit(cache=True)
+def tie_orders(x, deficit):  # pragma: no cover
+    """(T, E): per type, the entities by deficit descending, then allocation descending,
+    then arrival -- numpy's ``lexsort((-x, -deficit))``, as two stable sorts (allocation,
+    then deficit)."""
+    e_count, t_count = x.shape
+    orders = np.empty((t_count, e_count), dtype=np.int64)
+    for t in range(t_count):
+        by_x = stable_argsort(-x[:, t])
+        orders[t] = by_x[stable_argsort(-deficit[by_x, t])]
+    return orders
+
+
+@njit(cache=True)
 def _walk(order, cand, need_of, rows_a, rows_b, taken, left, least, t, out_entity, out_type,
           written):  # fmt: skip  # pragma: no cover
     """Gavel's greedy over candidates ``order`` (positions in ``cand``, in rank order):

@@ -64,14 +64,12 @@ class EntityTable:
 
     def tie_orders(self) -> IntArray:
         """(T, E): per type, the entities by deficit descending, then allocation
-        descending, then arrival (Gavel's stable sorts), fixed for the table's life."""
+        descending, then arrival (Gavel's stable sorts; ``choice_kernel.tie_orders``),
+        fixed for the table's life."""
         if self.tie_order is None:
-            e, t = self.x.shape
-            order = np.empty((t, e), dtype=np.int64)
-            for k in range(t):
-                # lexsort: the last key is primary; stable, so equal keys keep arrival order.
-                order[k] = np.lexsort((-self.x[:, k], -self.deficit[:, k]))
-            self.tie_order = order
+            from gpumosaic.mechanisms.rounds.choice_kernel import tie_orders
+
+            self.tie_order = tie_orders(self.x, self.deficit)
         return self.tie_order
 
     @property
