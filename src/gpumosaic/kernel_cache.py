@@ -36,6 +36,7 @@ KERNEL_SOURCES: tuple[str, ...] = (
     "placement/kernel/fgd.py",
     "placement/kernel/scores.py",
     "placement/kernel/step.py",
+    "placement/kernel/tournament.py",
     "sim/event/timeline_kernel.py",
     "sim/rounds/tracker_kernel.py",
 )

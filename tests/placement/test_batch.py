@@ -125,3 +125,18 @@ def test_reconcile_keeps_continuing_leases_and_places_the_rest() -> None:
         assert (a.node, a.gpus) == where[job_id]
     assert {a.job_id for a in round2.batch.placed} <= {j.id for j in newcomers}
     state.check_invariants()
+
+
+def test_a_kept_shape_run_is_current_until_the_strategy_binds_another_state() -> None:
+    """The round mechanism keeps a shape's compiled run (``shape_run``); a bind to another
+    state starts new indexes, and ``current`` says the kept one is stale."""
+    strategy = build_placement("worstfit", WL)
+    assert isinstance(strategy, ScoredPlacement)
+    state, other = cluster(*NODES), cluster(*NODES)
+    rng = np.random.default_rng(0)
+    shape = strategy.shape_run(state, job(1, 500, 2_000), rng)
+    assert strategy.current(shape)
+    assert strategy.shape_run(state, job(1, 500, 2_000), rng) is shape
+    strategy.bind(other, rng)
+    assert not strategy.current(shape)
+    assert strategy.current(strategy.shape_run(other, job(1, 500, 2_000), rng))

@@ -101,12 +101,52 @@ def release_rows(
             return NOT_HELD, 0
         row_node[j] = -row_node[j] - 2
     delta = 0
-    for i in range(n):
+    for i in range(n):  # ``_apply_one(+1, ...)`` written out: a call per id costs more
         j = ids[i]
         v = -row_node[j] - 2
         row_node[j] = -1
-        _apply_one(1, v, 0, row_count[j], row_slots[j], row_milli[j], row_cpu[j],
-                   row_memory[j], gpu_free, gpu_tasks, cpu_free, memory_free, kind_count,
-                   node_version)  # fmt: skip
-        delta -= row_milli[j] * row_count[j]
+        count = row_count[j]
+        milli = row_milli[j]
+        for k in range(count):
+            g = row_slots[j, k]
+            gpu_free[v, g] += milli
+            gpu_tasks[v, g] -= 1
+        cpu_free[v] += row_cpu[j]
+        memory_free[v] += row_memory[j]
+        if count:
+            kind_count[v, 0 if (count == 1 and milli < MILLI_PER_GPU) else count] -= 1
+        node_version[v] += 1
+        delta -= milli * count
     return OK, delta
+
+
+@njit(cache=True)
+def add_rows(
+    ids, nodes, slots, milli, cpu, memory,
+    row_node, row_slots, row_count, row_milli, row_cpu, row_memory,
+):  # fmt: skip  # pragma: no cover
+    """Record row holders ``ids`` (``holders.RowHolders.add``; ids are in the table's
+    range): node, GPU slots (one row of ``slots`` each, -1 past them), milli, CPU, memory.
+    All or nothing: False, and nothing recorded, if an id is held already or listed twice
+    (or a node is negative)."""
+    n = len(ids)
+    k = slots.shape[1]
+    width = row_slots.shape[1]
+    for i in range(n):  # check, writing each node (a later duplicate sees it held)
+        j = ids[i]
+        if row_node[j] >= 0 or nodes[i] < 0:
+            for m in range(i):
+                row_node[ids[m]] = -1
+            return False
+        row_node[j] = nodes[i]
+    for i in range(n):
+        j = ids[i]
+        for s in range(k):
+            row_slots[j, s] = slots[i, s]
+        for s in range(k, width):
+            row_slots[j, s] = -1
+        row_count[j] = k
+        row_milli[j] = milli[i]
+        row_cpu[j] = cpu[i]
+        row_memory[j] = memory[i]
+    return True

@@ -10,21 +10,56 @@ here or in ``ClusterState.assignments`` / ``gangs``, never in two of them.
 
 from __future__ import annotations
 
+from functools import cache
+from types import ModuleType
+
 import numpy as np
 
 from gpumosaic.types import IntArray
 
 
+def as_ints(values: IntArray) -> IntArray:
+    """int64 and C-contiguous, as the compiled pass reads it (no copy when it is)."""
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+@cache
+def bulk_kernel() -> ModuleType:
+    """The compiled loops, imported on first use (numba's import is not free)."""
+    from gpumosaic.model import bulk_kernel as kernel
+
+    return kernel
+
+
+# Columns of the table: each field is a view of one column (slots: the last ``width``).
+_NODE, _COUNT, _MILLI, _CPU, _MEMORY, _SLOTS = range(6)
+
+
 class RowHolders:
+    """One row per id in one table, the fields as column views (``node``, ``slots``,
+    ``count``, ``milli``, ``cpu``, ``memory``): a release or a record touches one or two
+    cache lines per id rather than one per field (a round moves thousands of scattered
+    ids)."""
+
     def __init__(self, width: int) -> None:
         self.width = width
-        self.node = np.full(0, -1, dtype=np.int64)  # -1: the id holds nothing here
-        self.slots = np.full((0, width), -1, dtype=np.int64)
-        self.count = np.zeros(0, dtype=np.int64)  # GPU slots held
-        self.milli = np.zeros(0, dtype=np.int64)
-        self.cpu = np.zeros(0, dtype=np.int64)
-        self.memory = np.zeros(0, dtype=np.int64)
         self.held = 0
+        self._set_table(self._empty_table(0))
+
+    def _empty_table(self, size: int) -> IntArray:
+        table = np.zeros((size, _SLOTS + self.width), dtype=np.int64)
+        table[:, _NODE] = -1  # -1: the id holds nothing here
+        table[:, _SLOTS:] = -1
+        return table
+
+    def _set_table(self, table: IntArray) -> None:
+        self._table = table
+        self.node = table[:, _NODE]
+        self.count = table[:, _COUNT]  # GPU slots held
+        self.milli = table[:, _MILLI]
+        self.cpu = table[:, _CPU]
+        self.memory = table[:, _MEMORY]
+        self.slots = table[:, _SLOTS:]
 
     def holds(self, job_id: int) -> bool:
         return 0 <= job_id < len(self.node) and self.node[job_id] >= 0
@@ -55,22 +90,13 @@ class RowHolders:
         top = int(ids.max()) + 1
         if top > len(self.node):
             self._grow(max(top, 2 * len(self.node)))
-        if (self.node[ids] >= 0).any():
+        # One compiled pass (numpy's scatters cost ~10 passes over scattered rows).
+        if not bulk_kernel().add_rows(
+            as_ints(ids), as_ints(nodes), as_ints(slots), as_ints(milli), as_ints(cpu),
+            as_ints(memory), self.node, self.slots, self.count, self.milli, self.cpu,
+            self.memory,
+        ):  # fmt: skip
             return False
-        # Listed twice? Write each id's position: a later duplicate overwrites an earlier
-        # one (O(n), no sort). ``count`` of free ids is rewritten below anyway.
-        position = np.arange(len(ids))
-        self.count[ids] = position
-        if not (self.count[ids] == position).all():
-            return False
-        k = slots.shape[1]
-        self.node[ids] = nodes
-        self.slots[ids, :k] = slots
-        self.slots[ids, k:] = -1
-        self.count[ids] = k
-        self.milli[ids] = milli
-        self.cpu[ids] = cpu
-        self.memory[ids] = memory
         self.held += len(ids)
         return True
 
@@ -80,11 +106,6 @@ class RowHolders:
             self._grow(max(size, 2 * len(self.node)))
 
     def _grow(self, size: int) -> None:
-        n = len(self.node)
-        for name, fill in (("node", -1), ("count", 0), ("milli", 0), ("cpu", 0), ("memory", 0)):
-            new = np.full(size, fill, dtype=np.int64)
-            new[:n] = getattr(self, name)
-            setattr(self, name, new)
-        slots = np.full((size, self.width), -1, dtype=np.int64)
-        slots[:n] = self.slots
-        self.slots = slots
+        table = self._empty_table(size)
+        table[: len(self._table)] = self._table
+        self._set_table(table)

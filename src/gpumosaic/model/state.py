@@ -299,7 +299,7 @@ class ClusterState:
         self._apply(flat, -1)
         self.gangs.update(zip(ids, gangs, strict=True))
 
-    def release_many(self, job_ids: Sequence[int]) -> None:
+    def release_many(self, job_ids: Sequence[int] | IntArray) -> None:
         """``release`` each of ``job_ids`` in one compiled pass (``bulk``); the same end
         state (free resources, tasks, kind counts, node versions, the release counter) as
         releasing them one by one. Ids may be held as assignments or as rows."""
@@ -372,11 +372,12 @@ class ClusterState:
         per GPU, CPU and memory (one value each, or one for all). Kept as rows of arrays
         (``holders``), not as ``Assignment`` objects."""
         ids = np.asarray(job_ids, dtype=np.int64)
-        listed = ids.tolist()
-        if not self.assignments.keys().isdisjoint(listed) or not self.gangs.keys().isdisjoint(
-            listed
-        ):
-            raise BookkeepingError("a job of the batch is already placed")
+        if self.assignments or self.gangs:  # (isdisjoint walks the whole list even then)
+            listed = ids.tolist()
+            if not self.assignments.keys().isdisjoint(listed) or not self.gangs.keys().isdisjoint(
+                listed
+            ):
+                raise BookkeepingError("a job of the batch is already placed")
         n = len(ids)
         milli_of, cpu_of, memory_of = (_per_job(v, n) for v in (milli, cpu, memory))
         if not self.rows.add(ids, nodes, slots, milli_of, cpu_of, memory_of):

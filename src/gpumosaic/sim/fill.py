@@ -8,8 +8,9 @@ the filter's reason (no queue, no retry). After every task record the arrived wo
 the GPU allocation rate, FGD's fragmentation (rate and amount) and the cluster power.
 
 The target workload M of FGD comes from the task list before inflation. While the tasks
-are placed, only what each placement left on its node is recorded; fragmentation and power
-curves are computed from that record at the end.
+are placed, only the allocations are logged; the fragmentation and power curves come from
+one compiled replay of that log at the end, the event simulator's timeline replay
+(``sim.event.timeline``), so both figure the cluster with the same code.
 """
 
 from __future__ import annotations
@@ -22,22 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.power import (
-    CORES_PER_SOCKET,
-    SOCKET_FULL_W,
-    SOCKET_IDLE_W,
-    VCPU_PER_CORE,
-    gpu_power_table,
-    node_power_w,
-    sockets,
-)
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import FilterKey, Reason, explain, filter_key
-from gpumosaic.placement.fragmentation import FragmentationTracker, shared_tracker
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.sim.event.timeline import TimelineLog
 
 FAIL_REASONS: tuple[Reason, ...] = tuple(Reason)
 PLACED = -1  # fail_reason code of a placed task
@@ -146,26 +137,27 @@ class FillResult:
 
 
 class _FillRecord:
-    """What the replay needs per task, kept in preallocated arrays while it runs: the
-    node each placed task took and that node's free GPU milli and CPU right after. The
-    curves (fragmentation, power) are computed from it once, at the end, in a few
-    vectorized passes instead of a handful of numpy calls per task."""
+    """What the replay keeps per task while it runs: which task each placement was and
+    the GPU milli each task took. The cluster's figures after every placement come from
+    the allocation log (``sim.event.timeline.TimelineLog``, the event simulator's), replayed
+    once at the end."""
 
-    def __init__(self, state: ClusterState, num_tasks: int) -> None:
-        self.state = state
+    def __init__(self, state: ClusterState, workload: TargetWorkload, num_tasks: int) -> None:
+        self.log = TimelineLog(state, workload)
         self.placed = 0
+        self.allocated_milli = 0
         self.step = np.zeros(num_tasks, dtype=np.intp)  # task index of placement k
-        self.node = np.zeros(num_tasks, dtype=np.intp)
-        self.gpu_free = np.zeros((num_tasks, state.gpu_free.shape[1]), dtype=state.gpu_free.dtype)
-        self.cpu_free = np.zeros(num_tasks, dtype=state.cpu_free.dtype)
         self.milli = np.zeros(num_tasks, dtype=np.int64)  # GPU milli allocated by task i
+        self.log.sample(-1.0, 0, 0, 0)  # the cluster before the first task
 
-    def add(self, i: int, node: int, milli: int) -> None:
+    def add(self, i: int, placed: Assignment) -> None:
         k = self.placed
-        self.step[k], self.node[k], self.milli[i] = i, node, milli
-        self.gpu_free[k] = self.state.gpu_free[node]
-        self.cpu_free[k] = self.state.cpu_free[node]
+        milli = placed.gpu_milli * len(placed.gpus)
+        self.step[k], self.milli[i] = i, milli
         self.placed = k + 1
+        self.allocated_milli += milli
+        self.log.allocated((placed,))
+        self.log.sample(float(i), self.allocated_milli, k + 1, 0)
 
 
 class _FailureReasons:
@@ -200,85 +192,6 @@ def _passes_all_but_gpu(state: ClusterState, job: JobSpec) -> int:
     if job.num_gpu:
         ok &= state.model_mask(job.allowed_models)
     return int(np.argmax(ok))
-
-
-def _node_fragmentation(
-    tracker: FragmentationTracker,
-    nodes: npt.NDArray[np.intp],
-    gpu_free: npt.NDArray[np.integer],
-    cpu_free: npt.NDArray[np.integer],
-    chunk: int = 2048,
-) -> Floats:
-    """FGD's F of ``nodes[k]`` in the state (``gpu_free[k]``, ``cpu_free[k]``), through the
-    tracker's own tables and ``frag_of`` (the expression of every F), so each value is bit
-    for bit what the tracker holds for that node in that state."""
-    classes = tracker.classes
-    out = np.empty(len(nodes))
-    for lo in range(0, len(nodes), chunk):  # bounded memory: (chunk, GPUs, classes) tables
-        g = gpu_free[lo : lo + chunk]
-        fit = classes.fit_table[g].sum(axis=1)
-        below = classes.below_table[g].sum(axis=1)
-        free = g.sum(axis=1, dtype=np.int64)
-        ok = tracker.node_ok(nodes[lo : lo + chunk], cpu_free[lo : lo + chunk].astype(np.int64))
-        out[lo : lo + chunk] = tracker.frag_of(
-            ok, fit[:, None, :], below[:, None, :], free[:, None]
-        )[:, 0]
-    return out
-
-
-def _fragmentation_curve(
-    record: _FillRecord, tracker: FragmentationTracker, initial: Floats, num_tasks: int
-) -> Floats:
-    """Cluster fragmentation (milli) after every task: the sum of the per-node F vector
-    after each placement (the same 1-D sum as ``tracker.total()``), carried over failures."""
-    k = record.placed
-    values = _node_fragmentation(
-        tracker, record.node[:k], record.gpu_free[:k], record.cpu_free[:k]
-    ).tolist()
-    current = initial.copy()
-    totals = np.empty(k + 1)
-    totals[0] = current.sum()
-    for j, (node, value) in enumerate(zip(record.node[:k].tolist(), values, strict=True)):
-        current[node] = value
-        totals[j + 1] = current.sum()
-    return _per_task(record, totals, num_tasks)
-
-
-def _power_curves(
-    record: _FillRecord, initial: tuple[Floats, Floats], num_tasks: int
-) -> tuple[Floats, Floats]:
-    """(GPU W, CPU W) of the cluster after every task (model.power's model). The totals
-    are carried as the replay always did, one touched node at a time
-    (``total += new - old``), so they equal the per-task update bit for bit."""
-    state, k = record.state, record.placed
-    idle, full = gpu_power_table(state)
-    gpus = state.num_gpus.astype(np.int64)
-    total_sockets = sockets(state.cpu_capacity)
-    gpu0, cpu0 = initial  # per node, before the first task
-    nodes = record.node[:k]
-    exists = state.gpu_exists[nodes]
-    busy = (exists & (record.gpu_free[:k] < MILLI_PER_GPU)).sum(axis=1)
-    gpu_w = busy * full[nodes] + (gpus[nodes] - busy) * idle[nodes]
-    used = state.cpu_capacity[nodes] - record.cpu_free[:k]
-    cores = -(-used // (1000 * VCPU_PER_CORE))
-    active = np.minimum(-(-cores // CORES_PER_SOCKET), total_sockets[nodes])
-    cpu_w = active * SOCKET_FULL_W + (total_sockets[nodes] - active) * SOCKET_IDLE_W
-    curves = []
-    for before, new in ((gpu0, gpu_w), (cpu0, cpu_w)):
-        old = _previous(nodes, new, before)
-        steps = np.concatenate((np.array([float(before.sum())]), new - old))
-        curves.append(_per_task(record, np.cumsum(steps), num_tasks))  # sequential sums
-    return curves[0], curves[1]
-
-
-def _previous(nodes: npt.NDArray[np.intp], new: Floats, initial: Floats) -> Floats:
-    """For each update ``k`` of ``nodes[k]`` to ``new[k]``: the node's value just before
-    (its last update, or ``initial``)."""
-    old = initial[nodes]
-    by_node = np.argsort(nodes, kind="stable")  # each node's updates, in order
-    same = nodes[by_node][1:] == nodes[by_node][:-1]
-    old[by_node[1:][same]] = new[by_node[:-1][same]]
-    return old
 
 
 def _per_task(record: _FillRecord, after_placement: Floats, num_tasks: int) -> Floats:
@@ -335,19 +248,13 @@ def run_fill(
     rng = np.random.default_rng(seed)
     order = fill_order(tasks, capacity, inflate, rng)
     strategy = build_placement(placement, workload)
-    # The tracker FGD scores with; here only its per-node F of the empty cluster and its
-    # tables are read (the curve is computed at the end).
-    tracker = shared_tracker(state, workload)
-    initial_frag = tracker.frag.copy()
-    initial_power = node_power_w(state)
-
     n = len(order)
     demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
     kinds = np.array([task_kind(t) for t in tasks], dtype=np.int8)
     arrived = np.cumsum(demand[order]).astype(np.float64)
     kind = kinds[order]
     reason = np.full(n, PLACED, dtype=np.int8)
-    record = _FillRecord(state, n)
+    record = _FillRecord(state, workload, n)
     failures = _FailureReasons()
     report_every = max(1, n // 100)
     for i, task_index in enumerate(order.tolist()):
@@ -361,14 +268,16 @@ def run_fill(
             milli = job.gpu_milli if job.num_gpu else 0
             placed = Assignment(i, node, gpus, milli, job.cpu_milli, job.memory_mib)
             state.allocate(placed)
-            record.add(i, node, milli * len(gpus))
+            record.add(i, placed)
         if on_task is not None:
             on_task(i, job, placed)
         if progress is not None and i % report_every == 0:
             progress(i / n)
     allocated = np.cumsum(record.milli).astype(np.float64)
-    frag_milli = _fragmentation_curve(record, tracker, initial_frag, n)
-    power_gpu, power_cpu = _power_curves(record, initial_power, n)
+    figures = record.log.figures()
+    frag_milli = _per_task(record, figures.fragmentation_milli, n)
+    power_gpu = _per_task(record, figures.power_gpu_w, n)
+    power_cpu = _per_task(record, figures.power_cpu_w, n)
     if progress is not None:
         progress(1.0)
     free_milli = capacity - allocated

@@ -181,3 +181,66 @@ def test_batched_runs_equal_a_loop_of_place_and_allocate(
             assert np.array_equal(x, y)
         assert loop_state.allocated_gpu_milli == batch_state.allocated_gpu_milli
         batch_state.check_invariants()
+
+
+@given(
+    values=st.lists(
+        st.sampled_from([-np.inf, -1.5, -0.0, 0.0, 2.0, 7.25]), min_size=1, max_size=40
+    ),
+    updates=st.lists(
+        st.tuples(st.integers(0, 39), st.sampled_from([-np.inf, -0.0, 0.0, 2.0, 9.0])),
+        max_size=30,
+    ),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_tournament_keeps_the_first_maximum(
+    values: list[float], updates: list[tuple[int, float]]
+) -> None:
+    """``tree_first_max`` is ``first_max`` (numpy's argmax, -1 when all are -inf) after a
+    build and after every point update, ties and signed zeros included."""
+    raw = np.array(values)
+    leaves = 1 << max(len(raw) - 1, 0).bit_length()
+    tree = np.full(2 * leaves, -np.inf)
+    kernel.tree_build(raw, tree)
+    assert kernel.tree_first_max(tree) == kernel.first_max(raw)
+    for p, value in updates:
+        p %= len(raw)
+        raw[p] = value
+        kernel.tree_set(tree, p, value)
+        want = int(np.argmax(raw)) if (raw > -np.inf).any() else -1
+        assert kernel.tree_first_max(tree) == kernel.first_max(raw) == want
+
+
+@given(spec=st.sampled_from(SPECS), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_a_shape_index_over_its_models_decides_as_over_every_node(spec: str, seed: int) -> None:
+    """A shape's index holds only the nodes of its allowed models; its decisions are those
+    of the numpy formulation over every node of the cluster in tie-break order."""
+    state = cluster(*NODES)
+    strategy = build_placement(spec, WL)
+    rng = np.random.default_rng(seed)
+    rank = strategy.node_order(state, rng)  # type: ignore[attr-defined]
+    perm = np.argsort(rank)
+    members = strategy.members  # type: ignore[attr-defined]
+    weights = np.array([m.weight for m in members])
+    all_equal = np.array(
+        [np.nan if m.scorer.all_equal is None else m.scorer.all_equal for m in members]
+    )
+    pick = np.random.default_rng(seed + 1)
+    models = ["T4", "V100|A100", "A100", None]
+    decided = 0
+    for _ in range(60):
+        shape = SHAPES[int(pick.integers(len(SHAPES)))]
+        j = job(*shape, models=models[int(pick.integers(len(models)))])
+        got = strategy.choose(state, j, rng)
+        feasible = feasible_nodes(state, j)[perm]
+        raw = np.full((len(members), len(perm)), -np.inf)
+        nodes = perm[feasible].astype(np.intp)
+        for m, member in enumerate(members):
+            raw[m, feasible] = member.scorer.raw_scores(state, j, nodes)
+        pos = _numpy_decision(raw, weights, all_equal)
+        assert (None if got is None else got[0]) == (None if pos < 0 else int(perm[pos]))
+        if got is not None:
+            state.allocate(Assignment(j.id, got[0], got[1], j.gpu_milli, j.cpu_milli, 0))
+            decided += 1
+    assert decided > 10

@@ -26,12 +26,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
 
 from gpumosaic.mechanisms.gang import gang_parts
+from gpumosaic.mechanisms.rounds.runs import KernelRuns
 from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id, pair_spec
 from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -39,7 +41,6 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.batch import place_run
-from gpumosaic.placement.scorers.combined import ScoredPlacement
 from gpumosaic.types import BoolArray, IntArray
 
 __all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
@@ -85,6 +86,8 @@ class LeaseBook:
         # The spec placed for (pair, type), built once as pairs move between types.
         self._pair_typed: dict[tuple[EntityKey, int], JobSpec] = {}
         self._pair_keys_of_row: dict[int, list[tuple[EntityKey, int]]] = {}  # for ``forget``
+        # Per shape and type (``_place_runs``' key): the strategy's compiled run, if any.
+        self.kernel_runs = KernelRuns(state, strategy, rng)
         self.extensions = 0
         self.opportunities = 0
         self.failures = 0
@@ -216,6 +219,26 @@ class LeaseBook:
                 shape[i] = shapes.shape_id(int(shapes.num_gpu[ra[i]]), MILLI_PER_GPU, 0, 0)
         keys = shape * self.n_types + ty
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
+        try:
+            self._place_run_list(bounds, keys, positions, ra, rb, ty, pair, specs, got)
+        finally:
+            self.kernel_runs.record()
+
+    def _place_run_list(
+        self,
+        bounds: list[int],
+        keys: IntArray,
+        positions: IntArray,
+        ra: IntArray,
+        rb: IntArray,
+        ty: IntArray,
+        pair: BoolArray,
+        specs: Sequence[JobSpec],
+        got: BoolArray,
+    ) -> None:
+        """``_place_runs``' runs, ``bounds`` apart; the kernel's holders are recorded by
+        the caller (``KernelRuns.record``)."""
+        shapes = self.shapes
         failed: set[int] = set()
         for s, e in pairwise(bounds):
             key, t = int(keys[s]), int(ty[s])
@@ -229,16 +252,9 @@ class LeaseBook:
                     for a, b in zip(ra[s:e], rb[s:e], strict=True)
                 ]
             else:
-                first = shapes.typed(specs, rows[:1], t)[0]
-                arrays = self._place_arrays(first, e - s)
-                if arrays is not None:  # a compiled strategy: no object per job
-                    n, nodes, gpus = arrays
-                    if n:
-                        milli = first.gpu_milli if first.num_gpu else 0
-                        self.state.adopt_rows(
-                            rows[:n], nodes[:n], gpus[:n], milli, first.cpu_milli,
-                            first.memory_mib,
-                        )  # fmt: skip
+                run = self.kernel_runs.get(key, partial(self._first_typed, specs, rows, t))
+                if run is not None:  # a compiled strategy: no object per job
+                    n = self.kernel_runs.place(run, rows, e - s)
                     self._count_run(n, e - s, key, failed)
                     if n:
                         got[positions[s : s + n]] = True
@@ -269,12 +285,8 @@ class LeaseBook:
             failed.add(key)
             self.failures += size - placed
 
-    def _place_arrays(self, job: JobSpec, count: int) -> tuple[int, IntArray, IntArray] | None:
-        """``count`` jobs of ``job``'s shape in one kernel call, as arrays (None: the
-        strategy has no compiled kernel)."""
-        if isinstance(self.strategy, ScoredPlacement):
-            return self.strategy.place_run_arrays(self.state, job, count, self.rng)
-        return None
+    def _first_typed(self, specs: Sequence[JobSpec], rows: IntArray, t: int) -> JobSpec:
+        return self.shapes.typed(specs, rows[:1], t)[0]
 
     def _place_symmetric(
         self, positions: IntArray, ra: IntArray, rb: IntArray, ty: IntArray, got: BoolArray
@@ -397,9 +409,9 @@ class LeaseBook:
         gang = self._held_gang[rows]
         if gang.any():
             self.state.release_gangs(rows[gang].tolist())
-            self.state.release_many(rows[~gang].tolist())
+            self.state.release_many(rows[~gang])
         else:
-            self.state.release_many(rows.tolist())
+            self.state.release_many(rows)  # an array: no list of ints in between
         self._held_type[rows] = -1
         self._held_gang[rows] = False
 

@@ -4,7 +4,8 @@ per-job step of a placement (``step``), Random's included.
 
 Every path that places (fill, event replay, rounds, the live extender, Gandiva's ranking)
 runs these functions: ``ScoredPlacement`` calls ``place_run`` for one job (``choose``) or
-for a run of same-shape jobs that it also allocates (``placement.batch.place_many``),
+for a run of same-shape jobs that it also allocates (``placement.batch.place_many``, the
+round mechanism's lease book through ``ScoredPlacement.shape_run``),
 ``RandomPlacement`` calls ``random_feasible`` and ``random_node``, a scorer's
 ``raw_scores`` calls ``score_nodes``, and ``FragmentationTracker`` refreshes nodes with
 ``refresh_stale``. Import this package lazily (numba costs ~0.2 s of CPU to import and
@@ -44,6 +45,7 @@ from gpumosaic.placement.kernel.scores import (
     WORSTFIT,
     best_fit_slot,
     minmax,
+    score_many,
     score_node,
     score_nodes,
     weighted_total,
@@ -58,6 +60,7 @@ from gpumosaic.placement.kernel.step import (
     random_feasible,
     random_node,
 )
+from gpumosaic.placement.kernel.tournament import tree_build, tree_first_max, tree_set
 
 __all__ = [
     "BESTFIT",
@@ -83,8 +86,12 @@ __all__ = [
     "random_node",
     "refresh_node",
     "refresh_stale",
+    "score_many",
     "score_node",
     "score_nodes",
     "score_thresholds",
+    "tree_build",
+    "tree_first_max",
+    "tree_set",
     "weighted_total",
 ]

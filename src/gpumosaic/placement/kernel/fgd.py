@@ -84,6 +84,15 @@ def fgd_node(
                 cand[g] = -np.inf
                 xs[g] = 0.0
                 continue
+            same = -1  # an earlier GPU with as much free: the same choice, the same score
+            for h in range(g):
+                if cand[h] == 0.0 and gpu_free[n, h] == f:
+                    same = h
+                    break
+            if same >= 0:
+                xs[g] = xs[same]
+                cand[g] = 0.0
+                continue
             row, k, free_after = f, 1, free[n] - milli
         else:
             row, k, free_after = 0, num_gpu, free[n] - num_gpu * milli

@@ -234,6 +234,76 @@ def score_node(kind, n, job, cl, fg, pw, cpu_scale, buf, cand, xs):  # pragma: n
 
 
 @njit(cache=True)
+def score_many(
+    kind, m, chooser, nodes, positions, k, job, cl, fg, pw, cpu_scale, buf, cand, xs, raw, slot
+):  # pragma: no cover
+    """``score_node`` of ``nodes[:k]`` into ``raw[m, positions[i]]`` (and ``slot`` for the
+    chooser ``m``): the same arithmetic, with the scorer's branch and its arrays taken
+    once per batch rather than per node (a per-node call of the generic ``score_node``
+    passes every tuple of arrays and costs ~20x the arithmetic of worst fit)."""
+    num_gpu, milli, cpu, _ = job
+    gpu_free, _, cpu_free, _, kind_count, node_version, num_gpus, gpu_capacity, cpu_capacity = cl
+    fractional = num_gpu == 1 and milli < 1000
+    own = m == chooser
+    if kind in (FGD, FGD_EXACT):
+        (class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count, below, free,
+         frag, tracked, d_fit, d_below, thresholds) = fg  # fmt: skip
+        exact = kind == FGD_EXACT
+        for i in range(k):
+            n = nodes[i]
+            if tracked[n] != node_version[n]:
+                refresh_node(
+                    n, gpu_free, cpu_free, node_version, class_ok, c_cpu, c_num_gpu, weight,
+                    fit_table, below_table, fit_count, below, free, frag, tracked, buf,
+                )  # fmt: skip
+            score, s = fgd_node(
+                n, num_gpu, milli, cpu, exact, gpu_free, cpu_free, class_ok, c_cpu,
+                c_num_gpu, weight, fit_count, below, free, frag, d_fit, d_below, thresholds,
+                buf, cand, xs,
+            )  # fmt: skip
+            raw[m, positions[i]] = score
+            if own:
+                slot[positions[i]] = s
+        return
+    if kind == WORSTFIT:
+        for i in range(k):
+            score, s = worstfit_node(nodes[i], num_gpu, milli, cpu, cpu_scale, gpu_free, cpu_free)
+            raw[m, positions[i]] = score
+            if own:
+                slot[positions[i]] = s
+        return
+    if kind == PWR:
+        step_w, node_sockets = pw
+        for i in range(k):
+            score, s = pwr_node(
+                nodes[i], num_gpu, milli, cpu, gpu_free, gpu_capacity, cpu_free, cpu_capacity,
+                step_w, node_sockets, cand,
+            )  # fmt: skip
+            raw[m, positions[i]] = score
+            if own:
+                slot[positions[i]] = s
+        return
+    for i in range(k):
+        n = nodes[i]
+        if kind == FIRSTFIT:
+            score = -float(n)
+            s = first_fit_slot(gpu_free, n, milli) if fractional else -1
+        else:
+            if kind == BESTFIT:
+                score = bestfit_node(n, num_gpu, milli, cpu, gpu_free, cpu_free)
+            elif kind == DOTPROD:
+                score = dotprod_node(n, num_gpu, milli, cpu, gpu_free, cpu_free)
+            elif kind == GPUCLUSTERING:
+                score = gpuclustering_node(n, num_gpu, milli, gpu_free, kind_count)
+            else:  # GPUPACKING
+                score = gpupacking_node(n, num_gpu, milli, gpu_free, num_gpus)
+            s = best_fit_slot(gpu_free, n, milli) if fractional else -1
+        raw[m, positions[i]] = score
+        if own:
+            slot[positions[i]] = s
+
+
+@njit(cache=True)
 def score_nodes(
     kind, nodes, job, cl, fg, pw, cpu_scale, out_raw, out_slot, out_cand
 ):  # pragma: no cover

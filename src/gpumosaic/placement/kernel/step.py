@@ -8,12 +8,17 @@ Arguments after the counts are the tuples ``scores.py`` describes, plus:
 - ``members``: (kinds (M,), weights (M,), all_equal (M,): min-max normalization's value
   when the range is 0, NaN for no normalization; chooser: the member whose GPU choice a
   fractional job takes; cpu_scale: worst fit's packing factor);
-- ``idx``: one job shape's index, kept by the strategy between calls: (index_version
-  (N,): the node version each node was last scored at, raw (M, N): each member's raw
-  score in tie-break order, -inf where the node fails the filter, slot (N,): the chooser's
-  GPU there, rank (N,): node -> position, perm (N,): position -> node, three scratch
-  arrays (N,): cols, tmp, total, and the untouched nodes' shared verdicts (``sync_node``):
-  pristine (N,), class_raw (M, C), class_slot (C,), class_known (C,)).
+- ``idx``: one job shape's index, kept by the strategy between calls, over the shape's
+  candidate nodes only (P of them: the nodes whose GPU model it allows, in tie-break
+  order; a node of another model never passes its filter): (index_version (P,): the
+  node version each position was last scored at, raw (M, P): each member's raw score by
+  position, -inf where the node fails the filter, slot (P,): the chooser's GPU there,
+  rank (N,): node -> position (-1: not a candidate), perm (P,): position -> node, three
+  scratch arrays (P,): cols, tmp, total, the untouched nodes' shared verdicts
+  (``sync_positions``): pristine (N,), class_raw (M, C), class_slot (C,), class_known (C,),
+  and tree (2T,), T the least power of two >= P: a max tournament over raw[0] by
+  position (leaf p at T + p), kept for one plain member, whose decision is its first
+  maximum (``tree_first_max``): O(log P) per re-scored node instead of a scan of P).
 """
 
 from __future__ import annotations
@@ -21,7 +26,17 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.kernel_cache import njit
-from gpumosaic.placement.kernel.scores import minmax_value, score_node, weighted_total
+from gpumosaic.placement.kernel.fgd import fgd_node, refresh_node
+from gpumosaic.placement.kernel.scores import (
+    FGD,
+    FGD_EXACT,
+    WORSTFIT,
+    minmax_value,
+    score_many,
+    weighted_total,
+    worstfit_node,
+)
+from gpumosaic.placement.kernel.tournament import tree_build, tree_first_max, tree_set
 
 
 @njit(cache=True)
@@ -136,40 +151,77 @@ def _decide_normalized(raw, weight, all_equal):  # pragma: no cover
 
 
 @njit(cache=True)
-def sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs):  # pragma: no cover
-    """Re-test and re-score node ``n`` for one shape's index (its position ``rank[n]``).
+def sync_positions(
+    k, todo, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs, work
+):  # pragma: no cover
+    """Re-test and re-score the nodes at positions ``todo[:k]`` of one shape's index.
 
     A node untouched since the strategy was bound (version 0; ``pristine[n]``: its
     capacity class, -1 where scores may read the node's index) is in the same state as
     every untouched node of its class, so its verdict and scores are those of the first
-    such node this shape scored (``class_raw``, ``class_slot``, ``class_known``)."""
+    such node this shape scored (``class_raw``, ``class_slot``, ``class_known``). The
+    nodes that pass the filter are scored member by member (``scores.score_many``), one
+    untouched node per class (the others of its class copy its scores); ``work`` (3, P)
+    is scratch for their nodes and positions and the copies."""
     num_gpu, milli, cpu, memory = job
     gpu_free, _, cpu_free, memory_free, _, node_version, _, _, _ = cl
     kinds, _, _, chooser, cpu_scale = members
-    index_version, raw, slot, rank, _, _, _, _, pristine, class_raw, class_slot, known = idx
-    index_version[n] = node_version[n]
-    p = rank[n]
-    c = pristine[n] if node_version[n] == 0 else -1
-    if c >= 0 and known[c]:
+    index_version, raw, slot, _, perm, _, _, _, pristine, class_raw, class_slot, known, _ = idx
+    nodes = work[0]
+    positions = work[1]
+    copies = work[2]
+    pending = np.full(known.shape[0], -1, dtype=np.int64)  # class -> scored in this batch
+    scored = 0
+    copied = 0
+    for i in range(k):
+        p = todo[i]
+        n = perm[p]
+        index_version[p] = node_version[n]
+        c = pristine[n] if node_version[n] == 0 else -1
+        if c >= 0 and known[c]:
+            for m in range(raw.shape[0]):
+                raw[m, p] = class_raw[m, c]
+            slot[p] = class_slot[c]
+        elif c >= 0 and pending[c] >= 0:
+            copies[copied] = p
+            copied += 1
+        elif fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
+            nodes[scored] = n
+            positions[scored] = p
+            scored += 1
+            if c >= 0:
+                pending[c] = p
+        else:
+            for m in range(raw.shape[0]):
+                raw[m, p] = -np.inf
+            slot[p] = -1
+            if c >= 0:
+                for m in range(raw.shape[0]):
+                    class_raw[m, c] = -np.inf
+                class_slot[c] = -1
+                known[c] = True
+    if scored == 0:
+        return
+    for m in range(kinds.shape[0]):
+        score_many(
+            kinds[m], m, chooser, nodes, positions, scored, job, cl, fg, pw, cpu_scale, buf,
+            cand, xs, raw, slot,
+        )  # fmt: skip
+    for i in range(scored):
+        n = nodes[i]
+        c = pristine[n] if node_version[n] == 0 else -1
+        if c >= 0:
+            p = positions[i]
+            for m in range(raw.shape[0]):
+                class_raw[m, c] = raw[m, p]
+            class_slot[c] = slot[p]
+            known[c] = True
+    for i in range(copied):
+        p = copies[i]
+        c = pristine[perm[p]]
         for m in range(raw.shape[0]):
             raw[m, p] = class_raw[m, c]
         slot[p] = class_slot[c]
-        return
-    if not fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
-        for m in range(raw.shape[0]):
-            raw[m, p] = -np.inf
-        slot[p] = -1
-    else:
-        for m in range(kinds.shape[0]):
-            score, s = score_node(kinds[m], n, job, cl, fg, pw, cpu_scale, buf, cand, xs)
-            raw[m, p] = score
-            if m == chooser:
-                slot[p] = s
-    if c >= 0:
-        for m in range(raw.shape[0]):
-            class_raw[m, c] = raw[m, p]
-        class_slot[c] = slot[p]
-        known[c] = True
 
 
 @njit(cache=True)
@@ -214,30 +266,49 @@ def place_run(
 ):  # pragma: no cover
     """Place up to ``count`` jobs of one shape in turn; how many found a node.
 
-    First the nodes whose version moved since this shape's index last saw them are
-    re-tested and re-scored. Each job takes the first best position and writes its node
-    and GPU slots to ``out_node``/``out_gpus``. Without ``apply`` that is all (one job
-    decided, the state untouched). With ``apply`` the job is allocated on the state's
+    First the candidate nodes whose version moved since this shape's index last saw them
+    are re-tested and re-scored. Each job takes the first best position and writes its
+    node and GPU slots to ``out_node``/``out_gpus``. Without ``apply`` that is all (one
+    job decided, the state untouched). With ``apply`` the job is allocated on the state's
     arrays, only that node is re-scored, and the next job follows: for one plain member
-    the first best is the same position if its score did not fall, else the next
-    position holding the same best score, else a new scan; with normalization or several
+    the first best is the tournament's (``tree_first_max``); with normalization or several
     members the decision is made again (min-max reads every feasible node). Stops at the
     first job no node can hold (later ones of the same shape cannot fit either).
     """
     node_version = cl[5]
     gpu_free = cl[0]
     _, weights, all_equal, _, _ = members
-    index_version, raw, slot, _, perm, cols, tmp, total, _, _, _, _ = idx
-    num_nodes = node_version.shape[0]
+    index_version, raw, slot, _, perm, cols, tmp, total, _, _, _, _, tree = idx
+    positions = perm.shape[0]
     width = gpu_free.shape[1]
     buf = np.empty(max(fg[3].shape[0], 1))
     cand = np.empty(max(width, 1))
     xs = np.empty(max(width, 1))
-    for n in range(num_nodes):
-        if index_version[n] != node_version[n]:
-            sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs)
+    work = np.empty((3, max(positions, 1)), dtype=np.int64)
+    synced = 0
+    for p in range(positions):
+        if index_version[p] != node_version[perm[p]]:
+            cols[synced] = p
+            synced += 1
+    sync_positions(synced, cols, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs, work)
+    one = np.empty(1, dtype=np.int64)
+    one_pos = np.empty(1, dtype=np.int64)
+    num_gpu, milli, cpu, memory = job
+    cpu_free, memory_free = cl[2], cl[3]
+    kinds, _, _, chooser, cpu_scale = members
+    (class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count, below, free, frag,
+     tracked, d_fit, d_below, thresholds) = fg  # fmt: skip
     plain = _plain(all_equal)
-    pos = decide(raw, weights, all_equal, cols, tmp, total)
+    if plain:
+        # A full rebuild costs ~2T; a point update up to log2(T) steps.
+        if synced * 16 > tree.shape[0]:
+            tree_build(raw[0], tree)
+        else:
+            for i in range(synced):
+                tree_set(tree, cols[i], raw[0, cols[i]])
+        pos = tree_first_max(tree)
+    else:
+        pos = decide(raw, weights, all_equal, cols, tmp, total)
     placed = 0
     for j in range(count):
         if pos < 0:
@@ -249,20 +320,49 @@ def place_run(
         if not apply:
             break
         allocate(n, j, taken, job, cl, out_gpus)
-        # Only node n changed since the scores were current (this call owns the state).
-        best = raw[0, pos]
-        sync_node(n, job, model_ok, cl, members, fg, pw, idx, buf, cand, xs)
-        if not plain:
+        # Only node n changed since the scores were current (this call owns the state);
+        # it is no longer untouched, so no class verdict applies.
+        index_version[pos] = node_version[n]
+        if fits(n, num_gpu, milli, cpu, memory, model_ok, gpu_free, cpu_free, memory_free):
+            one[0] = n
+            one_pos[0] = pos
+            for m in range(kinds.shape[0]):
+                kind = kinds[m]
+                # Worst fit and FGD scored here directly (the same node functions as
+                # ``score_many``): a call passing the tuples of arrays costs ~150 ns a
+                # job, more than the score.
+                if kind == WORSTFIT:
+                    score, s = worstfit_node(n, num_gpu, milli, cpu, cpu_scale, gpu_free, cpu_free)
+                elif kind in (FGD, FGD_EXACT):
+                    if tracked[n] != node_version[n]:
+                        refresh_node(
+                            n, gpu_free, cpu_free, node_version, class_ok, c_cpu, c_num_gpu,
+                            weight, fit_table, below_table, fit_count, below, free, frag,
+                            tracked, buf,
+                        )  # fmt: skip
+                    score, s = fgd_node(
+                        n, num_gpu, milli, cpu, kind == FGD_EXACT, gpu_free, cpu_free,
+                        class_ok, c_cpu, c_num_gpu, weight, fit_count, below, free, frag,
+                        d_fit, d_below, thresholds, buf, cand, xs,
+                    )  # fmt: skip
+                else:
+                    score_many(
+                        kind, m, chooser, one, one_pos, 1, job, cl, fg, pw, cpu_scale, buf,
+                        cand, xs, raw, slot,
+                    )  # fmt: skip
+                    continue
+                raw[m, pos] = score
+                if m == chooser:
+                    slot[pos] = s
+        else:
+            for m in range(raw.shape[0]):
+                raw[m, pos] = -np.inf
+            slot[pos] = -1
+        if plain:
+            tree_set(tree, pos, raw[0, pos])
+            pos = tree_first_max(tree)
+        else:
             pos = decide(raw, weights, all_equal, cols, tmp, total)
-            continue
-        if raw[0, pos] >= best:
-            continue  # every earlier position is below best: pos is still the first max
-        later = -1
-        for p in range(pos + 1, num_nodes):
-            if raw[0, p] == best:
-                later = p
-                break
-        pos = later if later >= 0 else first_max(raw[0])
     return placed
 
 

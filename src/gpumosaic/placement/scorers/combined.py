@@ -4,15 +4,18 @@ One class serves every scored strategy: a single scorer is a combination of one 
 (weight 1000, as the reference configures single plugins).
 
 Every decision runs in compiled code (``placement.kernel.place_run``): per job shape the
-strategy keeps an index of every node's raw score per member (-inf where the node fails
-the filter) and the GPU the chooser would take there, in the order of the run's
-tie-break permutation. A decision re-tests and re-scores only the nodes whose
+strategy keeps an index of its candidate nodes (those of a GPU model the shape allows; no
+other node ever passes its filter) with each one's raw score per member (-inf where the
+node fails the filter) and the GPU the chooser would take there, in the order of the
+run's tie-break permutation. A decision re-tests and re-scores only the candidates whose
 ``node_version`` moved since that shape was last placed -- one node per task in a fill
 replay -- and takes the first best position: for one member without normalization its
-raw score decides; otherwise the weighted sum of the members' normalized scores
-(min-max for BestFit and PWR needs every feasible node, so it is taken at each decision).
-``place_run`` places a run of same-shape jobs with one kernel call that also allocates
-them.
+raw score decides (a max tournament over the positions keeps the first best in
+O(log P) per re-scored node); otherwise the weighted sum of the members' normalized
+scores (min-max for BestFit and PWR needs every feasible node, so it is taken at each
+decision). ``place_run`` places a run of same-shape jobs with one kernel call that also
+allocates them; ``shape_run`` hands that call to a caller that keeps it (the round
+mechanism's lease book).
 
 Ties: the highest total wins; among equal totals the node that comes first in a random
 permutation of the nodes wins. The permutation is drawn from the ``rng`` of the first
@@ -57,12 +60,15 @@ class _RawCache:
 
 
 @dataclass(slots=True)
-class _Shape:
+class ShapeRun:
     """One job shape's call of ``kernel.place_run``: the arguments after (count, apply)
     (the shape's index among them, updated in place by the kernel), the GPU slots a job
-    takes, and the one-job output buffers."""
+    takes, and the one-job output buffers. ``run(count, True, *args, nodes, gpus)``
+    places and allocates up to ``count`` jobs of the shape (``ScoredPlacement.place_run_arrays``
+    says what it writes); valid while the strategy stays bound to the same state."""
 
     run: Callable[..., int]  # kernel.place_run, bound once (no import per call)
+    binding: int  # the strategy's binding it belongs to (``ScoredPlacement.current``)
     args: tuple[object, ...]
     taken: int
     node: npt.NDArray[np.int64]
@@ -88,12 +94,13 @@ class ScoredPlacement:
             dtype=np.float64,
         )
         self._state: ClusterState | None = None
+        self._binding = 0
         self._rank: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._perm: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._pristine: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._classes = 0
         self._cache: dict[ShapeKey, list[_RawCache]] = {}
-        self._shapes: dict[FilterKey, _Shape] = {}
+        self._shapes: dict[FilterKey, ShapeRun] = {}
 
     # -- decisions ----------------------------------------------------------------
     def place(
@@ -152,36 +159,55 @@ class ScoredPlacement:
         """``place_run`` for ``count`` jobs of ``job``'s shape without building their
         assignments: (how many placed, their nodes, their GPU slots, one row each). The
         resources are taken; the caller records the holders (``ClusterState.adopt_rows``)."""
-        if self._state is not state:
-            self._bind(state, rng)
-        shape = self._shapes.get(filter_key(job))
-        if shape is None:
-            shape = self._shape(state, job)
+        shape = self.shape_run(state, job, rng)
         nodes = np.empty(count, dtype=np.int64)
         gpus = np.empty((count, max(shape.taken, 1)), dtype=np.int64)
         placed = shape.run(count, True, *shape.args, nodes, gpus)
         return placed, nodes, gpus[:, : shape.taken]
 
-    def _shape(self, state: ClusterState, job: JobSpec) -> _Shape:
+    def shape_run(self, state: ClusterState, job: JobSpec, rng: np.random.Generator) -> ShapeRun:
+        """The compiled run of ``job``'s shape on ``state``, for a caller that places many
+        runs of it (the round mechanism's lease book keeps it per shape and type)."""
+        if self._state is not state:
+            self._bind(state, rng)
+        shape = self._shapes.get(filter_key(job))
+        if shape is None:
+            shape = self._shape(state, job)
+        return shape
+
+    def current(self, shape: ShapeRun) -> bool:
+        """Whether ``shape`` still belongs to this strategy's binding (a bind to another
+        state starts new indexes)."""
+        return shape.binding == self._binding
+
+    def _shape(self, state: ClusterState, job: JobSpec) -> ShapeRun:
         """A new shape's index and kernel arguments. Everything the kernel reads keeps
         its identity for the run (arrays are updated in place), so they are gathered once."""
         inputs = KernelInputs.unused()
         for member in self.members:
             inputs = member.scorer.kernel_inputs(state, job, inputs)
-        n = len(self._perm)
+        model_ok = state.model_mask(job.allowed_models if job.num_gpu else None)
+        # Candidates: the nodes of an allowed model, in tie-break order (no other node
+        # ever passes this shape's filter, so its index leaves them out).
+        perm = self._perm[model_ok[self._perm]] if job.num_gpu else self._perm
+        rank = np.full(len(self._perm), -1, dtype=np.int64)
+        rank[perm] = np.arange(len(perm))
+        n = len(perm)
+        leaves = 1 << max(n - 1, 0).bit_length()  # the least power of two >= n
         index = (
-            np.full(n, -1, dtype=np.int64),  # node version each node was scored at
+            np.full(n, -1, dtype=np.int64),  # node version each position was scored at
             np.full((len(self.members), n), -np.inf),  # raw score per member, by position
             np.full(n, -1, dtype=np.int64),  # the chooser's GPU, by position
-            self._rank,
-            self._perm,
-            np.empty(n, dtype=np.int64),  # scratch: feasible positions
+            rank,
+            perm,
+            np.empty(n, dtype=np.int64),  # scratch: feasible (or re-scored) positions
             np.empty(n),  # scratch: one member's normalized scores
             np.empty(n),  # scratch: totals
             self._pristine,
             np.full((len(self.members), self._classes), -np.inf),  # untouched nodes' scores,
             np.full(self._classes, -1, dtype=np.int64),  # their GPU,
             np.zeros(self._classes, dtype=bool),  # known yet, per capacity class
+            np.full(2 * leaves, -np.inf),  # max tournament over raw[0] (one plain member)
         )
         members = (
             self._kinds,
@@ -192,7 +218,7 @@ class ScoredPlacement:
         )
         args = (
             job_args(job),
-            state.model_mask(job.allowed_models if job.num_gpu else None),
+            model_ok,
             cluster_args(state),
             members,
             inputs.fgd_args(),
@@ -201,8 +227,14 @@ class ScoredPlacement:
         )
         taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
         gpus = np.zeros((1, max(taken, 1)), dtype=np.int64)
-        shape = _Shape(
-            _place_run(), args, taken, np.zeros(1, dtype=np.int64), gpus, gpus[0, :taken]
+        shape = ShapeRun(
+            _place_run(),
+            self._binding,
+            args,
+            taken,
+            np.zeros(1, dtype=np.int64),
+            gpus,
+            gpus[0, :taken],
         )
         self._shapes[filter_key(job)] = shape
         return shape
@@ -246,6 +278,7 @@ class ScoredPlacement:
         if self._state is state:
             return
         self._state = state
+        self._binding += 1
         self._perm = rng.permutation(state.num_nodes)
         self._rank = np.empty(state.num_nodes, dtype=np.int64)
         self._rank[self._perm] = np.arange(state.num_nodes)

@@ -17,14 +17,26 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.fragmentation import ClassArrays
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.sim.result import Timeline
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFigures:
+    """Per sample of a ``TimelineLog``: the cluster's summed FGD F in milli (0 without a
+    target workload), and its GPU and CPU watts."""
+
+    fragmentation_milli: npt.NDArray[np.float64]
+    power_gpu_w: npt.NDArray[np.float64]
+    power_cpu_w: npt.NDArray[np.float64]
 
 
 class TimelineLog:
@@ -99,24 +111,29 @@ class TimelineLog:
         """The timeline, every sample with the cluster's figures as they were then."""
         samples = len(self._time)
         allocated = np.array(self._allocated, dtype=np.int64)
-        frag_total, changed = self._replay()
-        sample, node, busy, cpu_free = changed
+        figures = self.figures()
         if self.workload is None:
             rate = np.full(samples, np.nan)
         else:
             free = self._capacity - allocated
             rate = np.zeros(samples)
-            np.divide(frag_total, free, out=rate, where=free > 0)
-        gpu_w, cpu_w = self._power_totals(sample, node, busy, cpu_free, samples)
+            np.divide(figures.fragmentation_milli, free, out=rate, where=free > 0)
         return Timeline(
             time_s=np.array(self._time, dtype=np.float64),
             allocated_milli=allocated.astype(np.float64),
             running=np.array(self._running, dtype=np.int64),
             queued=np.array(self._queued, dtype=np.int64),
             fragmentation_rate=rate,
-            power_gpu_w=gpu_w,
-            power_cpu_w=cpu_w,
+            power_gpu_w=figures.power_gpu_w,
+            power_cpu_w=figures.power_cpu_w,
         )
+
+    def figures(self) -> ClusterFigures:
+        """The cluster's figures at every sample, from one replay of the log."""
+        frag_total, changed = self._replay()
+        sample, node, busy, cpu_free = changed
+        gpu_w, cpu_w = self._power_totals(sample, node, busy, cpu_free, len(self._time))
+        return ClusterFigures(frag_total, gpu_w, cpu_w)
 
     def _replay(self) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
         from gpumosaic.sim.event.timeline_kernel import replay_samples
