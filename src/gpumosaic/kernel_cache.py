@@ -28,13 +28,16 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 
 # Every module that defines numba kernels, relative to the package.
 KERNEL_SOURCES: tuple[str, ...] = (
+    "mechanisms/rounds/choice_kernel.py",
     "mechanisms/rounds/kernel.py",
+    "mechanisms/rounds/round_kernel.py",
     "model/bulk_kernel.py",
     "placement/kernel/arithmetic.py",
     "placement/kernel/fgd.py",
     "placement/kernel/scores.py",
     "placement/kernel/step.py",
     "placement/kernel/tournament.py",
+    "sim/rounds/tracker_kernel.py",
     "sim/timeline/kernel.py",
 )
 
