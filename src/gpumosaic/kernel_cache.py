@@ -28,7 +28,9 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 
 # Every module that defines numba kernels, relative to the package.
 KERNEL_SOURCES: tuple[str, ...] = (
+    "mechanisms/rounds/choice_kernel.py",
     "mechanisms/rounds/kernel.py",
+    "mechanisms/rounds/round_kernel.py",
     "model/bulk_kernel.py",
     "placement/kernel/arithmetic.py",
     "placement/kernel/fgd.py",
@@ -36,7 +38,8 @@ KERNEL_SOURCES: tuple[str, ...] = (
     "placement/kernel/step.py",
     "placement/kernel/tournament.py",
     "policies/row_classes.py",
-    "sim/event/timeline_kernel.py",
+    "sim/rounds/tracker_kernel.py",
+    "sim/timeline/kernel.py",
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -60,16 +60,17 @@ class PowerTracker:
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        # Per-node constants, computed once (and as plain lists for the one-node path).
-        self._idle_w, self._full_w = gpu_power_table(state)
-        self._gpus = state.gpu_exists.sum(axis=1)
-        self._sockets = sockets(state.cpu_capacity)
+        # Per-node constants, computed once (and as plain lists for the one-node path):
+        # idle and full watts of the node's GPUs, its GPUs, its CPU sockets.
+        self.idle_w, self.full_w = gpu_power_table(state)
+        self.gpus = state.gpu_exists.sum(axis=1)
+        self.sockets = sockets(state.cpu_capacity)
         self._constants = list(
             zip(
-                self._idle_w.tolist(),
-                self._full_w.tolist(),
-                self._gpus.tolist(),
-                self._sockets.tolist(),
+                self.idle_w.tolist(),
+                self.full_w.tolist(),
+                self.gpus.tolist(),
+                self.sockets.tolist(),
                 state.cpu_capacity.tolist(),
                 strict=True,
             )
@@ -90,8 +91,8 @@ class PowerTracker:
         """(GPU watts, CPU watts) of nodes ``idx`` (repeats allowed) with ``busy_gpus``
         GPUs holding any allocation and ``busy_cpu_milli`` allocated, without reading
         the state (a driver that replays its allocations evaluates past states)."""
-        gpu_w = busy_gpus * self._full_w[idx] + (self._gpus[idx] - busy_gpus) * self._idle_w[idx]
-        total = self._sockets[idx]
+        gpu_w = busy_gpus * self.full_w[idx] + (self.gpus[idx] - busy_gpus) * self.idle_w[idx]
+        total = self.sockets[idx]
         active = np.minimum(sockets(busy_cpu_milli), total)
         return gpu_w, active * SOCKET_FULL_W + (total - active) * SOCKET_IDLE_W
 

@@ -10,7 +10,7 @@ the GPU allocation rate, FGD's fragmentation (rate and amount) and the cluster p
 The target workload M of FGD comes from the task list before inflation. While the tasks
 are placed, only the allocations are logged; the fragmentation and power curves come from
 one compiled replay of that log at the end, the event simulator's timeline replay
-(``sim.event.timeline``), so both figure the cluster with the same code.
+(``sim.timeline``), so both figure the cluster with the same code.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import FilterKey, Reason, explain, filter_key
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.sim.event.timeline import TimelineLog
+from gpumosaic.sim.timeline.log import TimelineLog
 
 FAIL_REASONS: tuple[Reason, ...] = tuple(Reason)
 PLACED = -1  # fail_reason code of a placed task
@@ -139,7 +139,7 @@ class FillResult:
 class _FillRecord:
     """What the replay keeps per task while it runs: which task each placement was and
     the GPU milli each task took. The cluster's figures after every placement come from
-    the allocation log (``sim.event.timeline.TimelineLog``, the event simulator's), replayed
+    the allocation log (``sim.timeline.log.TimelineLog``, the event simulator's), replayed
     once at the end."""
 
     def __init__(self, state: ClusterState, workload: TargetWorkload, num_tasks: int) -> None:

@@ -9,9 +9,6 @@ from hypothesis import strategies as st
 from gpumosaic.mechanisms.rounds.priorities import (
     NEW_ENTITY_PRIORITY,
     EntityTable,
-    _greedy,
-    _greedy_fit,
-    _ranked_fit,
     priorities,
     reset_accounting,
     select_entities,
@@ -107,34 +104,108 @@ def test_pair_blocks_its_members_and_dead_entities_are_skipped():
     assert select_entities(tab, alive, [0], [3000], False) == [(0, 0), (1, 0)]
 
 
-@settings(max_examples=200, deadline=None)
+def gavel_loop(
+    tab: EntityTable,
+    alive: np.ndarray,
+    order: list[int],
+    capacity: list[int],
+    skip_zero: bool,
+) -> list[tuple[int, int]]:
+    """Gavel's ``_schedule_jobs_on_workers_helper`` written plainly: per type, sort the
+    queue by (priority, deficit, allocation) descending with Python's stable sort over
+    arrival order, then take every entity whose jobs are free and whose demand fits."""
+    prio = priorities(tab)
+    taken: set[int] = set()
+    out = []
+    for t in order:
+        left = capacity[t]
+        queue = [
+            e
+            for e in range(tab.size)
+            if alive[e] and tab.runnable_mask[e, t] and not (skip_zero and prio[e, t] <= 0)
+        ]
+        # (Python's sort stays stable with reverse=True: equal keys keep arrival order.)
+        queue.sort(key=lambda e: (prio[e, t], tab.deficit[e, t], tab.x[e, t]), reverse=True)
+        for e in queue:
+            members = {int(tab.rows_a[e])} | ({int(tab.rows_b[e])} if tab.rows_b[e] >= 0 else set())
+            if members & taken or tab.demand_milli[e] > left or left <= 0:
+                continue
+            left -= int(tab.demand_milli[e])
+            taken |= members
+            out.append((e, t))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.sampled_from([200, 300, 500, 700, 1000, 2000]), min_size=1, max_size=40),
-    st.integers(min_value=0, max_value=12_000),
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=2 * n, max_size=2 * n),
+            st.lists(st.sampled_from([0.0, 180.0, 360.0, 720.0]), min_size=2 * n, max_size=2 * n),
+            st.lists(st.sampled_from([0.0, 5.0, -5.0]), min_size=2 * n, max_size=2 * n),
+            st.lists(st.sampled_from([100, 250, 500, 1000, 2000]), min_size=n, max_size=n),
+            st.lists(st.integers(-1, 9), min_size=n, max_size=n),
+            st.lists(st.booleans(), min_size=n, max_size=n),
+        )
+    ),
+    st.lists(st.integers(0, 6000), min_size=2, max_size=2),
+    st.booleans(),
+    st.booleans(),
 )
-def test_vectorized_capacity_walk_takes_what_gavels_loop_takes(demand, left):
-    d = np.asarray(demand, dtype=np.int64)
-    n = len(d)
-    tab = table(np.ones((n, 1)), np.zeros((n, 1)), [0.0], demand=d)
-    loop = _greedy(list(range(n)), 0, left, tab.rows_a, tab.rows_b, tab, np.zeros(n, bool))
-    assert _greedy_fit(d, left).tolist() == [e for e, _ in loop]
+def test_compiled_choice_takes_what_gavels_loop_takes(case, capacity, skip_zero, reverse):
+    """Many ties (few distinct values), pairs sharing members, dead entities, fractional
+    demands: the compiled heap walk picks Gavel's entities in Gavel's order."""
+    x, time, deficit, demand, partner, alive = case
+    n = len(demand)
+    rows_a = np.arange(n) % 10
+    rows_b = np.where(np.asarray(partner) == rows_a, -1, partner)
+    tab = table(
+        np.reshape(x, (n, 2)),
+        np.reshape(time, (n, 2)),
+        [1080.0, 0.0],
+        rows_b=rows_b,
+        demand=demand,
+        deficit=np.reshape(deficit, (n, 2)),
+        rows_a=rows_a,
+    )
+    alive_mask = np.asarray(alive, dtype=bool)
+    order = [1, 0] if reverse else [0, 1]
+    expected = gavel_loop(tab, alive_mask, order, capacity, skip_zero)
+    assert select_entities(tab, alive_mask, order, capacity, skip_zero) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]), st.sampled_from([100, 500, 1000])),
-        min_size=1,
-        max_size=300,
+        st.sampled_from([0.0, -0.0, 1.5, -1.5, 2.0, -3e9, 1e-300, -1e-300, np.inf, -np.inf]),
+        min_size=0,
+        max_size=60,
     ),
-    st.integers(min_value=0, max_value=20_000),
+    st.integers(0, 3000),
+    st.integers(0, 2**32 - 1),
 )
-def test_partial_ranking_picks_what_ranking_everyone_picks(queue, left):
-    """``_ranked_fit`` sorts only the head of a long queue: same entities, same order as
-    sorting all of them (many ties, so the head's cut falls inside a run of equal keys)."""
-    key = np.array([k for k, _ in queue])
-    demand = np.array([d for _, d in queue], dtype=np.int64)
-    candidates = np.arange(len(queue))[::-1].copy()  # tie order: any permutation
-    full = np.argsort(key, kind="stable")
-    expected = candidates[full[_greedy_fit(demand[candidates][full], left)]]
-    assert _ranked_fit(candidates, key, demand, left).tolist() == expected.tolist()
+def test_stable_argsort_is_numpys_on_long_arrays_with_ties(values, n, seed):
+    """The radix path (long arrays) and the merge-sort path (short ones) give numpy's
+    stable order, ties (and -0.0 == 0.0) in input order."""
+    from gpumosaic.mechanisms.rounds.choice_kernel import stable_argsort
+
+    rng = np.random.default_rng(seed)
+    pool = np.array(values or [1.0])
+    keys = np.concatenate([pool[rng.integers(0, len(pool), n)], -rng.random(n // 3)])
+    np.testing.assert_array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 2500), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_tie_orders_are_numpys_lexsort(n, types, seed):
+    """Deficit descending, then allocation descending, then arrival, per type (few
+    distinct values: many ties; zeros of both signs)."""
+    from gpumosaic.mechanisms.rounds.choice_kernel import tie_orders
+
+    rng = np.random.default_rng(seed)
+    x = rng.choice([0.0, -0.0, 0.125, 0.25, 1 / 3], size=(n, types))
+    deficit = rng.choice([0.0, -0.0, 5.0, -5.0, 1e-9], size=(n, types)) + np.where(
+        rng.random((n, types)) < 0.5, rng.random((n, types)), 0.0
+    )
+    expected = np.stack([np.lexsort((-x[:, k], -deficit[:, k])) for k in range(types)])
+    np.testing.assert_array_equal(tie_orders(x, deficit), expected)

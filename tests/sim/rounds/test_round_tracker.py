@@ -1,5 +1,7 @@
-"""The round timeline's fragmentation, remembered by node state, equals a fresh
-``node_fragmentation`` of every node after random allocations and releases."""
+"""The round timeline's figures, kept by the compiled tracker from the touched nodes,
+equal fresh numpy evaluations (``node_fragmentation``, ``PowerTracker``) after random
+allocations and releases: fragmentation bit for bit, the cluster's sum in numpy's order,
+and the watts."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.power import cluster_power_w
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.fragmentation import node_fragmentation
 from gpumosaic.placement.workload import TargetWorkload
@@ -50,4 +53,13 @@ def test_remembered_fragmentation_equals_fresh(moves: list[tuple[int, int, int, 
                 held.append(job_id)
         tracker.refresh()
         assert tracker.node_fragmentation is not None
-        np.testing.assert_array_equal(tracker.node_fragmentation, node_fragmentation(state, target))
+        fresh = node_fragmentation(state, target)
+        np.testing.assert_array_equal(tracker.node_fragmentation, fresh)
+        allocated, rate, gpu_w, cpu_w = tracker.figures()
+        free = float(state.gpu_free.sum())
+        assert allocated == state.total_gpu_milli - free
+        assert rate == (float(fresh.sum()) / free if free > 0 else 0.0)
+        assert (gpu_w, cpu_w) == cluster_power_w(state)
+        assert (gpu_w, cpu_w) == tracker.power_w
+        assert rate == tracker.fragmentation_rate
+        assert allocated == tracker.allocated_milli

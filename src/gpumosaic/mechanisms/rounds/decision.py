@@ -27,7 +27,7 @@ import numpy as np
 
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
-from gpumosaic.mechanisms.rounds.jobs import JobStore, step_budget
+from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.leases import LeaseBook
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.mechanisms.rounds.priorities import select_entity_arrays
@@ -90,12 +90,15 @@ class RoundPlan:
     gpu_types: tuple[str, ...]  # per entity
     parts: tuple[tuple[Assignment, ...], ...]  # per entity: where it holds GPUs
     described: bool = True  # False: only the arrays (a driver that asked for no values)
+    has_pairs: bool = True  # some entity is a packed pair (False: ``rows_b`` is all -1)
 
     def __len__(self) -> int:
         return len(self.entity)
 
     @property
     def jobs_running(self) -> int:
+        if not self.has_pairs:
+            return len(self.entity)
         return len(self.entity) + int((self.rows_b >= 0).sum())
 
     @property
@@ -167,7 +170,9 @@ class RoundDecider:
         )
         per_model = cluster.gpus_per_model()
         self.capacity_gpus = np.array([float(per_model[n]) for n in self.type_names])
-        self.capacity_milli = [int(c) * MILLI_PER_GPU for c in self.capacity_gpus]
+        self.capacity_milli = self.capacity_gpus.astype(np.int64) * MILLI_PER_GPU
+        self._type_order = np.arange(len(self.models), dtype=np.int64)
+        self._alive = np.ones(0, dtype=bool)
         self.jobs = JobStore(len(self.models))
         self.book = AllocationBook(
             policy, self.models, self.capacity_gpus, config.round_s, config.pair_partners
@@ -236,30 +241,29 @@ class RoundDecider:
 
     def plan(self, now: float) -> RoundPlan:
         """Solve if due, choose the entities most behind their allocation, place them."""
+        from gpumosaic.mechanisms.rounds.round_kernel import plan_arrays
+
         if self.solve_due(now):
             self.solve(now)
-        es, ts, extended = self._choose_and_place()
+        chosen, types, placed, extended = self._choose_and_place()
         ent = self.book.entities
-        if ent is None or not len(es):
-            empty = np.zeros(0)
+        if ent is None or not len(placed):
+            empty, none = np.zeros(0), np.zeros(0, dtype=np.int64)
             return RoundPlan(
-                now, es, ts, es, es, empty, empty, empty, empty, extended, (), (), (), self.describe
-            )
-        rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
-        rate_a, rate_b = ent.rate_a[es, ts], ent.rate_b[es, ts]
-        jobs, r = self.jobs, self.config.round_s
-        steps_a = step_budget(rate_a, jobs.total_steps[rows_a], jobs.done_steps[rows_a], r)
-        steps_b = np.zeros(len(es))
-        pair = rows_b >= 0
-        if pair.any():
-            b = rows_b[pair]
-            steps_b[pair] = step_budget(rate_b[pair], jobs.total_steps[b], jobs.done_steps[b], r)
+                now, none, none, none, none, empty, empty, empty, empty, extended, (), (), (),
+                self.describe, False,
+            )  # fmt: skip
+        jobs = self.jobs
+        es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, pairs = plan_arrays(
+            chosen, types, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
+            jobs.total_steps, jobs.done_steps, self.config.round_s,
+        )  # fmt: skip
         ids: tuple[tuple[int, ...], ...] = ()
-        types: tuple[str, ...] = ()
+        type_names: tuple[str, ...] = ()
         parts: tuple[tuple[Assignment, ...], ...] = ()
         if self.describe:  # values for readers; the simulator reads the arrays only
             ids_a = jobs.job_id[rows_a].tolist()
-            if pair.any():
+            if pairs:
                 ids_b = jobs.job_id[np.maximum(rows_b, 0)].tolist()
                 ids = tuple(
                     (x,) if p < 0 else (x, y)
@@ -267,104 +271,66 @@ class RoundDecider:
                 )
             else:
                 ids = tuple(zip(ids_a))  # one-tuples, built in C
-            types = tuple(np.array(self.type_names, dtype=object)[ts])
+            type_names = tuple(np.array(self.type_names, dtype=object)[ts])
             parts = self.leases.parts_of(rows_a, rows_b)
         return RoundPlan(
-            now,
-            es,
-            ts,
-            rows_a,
-            rows_b,
-            rate_a,
-            rate_b,
-            steps_a,
-            steps_b,
-            extended,
-            ids,
-            types,
-            parts,
-            self.describe,
-        )
+            now, es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, extended, ids,
+            type_names, parts, self.describe, pairs,
+        )  # fmt: skip
 
-    def _choose_and_place(self) -> tuple[IntArray, IntArray, BoolArray]:
-        """Entity and type of the placed entities in priority order, and whether each one's
-        lease was extended."""
+    def _choose_and_place(self) -> tuple[IntArray, IntArray, IntArray, BoolArray]:
+        """Entity and type of the chosen entities in priority order, the positions that got
+        GPUs (ascending) and, for each, whether its lease was extended."""
         ent = self.book.entities
         active = self.jobs.is_active
         empty = np.zeros(0, dtype=np.int64)
         if ent is None or not self.jobs.n_active:
             self.leases.start_round(empty, empty, empty, self.jobs.specs, active)
-            return empty, empty, np.zeros(0, dtype=bool)
-        alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])
-        n_types = len(self.models)
+            return empty, empty, empty, np.zeros(0, dtype=bool)
         if self.fixed_order:
-            order = list(range(n_types))
+            order = self._type_order
         else:
-            order = self.shuffle_rng.permutation(n_types).tolist()
+            order = self.shuffle_rng.permutation(len(self.models))
         es, ts = select_entity_arrays(
-            ent, alive, order, self.capacity_milli, self.skip_zero_priority
-        )
+            ent, self._all_alive(ent.size), order, self.capacity_milli, self.skip_zero_priority,
+            active,
+        )  # fmt: skip
         rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
         placed, extended = self.leases.start_round(rows_a, rows_b, ts, self.jobs.specs, active)
-        return es[placed], ts[placed], extended
+        return es, ts, placed, extended
+
+    def _all_alive(self, size: int) -> BoolArray:
+        """Every entity alive (the choice tests each member's row for being active)."""
+        if len(self._alive) != size:
+            self._alive = np.ones(size, dtype=bool)
+        return self._alive
 
     def report(self, plan: RoundPlan, report: RoundReport) -> list[tuple[int, float]]:
         """Account the round of ``plan``; returns (row, finish time) of the jobs that
-        finished, in plan order (first members, then second members of pairs)."""
-        now = plan.now_s
+        finished, in plan order (first members, then second members of pairs). One
+        compiled pass (``report_kernel.account_round``)."""
+        from gpumosaic.mechanisms.rounds.round_kernel import account_round
+
         ent = self.book.entities
         assert ent is not None
-        es, ts = plan.entity, plan.type_index
-        rows_a, rows_b = plan.rows_a, plan.rows_b
-        executed = report.ran_s
-        ent.time[es, ts] += executed
-        np.add.at(ent.type_total, ts, executed)
-        held = report.end_s - now
-        pair = rows_b >= 0
-        share = np.where(pair, 0.5, 1.0)
-        self._credit(rows_a, report.steps_a, executed, held * share, ts, now)
-        if pair.any():
-            self._credit(
-                rows_b[pair], report.steps_b[pair], executed[pair], held * 0.5, ts[pair], now
-            )
-        done_rows: list[int] = []
-        done_at: list[float] = []
-        self._collect_done(rows_a, report.finish_a, done_rows, done_at)
-        if pair.any():
-            self._collect_done(rows_b[pair], report.finish_b[pair], done_rows, done_at)
-        if done_rows:
-            self.jobs.complete(done_rows, done_at)
-            self.leases.forget(done_rows)
-            self.need_solve = True
-        return list(zip(done_rows, done_at, strict=True))
-
-    def _credit(
-        self,
-        rows: IntArray,
-        steps: FloatArray,
-        executed: FloatArray,
-        held: FloatArray | float,
-        ts: IntArray,
-        now: float,
-    ) -> None:
         jobs = self.jobs
-        jobs.done_steps[rows] += steps
-        demand = jobs.demand_milli[rows]
-        jobs.attained_s[rows] += executed * demand / MILLI_PER_GPU
-        jobs.milli_s[rows] += demand * held
-        fresh = np.isnan(jobs.start_s[rows])
-        if fresh.any():
-            jobs.start_s[rows[fresh]] = now
-            jobs.first_type[rows[fresh]] = ts[fresh]
-
-    def _collect_done(
-        self, rows: IntArray, finish: FloatArray, out_rows: list[int], out_at: list[float]
-    ) -> None:
-        jobs = self.jobs
-        left = jobs.total_steps[rows] - jobs.done_steps[rows]
-        done = left <= STEP_EPS * np.maximum(jobs.total_steps[rows], 1.0)
-        out_rows.extend(rows[done].tolist())
-        out_at.extend(finish[done].tolist())
+        n = len(plan.entity)
+        done_rows = np.empty(2 * n, dtype=np.int64)
+        done_at = np.empty(2 * n)
+        done = account_round(
+            plan.entity, plan.type_index, plan.rows_a, plan.rows_b, report.ran_s,
+            report.steps_a, report.steps_b, report.finish_a, report.finish_b, plan.now_s,
+            report.end_s, ent.time, ent.type_total, jobs.total_steps, jobs.done_steps,
+            jobs.demand_milli, jobs.attained_s, jobs.milli_s, jobs.start_s, jobs.first_type,
+            done_rows, done_at,
+        )  # fmt: skip
+        if not done:
+            return []
+        rows, at = done_rows[:done].tolist(), done_at[:done].tolist()
+        self.jobs.complete(rows, at)
+        self.leases.forget(rows)
+        self.need_solve = True
+        return list(zip(rows, at, strict=True))
 
     def fallbacks(self) -> Fallbacks:
         """The policy's fallbacks and the entities that found no GPUs, so far."""

@@ -21,6 +21,7 @@ Gavel's accounting, kept exactly because its published numbers depend on it:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,24 +50,27 @@ class EntityTable:
     rate_b: FloatArray  # (E, T), 0 for singles
     demand_milli: IntArray  # (E,)
     type_total: FloatArray  # (T,) Gavel's per-type "worker time so far"
-    # Fixed for the table's life (x, deficit, rates and rows never change between resets),
-    # so computed once here rather than in every round's choice.
+    # Fixed for the table's life (rates and rows never change between resets), so
+    # computed once here rather than in every round's choice.
     runnable_mask: npt.NDArray[np.bool_] = field(init=False)  # ``runnable()``
-    # (T, E): per type, the entities by (deficit, x) descending, then arrival order.
-    tie_order: IntArray = field(init=False)
     has_pairs: bool = field(init=False)
+    # ``tie_orders()``, sorted by the table's first choice.
+    tie_order: IntArray | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         ok = self.rate_a > 0
         self.runnable_mask = ok & ((self.rate_b > 0) | ~self.is_pair[:, None])
-        e, t = self.x.shape
-        tie_order = np.empty((t, e), dtype=np.int64)
-        for k in range(t):
-            # lexsort: last key is primary (descending deficit, then allocation); it is
-            # stable, so equal keys keep ascending arrival (Python's stable sort in Gavel).
-            tie_order[k] = np.lexsort((-self.x[:, k], -self.deficit[:, k]))
-        self.tie_order = tie_order
         self.has_pairs = bool(self.is_pair.any())
+
+    def tie_orders(self) -> IntArray:
+        """(T, E): per type, the entities by deficit descending, then allocation
+        descending, then arrival (Gavel's stable sorts; ``choice_kernel.tie_orders``),
+        fixed for the table's life."""
+        if self.tie_order is None:
+            from gpumosaic.mechanisms.rounds.choice_kernel import tie_orders
+
+            self.tie_order = tie_orders(self.x, self.deficit)
+        return self.tie_order
 
     @property
     def size(self) -> int:
@@ -82,24 +86,11 @@ class EntityTable:
 
 
 def priorities(table: EntityTable) -> FloatArray:
-    """(E, T) Gavel priorities: X / fraction of the type's time received."""
-    x = table.x
-    total = table.type_total[None, :]
-    if total.min() > 0:
-        fraction = table.time / total
-        if fraction.min() > 0:
-            # The usual case (every time includes the reset's credit): the general
-            # expression below reduces to this, value for value.
-            prio = x / fraction
-            prio[x == 0] = 0.0
-            return prio
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fraction = np.where(total > 0, table.time / np.where(total > 0, total, 1.0), 0.0)
-        prio = np.where(
-            fraction > 0, x / np.where(fraction > 0, fraction, 1.0), x * NEW_ENTITY_PRIORITY
-        )
-    prio[x == 0] = 0.0
-    return np.asarray(prio, dtype=np.float64)
+    """(E, T) Gavel priorities: X / fraction of the type's time received (the choice's
+    own arithmetic, ``choice_kernel.priority``)."""
+    from gpumosaic.mechanisms.rounds.choice_kernel import priority_matrix
+
+    return np.asarray(priority_matrix(table.x, table.time, table.type_total), np.float64)
 
 
 def reset_accounting(table: EntityTable, elapsed_s: float, credit_s: float) -> FloatArray:
@@ -121,156 +112,34 @@ def select_entities(
 
 def select_entity_arrays(
     table: EntityTable,
-    alive: npt.NDArray[np.bool_],
-    type_order: list[int],
-    capacity_milli: list[int],
+    alive: npt.NDArray[np.bool_] | None,
+    type_order: Sequence[int] | IntArray,
+    capacity_milli: Sequence[int] | IntArray,
     skip_zero_priority: bool,
+    active: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[IntArray, IntArray]:
     """Greedy pass of Gavel's ``_schedule_jobs_on_workers_helper``: the chosen entities and
-    their types, in the order chosen.
+    their types, in the order chosen (one compiled pass: ``choice_kernel.choose``).
 
-    ``alive`` masks entities whose jobs are all still active. ``capacity_milli[t]`` is the
-    type's GPU capacity in milli (fractional jobs share GPUs). FIFO skips entities of
-    priority 0, every other policy also runs them when GPUs are left (work conserving).
+    Only entities ``alive`` (default: all) whose job rows are all ``active`` (a mask over
+    job rows; default: all) run. ``capacity_milli[t]`` is the type's GPU capacity in milli
+    (fractional jobs share GPUs). FIFO skips entities of priority 0, every other policy
+    also runs them when GPUs are left (work conserving).
     """
-    empty = np.zeros(0, dtype=np.int64)
-    if table.size == 0:
-        return empty, empty
-    prio = priorities(table)
-    runnable = table.runnable_mask & alive[:, None]
-    rows_a, rows_b = table.rows_a, table.rows_b
-    has_pairs = table.has_pairs
-    # Without pairs every job is one entity: "its job already runs" is per entity.
-    taken = np.zeros(
-        table.size if not has_pairs else int(max(rows_a.max(), rows_b.max())) + 1, dtype=bool
-    )
-    pair = rows_b >= 0
-    chosen: list[IntArray] = []
-    chosen_types: list[int] = []
-    for t in type_order:
-        left = capacity_milli[t]
-        if left <= 0:
-            continue
-        if has_pairs:
-            mask = runnable[:, t] & ~taken[rows_a] & ~(pair & taken[np.maximum(rows_b, 0)])
-        else:
-            mask = runnable[:, t] & ~taken
-        if skip_zero_priority:
-            mask &= prio[:, t] > 0
-        # Descending priority; ties by the table's fixed order (deficit, allocation,
-        # arrival): the candidates listed in that order, then one stable sort.
-        tie_order = table.tie_order[t]
-        candidates = tie_order[mask[tie_order]]
-        if len(candidates) == 0:
-            continue
-        if not has_pairs:
-            # Singles only: no member is shared within the type, so the greedy is a
-            # capacity walk over the demands (vectorized, same picks).
-            take = _ranked_fit(candidates, -prio[candidates, t], table.demand_milli, left)
-            taken[take] = True
-            chosen.append(take)
-            chosen_types.append(t)
-            continue
-        ranked = candidates[np.argsort(-prio[candidates, t], kind="stable")]
-        if not pair[ranked].any():
-            take = ranked[_greedy_fit(table.demand_milli[ranked], left)]
-            taken[rows_a[take]] = True
-        else:
-            picked = _greedy(ranked.tolist(), t, left, rows_a, rows_b, table, taken)
-            take = np.array([e for e, _ in picked], dtype=np.int64)
-        chosen.append(take)
-        chosen_types.append(t)
-    if not chosen:
-        return empty, empty
-    es = np.concatenate(chosen)
-    ts = np.repeat(np.array(chosen_types, dtype=np.int64), [len(c) for c in chosen])
-    return es.astype(np.int64), ts
+    from gpumosaic.mechanisms.rounds.choice_kernel import choose
 
-
-def _ranked_fit(candidates: IntArray, key: FloatArray, demand: IntArray, left: int) -> IntArray:
-    """The entities Gavel's greedy takes from ``candidates`` (listed in tie order) ranked by
-    ``key`` ascending (stable: ties keep the tie order), with ``left`` milli; in the order
-    taken. The same picks as ranking every candidate, without sorting them all: the
-    greedy rarely reaches far down a long queue before the type is full.
-
-    The candidates whose key is at most the m-th smallest come first in the full ranking
-    (ties included), so they are ranked and walked first; if milli is left, only later
-    candidates asking for at most what is left can still be taken (what is left only
-    shrinks), and those are ranked and walked next. ``m`` (about twice the queue length
-    that fills the type at the mean demand) only sets how much is sorted, never what is
-    chosen."""
-    n = len(candidates)
-    need = demand[candidates]
-    m = min(n, 2 * left // max(int(need.mean()), 1) + 64)
-    if m >= n:
-        ranked = np.argsort(key, kind="stable")
-        return candidates[ranked[_greedy_fit(need[ranked], left)]]
-    kth = np.partition(key, m - 1)[m - 1]
-    head = np.flatnonzero(key <= kth)
-    head = head[np.argsort(key[head], kind="stable")]
-    picked = head[_greedy_fit(need[head], left)]
-    left -= int(need[picked].sum())
-    if left > 0:
-        tail = np.flatnonzero((key > kth) & (need <= left))
-        if len(tail):
-            tail = tail[np.argsort(key[tail], kind="stable")]
-            picked = np.concatenate([picked, tail[_greedy_fit(need[tail], left)]])
-    return candidates[picked]
-
-
-def _greedy_fit(demand: IntArray, left: int) -> IntArray:
-    """Positions Gavel's greedy takes from ``demand`` (in rank order) with ``left`` milli:
-    each entity that still fits is taken, one that does not is skipped.
-
-    A prefix whose running sum fits is all taken; the first entity past it does not fit,
-    and from there only entities of demand <= what is left can be, so the walk jumps to
-    the next such one and repeats. Each jump leaves less than the skipped demand, so
-    there are few jumps (at most left / smallest demand), each one numpy pass.
-    """
-    out: list[IntArray] = []
-    start, n = 0, len(demand)
-    while start < n and left > 0:
-        run = demand[start:].cumsum()
-        fit = int(run.searchsorted(left, side="right"))  # run[:fit] <= left
-        if fit:
-            out.append(np.arange(start, start + fit))
-            left -= int(run[fit - 1])
-        start += fit
-        if start >= n or left <= 0:
-            break
-        later = np.flatnonzero(demand[start + 1 :] <= left)
-        if len(later) == 0:
-            break
-        start += 1 + int(later[0])
-    if not out:
-        return np.zeros(0, dtype=np.int64)
-    return out[0] if len(out) == 1 else np.concatenate(out)
-
-
-def _greedy(
-    ranked: list[int],
-    t: int,
-    left: int,
-    rows_a: IntArray,
-    rows_b: IntArray,
-    table: EntityTable,
-    taken: npt.NDArray[np.bool_],
-) -> list[tuple[int, int]]:
-    """Gavel's loop: skip entities whose jobs already run or that do not fit what is left."""
-    out: list[tuple[int, int]] = []
-    demand = table.demand_milli
-    for e in ranked:
-        a, b = int(rows_a[e]), int(rows_b[e])
-        if taken[a] or (b >= 0 and taken[b]):
-            continue
-        need = int(demand[e])
-        if need > left:
-            continue
-        left -= need
-        taken[a] = True
-        if b >= 0:
-            taken[b] = True
-        out.append((e, t))
-        if left <= 0:
-            break
-    return out
+    size = table.size
+    if alive is None:
+        alive = np.ones(size, dtype=bool)
+    if active is None:
+        rows = int(max(table.rows_a.max(initial=-1), table.rows_b.max(initial=-1))) + 1
+        active = np.ones(rows, dtype=bool)
+    out_entity = np.empty(size, dtype=np.int64)
+    out_type = np.empty(size, dtype=np.int64)
+    count = choose(
+        table.x, table.time, table.tie_orders(), table.type_total, table.runnable_mask,
+        table.demand_milli, table.rows_a, table.rows_b, alive, active,
+        np.asarray(type_order, dtype=np.int64), np.asarray(capacity_milli, dtype=np.int64),
+        skip_zero_priority, out_entity, out_type,
+    )  # fmt: skip
+    return out_entity[:count], out_type[:count]

@@ -16,7 +16,7 @@ the pass -- the order the engine's (time, priority, sequence) keys gave. Per-job
 bookkeeping is kept in columns indexed by arrival order. A timeline sample records what
 the driver knows (time, allocated milli, running, queued) and where the log of
 allocations stood; the cluster's figures (fragmentation, power) of every sample are
-worked out once at the end from that log (``sim/event/timeline.py``).
+worked out once at the end from that log (``sim/timeline/log.py``).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.sharing.interference import NoInterference
 from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
-from gpumosaic.sim.event.timeline import TimelineLog
 from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult
+from gpumosaic.sim.timeline.log import TimelineLog
 from gpumosaic.workloads.workload import Workload
 
 ProgressCallback = Callable[[float], None]

@@ -290,25 +290,27 @@ class RoundSimulator:
         """Run ``plan`` at the modelled rates; tell the decider; return the round's end."""
         now = plan.now_s
         jobs = self.jobs
-        r = self.config.round_s
-        rows_a, rows_b = plan.rows_a, plan.rows_b
         rate_a, steps_a = plan.rate_a, plan.steps_a
         if self.speed is not None:
-            decider = self.decider
+            from gpumosaic.mechanisms.rounds.round_kernel import grant_steps
+
+            decider, r, rows_a = self.decider, self.config.round_s, plan.rows_a
             rate_a = shared_rates(
-                self.speed, decider.leases, decider.state, jobs, rows_a, rows_b, rate_a, r
+                self.speed, decider.leases, decider.state, jobs, rows_a, plan.rows_b, rate_a, r
             )
-            steps_a = _budget(rate_a, jobs, rows_a, r)
-        finish_a = now + steps_a / rate_a
-        pair = rows_b >= 0
-        finish = finish_a.copy()
-        finish_b = np.zeros(len(plan))
-        if pair.any():
+            steps_a = grant_steps(rate_a, rows_a, jobs.total_steps, jobs.done_steps, r)
+        finish_a = steps_a / rate_a
+        finish_a += now
+        if plan.has_pairs:
+            pair = plan.rows_b >= 0
+            finish_b = np.zeros(len(plan))
             finish_b[pair] = now + plan.steps_b[pair] / plan.rate_b[pair]
-            finish[pair] = np.maximum(finish_a[pair], finish_b[pair])
+            finish = np.where(pair, np.maximum(finish_a, finish_b), finish_a)
+        else:
+            finish = finish_b = finish_a  # a single job's finish_b is never read
         end = float(finish.max())
         if end <= now:  # only zero-step jobs (cannot happen with positive rates)
-            end = now + r
+            end = now + self.config.round_s
         report = RoundReport(end, finish - now, steps_a, plan.steps_b, finish_a, finish_b)
         for row, _ in self.decider.report(plan, report):
             self.completions += 1
@@ -319,22 +321,10 @@ class RoundSimulator:
     def _sample(self, now: float, running: int) -> None:
         tracker = self.tracker
         tracker.refresh()
-        gpu_w, cpu_w = tracker.power_w
+        allocated, fragmentation, gpu_w, cpu_w = tracker.figures()
         self.timeline.record(
-            now,
-            tracker.allocated_milli,
-            running,
-            self.jobs.n_active - running,
-            tracker.fragmentation_rate,
-            gpu_w,
-            cpu_w,
+            now, allocated, running, self.jobs.n_active - running, fragmentation, gpu_w, cpu_w
         )
-
-
-def _budget(rate: np.ndarray, jobs: JobStore, rows: np.ndarray, round_s: float) -> np.ndarray:
-    from gpumosaic.mechanisms.rounds.jobs import step_budget
-
-    return step_budget(rate, jobs.total_steps[rows], jobs.done_steps[rows], round_s)
 
 
 def job_records(jobs: JobStore, type_names: tuple[str, ...]) -> tuple[JobRecord, ...]:

@@ -1,21 +1,16 @@
 """Cluster-wide figures for the round timeline, refreshed once per round for the nodes
-whose allocation changed (``ClusterState.node_version`` moved): a round moves several
-jobs, and one vectorized pass over the touched nodes is much cheaper than one per change."""
+whose allocation changed (``ClusterState.node_version`` moved): one compiled pass a round
+(``tracker_kernel.refresh_nodes``) re-evaluates the touched nodes' fragmentation, free
+milli and watts and keeps the cluster's totals."""
 
 from __future__ import annotations
-
-from typing import cast
 
 import numpy as np
 
 from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import ClusterState
-from gpumosaic.placement.fragmentation import node_fragmentation
+from gpumosaic.placement.fragmentation import ClassArrays, node_fragmentation
 from gpumosaic.placement.workload import TargetWorkload
-
-# Node states remembered for the fragmentation (bytes of a key row -> value); cleared
-# when it grows past this (openb's 1,213 nodes reach a few thousand states).
-_MEMO_LIMIT = 200_000
 
 
 class RoundTracker:
@@ -26,61 +21,74 @@ class RoundTracker:
         self.node_fragmentation = (
             node_fragmentation(state, workload) if workload is not None else None
         )
-        self.power = PowerTracker(state)
+        power = PowerTracker(state)
+        self.node_gpu_w = power.node_gpu_w.copy()
+        self.node_cpu_w = power.node_cpu_w.copy()
         self.node_free_milli = state.gpu_free.sum(axis=1).astype(np.float64)
-        self._memo: dict[bytes, float] = {}
+        n = state.num_nodes
+        if workload is None:
+            self._frag = np.zeros(n)
+            self._classes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (
+                np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=np.int64),
+                np.zeros(0),
+                np.zeros((n, 0), dtype=bool),
+            )
+        else:
+            assert self.node_fragmentation is not None
+            self._frag = self.node_fragmentation
+            c = ClassArrays.build(state, workload)
+            self._classes = (c.num_gpu, c.milli, c.cpu, c.weight, c.model_ok)
+        gpu_w, cpu_w = power.totals
+        # free milli, fragmentation, GPU watts, CPU watts of the whole cluster
+        self._totals = np.array(
+            [float(self.node_free_milli.sum()), float(self._frag.sum()), gpu_w, cpu_w]
+        )
+        self._nodes = (
+            state.gpu_exists,
+            state.gpu_capacity,
+            state.num_gpus.astype(np.int64),
+            power.idle_w,
+            power.full_w,
+            power.sockets,
+            state.cpu_capacity,
+        )
 
     def refresh(self) -> None:
         """Re-evaluate every node changed since the last refresh."""
-        state = self.state
-        idx = np.flatnonzero(self._version != state.node_version)
-        if len(idx) == 0:
-            return
-        self._version[idx] = state.node_version[idx]
-        if self.node_fragmentation is not None and self.workload is not None:
-            self.node_fragmentation[idx] = self._fragmentation(idx)
-        self.power.update(idx)
-        self.node_free_milli[idx] = state.gpu_free[idx].sum(axis=1)
+        from gpumosaic.sim.rounds.tracker_kernel import refresh_nodes
 
-    def _fragmentation(self, idx: np.ndarray) -> np.ndarray:
-        """``node_fragmentation`` of nodes ``idx``, remembered by node state.
-
-        A node's fragmentation is a function of its GPU model, free milli per GPU slot
-        and free CPU alone (computed row by row), so a value computed once is exact for
-        every node in the same state; a round mechanism moves jobs among few distinct
-        node states (Gavel's one-GPU servers: a handful), so most rounds compute nothing.
-        """
         state = self.state
-        assert self.workload is not None
-        key = np.column_stack(
-            [state.node_model[idx], state.cpu_free[idx], state.gpu_free[idx]]
-        ).astype(np.int64)
-        keys = cast(
-            list[bytes], key.view(np.dtype((np.void, key.itemsize * key.shape[1]))).ravel().tolist()
-        )
-        memo = self._memo
-        out = np.array([memo.get(k, np.nan) for k in keys])
-        miss = np.flatnonzero(np.isnan(out))
-        if len(miss):
-            values = node_fragmentation(state, self.workload, nodes=idx[miss])
-            out[miss] = values
-            if len(memo) > _MEMO_LIMIT:
-                memo.clear()
-            memo.update(zip([keys[i] for i in miss.tolist()], values.tolist(), strict=True))
-        return out
+        num_gpu, milli, cpu, weight, model_ok = self._classes
+        exists, capacity, gpus, idle_w, full_w, sockets, cpu_capacity = self._nodes
+        refresh_nodes(
+            state.gpu_free, state.cpu_free, state.node_version, self._version,
+            self.workload is not None, num_gpu, milli, cpu, weight, model_ok, exists, capacity,
+            gpus, idle_w, full_w, sockets, cpu_capacity, self._frag, self.node_free_milli,
+            self.node_gpu_w, self.node_cpu_w, self._totals,
+        )  # fmt: skip
 
     @property
     def allocated_milli(self) -> float:
-        return self.state.total_gpu_milli - float(self.node_free_milli.sum())
+        return self.state.total_gpu_milli - float(self._totals[0])
 
     @property
     def fragmentation_rate(self) -> float:
         """Cluster fragmentation / free milli; NaN without a target workload."""
-        if self.node_fragmentation is None:
+        if self.workload is None:
             return float("nan")
-        free = float(self.node_free_milli.sum())
-        return float(self.node_fragmentation.sum()) / free if free > 0 else 0.0
+        free = float(self._totals[0])
+        return float(self._totals[1]) / free if free > 0 else 0.0
 
     @property
     def power_w(self) -> tuple[float, float]:
-        return self.power.power_w
+        return float(self._totals[2]), float(self._totals[3])
+
+    def figures(self) -> tuple[float, float, float, float]:
+        """(allocated milli, fragmentation rate, GPU watts, CPU watts), as last refreshed."""
+        free, fragmentation, gpu_w, cpu_w = self._totals.tolist()
+        rate = fragmentation / free if free > 0 else 0.0
+        if self.workload is None:
+            rate = float("nan")
+        return self.state.total_gpu_milli - free, rate, gpu_w, cpu_w

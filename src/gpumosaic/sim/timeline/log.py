@@ -1,10 +1,12 @@
-"""The event simulator's timeline, with its cluster figures worked out once, at the end.
+"""A run's timeline, with its cluster figures worked out once, at the end.
 
-A sample is taken after every scheduling pass (~100,000 in the openb replay). While the
+The event simulator takes a sample after every scheduling pass (~100,000 in the openb
+replay); the fill replay one after every placement (``figures`` gives it the cluster's
+F total and watts per sample, with no rates). While the
 run goes on, a sample records only what the driver has at hand -- time, allocated milli,
 running and queued jobs -- and how long the log of allocations and releases was then
 (``allocated``/``released``: one integer per part). ``freeze`` replays that log once
-(``timeline_kernel.replay_samples``, compiled) on copies of the starting state and gives
+(``kernel.replay_samples``, compiled) on copies of the starting state and gives
 every sample the figures of the cluster as it was: the fragmentation rate (FGD's F of the
 nodes each sample touched, re-counted by the function the FGD scorer and the shared
 ``FragmentationTracker`` use, summed in numpy's order, over the free milli) and the power
@@ -136,7 +138,7 @@ class TimelineLog:
         return ClusterFigures(frag_total, gpu_w, cpu_w)
 
     def _replay(self) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-        from gpumosaic.sim.event.timeline_kernel import replay_samples
+        from gpumosaic.sim.timeline.kernel import replay_samples
 
         slot_at = np.empty(len(self._part_slot_at) + 1, dtype=np.int64)
         slot_at[:-1] = self._part_slot_at

@@ -1,13 +1,13 @@
-"""The compiled half of the event timeline (``sim/event/timeline.py``): replay a run's log
+"""The compiled half of a run's timeline (``sim/timeline/log.py``): replay a run's log
 of allocations and releases on copies of the starting free GPU milli and CPU, and after
 each sample's changes re-count FGD's F of the nodes they touched and sum F over the
 cluster. F comes from ``placement.kernel.refresh_node`` -- the function the FGD scorer and
 ``FragmentationTracker`` use -- and the sum from ``placement.kernel.pairwise_sum`` (numpy's
 order for ``frag.sum()``), so every figure is the tracker's, bit for bit.
 
-Imported lazily (numba), like ``placement.kernel``. numba's cache is checked against this
-file only: after a change to ``refresh_node`` or ``pairwise_sum``, clear the cache (or touch
-this file) -- the timeline test compares every sample with the tracker bit for bit.
+Imported lazily (numba), like ``placement.kernel``; its cache is keyed by every kernel
+source (``kernel_cache``). The timeline test compares every sample with the tracker bit
+for bit.
 """
 
 from __future__ import annotations
