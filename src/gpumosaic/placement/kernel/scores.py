@@ -199,7 +199,6 @@ def score_node(kind, n, job, cl, fg, pw, cpu_scale, buf, cand, xs):  # pragma: n
     FGD and PWR also write each candidate GPU's score into ``cand``."""
     num_gpu, milli, cpu, _ = job
     gpu_free, _, cpu_free, _, kind_count, node_version, num_gpus, gpu_capacity, cpu_capacity = cl
-    fractional = num_gpu == 1 and milli < 1000
     if kind in (FGD, FGD_EXACT):
         (class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count, below, free,
          frag, tracked, d_fit, d_below, thresholds) = fg  # fmt: skip
@@ -220,6 +219,16 @@ def score_node(kind, n, job, cl, fg, pw, cpu_scale, buf, cand, xs):  # pragma: n
             n, num_gpu, milli, cpu, gpu_free, gpu_capacity, cpu_free, cpu_capacity, pw[0],
             pw[1], cand,
         )  # fmt: skip
+    return plain_node(kind, n, num_gpu, milli, cpu, gpu_free, cpu_free, kind_count, num_gpus)
+
+
+@njit(cache=True)
+def plain_node(
+    kind, n, num_gpu, milli, cpu, gpu_free, cpu_free, kind_count, num_gpus
+):  # pragma: no cover
+    """(raw score, GPU slot) of node ``n`` for first fit, BestFit, DotProd, GpuClustering
+    or GpuPacking: the scorers with one score per node and no candidate GPUs."""
+    fractional = num_gpu == 1 and milli < 1000
     if kind == FIRSTFIT:  # unique per node: the random tie-break never applies
         return -float(n), (first_fit_slot(gpu_free, n, milli) if fractional else -1)
     if kind == BESTFIT:
@@ -243,7 +252,6 @@ def score_many(
     passes every tuple of arrays and costs ~20x the arithmetic of worst fit)."""
     num_gpu, milli, cpu, _ = job
     gpu_free, _, cpu_free, _, kind_count, node_version, num_gpus, gpu_capacity, cpu_capacity = cl
-    fractional = num_gpu == 1 and milli < 1000
     own = m == chooser
     if kind in (FGD, FGD_EXACT):
         (class_ok, c_cpu, c_num_gpu, weight, fit_table, below_table, fit_count, below, free,
@@ -284,20 +292,9 @@ def score_many(
                 slot[positions[i]] = s
         return
     for i in range(k):
-        n = nodes[i]
-        if kind == FIRSTFIT:
-            score = -float(n)
-            s = first_fit_slot(gpu_free, n, milli) if fractional else -1
-        else:
-            if kind == BESTFIT:
-                score = bestfit_node(n, num_gpu, milli, cpu, gpu_free, cpu_free)
-            elif kind == DOTPROD:
-                score = dotprod_node(n, num_gpu, milli, cpu, gpu_free, cpu_free)
-            elif kind == GPUCLUSTERING:
-                score = gpuclustering_node(n, num_gpu, milli, gpu_free, kind_count)
-            else:  # GPUPACKING
-                score = gpupacking_node(n, num_gpu, milli, gpu_free, num_gpus)
-            s = best_fit_slot(gpu_free, n, milli) if fractional else -1
+        score, s = plain_node(
+            kind, nodes[i], num_gpu, milli, cpu, gpu_free, cpu_free, kind_count, num_gpus
+        )
         raw[m, positions[i]] = score
         if own:
             slot[positions[i]] = s
