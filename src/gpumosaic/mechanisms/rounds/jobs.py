@@ -162,16 +162,3 @@ class JobStore:
             self.arrival_s,
             self.slo_s,
         )
-
-
-def step_budget(
-    rate: np.ndarray, total_steps: np.ndarray, done_steps: np.ndarray, round_s: float
-) -> np.ndarray:
-    """Steps a lease grants for one round: min(int(rate x round), remaining), as Gavel.
-
-    A job slower than one step per round would never progress with int(): it gets a
-    fraction of a step instead (never happens with Gavel's table).
-    """
-    whole = np.floor(rate * round_s)
-    per_round = np.where(whole >= 1.0, whole, rate * round_s)
-    return np.asarray(np.minimum(per_round, total_steps - done_steps), dtype=np.float64)
