@@ -34,6 +34,7 @@ KERNEL_SOURCES: tuple[str, ...] = (
     "model/bulk_kernel.py",
     "placement/kernel/arithmetic.py",
     "placement/kernel/fgd.py",
+    "placement/kernel/random.py",
     "placement/kernel/scores.py",
     "placement/kernel/step.py",
     "placement/kernel/tournament.py",

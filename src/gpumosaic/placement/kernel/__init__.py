@@ -1,6 +1,6 @@
 """Compiled placement (numba): the one implementation of every scorer's arithmetic
 (``scores``, FGD's in ``fgd``), of the min-max normalization and weighted sum, and of the
-per-job step of a placement (``step``), Random's included.
+per-job step of a placement (``step``; Random's filter and picks: ``random``).
 
 Every path that places (fill, event replay, rounds, the live extender, Gandiva's ranking)
 runs these functions: ``ScoredPlacement`` calls ``place_run`` for one job (``choose``) or
@@ -33,6 +33,7 @@ Same numbers as the numpy formulas they replace, bit for bit:
 
 from gpumosaic.placement.kernel.arithmetic import pairwise_sum, score_thresholds
 from gpumosaic.placement.kernel.fgd import fgd_node, refresh_node, refresh_stale
+from gpumosaic.placement.kernel.random import nth_fitting_gpu, random_feasible, random_node
 from gpumosaic.placement.kernel.scores import (
     BESTFIT,
     DOTPROD,
@@ -50,16 +51,7 @@ from gpumosaic.placement.kernel.scores import (
     score_nodes,
     weighted_total,
 )
-from gpumosaic.placement.kernel.step import (
-    decide,
-    first_max,
-    fits,
-    fits_among,
-    nth_fitting_gpu,
-    place_run,
-    random_feasible,
-    random_node,
-)
+from gpumosaic.placement.kernel.step import decide, first_max, fits, fits_among, place_run
 from gpumosaic.placement.kernel.tournament import tree_build, tree_first_max, tree_set
 
 __all__ = [

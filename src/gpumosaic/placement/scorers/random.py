@@ -1,6 +1,6 @@
 """Random: one feasible node uniformly at random, and a random fitting GPU on it.
 
-The filter and the picks are compiled (``placement.kernel.step``: ``random_feasible``,
+The filter and the picks are compiled (``placement.kernel.random``: ``random_feasible``,
 ``random_node``, ``nth_fitting_gpu``); the two draws -- the node among the feasible ones
 in node order, then a fractional job's GPU among the fitting ones -- are numpy's own
 ``rng.integers`` calls on the run's Generator, in Python. numba can draw from a numpy
