@@ -328,6 +328,14 @@ class ClusterState:
         self.rows.held += count
         self._allocated_milli += milli
 
+    def rows_released(self, count: int, milli: int) -> None:
+        """A compiled step gave back what ``count`` row holders held and forgot them itself
+        (``bulk_kernel.release_rows``, called by ``mechanisms.rounds.kernel
+        .start_singles``); ``milli`` is the change of allocated milli (<= 0)."""
+        self.rows.held -= count
+        self._allocated_milli += milli
+        self.releases += count
+
     def allocate_rows(
         self,
         job_ids: IntArray,

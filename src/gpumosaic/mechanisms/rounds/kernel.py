@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.kernel_cache import njit
+from gpumosaic.model.bulk_kernel import release_rows
 from gpumosaic.model.gpu import MILLI_PER_GPU
 
 
@@ -88,3 +89,142 @@ def place_symmetric(
         pending += k
         placed += 1
     return placed, rows
+
+
+# ``start_singles``' outcome codes.
+STARTED = 0
+GENERAL = 1  # something only the lease book's general path handles; nothing changed
+TAKEN = 2  # a row to place anew holds GPUs already (a bookkeeping bug); nothing changed
+
+
+@njit(cache=True)
+def start_singles(
+    rows_a, rows_b, types, active, held_type, held_gang, num_gpu, gpu_milli, cpu_milli,
+    memory_mib, symmetric, type_nodes, type_start, gpu_free, gpu_tasks, cpu_free,
+    memory_free, kind_count, node_version, row_node, row_slots, row_count, row_milli,
+    row_cpu, row_memory, extended, got, rest, out_placed, out_extended,
+):  # fmt: skip  # pragma: no cover
+    """A round's lease start when every chosen entity is a single job (``LeaseBook
+    .start_round``'s common case), in one pass: entity ``i`` is job row ``rows_a[i]`` on
+    type ``types[i]``, in priority order; ``held_type``/``held_gang`` are the lease book's
+    per-row leases (rows ``< len(active)``), all held as rows of the state
+    (``model.holders``).
+
+    As the general path does, in order: a lease on the same type is extended
+    (``extended[i]``); every other held row is released (ascending rows, as
+    ``bulk_kernel.release_rows``); the others are ordered by GPU milli asked, largest
+    first (stable); those asking whole GPUs of a symmetric type are placed by
+    ``place_symmetric`` and their rows recorded; the positions of the rest, in that order,
+    go to ``rest`` for the general placement. ``got[i]``: entity ``i`` holds GPUs (the
+    rest's are set by the caller); ``out_placed``/``out_extended``: the positions that got
+    GPUs, ascending, and whether each was extended (valid when no rest).
+
+    Returns (code, opportunities, extensions, released, released milli, fast placed,
+    fast failed, rest). ``GENERAL`` (a pair, a gang to release or to place, a lease held
+    as an ``Assignment``) and ``TAKEN`` change nothing."""
+    n = len(rows_a)
+    n_rows = len(active)
+    keep = np.zeros(n_rows, dtype=np.bool_)
+    for i in range(n):
+        if rows_b[i] >= 0:
+            return GENERAL, 0, 0, 0, 0, 0, 0, 0
+        r = rows_a[i]
+        extended[i] = held_type[r] == types[i]
+        if extended[i]:
+            keep[r] = True
+    opportunities = 0
+    released = 0
+    for r in range(n_rows):
+        if held_type[r] >= 0:
+            opportunities += active[r]
+            if not keep[r]:
+                if held_gang[r] or r >= len(row_node) or row_node[r] < 0:
+                    return GENERAL, 0, 0, 0, 0, 0, 0, 0
+                released += 1
+    # The entities placed anew, largest GPU milli first (stable: priority among equals).
+    fresh = np.empty(n, dtype=np.int64)
+    n_fresh = 0
+    for i in range(n):
+        if not extended[i]:
+            fresh[n_fresh] = i
+            n_fresh += 1
+    fresh = fresh[:n_fresh]
+    demand = np.empty(n_fresh, dtype=np.int64)
+    for j in range(n_fresh):
+        r = rows_a[fresh[j]]
+        demand[j] = -num_gpu[r] * gpu_milli[r]
+    fresh = fresh[np.argsort(demand, kind="mergesort")]
+    n_fast = 0
+    for j in range(n_fresh):
+        i = fresh[j]
+        r = rows_a[i]
+        if symmetric[types[i]] and gpu_milli[r] == MILLI_PER_GPU:
+            if num_gpu[r] != 1:
+                return GENERAL, 0, 0, 0, 0, 0, 0, 0
+            if row_node[r] >= 0 and (held_type[r] < 0 or keep[r]):
+                return TAKEN, 0, 0, 0, 0, 0, 0, 0
+            n_fast += 1
+    # Checked: from here on every step succeeds.
+    extensions = 0
+    for i in range(n):
+        if extended[i]:
+            got[i] = True
+            extensions += 1
+        else:
+            got[i] = False
+    ids = np.empty(released, dtype=np.int64)
+    m = 0
+    for r in range(n_rows):
+        if held_type[r] >= 0 and not keep[r]:
+            ids[m] = r
+            m += 1
+            held_type[r] = -1
+            held_gang[r] = False
+    _, released_milli = release_rows(
+        ids, row_node, row_slots, row_count, row_milli, row_cpu, row_memory, gpu_free,
+        gpu_tasks, cpu_free, memory_free, kind_count, node_version,
+    )  # fmt: skip
+    fast_pos = np.empty(n_fast, dtype=np.int64)
+    fast_types = np.empty(n_fast, dtype=np.int64)
+    fast_rows = np.empty(n_fast, dtype=np.int64)
+    fast_cpu = np.empty(n_fast, dtype=np.int64)
+    fast_memory = np.empty(n_fast, dtype=np.int64)
+    n_rest = 0
+    f = 0
+    for j in range(n_fresh):
+        i = fresh[j]
+        r = rows_a[i]
+        if symmetric[types[i]] and gpu_milli[r] == MILLI_PER_GPU:
+            fast_pos[f] = i
+            fast_types[f] = types[i]
+            fast_rows[f] = r
+            fast_cpu[f] = cpu_milli[r]
+            fast_memory[f] = memory_mib[r]
+            f += 1
+        else:
+            rest[n_rest] = i
+            n_rest += 1
+    ones = np.ones(n_fast, dtype=np.int64)
+    yes = np.ones(n_fast, dtype=np.bool_)
+    out_first = np.empty(n_fast, dtype=np.int64)
+    out_nodes = np.empty(n_fast, dtype=np.int64)
+    placed, _ = place_symmetric(
+        fast_types, ones, fast_cpu, fast_memory, yes, type_nodes, type_start, gpu_free,
+        gpu_tasks, cpu_free, memory_free, kind_count, node_version, out_first, out_nodes,
+        fast_rows, yes, row_node, row_slots, row_count, row_milli, row_cpu, row_memory,
+    )  # fmt: skip
+    for f in range(n_fast):
+        if out_first[f] >= 0:
+            got[fast_pos[f]] = True
+            held_type[fast_rows[f]] = fast_types[f]
+            held_gang[fast_rows[f]] = False
+    m = 0
+    for i in range(n):
+        if got[i]:
+            out_placed[m] = i
+            out_extended[m] = extended[i]
+            m += 1
+    return (
+        STARTED, opportunities, extensions, released, released_milli, placed,
+        n_fast - placed, n_rest,
+    )  # fmt: skip

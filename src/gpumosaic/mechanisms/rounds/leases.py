@@ -35,10 +35,10 @@ import numpy as np
 from gpumosaic.mechanisms.gang import gang_parts
 from gpumosaic.mechanisms.rounds.runs import KernelRuns
 from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id, pair_spec
-from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes
+from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes, symmetric_kernel
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.batch import place_run
 from gpumosaic.types import BoolArray, IntArray
@@ -75,7 +75,10 @@ class LeaseBook:
         span_nodes: bool,
         symmetric_fast_path: bool = True,
     ) -> None:
+        """``one_pass`` False: every round takes the general path (tests compare the two)."""
         self.state = state
+        self.one_pass = True
+        self.one_pass_rounds = 0  # rounds started by ``_start_singles``
         self.strategy = strategy
         self.rng = rng
         self.span_nodes = span_nodes
@@ -125,6 +128,13 @@ class LeaseBook:
         n_rows = len(active)
         self._grow_rows(n_rows)
         self.shapes.learn(specs, len(specs))
+        state = self.state
+        if self.one_pass and not self.pairs and not state.assignments and not state.gangs:
+            one_pass = self._start_singles(rows_a, rows_b, types, specs, active)
+            if one_pass is not None:
+                self.one_pass_rounds += 1
+                self.seconds += time.perf_counter() - started
+                return one_pass
         held = self._held_type[:n_rows]
         single = rows_b < 0
         held_rows = np.flatnonzero(held >= 0)
@@ -158,6 +168,59 @@ class LeaseBook:
         self.seconds += time.perf_counter() - started
         return placed, extended[placed]
 
+    def _start_singles(
+        self,
+        rows_a: IntArray,
+        rows_b: IntArray,
+        types: IntArray,
+        specs: Sequence[JobSpec],
+        active: BoolArray,
+    ) -> tuple[IntArray, BoolArray] | None:
+        """``start_round`` in one compiled pass (``kernel.start_singles``) when every
+        entity is a single job and every lease is a row of the state; the entities that
+        are not whole GPUs of a symmetric type then go through ``_place_rest``. None (and
+        nothing changed) when the general path must do it (a pair, a gang)."""
+        kernel = symmetric_kernel()
+        state, shapes, sym = self.state, self.shapes, self.symmetric
+        rows = state.rows
+        rows.reserve(len(active))
+        n = len(rows_a)
+        extended = np.empty(n, dtype=bool)
+        got = np.empty(n, dtype=bool)
+        rest = np.empty(n, dtype=np.int64)
+        out_placed = np.empty(n, dtype=np.int64)
+        out_extended = np.empty(n, dtype=bool)
+        code, opportunities, extensions, released, released_milli, placed, failed, n_rest = (
+            kernel.start_singles(
+                rows_a, rows_b, types, active, self._held_type, self._held_gang,
+                shapes.num_gpu, shapes.gpu_milli, shapes.cpu_milli, shapes.memory_mib,
+                sym.mask, sym.type_nodes, sym.type_start, state.gpu_free, state.gpu_tasks,
+                state.cpu_free, state.memory_free, state.kind_count, state.node_version,
+                rows.node, rows.slots, rows.count, rows.milli, rows.cpu, rows.memory,
+                extended, got, rest, out_placed, out_extended,
+            )
+        )  # fmt: skip
+        if code == kernel.GENERAL:
+            return None
+        if code == kernel.TAKEN:
+            raise BookkeepingError("an entity placed anew already holds GPUs")
+        self.opportunities += opportunities
+        self.extensions += extensions
+        if released:
+            state.rows_released(released, released_milli)
+        if placed:
+            state.rows_written(placed, placed * MILLI_PER_GPU)
+        self.placements += placed
+        self.fast_placements += placed
+        self.failures += failed
+        if not n_rest:
+            m = extensions + placed
+            return out_placed[:m], out_extended[:m]
+        fresh = rest[:n_rest]
+        self._place_rest(fresh, rows_a[fresh], rows_b[fresh], types[fresh], specs, got)
+        positions = np.flatnonzero(got)
+        return positions, extended[positions]
+
     def _place_fresh(
         self,
         fresh: IntArray,
@@ -181,7 +244,20 @@ class LeaseBook:
         if fast.all():
             return
         rest = np.flatnonzero(~fast)
-        fresh, ra, rb, ty = fresh[rest], ra[rest], rb[rest], ty[rest]
+        self._place_rest(fresh[rest], ra[rest], rb[rest], ty[rest], specs, got)
+
+    def _place_rest(
+        self,
+        fresh: IntArray,
+        ra: IntArray,
+        rb: IntArray,
+        ty: IntArray,
+        specs: Sequence[JobSpec],
+        got: BoolArray,
+    ) -> None:
+        """Place the entities at positions ``fresh`` (in that order) through the strategy
+        (a run of equal shape and type at a time; a job that may span servers alone)."""
+        shapes = self.shapes
         spans = (shapes.num_gpu[ra] > 1) & shapes.may_span[ra] if self.span_nodes else None
         if spans is None or not spans.any():
             self._place_runs(fresh, ra, rb, ty, specs, got)

@@ -51,7 +51,7 @@ class SymmetricTypes:
         GPUs of symmetric type ``types[i]`` with CPU and memory per GPU (``eligible``
         False: it may not span nodes, so more than one GPU is out of reach). Allocates
         them on ``state`` (one part per node; several: a gang) and returns which got GPUs."""
-        kernel = _kernel()
+        kernel = symmetric_kernel()
         if not state.assignments.keys().isdisjoint(holders) or not state.gangs.keys().isdisjoint(
             holders
         ):
@@ -95,7 +95,7 @@ class SymmetricTypes:
 
 
 @cache
-def _kernel() -> ModuleType:
+def symmetric_kernel() -> ModuleType:
     """The compiled step, imported on first use (numba's import is not free)."""
     from gpumosaic.mechanisms.rounds import kernel
 
