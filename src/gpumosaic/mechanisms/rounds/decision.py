@@ -20,6 +20,7 @@ ran; the simulator feeds the same values from a progress model (rates x time).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.leases import LeaseBook
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
-from gpumosaic.mechanisms.rounds.priorities import select_entity_arrays
+from gpumosaic.mechanisms.rounds.priorities import EntityTable, select_entity_arrays
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
@@ -42,6 +43,14 @@ from gpumosaic.workloads.throughputs import Throughputs
 
 # Steps below this are a finished job (the arithmetic of float step counts).
 STEP_EPS = 1e-6
+
+# ``plan_arrays``' result: entity, type, rows a and b, rates a and b, steps a and b, and
+# whether any entity is a pair.
+PlanArrays = tuple[
+    IntArray, IntArray, IntArray, IntArray, FloatArray, FloatArray, FloatArray, FloatArray, bool
+]
+_NONE, _EMPTY = np.zeros(0, dtype=np.int64), np.zeros(0)
+_NO_PLAN: PlanArrays = (_NONE, _NONE, _NONE, _NONE, _EMPTY, _EMPTY, _EMPTY, _EMPTY, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,23 +254,110 @@ class RoundDecider:
 
         if self.solve_due(now):
             self.solve(now)
-        chosen, types, placed, extended = self._choose_and_place()
         ent = self.book.entities
-        if ent is None or not len(placed):
-            empty, none = np.zeros(0), np.zeros(0, dtype=np.int64)
-            return RoundPlan(
-                now, none, none, none, none, empty, empty, empty, empty, extended, (), (), (),
-                self.describe, False,
-            )  # fmt: skip
         jobs = self.jobs
-        es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, pairs = plan_arrays(
-            chosen, types, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
+        active = jobs.is_active
+        if ent is None or not jobs.n_active:
+            empty = np.zeros(0, dtype=np.int64)
+            self.leases.start_round(empty, empty, empty, jobs.specs, active)
+            return self._plan_of(now, _NO_PLAN)
+        if self.fixed_order:
+            order = self._type_order
+        else:
+            order = self.shuffle_rng.permutation(len(self.models))
+        if self.leases.one_pass_ready():
+            planned, es, ts = self._plan_one_pass(now, ent, order, active)
+            if planned is not None:
+                return planned
+            # The kernel chose (``es``, ``ts``) and changed nothing else: the general path.
+            placed, extended = self.leases.start_round(
+                ent.rows_a[es], ent.rows_b[es], ts, jobs.specs, active, one_pass=False
+            )
+        else:
+            es, ts = select_entity_arrays(
+                ent, self._all_alive(ent.size), order, self.capacity_milli,
+                self.skip_zero_priority, active,
+            )  # fmt: skip
+            placed, extended = self.leases.start_round(
+                ent.rows_a[es], ent.rows_b[es], ts, jobs.specs, active
+            )
+        if not len(placed):
+            return self._plan_of(now, _NO_PLAN)
+        arrays = plan_arrays(
+            es, ts, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
             jobs.total_steps, jobs.done_steps, self.config.round_s,
         )  # fmt: skip
+        return self._plan_of(now, arrays, extended)
+
+    def _plan_one_pass(
+        self, now: float, ent: EntityTable, order: IntArray, active: BoolArray
+    ) -> tuple[RoundPlan | None, IntArray, IntArray]:
+        """The round in one compiled call (``round_kernel.round_singles``: choice, lease
+        start, plan arrays) while every lease is a row of the state; entities for the
+        placement strategy are placed after it. Returns the plan, or None (the general
+        path starts the round: a pair or a gang was chosen) with the choice."""
+        from gpumosaic.mechanisms.rounds.round_kernel import round_singles
+
+        leases, jobs = self.leases, self.jobs
+        started_at = time.perf_counter()
+        size = ent.size
+        chosen = np.empty(size, dtype=np.int64)
+        chosen_type = np.empty(size, dtype=np.int64)
+        rest = np.empty(size, dtype=np.int64)
+        out_placed = np.empty(size, dtype=np.int64)
+        flags = np.empty((3, size), dtype=bool)
+        extended, got, out_extended = flags[0], flags[1], flags[2]
+        args = (
+            ent.x, ent.time, ent.tie_orders(), ent.type_total, ent.runnable_mask,
+            ent.demand_milli, ent.rows_a, ent.rows_b, self._all_alive(size), active, order,
+            self.capacity_milli, self.skip_zero_priority, chosen, chosen_type,
+            *leases.one_pass_arrays(len(active), jobs.specs),
+            extended, got, rest, out_placed, out_extended,
+            ent.rate_a, ent.rate_b, jobs.total_steps, jobs.done_steps, self.config.round_s,
+        )  # fmt: skip
+        count, counts, arrays, planned = round_singles(*args)
+        es, ts = chosen[:count], chosen_type[:count]
+        done = leases.one_pass_done(
+            counts,
+            lambda: (ent.rows_a[es], ent.rows_b[es]),
+            None,
+            ts,
+            jobs.specs,
+            extended[:count],
+            got[:count],
+            rest,
+        )
+        leases.seconds += time.perf_counter() - started_at
+        if done is None:
+            return None, es, ts
+        if planned:
+            m = len(arrays[0])
+            return self._plan_of(now, arrays, out_extended[:m].copy()), es, ts
+        assert done is not True
+        placed, placed_extended = done
+        if not len(placed):
+            return self._plan_of(now, _NO_PLAN), es, ts
+        from gpumosaic.mechanisms.rounds.round_kernel import plan_arrays
+
+        arrays = plan_arrays(
+            es, ts, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
+            jobs.total_steps, jobs.done_steps, self.config.round_s,
+        )  # fmt: skip
+        return self._plan_of(now, arrays, placed_extended), es, ts
+
+    def _plan_of(
+        self, now: float, arrays: PlanArrays, extended: BoolArray | None = None
+    ) -> RoundPlan:
+        """The plan of the placed entities' arrays (``plan_arrays``' result) and whether
+        each was extended (None: no entity)."""
+        es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, pairs = arrays
+        if extended is None:
+            extended = np.zeros(0, dtype=bool)
         ids: tuple[tuple[int, ...], ...] = ()
         type_names: tuple[str, ...] = ()
         parts: tuple[tuple[Assignment, ...], ...] = ()
-        if self.describe:  # values for readers; the simulator reads the arrays only
+        if self.describe and len(es):  # values for readers; the simulator reads the arrays
+            jobs = self.jobs
             ids_a = jobs.job_id[rows_a].tolist()
             if pairs:
                 ids_b = jobs.job_id[np.maximum(rows_b, 0)].tolist()
@@ -277,27 +373,6 @@ class RoundDecider:
             now, es, ts, rows_a, rows_b, rate_a, rate_b, steps_a, steps_b, extended, ids,
             type_names, parts, self.describe, pairs,
         )  # fmt: skip
-
-    def _choose_and_place(self) -> tuple[IntArray, IntArray, IntArray, BoolArray]:
-        """Entity and type of the chosen entities in priority order, the positions that got
-        GPUs (ascending) and, for each, whether its lease was extended."""
-        ent = self.book.entities
-        active = self.jobs.is_active
-        empty = np.zeros(0, dtype=np.int64)
-        if ent is None or not self.jobs.n_active:
-            self.leases.start_round(empty, empty, empty, self.jobs.specs, active)
-            return empty, empty, empty, np.zeros(0, dtype=bool)
-        if self.fixed_order:
-            order = self._type_order
-        else:
-            order = self.shuffle_rng.permutation(len(self.models))
-        es, ts = select_entity_arrays(
-            ent, self._all_alive(ent.size), order, self.capacity_milli, self.skip_zero_priority,
-            active,
-        )  # fmt: skip
-        rows_a, rows_b = ent.rows_a[es], ent.rows_b[es]
-        placed, extended = self.leases.start_round(rows_a, rows_b, ts, self.jobs.specs, active)
-        return es, ts, placed, extended
 
     def _all_alive(self, size: int) -> BoolArray:
         """Every entity alive (the choice tests each member's row for being active)."""

@@ -24,11 +24,11 @@ takes resources, so every decision is the one of the strict largest-first order.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import pairwise
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from gpumosaic.placement.batch import place_run
 from gpumosaic.types import BoolArray, IntArray
 
 __all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
+
+# ``kernel.start_singles``' arrays of a lease book (``LeaseBook.one_pass_arrays``).
+OnePassArrays = tuple[np.ndarray, ...]
 
 
 class Lease(NamedTuple):
@@ -114,27 +117,41 @@ class LeaseBook:
         types: IntArray,
         specs: Sequence[JobSpec],
         active: BoolArray,
+        one_pass: bool = True,
     ) -> tuple[IntArray, BoolArray]:
         """Apply this round's choice: entity i has job rows ``rows_a[i]``, ``rows_b[i]``
         (-1 for a single job) and runs on type ``types[i]``, in priority order;
         ``specs[row]`` is each job's spec (a pair asks for ``shapes.pair_spec`` of its
         first member's). ``active`` flags job rows still running (only their leases count
-        as extension opportunities, as in Gavel).
+        as extension opportunities, as in Gavel). ``one_pass`` False: the caller knows the
+        one-pass round does not apply (``one_pass_ready`` and ``kernel.start_singles``).
 
         Returns the positions that got GPUs (ascending) and, for each, whether its lease
         was extended.
         """
         started = time.perf_counter()
         n_rows = len(active)
+        if one_pass and self.one_pass_ready():
+            arrays = self.one_pass_arrays(n_rows, specs)
+            n = len(rows_a)
+            extended = np.empty(n, dtype=bool)
+            got = np.empty(n, dtype=bool)
+            rest = np.empty(n, dtype=np.int64)
+            out_placed = np.empty(n, dtype=np.int64)
+            out_extended = np.empty(n, dtype=bool)
+            counts = symmetric_kernel().start_singles(
+                rows_a, rows_b, types, active, *arrays, extended, got, rest, out_placed,
+                out_extended,
+            )  # fmt: skip
+            done = self.one_pass_done(counts, rows_a, rows_b, types, specs, extended, got, rest)
+            if done is not None:
+                self.seconds += time.perf_counter() - started
+                if done is True:
+                    m = counts[2] + counts[5]
+                    return out_placed[:m], out_extended[:m]
+                return done
         self._grow_rows(n_rows)
         self.shapes.learn(specs, len(specs))
-        state = self.state
-        if self.one_pass and not self.pairs and not state.assignments and not state.gangs:
-            one_pass = self._start_singles(rows_a, rows_b, types, specs, active)
-            if one_pass is not None:
-                self.one_pass_rounds += 1
-                self.seconds += time.perf_counter() - started
-                return one_pass
         held = self._held_type[:n_rows]
         single = rows_b < 0
         held_rows = np.flatnonzero(held >= 0)
@@ -168,44 +185,56 @@ class LeaseBook:
         self.seconds += time.perf_counter() - started
         return placed, extended[placed]
 
-    def _start_singles(
+    # ---- the one-pass round (``kernel.start_singles``) -----------------------------------
+
+    def one_pass_ready(self) -> bool:
+        """No pair holds a lease and every lease is a row of the state: a round of single
+        jobs can start in one compiled pass."""
+        state = self.state
+        return self.one_pass and not self.pairs and not state.assignments and not state.gangs
+
+    def one_pass_arrays(self, n_rows: int, specs: Sequence[JobSpec]) -> OnePassArrays:
+        """``kernel.start_singles``' arrays of the book and its state, after making room
+        for ``n_rows`` job rows and reading their shapes."""
+        self._grow_rows(n_rows)
+        shapes, sym, state = self.shapes, self.symmetric, self.state
+        shapes.learn(specs, len(specs))
+        rows = state.rows
+        rows.reserve(n_rows)
+        return (
+            self._held_type, self._held_gang, shapes.num_gpu, shapes.gpu_milli,
+            shapes.cpu_milli, shapes.memory_mib, sym.mask, sym.type_nodes, sym.type_start,
+            state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
+            state.kind_count, state.node_version, rows.node, rows.slots, rows.count,
+            rows.milli, rows.cpu, rows.memory,
+        )  # fmt: skip
+
+    def one_pass_done(
         self,
-        rows_a: IntArray,
-        rows_b: IntArray,
+        counts: tuple[int, ...],
+        rows_a: IntArray | Callable[[], tuple[IntArray, IntArray]],
+        rows_b: IntArray | None,
         types: IntArray,
         specs: Sequence[JobSpec],
-        active: BoolArray,
-    ) -> tuple[IntArray, BoolArray] | None:
-        """``start_round`` in one compiled pass (``kernel.start_singles``) when every
-        entity is a single job and every lease is a row of the state; the entities that
-        are not whole GPUs of a symmetric type then go through ``_place_rest``. None (and
-        nothing changed) when the general path must do it (a pair, a gang)."""
+        extended: BoolArray,
+        got: BoolArray,
+        rest: IntArray,
+    ) -> tuple[IntArray, BoolArray] | Literal[True] | None:
+        """Book what ``kernel.start_singles`` did (``counts``: its result) and place the
+        rest through the strategy. Returns None when the general path must start the
+        round (the kernel changed nothing), True when the kernel's own output
+        is the answer, else the positions placed and whether each was extended.
+        ``rows_a`` may be a function giving (rows_a, rows_b), called only for a rest."""
+        code, opportunities, extensions, released, released_milli, placed, failed, n_rest = counts
         kernel = symmetric_kernel()
-        state, shapes, sym = self.state, self.shapes, self.symmetric
-        rows = state.rows
-        rows.reserve(len(active))
-        n = len(rows_a)
-        extended = np.empty(n, dtype=bool)
-        got = np.empty(n, dtype=bool)
-        rest = np.empty(n, dtype=np.int64)
-        out_placed = np.empty(n, dtype=np.int64)
-        out_extended = np.empty(n, dtype=bool)
-        code, opportunities, extensions, released, released_milli, placed, failed, n_rest = (
-            kernel.start_singles(
-                rows_a, rows_b, types, active, self._held_type, self._held_gang,
-                shapes.num_gpu, shapes.gpu_milli, shapes.cpu_milli, shapes.memory_mib,
-                sym.mask, sym.type_nodes, sym.type_start, state.gpu_free, state.gpu_tasks,
-                state.cpu_free, state.memory_free, state.kind_count, state.node_version,
-                rows.node, rows.slots, rows.count, rows.milli, rows.cpu, rows.memory,
-                extended, got, rest, out_placed, out_extended,
-            )
-        )  # fmt: skip
         if code == kernel.GENERAL:
             return None
         if code == kernel.TAKEN:
             raise BookkeepingError("an entity placed anew already holds GPUs")
+        self.one_pass_rounds += 1
         self.opportunities += opportunities
         self.extensions += extensions
+        state = self.state
         if released:
             state.rows_released(released, released_milli)
         if placed:
@@ -214,8 +243,10 @@ class LeaseBook:
         self.fast_placements += placed
         self.failures += failed
         if not n_rest:
-            m = extensions + placed
-            return out_placed[:m], out_extended[:m]
+            return True
+        if callable(rows_a):
+            rows_a, rows_b = rows_a()
+        assert rows_b is not None
         fresh = rest[:n_rest]
         self._place_rest(fresh, rows_a[fresh], rows_b[fresh], types[fresh], specs, got)
         positions = np.flatnonzero(got)

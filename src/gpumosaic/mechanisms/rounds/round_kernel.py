@@ -1,6 +1,7 @@
 """The compiled arithmetic of ``RoundDecider``'s round: the plan's arrays after placement
 (``plan_arrays``: rows, rates and granted steps of the placed entities) and the round's
-accounting (``account_round``), one pass each.
+accounting (``account_round``), one pass each; a round of single jobs whose leases are all
+rows of the state is chosen, started and planned in one call (``round_singles``).
 
 Imported lazily (numba), like every kernel module; cached on disk (``kernel_cache``).
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.kernel_cache import njit
+from gpumosaic.mechanisms.rounds.choice_kernel import choose
 from gpumosaic.mechanisms.rounds.decision import STEP_EPS
+from gpumosaic.mechanisms.rounds.kernel import STARTED, start_singles
 from gpumosaic.model.gpu import MILLI_PER_GPU
 
 
@@ -127,3 +130,69 @@ def account_round(
             done_at[done] = finish_b[i]
             done += 1
     return done
+
+
+@njit(cache=True)
+def finish_times(
+    now, rows_b, steps_a, rate_a, steps_b, rate_b, has_pairs, finish_a, finish_b, ran_s
+):  # fmt: skip  # pragma: no cover
+    """A simulated round's progress model over the plan's entities: each member's last step
+    at ``now + steps / rate`` (``finish_a``; ``finish_b`` for pairs' second members, when
+    ``has_pairs``), each entity ran until its last member stopped (``ran_s``); returns the
+    latest finish (-inf for no entity). Rates are positive (the plan runs no entity with a
+    zero rate), so no NaN reaches the maxima."""
+    end = -np.inf
+    for i in range(steps_a.shape[0]):
+        f = steps_a[i] / rate_a[i] + now
+        finish_a[i] = f
+        if has_pairs:
+            if rows_b[i] >= 0:
+                g = now + steps_b[i] / rate_b[i]
+                finish_b[i] = g
+                if g > f:
+                    f = g
+            else:
+                finish_b[i] = 0.0
+        ran_s[i] = f - now
+        if f > end:
+            end = f
+    return end
+
+
+@njit(cache=True)
+def round_singles(
+    x, time, tie_order, type_total, runnable, demand, ent_rows_a, ent_rows_b, alive, active,
+    type_order, capacity_milli, skip_zero, chosen, chosen_type,
+    held_type, held_gang, num_gpu, gpu_milli, cpu_milli, memory_mib, symmetric, type_nodes,
+    type_start, gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
+    row_node, row_slots, row_count, row_milli, row_cpu, row_memory,
+    extended, got, rest, out_placed, out_extended,
+    ent_rate_a, ent_rate_b, total_steps, done_steps, round_s,
+):  # fmt: skip  # pragma: no cover
+    """A round in one call: ``choice_kernel.choose`` (into ``chosen``/``chosen_type``),
+    ``kernel.start_singles`` over the chosen entities and, when that placed every one it
+    could by itself (no pair, no gang, no entity for the placement strategy), the plan's
+    arrays (``plan_arrays``). Returns (entities chosen, ``start_singles``' result, the
+    plan's arrays or empty ones, whether the plan was made)."""
+    count = choose(
+        x, time, tie_order, type_total, runnable, demand, ent_rows_a, ent_rows_b, alive,
+        active, type_order, capacity_milli, skip_zero, chosen, chosen_type,
+    )  # fmt: skip
+    es = chosen[:count]
+    ts = chosen_type[:count]
+    started = start_singles(
+        ent_rows_a[es], ent_rows_b[es], ts, active, held_type, held_gang, num_gpu, gpu_milli,
+        cpu_milli, memory_mib, symmetric, type_nodes, type_start, gpu_free, gpu_tasks,
+        cpu_free, memory_free, kind_count, node_version, row_node, row_slots, row_count,
+        row_milli, row_cpu, row_memory, extended[:count], got[:count], rest[:count],
+        out_placed[:count], out_extended[:count],
+    )  # fmt: skip
+    m = started[2] + started[5]  # extended + placed anew
+    planned = started[0] == STARTED and started[7] == 0
+    if not planned:
+        m = 0
+    arrays = plan_arrays(
+        es, ts, out_placed[:m], ent_rows_a, ent_rows_b, ent_rate_a, ent_rate_b, total_steps,
+        done_steps, round_s,
+    )  # fmt: skip
+    return count, started, arrays, planned

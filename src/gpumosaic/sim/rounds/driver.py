@@ -288,6 +288,8 @@ class RoundSimulator:
 
     def _run_round(self, plan: RoundPlan) -> float:
         """Run ``plan`` at the modelled rates; tell the decider; return the round's end."""
+        from gpumosaic.mechanisms.rounds.round_kernel import finish_times
+
         now = plan.now_s
         jobs = self.jobs
         rate_a, steps_a = plan.rate_a, plan.steps_a
@@ -299,19 +301,18 @@ class RoundSimulator:
                 self.speed, decider.leases, decider.state, jobs, rows_a, plan.rows_b, rate_a, r
             )
             steps_a = grant_steps(rate_a, rows_a, jobs.total_steps, jobs.done_steps, r)
-        finish_a = steps_a / rate_a
-        finish_a += now
-        if plan.has_pairs:
-            pair = plan.rows_b >= 0
-            finish_b = np.zeros(len(plan))
-            finish_b[pair] = now + plan.steps_b[pair] / plan.rate_b[pair]
-            finish = np.where(pair, np.maximum(finish_a, finish_b), finish_a)
-        else:
-            finish = finish_b = finish_a  # a single job's finish_b is never read
-        end = float(finish.max())
+        n = len(plan)
+        finish_a = np.empty(n)
+        ran_s = np.empty(n)
+        # A single job's finish_b is never read: without pairs it is finish_a.
+        finish_b = np.empty(n) if plan.has_pairs else finish_a
+        end = finish_times(
+            now, plan.rows_b, steps_a, rate_a, plan.steps_b, plan.rate_b, plan.has_pairs,
+            finish_a, finish_b, ran_s,
+        )  # fmt: skip
         if end <= now:  # only zero-step jobs (cannot happen with positive rates)
             end = now + self.config.round_s
-        report = RoundReport(end, finish - now, steps_a, plan.steps_b, finish_a, finish_b)
+        report = RoundReport(end, ran_s, steps_a, plan.steps_b, finish_a, finish_b)
         for row, _ in self.decider.report(plan, report):
             self.completions += 1
             self._count_done(jobs.measured[row])

@@ -17,6 +17,7 @@ class RoundTracker:
     def __init__(self, state: ClusterState, workload: TargetWorkload | None) -> None:
         self.state = state
         self.workload = workload
+        self._total_milli = state.total_gpu_milli  # capacities never change
         self._version = state.node_version.copy()
         self.node_fragmentation = (
             node_fragmentation(state, workload) if workload is not None else None
@@ -71,7 +72,7 @@ class RoundTracker:
 
     @property
     def allocated_milli(self) -> float:
-        return self.state.total_gpu_milli - float(self._totals[0])
+        return self._total_milli - float(self._totals[0])
 
     @property
     def fragmentation_rate(self) -> float:
@@ -91,4 +92,4 @@ class RoundTracker:
         rate = fragmentation / free if free > 0 else 0.0
         if self.workload is None:
             rate = float("nan")
-        return self.state.total_gpu_milli - free, rate, gpu_w, cpu_w
+        return self._total_milli - free, rate, gpu_w, cpu_w
