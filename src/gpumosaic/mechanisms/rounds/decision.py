@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
 
 import numpy as np
 
@@ -141,6 +143,15 @@ class RoundReport:
     finish_b: FloatArray  # ignored for single jobs
 
 
+@cache
+def round_kernel() -> ModuleType:
+    """The compiled round arithmetic (``round_kernel``), imported on first use (numba's
+    import is not free; an import statement per call costs a microsecond a round)."""
+    from gpumosaic.mechanisms.rounds import round_kernel as kernel
+
+    return kernel
+
+
 class RoundDecider:
     """The per-round decisions of Gavel's mechanism (see the module doc)."""
 
@@ -187,6 +198,10 @@ class RoundDecider:
             policy, self.models, self.capacity_gpus, config.round_s, config.pair_partners
         )
         self.need_solve = False
+        # ``_plan_one_pass``: what its arguments were built for (entity table, lease book
+        # arrays, active flags), and the arguments.
+        self._one_pass_key: tuple[object, ...] = (None, None, None)
+        self._one_pass_args: tuple[tuple[object, ...], tuple[object, ...], tuple[np.ndarray, ...]]
 
     # ---- jobs ------------------------------------------------------------------------
 
@@ -250,8 +265,6 @@ class RoundDecider:
 
     def plan(self, now: float) -> RoundPlan:
         """Solve if due, choose the entities most behind their allocation, place them."""
-        from gpumosaic.mechanisms.rounds.round_kernel import plan_arrays
-
         if self.solve_due(now):
             self.solve(now)
         ent = self.book.entities
@@ -283,7 +296,7 @@ class RoundDecider:
             )
         if not len(placed):
             return self._plan_of(now, _NO_PLAN)
-        arrays = plan_arrays(
+        arrays = round_kernel().plan_arrays(
             es, ts, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
             jobs.total_steps, jobs.done_steps, self.config.round_s,
         )  # fmt: skip
@@ -296,26 +309,16 @@ class RoundDecider:
         start, plan arrays) while every lease is a row of the state; entities for the
         placement strategy are placed after it. Returns the plan, or None (the general
         path starts the round: a pair or a gang was chosen) with the choice."""
-        from gpumosaic.mechanisms.rounds.round_kernel import round_singles
-
         leases, jobs = self.leases, self.jobs
         started_at = time.perf_counter()
-        size = ent.size
-        chosen = np.empty(size, dtype=np.int64)
-        chosen_type = np.empty(size, dtype=np.int64)
-        rest = np.empty(size, dtype=np.int64)
-        out_placed = np.empty(size, dtype=np.int64)
-        flags = np.empty((3, size), dtype=bool)
-        extended, got, out_extended = flags[0], flags[1], flags[2]
-        args = (
-            ent.x, ent.time, ent.tie_orders(), ent.type_total, ent.runnable_mask,
-            ent.demand_milli, ent.rows_a, ent.rows_b, self._all_alive(size), active, order,
-            self.capacity_milli, self.skip_zero_priority, chosen, chosen_type,
-            *leases.one_pass_arrays(len(active), jobs.specs),
-            extended, got, rest, out_placed, out_extended,
-            ent.rate_a, ent.rate_b, jobs.total_steps, jobs.done_steps, self.config.round_s,
-        )  # fmt: skip
-        count, counts, arrays, planned = round_singles(*args)
+        book_arrays = leases.one_pass_arrays(len(active), jobs.specs)
+        key = self._one_pass_key
+        if key[0] is not ent or key[1] is not book_arrays or key[2] is not active:
+            self._one_pass_args = self._one_pass_arguments(ent, book_arrays, active)
+            self._one_pass_key = (ent, book_arrays, active)
+        head, tail, scratch = self._one_pass_args
+        count, counts, arrays, planned = round_kernel().round_singles(order, *head, *tail)
+        chosen, chosen_type, extended, got, out_extended, rest = scratch
         es, ts = chosen[:count], chosen_type[:count]
         done = leases.one_pass_done(
             counts,
@@ -337,13 +340,34 @@ class RoundDecider:
         placed, placed_extended = done
         if not len(placed):
             return self._plan_of(now, _NO_PLAN), es, ts
-        from gpumosaic.mechanisms.rounds.round_kernel import plan_arrays
-
-        arrays = plan_arrays(
+        arrays = round_kernel().plan_arrays(
             es, ts, placed, ent.rows_a, ent.rows_b, ent.rate_a, ent.rate_b,
             jobs.total_steps, jobs.done_steps, self.config.round_s,
         )  # fmt: skip
         return self._plan_of(now, arrays, placed_extended), es, ts
+
+    def _one_pass_arguments(
+        self, ent: EntityTable, book_arrays: tuple[np.ndarray, ...], active: BoolArray
+    ) -> tuple[tuple[object, ...], tuple[object, ...], tuple[np.ndarray, ...]]:
+        """``round_singles``' arguments after the type order, and its scratch arrays: the
+        same objects while the entity table, the lease book's arrays and the job store's
+        stay (a solve, or growth, makes new ones)."""
+        size = ent.size
+        ints = np.empty((4, size), dtype=np.int64)
+        flags = np.empty((3, size), dtype=bool)
+        chosen, chosen_type, rest, out_placed = ints
+        extended, got, out_extended = flags
+        jobs = self.jobs
+        head = (
+            ent.x, ent.time, ent.tie_orders(), ent.type_total, ent.runnable_mask,
+            ent.demand_milli, ent.rows_a, ent.rows_b, self._all_alive(size), active,
+            self.capacity_milli, self.skip_zero_priority, chosen, chosen_type,
+        )  # fmt: skip
+        tail = (
+            *book_arrays, extended, got, rest, out_placed, out_extended, ent.rate_a,
+            ent.rate_b, jobs.total_steps, jobs.done_steps, self.config.round_s,
+        )  # fmt: skip
+        return head, tail, (chosen, chosen_type, extended, got, out_extended, rest)
 
     def _plan_of(
         self, now: float, arrays: PlanArrays, extended: BoolArray | None = None
@@ -384,15 +408,13 @@ class RoundDecider:
         """Account the round of ``plan``; returns (row, finish time) of the jobs that
         finished, in plan order (first members, then second members of pairs). One
         compiled pass (``report_kernel.account_round``)."""
-        from gpumosaic.mechanisms.rounds.round_kernel import account_round
-
         ent = self.book.entities
         assert ent is not None
         jobs = self.jobs
         n = len(plan.entity)
         done_rows = np.empty(2 * n, dtype=np.int64)
         done_at = np.empty(2 * n)
-        done = account_round(
+        done = round_kernel().account_round(
             plan.entity, plan.type_index, plan.rows_a, plan.rows_b, report.ran_s,
             report.steps_a, report.steps_b, report.finish_a, report.finish_b, plan.now_s,
             report.end_s, ent.time, ent.type_total, jobs.total_steps, jobs.done_steps,

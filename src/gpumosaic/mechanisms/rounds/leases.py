@@ -104,6 +104,7 @@ class LeaseBook:
         # is a gang (GPUs on several nodes).
         self._held_type = np.full(0, -1, dtype=np.int64)
         self._held_gang = np.zeros(0, dtype=bool)
+        self._one_pass_arrays: OnePassArrays = ()  # ``one_pass_arrays``' last answer
 
     def counts(self) -> LeaseCounts:
         return LeaseCounts(self.extensions, self.opportunities, self.failures)
@@ -201,13 +202,22 @@ class LeaseBook:
         shapes.learn(specs, len(specs))
         rows = state.rows
         rows.reserve(n_rows)
-        return (
+        cached = self._one_pass_arrays
+        if (
+            cached
+            and cached[0] is self._held_type
+            and cached[2] is shapes.num_gpu
+            and cached[15] is rows.node
+        ):
+            return cached  # nothing grew: the same arrays
+        self._one_pass_arrays = (
             self._held_type, self._held_gang, shapes.num_gpu, shapes.gpu_milli,
             shapes.cpu_milli, shapes.memory_mib, sym.mask, sym.type_nodes, sym.type_start,
             state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
             state.kind_count, state.node_version, rows.node, rows.slots, rows.count,
             rows.milli, rows.cpu, rows.memory,
         )  # fmt: skip
+        return self._one_pass_arrays
 
     def one_pass_done(
         self,

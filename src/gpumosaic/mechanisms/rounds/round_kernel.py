@@ -161,8 +161,8 @@ def finish_times(
 
 @njit(cache=True)
 def round_singles(
-    x, time, tie_order, type_total, runnable, demand, ent_rows_a, ent_rows_b, alive, active,
-    type_order, capacity_milli, skip_zero, chosen, chosen_type,
+    type_order, x, time, tie_order, type_total, runnable, demand, ent_rows_a, ent_rows_b,
+    alive, active, capacity_milli, skip_zero, chosen, chosen_type,
     held_type, held_gang, num_gpu, gpu_milli, cpu_milli, memory_mib, symmetric, type_nodes,
     type_start, gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
     row_node, row_slots, row_count, row_milli, row_cpu, row_memory,

@@ -50,6 +50,7 @@ class RowShapes:
         self.shape = np.zeros(0, dtype=np.int64)
         self._typed = np.empty((0, self.n_types), dtype=object)
         self._built = np.zeros((0, self.n_types), dtype=bool)
+        self._any_built = False  # some typed spec was built (else ``forget`` has nothing to do)
         self._shape_ids: dict[tuple[int, int, int, int], int] = {}
 
     def learn(self, specs: Sequence[JobSpec], n_rows: int) -> None:
@@ -91,6 +92,7 @@ class RowShapes:
         """The specs placed for single jobs ``rows`` on type ``t`` (built on first use)."""
         missing = rows[~self._built[rows, t]]
         if len(missing):
+            self._any_built = True
             allowed = self.allowed[t]
             for row in missing.tolist():
                 self._typed[row, t] = specs[row].placed_as(row, allowed)
@@ -99,7 +101,7 @@ class RowShapes:
 
     def forget(self, rows: Sequence[int]) -> None:
         """Drop the typed specs of finished jobs."""
-        if len(rows):
+        if self._any_built and len(rows):
             index = np.asarray(rows, dtype=np.int64)
             self._typed[index] = None
             self._built[index] = False

@@ -29,7 +29,13 @@ from collections.abc import Callable, Hashable, Iterator
 
 import numpy as np
 
-from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundDecider, RoundPlan, RoundReport
+from gpumosaic.mechanisms.rounds.decision import (
+    RoundConfig,
+    RoundDecider,
+    RoundPlan,
+    RoundReport,
+    round_kernel,
+)
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.model.cluster import ClusterSpec
@@ -288,8 +294,6 @@ class RoundSimulator:
 
     def _run_round(self, plan: RoundPlan) -> float:
         """Run ``plan`` at the modelled rates; tell the decider; return the round's end."""
-        from gpumosaic.mechanisms.rounds.round_kernel import finish_times
-
         now = plan.now_s
         jobs = self.jobs
         rate_a, steps_a = plan.rate_a, plan.steps_a
@@ -306,7 +310,7 @@ class RoundSimulator:
         ran_s = np.empty(n)
         # A single job's finish_b is never read: without pairs it is finish_a.
         finish_b = np.empty(n) if plan.has_pairs else finish_a
-        end = finish_times(
+        end = round_kernel().finish_times(
             now, plan.rows_b, steps_a, rate_a, plan.steps_b, plan.rate_b, plan.has_pairs,
             finish_a, finish_b, ran_s,
         )  # fmt: skip

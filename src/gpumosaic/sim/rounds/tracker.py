@@ -5,12 +5,23 @@ milli and watts and keeps the cluster's totals."""
 
 from __future__ import annotations
 
+from functools import cache
+from types import ModuleType
+
 import numpy as np
 
 from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.fragmentation import ClassArrays, node_fragmentation
 from gpumosaic.placement.workload import TargetWorkload
+
+
+@cache
+def _kernel() -> ModuleType:
+    """The compiled refresh, imported on first use (numba's import is not free)."""
+    from gpumosaic.sim.rounds import tracker_kernel
+
+    return tracker_kernel
 
 
 class RoundTracker:
@@ -58,12 +69,10 @@ class RoundTracker:
 
     def refresh(self) -> None:
         """Re-evaluate every node changed since the last refresh."""
-        from gpumosaic.sim.rounds.tracker_kernel import refresh_nodes
-
         state = self.state
         num_gpu, milli, cpu, weight, model_ok = self._classes
         exists, capacity, gpus, idle_w, full_w, sockets, cpu_capacity = self._nodes
-        refresh_nodes(
+        _kernel().refresh_nodes(
             state.gpu_free, state.cpu_free, state.node_version, self._version,
             self.workload is not None, num_gpu, milli, cpu, weight, model_ok, exists, capacity,
             gpus, idle_w, full_w, sockets, cpu_capacity, self._frag, self.node_free_milli,
