@@ -49,6 +49,16 @@ def snapshot(leases: LeaseBook, n_rows: int) -> tuple[object, ...]:
     )
 
 
+def assert_held_list(leases: LeaseBook) -> None:
+    """The one pass's list of held rows, when known, is the rows holding a lease; its
+    scratch flags are all down."""
+    known = int(leases._held_known[0])
+    held = np.flatnonzero(leases._held_type >= 0).tolist()
+    if known >= 0:
+        assert sorted(leases._held_list[:known].tolist()) == held
+    assert not leases._keep.any()
+
+
 JOB = st.tuples(
     st.sampled_from([1, 1, 1, 2]),  # GPUs (2: a gang on the one-GPU servers)
     st.sampled_from([1000, 1000, 500]),  # milli per GPU
@@ -90,6 +100,7 @@ def test_one_pass_round_is_the_general_path(
         assert out[0][1].tolist() == out[1][1].tolist()
         assert snapshot(books[0], n_rows) == snapshot(books[1], n_rows)
         books[0].state.check_invariants()
+        assert_held_list(books[0])
         active[rows[:1]] = False  # a job that finished still holds its lease
     assert books[1].one_pass_rounds == 0
 
@@ -113,4 +124,6 @@ def test_one_pass_takes_the_common_round() -> None:
     assert leases.counts().extensions == 2 and leases.counts().opportunities == 5
     assert sorted(leases.state.holder_ids()) == [0, 1, 4, 5, 6]
     assert leases.state.releases == 3  # rows 2, 3 released; row 1 moved to a K80
+    assert leases._held_known[0] == 5
+    assert_held_list(leases)
     leases.state.check_invariants()

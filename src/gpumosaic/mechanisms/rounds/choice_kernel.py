@@ -129,15 +129,15 @@ def _walk(order, cand, need_of, rows_a, rows_b, taken, left, least, t, out_entit
 @njit(cache=True)
 def choose(
     x, time, tie_order, type_total, runnable, demand, rows_a, rows_b, alive, active,
-    type_order, capacity_milli, skip_zero, out_entity, out_type,
+    type_order, capacity_milli, skip_zero, out_entity, out_type, taken,
 ):  # fmt: skip  # pragma: no cover
     """The entities Gavel's greedy pass takes, in the order taken, into ``out_entity`` /
     ``out_type`` (length >= E); returns how many. ``tie_order``: the table's
     ``tie_orders()``; ``runnable`` (E, T): every member has a positive rate on the type;
     ``alive`` (E,) and ``active`` (job rows): an entity runs only if alive and every
-    member's row is active."""
+    member's row is active. ``taken``: a False flag per job row (scratch, left all
+    False)."""
     e_count = x.shape[0]
-    taken = np.zeros(active.shape[0], dtype=np.bool_)
     # The type's candidates in tie order: entity, -priority (the sort key), demand.
     cand = np.empty(e_count, dtype=np.int64)
     key = np.empty(e_count)
@@ -193,4 +193,9 @@ def choose(
             tail = tail[stable_argsort(keys[tail])]
             left, written = _walk(tail, cand, need_of, rows_a, rows_b, taken, left, least, t,
                                   out_entity, out_type, written)  # fmt: skip
+    for i in range(written):
+        e = out_entity[i]
+        taken[rows_a[e]] = False
+        if rows_b[e] >= 0:
+            taken[rows_b[e]] = False
     return written

@@ -362,6 +362,7 @@ class RoundDecider:
             ent.x, ent.time, ent.tie_orders(), ent.type_total, ent.runnable_mask,
             ent.demand_milli, ent.rows_a, ent.rows_b, self._all_alive(size), active,
             self.capacity_milli, self.skip_zero_priority, chosen, chosen_type,
+            np.zeros(len(active), dtype=bool),
         )  # fmt: skip
         tail = (
             *book_arrays, extended, got, rest, out_placed, out_extended, ent.rate_a,

@@ -99,21 +99,24 @@ TAKEN = 2  # a row to place anew holds GPUs already (a bookkeeping bug); nothing
 
 @njit(cache=True)
 def start_singles(
-    rows_a, rows_b, types, active, held_type, held_gang, num_gpu, gpu_milli, cpu_milli,
-    memory_mib, symmetric, type_nodes, type_start, gpu_free, gpu_tasks, cpu_free,
-    memory_free, kind_count, node_version, row_node, row_slots, row_count, row_milli,
-    row_cpu, row_memory, extended, got, rest, out_placed, out_extended,
+    rows_a, rows_b, types, active, held_type, held_gang, held_list, held_known, keep,
+    num_gpu, gpu_milli, cpu_milli, memory_mib, symmetric, type_nodes, type_start, gpu_free,
+    gpu_tasks, cpu_free, memory_free, kind_count, node_version, row_node, row_slots,
+    row_count, row_milli, row_cpu, row_memory, extended, got, rest, out_placed, out_extended,
 ):  # fmt: skip  # pragma: no cover
     """A round's lease start when every chosen entity is a single job (``LeaseBook
     .start_round``'s common case), in one pass: entity ``i`` is job row ``rows_a[i]`` on
     type ``types[i]``, in priority order; ``held_type``/``held_gang`` are the lease book's
     per-row leases (rows ``< len(active)``), all held as rows of the state
-    (``model.holders``).
+    (``model.holders``). ``held_list[:held_known[0]]`` lists the rows that hold a lease
+    (``held_known[0]`` < 0: not known, found here by a scan of ``held_type``); it is kept
+    up to date (or marked not known when the caller places a rest). ``keep``: all False
+    (scratch of ``len(active)``, left all False).
 
     As the general path does, in order: a lease on the same type is extended
-    (``extended[i]``); every other held row is released (ascending rows, as
-    ``bulk_kernel.release_rows``); the others are ordered by GPU milli asked, largest
-    first (stable); those asking whole GPUs of a symmetric type are placed by
+    (``extended[i]``); every other held row is released (as ``bulk_kernel.release_rows``;
+    the order of releases changes no figure); the others are ordered by GPU milli asked,
+    largest first (stable); those asking whole GPUs of a symmetric type are placed by
     ``place_symmetric`` and their rows recorded; the positions of the rest, in that order,
     go to ``rest`` for the general placement. ``got[i]``: entity ``i`` holds GPUs (the
     rest's are set by the caller); ``out_placed``/``out_extended``: the positions that got
@@ -121,26 +124,35 @@ def start_singles(
 
     Returns (code, opportunities, extensions, released, released milli, fast placed,
     fast failed, rest). ``GENERAL`` (a pair, a gang to release or to place, a lease held
-    as an ``Assignment``) and ``TAKEN`` change nothing."""
+    as an ``Assignment``) and ``TAKEN`` change nothing (but the list of held rows)."""
     n = len(rows_a)
     n_rows = len(active)
-    keep = np.zeros(n_rows, dtype=np.bool_)
     for i in range(n):
         if rows_b[i] >= 0:
             return GENERAL, 0, 0, 0, 0, 0, 0, 0
+    listed = held_known[0]
+    if listed < 0:  # the general path ran: list the held rows again
+        listed = 0
+        for r in range(n_rows):
+            if held_type[r] >= 0:
+                held_list[listed] = r
+                listed += 1
+        held_known[0] = listed
+    for i in range(n):
         r = rows_a[i]
         extended[i] = held_type[r] == types[i]
         if extended[i]:
             keep[r] = True
     opportunities = 0
     released = 0
-    for r in range(n_rows):
-        if held_type[r] >= 0:
-            opportunities += active[r]
-            if not keep[r]:
-                if held_gang[r] or r >= len(row_node) or row_node[r] < 0:
-                    return GENERAL, 0, 0, 0, 0, 0, 0, 0
-                released += 1
+    code = STARTED
+    for j in range(listed):
+        r = held_list[j]
+        opportunities += active[r]
+        if not keep[r]:
+            if held_gang[r] or r >= len(row_node) or row_node[r] < 0:
+                code = GENERAL
+            released += 1
     # The entities placed anew, largest GPU milli first (stable: priority among equals).
     fresh = np.empty(n, dtype=np.int64)
     n_fresh = 0
@@ -159,11 +171,17 @@ def start_singles(
         i = fresh[j]
         r = rows_a[i]
         if symmetric[types[i]] and gpu_milli[r] == MILLI_PER_GPU:
-            if num_gpu[r] != 1:
-                return GENERAL, 0, 0, 0, 0, 0, 0, 0
-            if row_node[r] >= 0 and (held_type[r] < 0 or keep[r]):
-                return TAKEN, 0, 0, 0, 0, 0, 0, 0
+            if code != STARTED:
+                pass
+            elif num_gpu[r] != 1:
+                code = GENERAL
+            elif row_node[r] >= 0 and (held_type[r] < 0 or keep[r]):
+                code = TAKEN
             n_fast += 1
+    if code != STARTED:
+        for i in range(n):
+            keep[rows_a[i]] = False
+        return code, 0, 0, 0, 0, 0, 0, 0
     # Checked: from here on every step succeeds.
     extensions = 0
     for i in range(n):
@@ -174,12 +192,15 @@ def start_singles(
             got[i] = False
     ids = np.empty(released, dtype=np.int64)
     m = 0
-    for r in range(n_rows):
-        if held_type[r] >= 0 and not keep[r]:
+    for j in range(listed):
+        r = held_list[j]
+        if not keep[r]:
             ids[m] = r
             m += 1
             held_type[r] = -1
             held_gang[r] = False
+    for i in range(n):
+        keep[rows_a[i]] = False
     _, released_milli = release_rows(
         ids, row_node, row_slots, row_count, row_milli, row_cpu, row_memory, gpu_free,
         gpu_tasks, cpu_free, memory_free, kind_count, node_version,
@@ -223,7 +244,9 @@ def start_singles(
         if got[i]:
             out_placed[m] = i
             out_extended[m] = extended[i]
+            held_list[m] = rows_a[i]  # the rows holding a lease from now on
             m += 1
+    held_known[0] = -1 if n_rest else m  # the caller's placements change held_type
     return (
         STARTED, opportunities, extensions, released, released_milli, placed,
         n_fast - placed, n_rest,

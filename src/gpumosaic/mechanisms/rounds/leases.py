@@ -104,6 +104,11 @@ class LeaseBook:
         # is a gang (GPUs on several nodes).
         self._held_type = np.full(0, -1, dtype=np.int64)
         self._held_gang = np.zeros(0, dtype=bool)
+        # The rows holding a lease, ``_held_list[:_held_known[0]]`` (-1: not known since the
+        # general path ran), and a scratch flag per row: ``kernel.start_singles``' own.
+        self._held_list = np.zeros(0, dtype=np.int64)
+        self._held_known = np.zeros(1, dtype=np.int64)
+        self._keep = np.zeros(0, dtype=bool)
         self._one_pass_arrays: OnePassArrays = ()  # ``one_pass_arrays``' last answer
 
     def counts(self) -> LeaseCounts:
@@ -153,6 +158,7 @@ class LeaseBook:
                 return done
         self._grow_rows(n_rows)
         self.shapes.learn(specs, len(specs))
+        self._held_known[0] = -1  # held rows change below, one by one
         held = self._held_type[:n_rows]
         single = rows_b < 0
         held_rows = np.flatnonzero(held >= 0)
@@ -206,12 +212,13 @@ class LeaseBook:
         if (
             cached
             and cached[0] is self._held_type
-            and cached[2] is shapes.num_gpu
-            and cached[15] is rows.node
+            and cached[5] is shapes.num_gpu
+            and cached[18] is rows.node
         ):
             return cached  # nothing grew: the same arrays
         self._one_pass_arrays = (
-            self._held_type, self._held_gang, shapes.num_gpu, shapes.gpu_milli,
+            self._held_type, self._held_gang, self._held_list, self._held_known, self._keep,
+            shapes.num_gpu, shapes.gpu_milli,
             shapes.cpu_milli, shapes.memory_mib, sym.mask, sym.type_nodes, sym.type_start,
             state.gpu_free, state.gpu_tasks, state.cpu_free, state.memory_free,
             state.kind_count, state.node_version, rows.node, rows.slots, rows.count,
@@ -514,6 +521,7 @@ class LeaseBook:
                 self._pair_typed.pop(key, None)
 
     def release_all(self) -> None:
+        self._held_known[0] = -1
         self._release_rows(np.flatnonzero(self._held_type >= 0))
         for lease in self.pairs.values():
             self._release_pair(lease)
@@ -547,3 +555,6 @@ class LeaseBook:
         gang = np.zeros(size, dtype=bool)
         gang[: len(self._held_gang)] = self._held_gang
         self._held_type, self._held_gang = held, gang
+        listed = np.zeros(size, dtype=np.int64)
+        listed[: len(self._held_list)] = self._held_list
+        self._held_list, self._keep = listed, np.zeros(size, dtype=bool)

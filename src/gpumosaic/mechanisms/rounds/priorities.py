@@ -140,6 +140,6 @@ def select_entity_arrays(
         table.x, table.time, table.tie_orders(), table.type_total, table.runnable_mask,
         table.demand_milli, table.rows_a, table.rows_b, alive, active,
         np.asarray(type_order, dtype=np.int64), np.asarray(capacity_milli, dtype=np.int64),
-        skip_zero_priority, out_entity, out_type,
+        skip_zero_priority, out_entity, out_type, np.zeros(len(active), dtype=bool),
     )  # fmt: skip
     return out_entity[:count], out_type[:count]

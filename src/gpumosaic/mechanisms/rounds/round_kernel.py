@@ -162,11 +162,11 @@ def finish_times(
 @njit(cache=True)
 def round_singles(
     type_order, x, time, tie_order, type_total, runnable, demand, ent_rows_a, ent_rows_b,
-    alive, active, capacity_milli, skip_zero, chosen, chosen_type,
-    held_type, held_gang, num_gpu, gpu_milli, cpu_milli, memory_mib, symmetric, type_nodes,
-    type_start, gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
-    row_node, row_slots, row_count, row_milli, row_cpu, row_memory,
-    extended, got, rest, out_placed, out_extended,
+    alive, active, capacity_milli, skip_zero, chosen, chosen_type, taken,
+    held_type, held_gang, held_list, held_known, keep, num_gpu, gpu_milli, cpu_milli,
+    memory_mib, symmetric, type_nodes, type_start, gpu_free, gpu_tasks, cpu_free,
+    memory_free, kind_count, node_version, row_node, row_slots, row_count, row_milli,
+    row_cpu, row_memory, extended, got, rest, out_placed, out_extended,
     ent_rate_a, ent_rate_b, total_steps, done_steps, round_s,
 ):  # fmt: skip  # pragma: no cover
     """A round in one call: ``choice_kernel.choose`` (into ``chosen``/``chosen_type``),
@@ -176,16 +176,16 @@ def round_singles(
     plan's arrays or empty ones, whether the plan was made)."""
     count = choose(
         x, time, tie_order, type_total, runnable, demand, ent_rows_a, ent_rows_b, alive,
-        active, type_order, capacity_milli, skip_zero, chosen, chosen_type,
+        active, type_order, capacity_milli, skip_zero, chosen, chosen_type, taken,
     )  # fmt: skip
     es = chosen[:count]
     ts = chosen_type[:count]
     started = start_singles(
-        ent_rows_a[es], ent_rows_b[es], ts, active, held_type, held_gang, num_gpu, gpu_milli,
-        cpu_milli, memory_mib, symmetric, type_nodes, type_start, gpu_free, gpu_tasks,
-        cpu_free, memory_free, kind_count, node_version, row_node, row_slots, row_count,
-        row_milli, row_cpu, row_memory, extended[:count], got[:count], rest[:count],
-        out_placed[:count], out_extended[:count],
+        ent_rows_a[es], ent_rows_b[es], ts, active, held_type, held_gang, held_list,
+        held_known, keep, num_gpu, gpu_milli, cpu_milli, memory_mib, symmetric, type_nodes,
+        type_start, gpu_free, gpu_tasks, cpu_free, memory_free, kind_count, node_version,
+        row_node, row_slots, row_count, row_milli, row_cpu, row_memory, extended[:count],
+        got[:count], rest[:count], out_placed[:count], out_extended[:count],
     )  # fmt: skip
     m = started[2] + started[5]  # extended + placed anew
     planned = started[0] == STARTED and started[7] == 0
