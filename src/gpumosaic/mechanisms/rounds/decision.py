@@ -31,7 +31,7 @@ import numpy as np
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore
-from gpumosaic.mechanisms.rounds.leases import LeaseBook
+from gpumosaic.mechanisms.rounds.leases import LeaseBook, RestArguments
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.mechanisms.rounds.priorities import EntityTable, select_entity_arrays
 from gpumosaic.model.cluster import ClusterSpec
@@ -319,23 +319,22 @@ class RoundDecider:
         head, tail, scratch = self._one_pass_args
         count, counts, arrays, planned = round_kernel().round_singles(order, *head, *tail)
         chosen, chosen_type, extended, got, out_extended, rest = scratch
-        es, ts = chosen[:count], chosen_type[:count]
-        done = leases.one_pass_done(
-            counts,
-            lambda: (ent.rows_a[es], ent.rows_b[es]),
-            None,
-            ts,
-            jobs.specs,
-            extended[:count],
-            got[:count],
-            rest,
-        )
+
+        def rest_of() -> RestArguments:
+            es = chosen[:count]
+            return (
+                ent.rows_a[es], ent.rows_b[es], chosen_type[:count], jobs.specs,
+                extended[:count], got[:count], rest,
+            )  # fmt: skip
+
+        done = leases.one_pass_done(counts, rest_of)
         leases.seconds += time.perf_counter() - started_at
-        if done is None:
-            return None, es, ts
         if planned:
             m = len(arrays[0])
-            return self._plan_of(now, arrays, out_extended[:m].copy()), es, ts
+            return self._plan_of(now, arrays, out_extended[:m].copy()), chosen, chosen_type
+        es, ts = chosen[:count], chosen_type[:count]
+        if done is None:
+            return None, es, ts
         assert done is not True
         placed, placed_extended = done
         if not len(placed):

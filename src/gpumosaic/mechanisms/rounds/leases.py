@@ -47,6 +47,11 @@ __all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
 
 # ``kernel.start_singles``' arrays of a lease book (``LeaseBook.one_pass_arrays``).
 OnePassArrays = tuple[np.ndarray, ...]
+# A one-pass round's rest to place (``LeaseBook.one_pass_done``): rows a and b, types,
+# specs, extended, got and the rest's positions, over the chosen entities.
+RestArguments = tuple[
+    IntArray, IntArray, IntArray, Sequence[JobSpec], BoolArray, BoolArray, IntArray
+]
 
 
 class Lease(NamedTuple):
@@ -149,7 +154,9 @@ class LeaseBook:
                 rows_a, rows_b, types, active, *arrays, extended, got, rest, out_placed,
                 out_extended,
             )  # fmt: skip
-            done = self.one_pass_done(counts, rows_a, rows_b, types, specs, extended, got, rest)
+            done = self.one_pass_done(
+                counts, lambda: (rows_a, rows_b, types, specs, extended, got, rest)
+            )
             if done is not None:
                 self.seconds += time.perf_counter() - started
                 if done is True:
@@ -227,21 +234,14 @@ class LeaseBook:
         return self._one_pass_arrays
 
     def one_pass_done(
-        self,
-        counts: tuple[int, ...],
-        rows_a: IntArray | Callable[[], tuple[IntArray, IntArray]],
-        rows_b: IntArray | None,
-        types: IntArray,
-        specs: Sequence[JobSpec],
-        extended: BoolArray,
-        got: BoolArray,
-        rest: IntArray,
+        self, counts: tuple[int, ...], rest_of: Callable[[], RestArguments]
     ) -> tuple[IntArray, BoolArray] | Literal[True] | None:
         """Book what ``kernel.start_singles`` did (``counts``: its result) and place the
         rest through the strategy. Returns None when the general path must start the
-        round (the kernel changed nothing), True when the kernel's own output
-        is the answer, else the positions placed and whether each was extended.
-        ``rows_a`` may be a function giving (rows_a, rows_b), called only for a rest."""
+        round (the kernel changed nothing), True when the kernel's own output is the
+        answer, else the positions placed and whether each was extended. ``rest_of()``
+        gives the round's (rows_a, rows_b, types, specs, extended, got, rest), called
+        only when there is a rest."""
         code, opportunities, extensions, released, released_milli, placed, failed, n_rest = counts
         kernel = symmetric_kernel()
         if code == kernel.GENERAL:
@@ -261,9 +261,7 @@ class LeaseBook:
         self.failures += failed
         if not n_rest:
             return True
-        if callable(rows_a):
-            rows_a, rows_b = rows_a()
-        assert rows_b is not None
+        rows_a, rows_b, types, specs, extended, got, rest = rest_of()
         fresh = rest[:n_rest]
         self._place_rest(fresh, rows_a[fresh], rows_b[fresh], types[fresh], specs, got)
         positions = np.flatnonzero(got)

@@ -57,27 +57,18 @@ class RoundTracker:
         self._totals = np.array(
             [float(self.node_free_milli.sum()), float(self._frag.sum()), gpu_w, cpu_w]
         )
-        self._nodes = (
-            state.gpu_exists,
-            state.gpu_capacity,
-            state.num_gpus.astype(np.int64),
-            power.idle_w,
-            power.full_w,
-            power.sockets,
-            state.cpu_capacity,
-        )
+        # ``refresh_nodes``' arguments: the same arrays all run (the state's and ours).
+        self._arguments = (
+            state.gpu_free, state.cpu_free, state.node_version, self._version,
+            workload is not None, *self._classes, state.gpu_exists, state.gpu_capacity,
+            state.num_gpus.astype(np.int64), power.idle_w, power.full_w, power.sockets,
+            state.cpu_capacity, self._frag, self.node_free_milli, self.node_gpu_w,
+            self.node_cpu_w, self._totals,
+        )  # fmt: skip
 
     def refresh(self) -> None:
         """Re-evaluate every node changed since the last refresh."""
-        state = self.state
-        num_gpu, milli, cpu, weight, model_ok = self._classes
-        exists, capacity, gpus, idle_w, full_w, sockets, cpu_capacity = self._nodes
-        _kernel().refresh_nodes(
-            state.gpu_free, state.cpu_free, state.node_version, self._version,
-            self.workload is not None, num_gpu, milli, cpu, weight, model_ok, exists, capacity,
-            gpus, idle_w, full_w, sockets, cpu_capacity, self._frag, self.node_free_milli,
-            self.node_gpu_w, self.node_cpu_w, self._totals,
-        )  # fmt: skip
+        _kernel().refresh_nodes(*self._arguments)
 
     @property
     def allocated_milli(self) -> float:
