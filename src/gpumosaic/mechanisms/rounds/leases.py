@@ -19,28 +19,33 @@ Those entities are placed before the others of the round: nothing else a round p
 land on their nodes (every other entity either is typed to another GPU type or asks for a
 fraction of a GPU, and so comes after them in the largest-first order), and placing only
 takes resources, so every decision is the one of the strict largest-first order.
+
+One pass (``one_pass_ready``; ``kernel.start_singles``, or ``round_kernel.round_singles``
+with the round's choice): while no pair holds a lease and every lease is a row of the
+state, a round whose entities are all single jobs starts in one compiled call: extension
+test, release of the other leases, largest-first order, the symmetric shortcut and the
+per-row bookkeeping, with the same decisions as the general path below (a test compares
+them); the entities left for the strategy then go through ``placing``. A round with a
+pair or a gang to place or release takes the general path.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
-from itertools import pairwise
-from typing import Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from gpumosaic.mechanisms.gang import gang_parts
+from gpumosaic.mechanisms.rounds.placing import Lease, StrategyPlacing
 from gpumosaic.mechanisms.rounds.runs import KernelRuns
-from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id, pair_spec
+from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id
 from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes, symmetric_kernel
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.batch import place_run
 from gpumosaic.types import BoolArray, IntArray
 
 __all__ = ["EntityKey", "Lease", "LeaseBook", "LeaseCounts", "holder_id"]
@@ -54,16 +59,6 @@ RestArguments = tuple[
 ]
 
 
-class Lease(NamedTuple):
-    """Who holds which GPUs for a round (packed pairs; single jobs' leases are rows)."""
-
-    key: EntityKey
-    type_index: int
-    holder: int  # the id the ClusterState knows the holder by
-    nodes: tuple[int, ...]
-    gang: bool
-
-
 @dataclass(frozen=True, slots=True)
 class LeaseCounts:
     extensions: int
@@ -71,7 +66,7 @@ class LeaseCounts:
     failures: int
 
 
-class LeaseBook:
+class LeaseBook(StrategyPlacing):
     """Owns the ClusterState of the round mechanism and the current leases."""
 
     def __init__(
@@ -292,124 +287,6 @@ class LeaseBook:
         rest = np.flatnonzero(~fast)
         self._place_rest(fresh[rest], ra[rest], rb[rest], ty[rest], specs, got)
 
-    def _place_rest(
-        self,
-        fresh: IntArray,
-        ra: IntArray,
-        rb: IntArray,
-        ty: IntArray,
-        specs: Sequence[JobSpec],
-        got: BoolArray,
-    ) -> None:
-        """Place the entities at positions ``fresh`` (in that order) through the strategy
-        (a run of equal shape and type at a time; a job that may span servers alone)."""
-        shapes = self.shapes
-        spans = (shapes.num_gpu[ra] > 1) & shapes.may_span[ra] if self.span_nodes else None
-        if spans is None or not spans.any():
-            self._place_runs(fresh, ra, rb, ty, specs, got)
-            return
-        # A job that may span servers goes alone (a node, else a gang); the runs between
-        # go as batches, in order.
-        start = 0
-        for i in [*np.flatnonzero(spans).tolist(), len(fresh)]:
-            if i > start:
-                s = slice(start, i)
-                self._place_runs(fresh[s], ra[s], rb[s], ty[s], specs, got)
-            if i < len(fresh):
-                key, t = (int(ra[i]), int(rb[i])), int(ty[i])
-                job = self._typed_one(specs, key, t)
-                self._record_one(key, t, self._place_one(job), int(fresh[i]), got)
-            start = i + 1
-
-    def _place_runs(
-        self,
-        positions: IntArray,
-        ra: IntArray,
-        rb: IntArray,
-        ty: IntArray,
-        specs: Sequence[JobSpec],
-        got: BoolArray,
-    ) -> None:
-        """Place entities in order (one ``place_many`` batch: the same decisions as one
-        ``place`` each), a run of equal shape and type at a time; once a shape and type
-        finds no node, later entities of it find none either (resources only shrink)."""
-        shapes = self.shapes
-        pair = rb >= 0
-        shape = shapes.shape[ra]
-        if pair.any():
-            for i in np.flatnonzero(pair).tolist():
-                shape[i] = shapes.shape_id(int(shapes.num_gpu[ra[i]]), MILLI_PER_GPU, 0, 0)
-        keys = shape * self.n_types + ty
-        bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
-        try:
-            self._place_run_list(bounds, keys, positions, ra, rb, ty, pair, specs, got)
-        finally:
-            self.kernel_runs.record()
-
-    def _place_run_list(
-        self,
-        bounds: list[int],
-        keys: IntArray,
-        positions: IntArray,
-        ra: IntArray,
-        rb: IntArray,
-        ty: IntArray,
-        pair: BoolArray,
-        specs: Sequence[JobSpec],
-        got: BoolArray,
-    ) -> None:
-        """``_place_runs``' runs, ``bounds`` apart; the kernel's holders are recorded by
-        the caller (``KernelRuns.record``)."""
-        shapes = self.shapes
-        failed: set[int] = set()
-        for s, e in pairwise(bounds):
-            key, t = int(keys[s]), int(ty[s])
-            if key in failed:
-                self.failures += e - s
-                continue
-            rows, mixed = ra[s:e], bool(pair[s:e].any())
-            if mixed:
-                jobs = [
-                    self._typed_one(specs, (int(a), int(b)), t)
-                    for a, b in zip(ra[s:e], rb[s:e], strict=True)
-                ]
-            else:
-                run = self.kernel_runs.get(key, partial(self._first_typed, specs, rows, t))
-                if run is not None:  # a compiled strategy: no object per job
-                    n = self.kernel_runs.place(run, rows, e - s)
-                    self._count_run(n, e - s, key, failed)
-                    if n:
-                        got[positions[s : s + n]] = True
-                        self._held_type[rows[:n]] = t
-                    continue
-                jobs = shapes.typed(specs, rows, t)
-            placed = place_run(self.strategy, self.state, jobs, self.rng)
-            n = len(placed)
-            self._count_run(n, e - s, key, failed)
-            if not n:
-                continue
-            got[positions[s : s + n]] = True
-            if not mixed:
-                self._held_type[rows[:n]] = t
-                continue
-            for a, b, assignment in zip(
-                ra[s : s + n].tolist(), rb[s : s + n].tolist(), placed, strict=True
-            ):
-                if b < 0:
-                    self._held_type[a] = t
-                else:
-                    key2 = (a, b)
-                    self.pairs[key2] = Lease(key2, t, holder_id(key2), (assignment.node,), False)
-
-    def _count_run(self, placed: int, size: int, key: int, failed: set[int]) -> None:
-        self.placements += placed
-        if placed < size:
-            failed.add(key)
-            self.failures += size - placed
-
-    def _first_typed(self, specs: Sequence[JobSpec], rows: IntArray, t: int) -> JobSpec:
-        return self.shapes.typed(specs, rows[:1], t)[0]
-
     def _place_symmetric(
         self, positions: IntArray, ra: IntArray, rb: IntArray, ty: IntArray, got: BoolArray
     ) -> None:
@@ -443,55 +320,6 @@ class LeaseBook:
                     else tuple(p.node for p in gang)
                 )
                 self.pairs[key] = Lease(key, int(ty[i]), h, nodes, gang is not None)
-
-    # ---- one entity at a time (pairs' specs, jobs that may span servers) --------------
-
-    def _typed_one(self, specs: Sequence[JobSpec], key: EntityKey, t: int) -> JobSpec:
-        a, b = key
-        if b < 0:
-            return self.shapes.typed(specs, np.array([a], dtype=np.int64), t)[0]
-        job = self._pair_typed.get((key, t))
-        if job is None:
-            allowed = self.shapes.allowed[t]
-            job = replace(pair_spec(specs[a]), id=holder_id(key), allowed_models=allowed)
-            self._pair_typed[(key, t)] = job
-            for row in key:
-                self._pair_keys_of_row.setdefault(row, []).append((key, t))
-        return job
-
-    def _place_one(self, job: JobSpec) -> tuple[tuple[int, ...], bool] | None:
-        """A multi-GPU job that may span nodes: one node through the strategy, else a gang.
-        Returns (nodes, is a gang), None when it found no GPUs."""
-        a = self.strategy.place(self.state, job, self.rng)
-        if a is not None:
-            self.state.allocate(a)
-            return (a.node,), False
-        parts = gang_parts(self.state, self.strategy, job, self.rng)
-        if parts is None:
-            return None
-        self.state.allocate_gang(parts)
-        return tuple(p.node for p in parts), True
-
-    def _record_one(
-        self,
-        key: EntityKey,
-        t: int,
-        where: tuple[tuple[int, ...], bool] | None,
-        position: int,
-        got: BoolArray,
-    ) -> None:
-        if where is None:
-            self.failures += 1
-            return
-        nodes, gang = where
-        self.placements += 1
-        got[position] = True
-        a, b = key
-        if b < 0:
-            self._held_type[a] = t
-            self._held_gang[a] = gang
-        else:
-            self.pairs[key] = Lease(key, t, holder_id(key), nodes, gang)
 
     # ---- where entities hold GPUs ----------------------------------------------------
 
