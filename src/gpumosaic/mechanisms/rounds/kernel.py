@@ -1,4 +1,6 @@
-"""Compiled step of the round mechanism (numba): the symmetric shortcut of a whole round.
+"""Compiled steps of the lease book (numba): the symmetric shortcut of a whole round
+(``place_symmetric``) and a round's whole lease start when every entity is a single job
+(``start_singles``: extensions, releases, order, the shortcut, per-row bookkeeping).
 
 Import lazily (numba's import costs ~0.2 s of CPU); compiled once per machine into
 numba's cache (``cache=True``).
