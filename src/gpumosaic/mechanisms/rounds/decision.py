@@ -21,14 +21,16 @@ ran; the simulator feeds the same values from a progress model (rates x time).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from gpumosaic.fallbacks import Fallback, Fallbacks
+from gpumosaic.kernel_cache import resolve
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.leases import LeaseBook, RestArguments
@@ -202,6 +204,7 @@ class RoundDecider:
         # arrays, active flags), and the arguments.
         self._one_pass_key: tuple[object, ...] = (None, None, None)
         self._one_pass_args: tuple[tuple[object, ...], tuple[object, ...], tuple[np.ndarray, ...]]
+        self._round_singles: Callable[..., Any] | None = None  # resolved for those types
 
     # ---- jobs ------------------------------------------------------------------------
 
@@ -316,8 +319,13 @@ class RoundDecider:
         if key[0] is not ent or key[1] is not book_arrays or key[2] is not active:
             self._one_pass_args = self._one_pass_arguments(ent, book_arrays, active)
             self._one_pass_key = (ent, book_arrays, active)
+            self._round_singles = None
         head, tail, scratch = self._one_pass_args
-        count, counts, arrays, planned = round_kernel().round_singles(order, *head, *tail)
+        round_singles = self._round_singles
+        if round_singles is None:  # resolved once for the types of these arguments
+            round_singles = resolve(round_kernel().round_singles, order, *head, *tail)
+            self._round_singles = round_singles
+        count, counts, arrays, planned = round_singles(order, *head, *tail)
         chosen, chosen_type, extended, got, out_extended, rest = scratch
 
         def rest_of() -> RestArguments:

@@ -5,11 +5,14 @@ milli and watts and keeps the cluster's totals."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
+from gpumosaic.kernel_cache import resolve
 from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.fragmentation import ClassArrays, node_fragmentation
@@ -57,6 +60,7 @@ class RoundTracker:
         self._totals = np.array(
             [float(self.node_free_milli.sum()), float(self._frag.sum()), gpu_w, cpu_w]
         )
+        self._refresh: Callable[..., Any] | None = None  # ``refresh_nodes``, resolved
         # ``refresh_nodes``' arguments: the same arrays all run (the state's and ours).
         self._arguments = (
             state.gpu_free, state.cpu_free, state.node_version, self._version,
@@ -68,7 +72,10 @@ class RoundTracker:
 
     def refresh(self) -> None:
         """Re-evaluate every node changed since the last refresh."""
-        _kernel().refresh_nodes(*self._arguments)
+        refresh = self._refresh
+        if refresh is None:  # its arguments keep their types: resolved once
+            refresh = self._refresh = resolve(_kernel().refresh_nodes, *self._arguments)
+        refresh(*self._arguments)
 
     @property
     def allocated_milli(self) -> float:
