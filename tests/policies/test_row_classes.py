@@ -108,7 +108,8 @@ def test_compiled_rates_and_classes_are_numpys_bit_for_bit(
         key = np.empty((n, 7))
         inverse, first = np.empty(n, np.int64), np.empty(n, np.int64)
         prop = _proportional(thr, cap, aware)
-        classes = max_min_classes(thr, prop, scale, weights, demand, aware, key, inverse, first)
+        sf = scale.astype(np.float64)  # as the policy hands them over
+        classes = max_min_classes(thr, prop, sf, weights, demand, aware, key, inverse, first)
         want_key = np.column_stack([want, thr > 0, demand])
         assert key.tobytes() == want_key.tobytes()
         want_inverse, want_first, counts = group_identical_rows(want_key)
@@ -120,7 +121,7 @@ def test_compiled_rates_and_classes_are_numpys_bit_for_bit(
         class_demand = np.empty(classes)
         usable = np.empty((classes, 3), dtype=bool)
         runnable = class_rows(
-            thr, _proportional(thr[rows], cap, aware), scale, weights, demand, aware,
+            thr, _proportional(thr[rows], cap, aware), sf, weights, demand, aware,
             rows, counts, class_rates, class_demand, usable,
         )  # fmt: skip
         want_rates, _ = numpy_normalized_rates(thr[rows], scale[rows], weights[rows], cap, aware)

@@ -124,7 +124,7 @@ def normalized_single_rates(
     normalized_rows(
         throughputs,
         _proportional(throughputs, capacity, heterogeneity_aware),
-        np.asarray(scale_factors, dtype=np.int64),
+        np.asarray(scale_factors, dtype=np.float64),
         np.asarray(priority_weights, dtype=np.float64),
         heterogeneity_aware,
         rates,
@@ -179,7 +179,7 @@ class MaxMinFairness:
         aware = self.heterogeneity_aware
         throughputs = np.ascontiguousarray(inp.throughputs, dtype=np.float64)
         n, n_types = throughputs.shape
-        scale = np.asarray(inp.scale_factors, dtype=np.int64)
+        scale = np.asarray(inp.scale_factors, dtype=np.float64)
         weight = np.asarray(inp.priority_weights, dtype=np.float64)
         demand = np.asarray(inp.demand, dtype=np.float64)
         if not self.aggregate:

@@ -73,10 +73,11 @@ def _row_factor(scale, weight, prop):  # pragma: no cover
 def normalized_rows(throughputs, prop, scale, weight, aware, rates, factor):  # pragma: no cover
     """The max-min LP's objective coefficients of each job: ``rates[j, t]`` = rate x
     factor (rate = the throughput, or 1 where it is > 0 when not ``aware``), and
-    ``factor[j]``; ``prop`` is each job's proportional throughput (1 when not aware)."""
+    ``factor[j]``; ``prop`` is each job's proportional throughput (1 when not aware),
+    ``scale`` and ``weight`` its scale factor and priority weight (float64)."""
     n, n_types = throughputs.shape
     for j in range(n):
-        f = _row_factor(np.float64(scale[j]), weight[j], prop[j])
+        f = _row_factor(scale[j], weight[j], prop[j])
         factor[j] = f
         for t in range(n_types):
             thr = throughputs[j, t]
@@ -94,7 +95,7 @@ def max_min_classes(
     (``row_classes``: ``inverse``, ``first``); returns the number of classes."""
     n, n_types = throughputs.shape
     for j in range(n):
-        f = _row_factor(np.float64(scale[j]), weight[j], prop[j])
+        f = _row_factor(scale[j], weight[j], prop[j])
         for t in range(n_types):
             thr = throughputs[j, t]
             rate = thr if aware else (1.0 if thr > 0 else 0.0)
@@ -117,7 +118,7 @@ def class_rows(
     runnable = np.zeros(classes, dtype=np.bool_)
     for c in range(classes):
         j = first[c]
-        f = _row_factor(np.float64(scale[j]), weight[j], prop[c])
+        f = _row_factor(scale[j], weight[j], prop[c])
         for t in range(n_types):
             thr = throughputs[j, t]
             rate = thr if aware else (1.0 if thr > 0 else 0.0)
