@@ -5,19 +5,27 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck unit bench clean browser
+.PHONY: demo test lint typecheck unit bench clean browser kernels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# After installing, the ahead-of-time kernel library (gpumosaic/kernel_aot.py: the fill's
+# kernels without numba's ~0.6 s start-up; ~30 s once). Without it the kernels run
+# through numba's JIT, as after any kernel change until `make kernels`.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m gpumosaic.kernel_aot
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m gpumosaic.kernel_aot
 	touch $@ $(STAMP_RUN)
+
+kernels: $(STAMP_RUN)
+	$(BIN)/python -m gpumosaic.kernel_aot
 
 # The spatial-sharing experiment: 4 x V100, 50 fractional jobs at t=0, FIFO,
 # worst-fit (Gavel's "strided") / best-fit / first-fit / FGD placement, seeds 0..9.

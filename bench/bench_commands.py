@@ -10,7 +10,11 @@ children).
         [--src SRC]   # the source tree to time (default: this checkout's src/)
 
 ``--src`` makes a before/after comparison in one sitting: export the older commit with
-``git archive`` and point ``--src`` at its ``src``.
+``git archive`` and point ``--src`` at its ``src``. The first line says whether the tree's
+ahead-of-time kernel library is built (``make`` builds it; ``python -m
+gpumosaic.kernel_aot`` with that ``src`` on the path); without it the kernels start numba.
+Python writes no bytecode when ``PYTHONDONTWRITEBYTECODE`` is set, and every run then
+compiles the package's sources again (~0.1-0.3 s): unset it, as an install's are compiled.
 
 ``tree_cpu_s`` is the CPU of the whole process tree, pool workers included: this process
 makes itself the "child subreaper" (Linux ``prctl``), so the orphaned fork server and its
@@ -132,6 +136,20 @@ def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float 
     return _seconds(wall), user + system, int(rss), proc.returncode, runs_cpu, tree
 
 
+def aot_library_present(src: Path) -> bool | None:
+    """Whether ``src``'s ahead-of-time kernel library is built for its current kernels (None:
+    ``src`` predates the library). Build it with ``python -m gpumosaic.kernel_aot``."""
+    code = (
+        "try:\n    from gpumosaic.kernel_aot import aot_library\n"
+        "except ImportError:\n    print(None)\nelse:\n    print(bool(aot_library()))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return None if out == "None" else out == "True"
+
+
 def _field(text: str, pattern: str) -> str:
     match = re.search(pattern, text)
     if match is None:
@@ -154,6 +172,7 @@ def main() -> None:
     parser.add_argument("--src", type=Path, default=ROOT / "src")
     args = parser.parse_args()
     subreaper = become_subreaper()
+    print(json.dumps({"aot_library": aot_library_present(args.src.resolve())}), flush=True)
     rows = []
     for name in args.only.split(","):
         walls, cpus, peaks, run_cpus, trees = [], [], [], [], []

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import objmode
 
-from gpumosaic.kernel_cache import njit
+from gpumosaic.kernel_cache import njit, objmode
 from gpumosaic.placement.kernel.arithmetic import pairwise_sum
 
 

@@ -107,6 +107,9 @@ class Scorer:
     name = "scorer"
     kernel_kind: int
     all_equal: float | None = None
+    # Whether its kind calls back into Python from the kernel (numba's object mode), which
+    # only numba's JIT runs, not the ahead-of-time library (``kernel_cache``).
+    object_mode = False
 
     def kernel_inputs(self, state: ClusterState, job: JobSpec, into: KernelInputs) -> KernelInputs:
         """``into`` with the fields this scorer reads filled for ``job``'s shape."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.kernel_cache import jit, resolve
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
 from gpumosaic.placement.filter import FilterKey, filter_key, job_args
@@ -88,6 +89,7 @@ class ScoredPlacement:
         self.gpu_chooser = max(members, key=lambda m: m.weight).scorer
         self._chooser_index = next(i for i, m in enumerate(members) if m.scorer is self.gpu_chooser)
         self._kinds = np.array([m.scorer.kernel_kind for m in members], dtype=np.int64)
+        self._object_mode = any(m.scorer.object_mode for m in members)
         self._weights = np.array([m.weight for m in members], dtype=np.float64)
         self._all_equal = np.array(
             [np.nan if m.scorer.all_equal is None else m.scorer.all_equal for m in members],
@@ -227,15 +229,15 @@ class ScoredPlacement:
         )
         taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
         gpus = np.zeros((1, max(taken, 1)), dtype=np.int64)
-        shape = ShapeRun(
-            _place_run(),
-            self._binding,
-            args,
-            taken,
-            np.zeros(1, dtype=np.int64),
-            gpus,
-            gpus[0, :taken],
-        )
+        node = np.zeros(1, dtype=np.int64)
+        # Every call passes (int, bool, *args, int64 vector, int64 matrix), fresh C arrays:
+        # the types are checked once here (an ahead-of-time function trusts them).
+        # A member that calls back into Python (object mode) runs on numba's JIT only.
+        if self._object_mode:
+            run = jit(_place_run())
+        else:
+            run = resolve(_place_run(), 1, False, *args, node, gpus)
+        shape = ShapeRun(run, self._binding, args, taken, node, gpus, gpus[0, :taken])
         self._shapes[filter_key(job)] = shape
         return shape
 

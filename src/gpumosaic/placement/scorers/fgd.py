@@ -44,6 +44,7 @@ class FgdScorer(Scorer):
         self.exact = exact
         self.name = "fgd-exact" if exact else "fgd"
         self.kernel_kind = 8 if exact else 0  # kernel.FGD_EXACT, kernel.FGD
+        self.object_mode = exact  # numpy's own sigmoid (``kernel.fgd``)
         self._tracker: FragmentationTracker | None = None
 
     def tracker(self, state: ClusterState) -> FragmentationTracker:

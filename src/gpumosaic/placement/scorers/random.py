@@ -12,11 +12,13 @@ two compiled calls around a Python draw cost ~10 us.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.kernel_cache import resolve
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import FilterKey, JobArgs, filter_key, job_args
@@ -34,6 +36,10 @@ class _Shape:
     taken: int
     gpus: npt.NDArray[np.int64]
     gpus_row: npt.NDArray[np.int64]
+    # The three kernels, resolved for this shape's argument types (``kernel_cache.resolve``).
+    feasible: Callable[..., int]
+    node: Callable[..., tuple[int, int]]
+    nth_gpu: Callable[..., int]
 
 
 class RandomPlacement:
@@ -68,18 +74,16 @@ class RandomPlacement:
     def choose(
         self, state: ClusterState, job: JobSpec, rng: np.random.Generator
     ) -> tuple[int, tuple[int, ...]] | None:
-        from gpumosaic.placement import kernel
-
         shape = self._shape(state, job)
-        feasible = kernel.random_feasible(*shape.args)
+        feasible = shape.feasible(*shape.args)
         if not feasible:
             return None
-        node, fitting = kernel.random_node(
+        node, fitting = shape.node(
             int(rng.integers(feasible)), shape.job, state.gpu_free, shape.mask, shape.gpus
         )
         if fitting:  # a fractional job: its GPU among the fitting ones
             pick = int(rng.integers(fitting))
-            return node, (kernel.nth_fitting_gpu(state.gpu_free, node, shape.job[1], pick),)
+            return node, (shape.nth_gpu(state.gpu_free, node, shape.job[1], pick),)
         return node, tuple(shape.gpus_row.tolist())
 
     def _shape(self, state: ClusterState, job: JobSpec) -> _Shape:
@@ -88,6 +92,8 @@ class RandomPlacement:
         key = filter_key(job)
         shape = self._shapes.get(key)
         if shape is None:
+            from gpumosaic.placement import kernel
+
             job_arg = job_args(job)
             mask = np.zeros(state.num_nodes, dtype=bool)  # feasible
             args = (
@@ -99,6 +105,12 @@ class RandomPlacement:
             )
             taken = 0 if job.num_gpu == 0 else (1 if job.is_fractional else job.num_gpu)
             gpus = np.zeros((1, max(taken, 1)), dtype=np.int64)
-            shape = _Shape(args, job_arg, mask, taken, gpus, gpus[0, :taken])
+            shape = _Shape(
+                args, job_arg, mask, taken, gpus, gpus[0, :taken],
+                # Each call passes these types (ints, the shape's arrays, the state's).
+                resolve(kernel.random_feasible, *args),
+                resolve(kernel.random_node, 0, job_arg, state.gpu_free, mask, gpus),
+                resolve(kernel.nth_fitting_gpu, state.gpu_free, 0, job_arg[1], 0),
+            )  # fmt: skip
             self._shapes[key] = shape
         return shape

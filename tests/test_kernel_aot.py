@@ -1,0 +1,150 @@
+"""The ahead-of-time kernel library (``gpumosaic.kernel_aot``) and how ``kernel_cache``
+uses it: numba stays unimported until a kernel needs it, argument types are checked before
+an AOT call, and an AOT fill is the JIT's fill bit for bit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpumosaic import kernel_aot, kernel_cache
+from gpumosaic.kernel_aot import guard_of, matches
+
+SRC = Path(kernel_cache.__file__).resolve().parent.parent
+
+
+def test_the_fill_imports_no_numba_until_a_kernel_runs() -> None:
+    code = (
+        "import sys; import gpumosaic.placement.kernel, gpumosaic.sim.fill, "
+        "gpumosaic.mechanisms.rounds.kernel; print('numba' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(SRC)}, capture_output=True,
+        text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert out == "False"
+
+
+ARRAY_I64 = ["array", "int64", 1, "C", False]
+ARRAY_I32_2D = ["array", "int32", 2, "C", False]
+READONLY_BOOL = ["array", "bool", 1, "C", True]
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize(
+    ("spec", "value", "expected"),
+    [
+        (ARRAY_I64, np.zeros(3, dtype=np.int64), True),
+        (ARRAY_I64, np.zeros(3, dtype=np.int32), False),  # dtype
+        (ARRAY_I64, np.zeros((3, 1), dtype=np.int64), False),  # ndim
+        (ARRAY_I64, np.zeros(6, dtype=np.int64)[::2], False),  # layout A, not C
+        (ARRAY_I64, _readonly(np.zeros(3, dtype=np.int64)), False),  # read-only
+        (ARRAY_I64, np.zeros(3, dtype=">i8"), False),  # byte order
+        (ARRAY_I64, [0, 0, 0], False),  # not an array
+        (READONLY_BOOL, _readonly(np.zeros(3, dtype=bool)), True),
+        (READONLY_BOOL, np.zeros(3, dtype=bool), False),  # writable is another type
+        (ARRAY_I32_2D, np.zeros((2, 3), dtype=np.int32), True),
+        (ARRAY_I32_2D, np.zeros((2, 3), dtype=np.int32, order="F"), False),
+        (["scalar", "int64"], 3, True),
+        (["scalar", "int64"], np.int64(3), True),
+        (["scalar", "int64"], True, False),  # a bool is numba's boolean
+        (["scalar", "int64"], np.int32(3), False),
+        (["scalar", "int64"], 3.0, False),
+        (["scalar", "bool"], False, True),
+        (["scalar", "bool"], np.bool_(False), True),
+        (["scalar", "float64"], 1.5, True),
+        (["tuple", [["scalar", "int64"], ARRAY_I64]], (1, np.zeros(2, dtype=np.int64)), True),
+        (["tuple", [["scalar", "int64"], ARRAY_I64]], (1,), False),
+        (["tuple", [["scalar", "int64"], ARRAY_I64]], [1, np.zeros(2, dtype=np.int64)], False),
+    ],
+)
+def test_a_guard_accepts_exactly_the_numba_types_of_an_export(
+    spec: list[Any], value: object, expected: bool
+) -> None:
+    assert matches(guard_of(["tuple", [spec]]), (value,)) is expected
+
+
+def test_a_kernel_outside_the_library_runs_through_numba() -> None:
+    from gpumosaic.placement import kernel
+
+    values = np.arange(10.0)
+    assert kernel.pairwise_sum(values, 0, 10) == values.sum()
+    assert kernel_cache.resolve(kernel.pairwise_sum, values, 0, 10) is kernel_cache.jit(
+        kernel.pairwise_sum
+    )
+
+
+def _fill(placement: str, tasks: int) -> Any:
+    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+    nodes = load_openb_nodes("openb:gpu")
+    return run_fill(nodes, load_openb_tasks("openb:default")[:tasks], placement, 7, 1.3)
+
+
+FILL_ARRAYS = (
+    "arrived_pct", "allocation_rate_pct", "fragmentation_rate_pct", "fragmentation_pct",
+    "power_gpu_w", "power_cpu_w", "fail_reason", "task_kind",
+)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
+    """Builds the library (~30 s: pycc compiles every fill kernel), then fills with it and
+    with numba's JIT: every curve and every task's outcome equal, for the compiled scorers,
+    a combination, Random and fgd-exact (object mode: the JIT's)."""
+    from gpumosaic.placement import kernel
+    from gpumosaic.placement.registry import build_placement
+    from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.traces.openb import load_openb_tasks
+
+    # As `make` builds it: a fresh process learns what a fill calls.
+    built = subprocess.run(
+        [sys.executable, "-m", "gpumosaic.kernel_aot", "--out", str(tmp_path), "--strict"],
+        env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert "(5 exports)" in built.stdout
+    library = kernel_aot.load_library(tmp_path)
+    assert set(library) == {
+        "gpumosaic.placement.kernel.step.place_run",
+        "gpumosaic.placement.kernel.random.random_feasible",
+        "gpumosaic.placement.kernel.random.random_node",
+        "gpumosaic.placement.kernel.random.nth_fitting_gpu",
+        "gpumosaic.sim.timeline.kernel.replay_samples",
+    }
+    placements = ("fgd", "bestfit", "pwr=200,fgd=800", "random", "fgdexact")
+    kernel_aot.use_aot_library({})  # numba's JIT only
+    jit = {p: _fill(p, 3000) for p in placements}
+    kernel_aot.use_aot_library(library)
+    try:
+        # The compiled scorers' kernel comes from the library (a pycc function), fgd-exact's
+        # from numba.
+        from gpumosaic.model.state import ClusterState
+        from gpumosaic.traces.openb import load_openb_nodes
+
+        tasks = load_openb_tasks("openb:default")[:50]
+        state = ClusterState(load_openb_nodes("openb:gpu"))
+        rng = np.random.default_rng(0)
+        for name, from_library in (("fgd", True), ("fgdexact", False)):
+            strategy: Any = build_placement(name, TargetWorkload.from_jobs(tasks))
+            strategy.choose(state, tasks[0], rng)
+            run = next(iter(strategy._shapes.values())).run
+            assert (run is kernel_cache.jit(kernel.place_run)) is not from_library
+        aot = {p: _fill(p, 3000) for p in placements}
+    finally:
+        kernel_aot.use_aot_library(None)
+    for p in placements:
+        for field in FILL_ARRAYS:
+            np.testing.assert_array_equal(getattr(aot[p], field), getattr(jit[p], field))
