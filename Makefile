@@ -16,16 +16,16 @@ $(BIN)/python:
 # through numba's JIT, as after any kernel change until `make kernels`.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
-	$(BIN)/python -m gpumosaic.kernel_aot
+	$(BIN)/gpumosaic kernels
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m gpumosaic.kernel_aot
+	$(BIN)/gpumosaic kernels
 	touch $@ $(STAMP_RUN)
 
 kernels: $(STAMP_RUN)
-	$(BIN)/python -m gpumosaic.kernel_aot
+	$(BIN)/gpumosaic kernels
 
 # The spatial-sharing experiment: 4 x V100, 50 fractional jobs at t=0, FIFO,
 # worst-fit (Gavel's "strided") / best-fit / first-fit / FGD placement, seeds 0..9.

@@ -12,7 +12,7 @@ children).
 ``--src`` makes a before/after comparison in one sitting: export the older commit with
 ``git archive`` and point ``--src`` at its ``src``. The first line says whether the tree's
 ahead-of-time kernel library is built (``make`` builds it; ``python -m
-gpumosaic.kernel_aot`` with that ``src`` on the path); without it the kernels start numba.
+gpumosaic kernels`` with that ``src`` on the path); without it the kernels start numba.
 Python writes no bytecode when ``PYTHONDONTWRITEBYTECODE`` is set, and every run then
 compiles the package's sources again (~0.1-0.3 s): unset it, as an install's are compiled.
 
@@ -138,7 +138,7 @@ def run_once(argv: list[str], src: Path) -> tuple[float, float, int, int, float 
 
 def aot_library_present(src: Path) -> bool | None:
     """Whether ``src``'s ahead-of-time kernel library is built for its current kernels (None:
-    ``src`` predates the library). Build it with ``python -m gpumosaic.kernel_aot``."""
+    ``src`` predates the library). Build it with ``gpumosaic kernels``."""
     code = (
         "try:\n    from gpumosaic.kernel_aot import aot_library\n"
         "except ImportError:\n    print(None)\nelse:\n    print(bool(aot_library()))"

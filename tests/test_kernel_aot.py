@@ -110,7 +110,7 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
 
     # As `make` builds it: a fresh process learns what a fill calls.
     built = subprocess.run(
-        [sys.executable, "-m", "gpumosaic.kernel_aot", "--out", str(tmp_path), "--strict"],
+        [sys.executable, "-m", "gpumosaic", "kernels", "--out", str(tmp_path), "--strict"],
         env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True,
         check=False,
     )  # fmt: skip

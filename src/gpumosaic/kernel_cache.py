@@ -18,7 +18,7 @@ numba's import and its first cached load cost ~0.6 s of every command (the impor
 target's registries, scipy's BLAS probe), more than a whole fill run. So ``njit`` returns a
 ``Kernel``: numba is imported, and every kernel made a numba dispatcher, only when some
 kernel runs without ahead-of-time code. The ahead-of-time (AOT) library
-(``gpumosaic.kernel_aot``, built once by ``make`` or ``python -m gpumosaic.kernel_aot``) is
+(``gpumosaic.kernel_aot``, built once by ``make`` or ``gpumosaic kernels``) is
 an extension module in the same keyed directory holding the kernels a command runs, for the
 argument types it was built with, compiled by numba from the same sources for this CPU:
 a call whose arguments match one of them runs it without numba; any other call, or any

@@ -42,6 +42,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "reproduce": ("reproduce", "reproduce_gavel", "reproduce_gandiva", "reproduce_gavel_openb"),
     "extender": ("extender",),
     "share": ("share",),
+    "kernels": ("kernels",),
 }
 
 
