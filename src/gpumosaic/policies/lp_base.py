@@ -254,8 +254,8 @@ def repair_onto_constraints(
     pairs: PackedPairs | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """``repair_feasibility`` over arrays: x (n_jobs, n_types), y (n_pairs, n_types),
-    demand (n_jobs,) and capacity (n_types,) in GPUs."""
-    x, y = x.copy(), y.copy()
+    demand (n_jobs,) and capacity (n_types,) in GPUs. Scaling makes new arrays; where
+    nothing overshoots, ``x`` and ``y`` themselves come back."""
     with_pairs = pairs is not None and len(y) > 0
     time = x.sum(axis=1)
     if with_pairs:
@@ -263,10 +263,10 @@ def repair_onto_constraints(
         time = time + job_pair_incidence(x.shape[0], pairs) @ y.sum(axis=1)
     if not time.max(initial=0.0) <= 1.0:
         row_scale = 1.0 / np.maximum(time, 1.0)
-        x *= row_scale[:, None]
+        x = x * row_scale[:, None]
         if with_pairs:
             assert pairs is not None
-            y *= np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
+            y = y * np.minimum(row_scale[pairs.pairs[:, 0]], row_scale[pairs.pairs[:, 1]])[:, None]
     demand = np.asarray(demand, dtype=np.float64)
     used = demand @ x
     if with_pairs:

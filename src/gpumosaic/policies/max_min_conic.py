@@ -79,8 +79,13 @@ class SinglesTemplate:
 
 def template_for(throughputs: FloatArray, runnable: npt.NDArray[np.bool_]) -> SinglesTemplate:
     """The (cached) template for the shape of these throughputs and runnable jobs."""
-    n, n_types = throughputs.shape
-    usable = np.ascontiguousarray(throughputs > 0)
+    return template_of(throughputs > 0, runnable)
+
+
+def template_of(usable: npt.NDArray[np.bool_], runnable: npt.NDArray[np.bool_]) -> SinglesTemplate:
+    """The (cached) template for the (n, n_types) mask of throughput > 0 and the (n,)
+    mask of jobs in the minimum."""
+    n, n_types = usable.shape
     return singles_template(n, n_types, usable.tobytes(), runnable.tobytes())
 
 

@@ -41,17 +41,14 @@ from gpumosaic.policies.lp_base import (
     allocation_from_solution,
     build_base_constraints,
     empty_allocation,
-    group_identical_rows,
-    job_class_key,
     job_rate_matrix,
     pair_coefficients,
     proportional_rates,
     repair_onto_constraints,
-    scale_over_weight,
     usable_pairs,
 )
 from gpumosaic.policies.lp_solve import ConicLp, LinearProgram, coo, solve, stack_rows
-from gpumosaic.policies.max_min_conic import template_for
+from gpumosaic.policies.max_min_conic import template_for, template_of
 
 
 def max_min_program(
@@ -116,16 +113,32 @@ def normalized_single_rates(
     capacity: FloatArray,
     heterogeneity_aware: bool,
 ) -> tuple[FloatArray, FloatArray]:
-    """``normalized_rates`` of X over arrays, and the per-job factor sf / (w * prop)."""
-    if heterogeneity_aware:
-        rates = np.asarray(throughputs, dtype=np.float64)
-        prop = proportional_rates(rates, capacity)
-    else:
-        rates = (throughputs > 0).astype(np.float64)
-        prop = np.ones(rates.shape[0])
-    factor = scale_over_weight(scale_factors, priority_weights) / np.where(prop > 0, prop, 1.0)
-    factor = np.where(prop > 0, factor, 0.0)
-    return rates * factor[:, None], factor
+    """``normalized_rates`` of X over arrays, and the per-job factor sf / (w * prop)
+    (compiled: ``row_classes.normalized_rows``)."""
+    from gpumosaic.policies.row_classes import normalized_rows
+
+    throughputs = np.ascontiguousarray(throughputs, dtype=np.float64)
+    n = throughputs.shape[0]
+    rates = np.empty(throughputs.shape)
+    factor = np.empty(n)
+    normalized_rows(
+        throughputs,
+        _proportional(throughputs, capacity, heterogeneity_aware),
+        np.asarray(scale_factors, dtype=np.float64),
+        np.asarray(priority_weights, dtype=np.float64),
+        heterogeneity_aware,
+        rates,
+        factor,
+    )
+    return rates, factor
+
+
+def _proportional(throughputs: FloatArray, capacity: FloatArray, aware: bool) -> FloatArray:
+    """Each job's proportional throughput (``proportional_rates``), or 1s when the
+    policy is not heterogeneity-aware (every rate counts as 1)."""
+    if not aware:
+        return np.ones(throughputs.shape[0])
+    return proportional_rates(throughputs, capacity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,35 +172,52 @@ class MaxMinFairness:
         """The hot path (no pairs, Clarabel): the LP from a cached template
         (``max_min_conic``), over job classes (``JobClasses``) without building the
         reduced PolicyInput. Same numbers, in the same order, as aggregating and solving
-        through ``_solve``, so the same allocation."""
-        single, _ = normalized_single_rates(
-            inp.throughputs,
-            inp.scale_factors,
-            inp.priority_weights,
-            inp.capacity,
-            self.heterogeneity_aware,
+        through ``_solve``, so the same allocation. The keys, classes and class rows are
+        two compiled passes (``row_classes.max_min_classes``, ``class_rows``)."""
+        from gpumosaic.policies.row_classes import class_rows, max_min_classes
+
+        aware = self.heterogeneity_aware
+        throughputs = np.ascontiguousarray(inp.throughputs, dtype=np.float64)
+        n, n_types = throughputs.shape
+        scale = np.asarray(inp.scale_factors, dtype=np.float64)
+        weight = np.asarray(inp.priority_weights, dtype=np.float64)
+        demand = np.asarray(inp.demand, dtype=np.float64)
+        if not self.aggregate:
+            single, _ = normalized_single_rates(throughputs, scale, weight, inp.capacity, aware)
+            x, level, notes = max_min_singles(throughputs, single, demand, inp.capacity)
+            return Allocation(inp.job_ids, inp.gpu_types, x, objective=level, notes=notes)
+        key = np.empty((n, 2 * n_types + 1))
+        inverse = np.empty(n, dtype=np.int64)
+        first = np.empty(n, dtype=np.int64)
+        prop = _proportional(throughputs, inp.capacity, aware)
+        classes = max_min_classes(
+            throughputs, prop, scale, weight, demand, aware, key, inverse, first
         )
-        if self.aggregate:
-            inverse, rows, counts = group_identical_rows(job_class_key(inp, single))
-            if len(rows) < inp.num_jobs:
-                throughputs = inp.throughputs[rows]
-                class_rates, _ = normalized_single_rates(
-                    throughputs,
-                    inp.scale_factors[rows],
-                    inp.priority_weights[rows],
-                    inp.capacity,
-                    self.heterogeneity_aware,
-                )
-                demand = inp.demand[rows] * counts
-                x, level, notes = max_min_singles(throughputs, class_rates, demand, inp.capacity)
-                return Allocation(
-                    job_ids=inp.job_ids,
-                    gpu_types=inp.gpu_types,
-                    matrix=x[inverse],
-                    objective=level,
-                    notes=(f"{len(counts)} job class(es) for {inp.num_jobs} jobs", *notes),
-                )
-        x, level, notes = max_min_singles(inp.throughputs, single, inp.demand, inp.capacity)
+        rows = first[:classes]
+        counts = np.bincount(inverse, minlength=classes)
+        # The class rows: each class's first job, its own proportional throughput over
+        # the class rows (as ``normalized_single_rates`` of them computes it).
+        class_prop = _proportional(throughputs[rows], inp.capacity, aware)
+        rates = np.empty((classes, n_types))
+        class_demand = np.empty(classes)
+        usable = np.empty((classes, n_types), dtype=np.bool_)
+        runnable = class_rows(
+            throughputs,
+            class_prop,
+            scale,
+            weight,
+            demand,
+            aware,
+            rows,
+            counts,
+            rates,
+            class_demand,
+            usable,
+        )
+        x, level, notes = _max_min_over(usable, runnable, rates, class_demand, inp.capacity)
+        if classes < n:
+            x = x[inverse]
+            notes = (f"{classes} job class(es) for {n} jobs", *notes)
         return Allocation(inp.job_ids, inp.gpu_types, x, objective=level, notes=notes)
 
     def _solve(self, inp: PolicyInput, pairs: PackedPairs | None) -> Allocation:
@@ -219,17 +249,29 @@ def max_min_singles(
     base constraints, the level z, notes). ``rates`` are the normalized (n, T) objective
     coefficients; X[j, t] is pinned to 0 where ``throughputs`` is 0."""
     runnable = np.asarray((rates > 0).any(axis=1), dtype=bool)
+    return _max_min_over(throughputs > 0, runnable, rates, demand, capacity)
+
+
+def _max_min_over(
+    usable: npt.NDArray[np.bool_],
+    runnable: npt.NDArray[np.bool_],
+    rates: FloatArray,
+    demand: FloatArray,
+    capacity: FloatArray,
+) -> tuple[FloatArray, float, tuple[str, ...]]:
+    """``max_min_singles`` given where each job has throughput (``usable``) and which
+    jobs enter the minimum (``runnable``: a positive rate somewhere)."""
     notes: tuple[str, ...] = ()
     if not runnable.all():
         notes = (f"{int((~runnable).sum())} job(s) have no throughput on any type",)
-    if not runnable.any():
-        return np.zeros(rates.shape), 0.0, notes
-    template = template_for(throughputs, runnable)
+        if not runnable.any():
+            return np.zeros(rates.shape), 0.0, notes
+    template = template_of(usable, runnable)
     raw = template.solve(rates, demand, capacity)
     # Interior-point iterates sit a hair outside the bounds: clip, then scale any row or
     # type that still overshoots (``allocation_from_solution``).
     x = np.zeros(rates.size)
-    x[template.keep] = np.clip(raw[:-1], 0.0, 1.0)
+    x[template.keep] = raw[:-1].clip(0.0, 1.0)
     x, _ = repair_onto_constraints(
         x.reshape(rates.shape), np.zeros((0, rates.shape[1])), demand, capacity
     )

@@ -58,3 +58,74 @@ def row_classes(words, inverse, first):  # pragma: no cover
                 break
             slot = (slot + 1) & (size - 1)
     return classes
+
+
+@njit(cache=True)
+def _row_factor(scale, weight, prop):  # pragma: no cover
+    """Gavel's per-job objective factor sf / (w * prop), as ``normalized_single_rates``
+    writes it in numpy: a weight <= 0 counts as 1, a job with prop <= 0 gets 0."""
+    per_job = scale / (weight if weight > 0 else 1.0)
+    factor = per_job / (prop if prop > 0 else 1.0)
+    return factor if prop > 0 else 0.0
+
+
+@njit(cache=True)
+def normalized_rows(throughputs, prop, scale, weight, aware, rates, factor):  # pragma: no cover
+    """The max-min LP's objective coefficients of each job: ``rates[j, t]`` = rate x
+    factor (rate = the throughput, or 1 where it is > 0 when not ``aware``), and
+    ``factor[j]``; ``prop`` is each job's proportional throughput (1 when not aware),
+    ``scale`` and ``weight`` its scale factor and priority weight (float64)."""
+    n, n_types = throughputs.shape
+    for j in range(n):
+        f = _row_factor(scale[j], weight[j], prop[j])
+        factor[j] = f
+        for t in range(n_types):
+            thr = throughputs[j, t]
+            rate = thr if aware else (1.0 if thr > 0 else 0.0)
+            rates[j, t] = rate * f
+
+
+@njit(cache=True)
+def max_min_classes(
+    throughputs, prop, scale, weight, demand, aware, key, inverse, first
+):  # pragma: no cover
+    """The job classes of the max-min LP in one pass: writes each job's class key row
+    (its ``normalized_rows`` coefficients, 1.0 where it has throughput, its demand) to
+    the (n, 2 T + 1) float64 ``key`` and groups the rows by bitwise equality
+    (``row_classes``: ``inverse``, ``first``); returns the number of classes."""
+    n, n_types = throughputs.shape
+    for j in range(n):
+        f = _row_factor(scale[j], weight[j], prop[j])
+        for t in range(n_types):
+            thr = throughputs[j, t]
+            rate = thr if aware else (1.0 if thr > 0 else 0.0)
+            key[j, t] = rate * f
+            key[j, n_types + t] = 1.0 if thr > 0 else 0.0
+        key[j, 2 * n_types] = demand[j]
+    return row_classes(key.view(np.uint64), inverse, first)
+
+
+@njit(cache=True)
+def class_rows(
+    throughputs, prop, scale, weight, demand, aware, first, counts, rates, class_demand, usable
+):  # pragma: no cover
+    """What the LP over classes reads of each class c (its first job j = first[c]):
+    ``rates[c]`` (``normalized_rows`` of job j with the class's ``prop[c]``), its
+    demand x count and where it has throughput; returns the (classes,) mask of classes
+    with a positive coefficient somewhere (those in the minimum)."""
+    n_types = throughputs.shape[1]
+    classes = len(first)
+    runnable = np.zeros(classes, dtype=np.bool_)
+    for c in range(classes):
+        j = first[c]
+        f = _row_factor(scale[j], weight[j], prop[c])
+        for t in range(n_types):
+            thr = throughputs[j, t]
+            rate = thr if aware else (1.0 if thr > 0 else 0.0)
+            value = rate * f
+            rates[c, t] = value
+            usable[c, t] = thr > 0
+            if value > 0:
+                runnable[c] = True
+        class_demand[c] = demand[j] * np.float64(counts[c])
+    return runnable

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpumosaic.model.job import JobSpec
 from gpumosaic.options import parse_options
@@ -53,15 +53,46 @@ def _scale_factor(u: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class GavelStream:
-    """A re-iterable stream of Gavel's generated jobs (unbounded unless ``jobs`` is set)."""
+    """A re-iterable stream of Gavel's generated jobs (unbounded unless ``jobs`` is set).
+
+    The jobs drawn so far are kept: a run iterates the stream twice (the placement's
+    target sample, then the arrivals), and the second pass reads them instead of
+    drawing them again. They are the same jobs either way (the draws are seeded)."""
 
     rate_per_hour: float
     seed: int
     table: GavelThroughputTable
     multi_gpu: bool = False
     jobs: int | None = None
+    # The jobs drawn so far, and the one live draw (made on the first iteration).
+    _drawn: list[JobSpec] = field(default_factory=list, init=False, repr=False, compare=False)
+    _source: list[Iterator[JobSpec]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[GavelStream], tuple[float, int, GavelThroughputTable, bool, int | None]]:
+        # Pickled (to a worker) without the drawn jobs and the live draw.
+        return (GavelStream, (self.rate_per_hour, self.seed, self.table, self.multi_gpu, self.jobs))
 
     def __iter__(self) -> Iterator[JobSpec]:
+        drawn, source = self._drawn, self._source
+        i = 0
+        while True:
+            if i < len(drawn):
+                yield drawn[i]
+                i += 1
+                continue
+            if not source:
+                source.append(self._draw())
+            job = next(source[0], None)
+            if job is None:
+                return
+            drawn.append(job)
+
+    def _draw(self) -> Iterator[JobSpec]:
+        """Gavel's random process, from its first job."""
         job_rng = random.Random(self.seed + 2)
         arrival_rng = random.Random(self.seed + 3)
         mean_gap = 3600.0 / self.rate_per_hour if self.rate_per_hour > 0 else 0.0

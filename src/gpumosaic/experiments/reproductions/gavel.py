@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.sim.result import JobStatus, SimResult
@@ -231,6 +230,9 @@ def run_part(
             for rate in rates
             for seed in seeds
         ]
+    # Imported here: multiprocessing is ~10 ms that a single run (bench_rounds.py) skips.
+    from gpumosaic.experiments.parallel import parallel_map
+
     progress = None if on_done is None else lambda done, total, _row: on_done(done, total)
     return parallel_map(_run_task, tasks, workers, progress)
 

@@ -86,9 +86,11 @@ class AllocationBook:
         assert ent is not None
         carried = reset_accounting(ent, now - self.last_reset_s, self.credit_s)
         active = jobs.is_active
-        alive = active[ent.rows_a] & ((ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)])
+        alive = active[ent.rows_a]
+        if ent.has_pairs:  # a pair lives while both its jobs do
+            alive &= (ent.rows_b < 0) | active[np.maximum(ent.rows_b, 0)]
         keys = _entity_keys(ent.rows_a[alive], ent.rows_b[alive])
-        order = np.argsort(keys, kind="stable")
+        order = keys.argsort(kind="stable")
         self.deficits = (keys[order], carried[alive][order])
 
     def _entity_table(self, rows: np.ndarray, alloc: Allocation, jobs: JobStore) -> EntityTable:
@@ -115,7 +117,7 @@ class AllocationBook:
         known, carried = self.deficits
         if len(known):
             keys = _entity_keys(ra, rb)
-            at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+            at = np.minimum(known.searchsorted(keys), len(known) - 1)
             hit = known[at] == keys
             deficit[hit] = carried[at[hit]]
         return EntityTable(

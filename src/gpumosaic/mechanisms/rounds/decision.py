@@ -220,19 +220,17 @@ class RoundDecider:
         """``admit`` for jobs in arrival order, with their (len(jobs), n_types) rates, in
         one pass over arrays; returns their rows."""
         rows = self.jobs.add_many(jobs, rates, measured)
-        runnable = np.asarray((rates > 0).any(axis=1), dtype=bool)
-        ok = np.ones(len(jobs), dtype=bool)
-        for i, job in enumerate(jobs):
-            reason = ""
+        runnable: list[bool] = list(np.any(rates > 0, axis=1).tolist())
+        admitted: list[int] = []
+        for i, (row, job) in enumerate(zip(rows.tolist(), jobs, strict=True)):
             if job.num_gpu == 0 or not self._could_ever_fit(job, rates[i]):
-                reason = "never fits: no node can hold it (or it asks for no GPU)"
+                self.jobs.reject(row, "never fits: no node can hold it (or it asks for no GPU)")
             elif not runnable[i]:
-                reason = "no throughput on any GPU model of the cluster"
-            if reason:
-                self.jobs.reject(int(rows[i]), reason)
-                ok[i] = False
-        if ok.any():
-            self.jobs.activate_many(rows[ok])
+                self.jobs.reject(row, "no throughput on any GPU model of the cluster")
+            else:
+                admitted.append(row)
+        if admitted:
+            self.jobs.activate_many(admitted)
             self.need_solve = True
         return rows
 

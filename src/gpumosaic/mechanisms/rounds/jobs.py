@@ -93,6 +93,8 @@ class JobStore:
         """Jobs in arrival order with their (len(specs), n_types) rates; their rows."""
         first = len(self.specs)
         n = len(specs)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
         end = first + n
         if end > len(self.done_steps):
             self._grow(end)
@@ -101,25 +103,22 @@ class JobStore:
         self.rates[first:end] = rates
         # Columns in the order of _SPEC_FLOATS and _SPEC_INTS. gpu_demand is
         # JobSpec.gpu_demand (a Python float, as it computes it).
-        self._spec_floats[first:end] = np.array(
-            [
-                (
-                    s.work,
-                    s.gpu_demand,
-                    s.priority_weight,
-                    s.arrival_s,
-                    np.nan if s.slo_s is None else s.slo_s,
-                )
-                for s in specs
-            ],
-            np.float64,
-        ).reshape(n, len(_SPEC_FLOATS))
-        self._spec_ints[first:end] = np.array(
-            [(max(s.num_gpu, 1) * s.gpu_milli, s.id, max(s.num_gpu, 1)) for s in specs],
-            np.int64,
-        ).reshape(n, len(_SPEC_INTS))
-        self.job_type.extend(s.job_type for s in specs)
-        self.entity.extend(s.entity for s in specs)
+        # numpy converts the rows straight into the blocks (no temporary array).
+        self._spec_floats[first:end] = [
+            (
+                s.work,
+                s.gpu_demand,
+                s.priority_weight,
+                s.arrival_s,
+                np.nan if s.slo_s is None else s.slo_s,
+            )
+            for s in specs
+        ]
+        self._spec_ints[first:end] = [
+            (max(s.num_gpu, 1) * s.gpu_milli, s.id, max(s.num_gpu, 1)) for s in specs
+        ]
+        self.job_type.extend([s.job_type for s in specs])
+        self.entity.extend([s.entity for s in specs])
         return np.arange(first, end, dtype=np.int64)
 
     @property
@@ -131,10 +130,10 @@ class JobStore:
     def n_active(self) -> int:
         return len(self._active)
 
-    def activate_many(self, rows: IntArray) -> None:
+    def activate_many(self, rows: IntArray | list[int]) -> None:
         """The rows become active, in the given order."""
         self.is_active[rows] = True
-        self._active.update(dict.fromkeys(rows.tolist()))
+        self._active.update(dict.fromkeys(rows.tolist() if isinstance(rows, np.ndarray) else rows))
 
     def reject(self, row: int, reason: str) -> None:
         self.rejected[row] = reason
