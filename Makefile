@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # After installing, the ahead-of-time kernel library (gpumosaic/kernel_aot.py: the fill's
-# kernels without numba's ~0.6 s start-up; ~30 s once). Without it the kernels run
+# and the round mechanism's kernels without numba's ~0.6 s start-up; ~40-60 s once). Without it the kernels run
 # through numba's JIT, as after any kernel change until `make kernels`.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .

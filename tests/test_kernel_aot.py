@@ -100,9 +100,10 @@ FILL_ARRAYS = (
 
 @pytest.mark.slow
 def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
-    """Builds the library (~30 s: pycc compiles every fill kernel), then fills with it and
-    with numba's JIT: every curve and every task's outcome equal, for the compiled scorers,
-    a combination, Random and fgd-exact (object mode: the JIT's)."""
+    """Builds the library (~30-60 s: pycc compiles every learned kernel), then fills and runs
+    Gavel's rounds with it and with numba's JIT: every curve and every task's outcome
+    equal, for the compiled scorers, a combination, Random and fgd-exact (object mode: the
+    JIT's); the same JCTs, rounds and solves."""
     from gpumosaic.placement import kernel
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
@@ -115,18 +116,21 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
-    assert "(5 exports)" in built.stdout
     library = kernel_aot.load_library(tmp_path)
-    assert set(library) == {
+    assert set(library) >= {  # the fill's entry points, and the round mechanism's
         "gpumosaic.placement.kernel.step.place_run",
         "gpumosaic.placement.kernel.random.random_feasible",
         "gpumosaic.placement.kernel.random.random_node",
         "gpumosaic.placement.kernel.random.nth_fitting_gpu",
         "gpumosaic.sim.timeline.kernel.replay_samples",
+        "gpumosaic.mechanisms.rounds.round_kernel.round_singles",
+        "gpumosaic.mechanisms.rounds.round_kernel.account_round",
     }
+    assert f"({sum(len(v) for v in library.values())} exports)" in built.stdout
     placements = ("fgd", "bestfit", "pwr=200,fgd=800", "random", "fgdexact")
     kernel_aot.use_aot_library({})  # numba's JIT only
     jit = {p: _fill(p, 3000) for p in placements}
+    jit_rounds = _gavel_rounds()
     kernel_aot.use_aot_library(library)
     try:
         # The compiled scorers' kernel comes from the library (a pycc function), fgd-exact's
@@ -143,8 +147,24 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
             run = next(iter(strategy._shapes.values())).run
             assert (run is kernel_cache.jit(kernel.place_run)) is not from_library
         aot = {p: _fill(p, 3000) for p in placements}
+        aot_rounds = _gavel_rounds()
     finally:
         kernel_aot.use_aot_library(None)
     for p in placements:
         for field in FILL_ARRAYS:
             np.testing.assert_array_equal(getattr(aot[p], field), getattr(jit[p], field))
+    assert aot_rounds == jit_rounds
+
+
+def _gavel_rounds() -> tuple[object, ...]:
+    """Gavel's continuous run (another seed and window than the build learned from): the
+    JCT, makespan, jobs done, rounds and solves."""
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, summarize
+    from gpumosaic.model.cluster import ClusterSpec
+    from gpumosaic.sim.rounds import run_rounds
+    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
+
+    cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
+    workload = gavel_stream_workload(3.0, (100, 200), 1)
+    result = run_rounds(cluster, workload, "max_min_fairness_perf", "strided", seed=1)
+    return (*summarize(result), result.stats.rounds, result.stats.policy_solves)

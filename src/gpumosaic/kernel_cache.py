@@ -161,17 +161,17 @@ class Kernel:
     def resolve(self, *args: Any) -> Callable[..., Any]:
         """The function to call with ``args`` (and with any arguments of the same types):
         an AOT export whose types match, else numba's dispatcher."""
-        from gpumosaic.kernel_aot import matches
-
         self.called_from_python = True
-        for guard, function in self.aot():
-            if matches(guard, args):
+        for guard, function in self._aot if self._aot is not None else self.aot():
+            if guard(args):
                 return function
-        return self.dispatcher()
+        return self._dispatcher or self.dispatcher()
 
     def __call__(self, *args: Any) -> Any:
-        if self._aot or self._aot is None:
-            return self.resolve(*args)(*args)
+        # resolve's work inline: this runs for every call made through the kernel's name.
+        for guard, function in self._aot if self._aot is not None else self.aot():
+            if guard(args):
+                return function(*args)
         self.called_from_python = True
         return (self._dispatcher or self.dispatcher())(*args)
 

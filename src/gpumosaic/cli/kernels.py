@@ -2,13 +2,15 @@
 
 The kernels and their argument types are learned, not listed: the build runs a short fill
 with every placement through numba's JIT (openb's nodes, the first tasks of openb's
-default trace, and a weighted combination) and exports every signature a kernel was called
-with from Python (its callees are compiled into it). numba's ``pycc`` then compiles the
-same Python sources into one module, for this machine's CPU model and features: the ones
-numba's JIT targets here (pycc's default is a generic CPU), so the AOT code does the same
-arithmetic (tests/test_kernel_aot.py checks whole fills against the JIT bit for bit).
-Building needs numba, setuptools and a C compiler (it links the module); ~10 s with
-numba's cache warm, ~40 s cold.
+default trace, and a weighted combination) and Gavel's continuous experiment over its
+first jobs with three policies, and exports every signature a kernel was called with from
+Python (its callees are compiled into it). A run whose calls all match (the fill, Gavel's
+36:36:36 run with these policies) never imports numba; any other call takes numba's JIT.
+numba's ``pycc`` then compiles the same Python sources into one module, for this
+machine's CPU model and features: the ones numba's JIT targets here (pycc's default is a
+generic CPU), so the AOT code does the same arithmetic (tests/test_kernel_aot.py checks
+whole fills and a round run against the JIT's). Building needs numba, setuptools and a C
+compiler (it links the module); ~20 s with numba's cache warm, ~60 s cold.
 """
 
 from __future__ import annotations
@@ -30,17 +32,30 @@ LEARNING_TASKS = 400
 COMBINATION = "pwr=200,fgd=800"
 
 
+# Gavel's continuous experiment (36:36:36, one GPU per server, 3 jobs/h) over its first
+# jobs, with the policies whose round kernels it learns.
+ROUND_WINDOW = (0, 60)
+ROUND_POLICIES = ("max_min_fairness_perf", "max_min_fairness", "fifo")
+
+
 def learn_signatures() -> list[tuple[kernel_cache.Kernel, Any]]:
-    """(kernel, numba signature) of every kernel a fill calls from Python, in a stable
-    order."""
+    """(kernel, numba signature) of every kernel a fill or Gavel's round mechanism calls
+    from Python, in a stable order."""
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER
+    from gpumosaic.model.cluster import ClusterSpec
     from gpumosaic.placement.registry import placement_names
     from gpumosaic.sim.fill import run_fill
+    from gpumosaic.sim.rounds import run_rounds
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+    from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     nodes = load_openb_nodes("openb:gpu")
     tasks = load_openb_tasks("openb:default")[:LEARNING_TASKS]
     for placement in (*placement_names(), COMBINATION):
         run_fill(nodes, tasks, placement, seed=0, inflate=1.3)
+    cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
+    for policy in ROUND_POLICIES:
+        run_rounds(cluster, gavel_stream_workload(3.0, ROUND_WINDOW, 0), policy, "strided", 0)
     found: list[tuple[kernel_cache.Kernel, Any]] = []
     for kernel in kernel_cache.kernels():
         if kernel.called_from_python:  # its callees are compiled into it

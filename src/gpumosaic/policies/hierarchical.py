@@ -49,10 +49,10 @@ raises PolicySolveError.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.policies.base import (
@@ -77,6 +77,9 @@ from gpumosaic.policies.lp_base import (
 )
 from gpumosaic.policies.lp_solve import LinearProgram, PolicySolveError, solve
 from gpumosaic.policies.max_min_fairness import max_min_program
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 ENTITY_POLICIES = ("fairness", "fifo")
 
@@ -141,6 +144,8 @@ class WaterFilling:
     def _water_fill(
         self, inp: PolicyInput, pairs: PackedPairs | None, counts: npt.NDArray[np.int64]
     ) -> Allocation:
+        import scipy.sparse as sp
+
         n = inp.num_jobs
         base = build_base_constraints(inp, pairs, n_extra=1)
         norm_rates = self._normalized_rates(inp, base.layout, pairs)
@@ -278,6 +283,8 @@ class WaterFilling:
         Floors never exceed what the current allocation ``achieved``, so every program
         here has a feasible point that satisfies the base constraints exactly.
         """
+        import scipy.sparse as sp
+
         n = inp.num_jobs
         base = build_base_constraints(inp, pairs, n_extra=n)
         n_x = base.upper.shape[0]

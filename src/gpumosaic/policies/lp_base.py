@@ -16,14 +16,17 @@ Base constraints (Gavel's, with GPU demand instead of the scale factor):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.policies.base import Allocation, FloatArray, PackedPairs, PolicyInput
 from gpumosaic.policies.lp_solve import coo
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,8 @@ def usable_pairs(inp: PolicyInput, use_pairs: bool) -> PackedPairs | None:
 
 def job_pair_incidence(n_jobs: int, pairs: PackedPairs | None) -> sp.csr_array:
     """(n_jobs, n_pairs) 0/1 matrix: job j is a member of pair k."""
+    import scipy.sparse as sp
+
     if pairs is None:
         return sp.csr_array((n_jobs, 0))
     n_pairs = len(pairs.pairs)
@@ -142,6 +147,8 @@ def job_rate_matrix(
 
     ``pair[k, t, s]`` is the coefficient of Y[k, t] for the job on side s of pair k.
     """
+    import scipy.sparse as sp
+
     n, t = layout.n_jobs, layout.n_types
     rows = [np.repeat(np.arange(n), t)]
     cols = [np.arange(layout.n_single)]

@@ -27,13 +27,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from gpumosaic.policies.base import FloatArray
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 BACKENDS = ("clarabel", "highs", "cvxpy")
 
@@ -74,6 +76,8 @@ def coo(
     rows: npt.ArrayLike, cols: npt.ArrayLike, vals: npt.ArrayLike, shape: tuple[int, int]
 ) -> sp.coo_array:
     """A COO matrix from triplets (duplicates add up)."""
+    import scipy.sparse as sp
+
     return sp.coo_array(
         (np.asarray(vals, dtype=np.float64), (np.asarray(rows), np.asarray(cols))), shape=shape
     )
@@ -91,6 +95,8 @@ def stack_rows(blocks: list[sp.coo_array], n_cols: int) -> sp.coo_array:
 
 
 def _keep_columns(a: sp.sparray, keep: npt.NDArray[np.int64], n_cols: int) -> sp.coo_array:
+    import scipy.sparse as sp
+
     m = sp.coo_array(a)
     remap = np.full(n_cols, -1, dtype=np.int64)
     remap[keep] = np.arange(len(keep))
@@ -193,6 +199,8 @@ class ConicLp:
 
 def clarabel_form(lp: LinearProgram) -> ConicLp:
     """``lp`` with its bounds as rows: [a_eq; a_ub; I (finite uppers); -I (finite lowers)]."""
+    import scipy.sparse as sp
+
     n = lp.num_vars
     upper_idx = np.flatnonzero(np.isfinite(lp.upper))
     lower_idx = np.flatnonzero(np.isfinite(lp.lower))

@@ -18,9 +18,9 @@ types where the job has no throughput (Gavel gives it the v100 rate there too).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from gpumosaic.policies.base import Allocation, PolicyInput, PolicyTraits, lp_traits
 from gpumosaic.policies.lp_base import (
@@ -31,6 +31,9 @@ from gpumosaic.policies.lp_base import (
     usable_pairs,
 )
 from gpumosaic.policies.lp_solve import LinearProgram, solve
+
+if TYPE_CHECKING:
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,8 @@ class MinTotalDuration:
         return lp_traits(self.heterogeneity_aware, self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
+        import scipy.sparse as sp
+
         if inp.num_jobs == 0:
             return empty_allocation(inp)
         throughputs = np.asarray(inp.throughputs, dtype=np.float64)

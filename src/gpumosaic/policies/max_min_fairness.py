@@ -22,10 +22,10 @@ so that ``_packed`` without pairs is exactly ``_perf``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from gpumosaic.policies.base import (
     Allocation,
@@ -50,6 +50,9 @@ from gpumosaic.policies.lp_base import (
 from gpumosaic.policies.lp_solve import ConicLp, LinearProgram, coo, solve, stack_rows
 from gpumosaic.policies.max_min_conic import template_for, template_of
 
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
 
 def max_min_program(
     base: BaseConstraints,
@@ -62,6 +65,8 @@ def max_min_program(
 
     The layout of ``base`` must reserve its last extra variable for z.
     """
+    import scipy.sparse as sp
+
     layout = base.layout
     n_obj = objective_rates.shape[0]
     offsets = np.zeros(n_obj) if objective_offsets is None else objective_offsets
@@ -222,6 +227,8 @@ class MaxMinFairness:
 
     def _solve(self, inp: PolicyInput, pairs: PackedPairs | None) -> Allocation:
         """The general path: any back end, with or without pairs."""
+        import scipy.sparse as sp
+
         single, pair = normalized_rates(inp, self.heterogeneity_aware, pairs)
         base = build_base_constraints(inp, pairs, n_extra=1)
         rates = job_rate_matrix(base.layout, single, pair, pairs)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.policies.base import Allocation, FloatArray, PolicyInput, PolicyTraits, lp_traits
@@ -36,6 +36,9 @@ from gpumosaic.policies.lp_base import (
     usable_pairs,
 )
 from gpumosaic.policies.lp_solve import LinearProgram, PolicySolveError, solve
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 GAVEL_COST_PER_HOUR: Mapping[str, float] = {"v100": 2.48, "p100": 1.46, "k80": 0.45}
 
@@ -67,6 +70,8 @@ class MaxSumThroughput:
         return lp_traits(heterogeneity_aware=True, use_pairs=self.use_pairs)
 
     def allocate(self, inp: PolicyInput) -> Allocation:
+        import scipy.sparse as sp
+
         if inp.num_jobs == 0:
             return empty_allocation(inp)
         pairs = usable_pairs(inp, self.use_pairs)
@@ -126,6 +131,8 @@ class MaxSumThroughput:
 
 def _slo_constraints(inp: PolicyInput, rates: sp.csr_array) -> tuple[sp.csr_array, FloatArray, int]:
     """Rows of ``rates`` for jobs with a live SLO, their required rates, and the late count."""
+    import scipy.sparse as sp
+
     assert inp.slo_s is not None
     slo = np.asarray(inp.slo_s, dtype=np.float64)
     time_left = np.asarray(inp.arrival_s, dtype=np.float64) + slo - inp.now_s
