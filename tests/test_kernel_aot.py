@@ -4,6 +4,7 @@ an AOT call, and an AOT fill is the JIT's fill bit for bit."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from gpumosaic import kernel_aot, kernel_cache
-from gpumosaic.kernel_aot import guard_of, matches
+from gpumosaic.kernel_aot import guard_of
 
 SRC = Path(kernel_cache.__file__).resolve().parent.parent
 
@@ -71,7 +72,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 def test_a_guard_accepts_exactly_the_numba_types_of_an_export(
     spec: list[Any], value: object, expected: bool
 ) -> None:
-    assert matches(guard_of(["tuple", [spec]]), (value,)) is expected
+    assert guard_of(["tuple", [spec]])((value,)) is expected
 
 
 def test_a_kernel_outside_the_library_runs_through_numba() -> None:
@@ -168,3 +169,13 @@ def _gavel_rounds() -> tuple[object, ...]:
     workload = gavel_stream_workload(3.0, (100, 200), 1)
     result = run_rounds(cluster, workload, "max_min_fairness_perf", "strided", seed=1)
     return (*summarize(result), result.stats.rounds, result.stats.policy_solves)
+
+
+def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -> None:
+    extension, exports, _ = kernel_aot.aot_paths(tmp_path)
+    extension.write_bytes(b"not a shared object")
+    exports.write_text(json.dumps({"host": kernel_aot.host_key(), "exports": []}))
+    with pytest.warns(RuntimeWarning, match="does not load"):
+        assert kernel_aot.load_library(tmp_path) == {}
+    exports.write_text(json.dumps({"host": "another CPU", "exports": []}))
+    assert kernel_aot.load_library(tmp_path) == {}  # built elsewhere: not tried

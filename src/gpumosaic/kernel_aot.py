@@ -11,7 +11,7 @@ numba's JIT until the library is built again; so does another CPU.
 
 An AOT function trusts its arguments to have the types it was compiled for (a wrong dtype
 reads memory as another type), so a call is checked against the exports' types first
-(``matches``: dtype, byte order, dimensions, layout, writability, alignment; Python and
+(``guard_of``: dtype, byte order, dimensions, layout, writability, alignment; Python and
 numpy scalars; tuples), as numba's dispatcher would type the same arguments.
 """
 
@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import sysconfig
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,14 @@ AOT_ENV = "GPUMOSAIC_AOT"  # "0": never use the AOT library (numba's JIT for eve
 def host_key() -> str:
     """This CPU (architecture and feature flags): AOT code is built for the CPU it runs on."""
     digest = hashlib.sha256(platform.machine().encode())
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features", "model name")):
+    seen: set[str] = set()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:  # the first processor's lines are enough
+            key = line.split(":", 1)[0].strip()
+            if key in ("flags", "Features", "model name"):
+                if key in seen:
+                    break
+                seen.add(key)
                 digest.update(line.encode())
     return digest.hexdigest()[:16]
 
@@ -80,9 +86,18 @@ def load_library(directory: Path | None) -> Library:
     spec = importlib.util.spec_from_file_location(name, extension)
     if spec is None or spec.loader is None:
         return {}
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    table: dict[str, list[tuple[Any, Callable[..., Any]]]] = {}
+    try:
+        module = importlib.util.module_from_spec(spec)  # loads the shared object
+        spec.loader.exec_module(module)
+    except ImportError as err:  # e.g. built against another numpy: rebuild it
+        warnings.warn(
+            f"the ahead-of-time kernel library {extension} does not load ({err}); the "
+            "kernels run through numba's JIT until `gpumosaic kernels` builds it again",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return {}
+    table: dict[str, list[tuple[Guard, Callable[..., Any]]]] = {}
     for entry in exports["exports"]:
         guard = guard_of(["tuple", entry["args"]])
         table.setdefault(entry["kernel"], []).append((guard, getattr(module, entry["name"])))
@@ -152,8 +167,3 @@ def _expression(spec: Any, value: str, names: dict[str, Any]) -> str:
         names[name] = scalar
         checks.append(f"type({value}) is {name}")
     return "(" + " or ".join(checks) + ")"
-
-
-def matches(guard: Guard, args: Any) -> bool:
-    """Whether ``args`` have exactly the numba types ``guard`` checks."""
-    return guard(args)

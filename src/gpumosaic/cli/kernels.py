@@ -64,7 +64,7 @@ def learn_signatures() -> list[tuple[kernel_cache.Kernel, Any]]:
 
 
 def argument_spec(numba_type: Any) -> list[Any]:
-    """A numba argument type as the exports file writes it (``kernel_cache._guard``)."""
+    """A numba argument type as the exports file writes it (``kernel_aot.guard_of``)."""
     from numba.core import types
 
     if isinstance(numba_type, types.Array):
