@@ -138,8 +138,12 @@ def share_factory(libs, tmp_path) -> Iterator:
         mode: str = "on",
         memory_mib: float | None = None,
         metrics_port: int | None = None,
+        grace_s: float = 5.0,
         **env: str,
     ):
+        # The grace is generous by default: a drop here drains up to ~1 s of queued 1 ms
+        # kernels, and a revocation would let two clients overlap; the revocation tests
+        # set it short on purpose.
         sock_dir = tmp_path / f"sock{len(made)}"
         daemon = DaemonThread(
             sock_dir,
@@ -147,6 +151,7 @@ def share_factory(libs, tmp_path) -> Iterator:
             anti_thrashing=AntiThrashing(mode),
             memory_mib=memory_mib,
             metrics_port=metrics_port,
+            revoke_grace_s=grace_s,
         )
         daemon.start()
         log = tmp_path / f"cuda{len(made)}.log"

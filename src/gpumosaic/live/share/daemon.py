@@ -210,8 +210,8 @@ class ShareDaemon:
             if conn.registered:
                 return [], error("already_registered").encode()
             conn.registered = True
-            self._event(conn.gpu, "REGISTER", conn.id, now)
             decisions = lock.register(conn.id, request.pid, request.name, now)
+            self._event(conn.gpu, "REGISTER", conn.id, now)
         elif isinstance(request, RequestLock | LockReleased | Memory):
             if not conn.registered:
                 return [], error("not_registered", "send REGISTER first").encode()
