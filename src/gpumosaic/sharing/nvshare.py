@@ -60,9 +60,9 @@ class NvshareModel:
     """Parameters of nvshare on one GPU; ``simulate`` runs jobs on it."""
 
     tq_s: float = 30.0
-    # on / off / auto (serialize only while the working sets overflow); True / False mean
-    # on / off and are stored as such.
-    anti_thrashing: AntiThrashing | bool = AntiThrashing.ON
+    # on / off / auto (serialize only while the working sets overflow); True / False (kept
+    # as given) mean on / off. ``mode`` is the value as an AntiThrashing.
+    anti_thrashing: AntiThrashing | bool = True
     paging: PagingModel = field(default_factory=PagingModel)
     handover_s: float = HANDOVER_SYNC_S
     idle_release_s: float = NVSHARE_IDLE_RELEASE_S
@@ -70,10 +70,7 @@ class NvshareModel:
 
     def __post_init__(self) -> None:
         check_tq(self.tq_s)
-        if isinstance(self.anti_thrashing, bool):
-            on = AntiThrashing.ON if self.anti_thrashing else AntiThrashing.OFF
-            object.__setattr__(self, "anti_thrashing", on)
-        else:
+        if not isinstance(self.anti_thrashing, bool):
             object.__setattr__(self, "anti_thrashing", AntiThrashing(self.anti_thrashing))
         if self.handover_s < 0 or self.idle_release_s < 0:
             raise ValueError("handover_s and idle_release_s must be >= 0")
@@ -82,7 +79,10 @@ class NvshareModel:
 
     @property
     def mode(self) -> AntiThrashing:
-        return AntiThrashing(self.anti_thrashing)
+        mode = self.anti_thrashing
+        if isinstance(mode, bool):
+            return AntiThrashing.ON if mode else AntiThrashing.OFF
+        return mode
 
     def simulate(self, jobs: Sequence[SharedJob], gpu_memory_mib: float) -> SharingOutcome:
         """Run ``jobs`` on one GPU with ``gpu_memory_mib`` of memory until all finish."""
