@@ -93,8 +93,9 @@ print(json.dumps({"ok": oks, "rel": rels}))
 """
 
 
-def start_daemon(sock_dir: Path, tq: float, events: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from gpumosaic.cli import main; main()", "share", "daemon"]
+def start_daemon(sock_dir: Path, tq: float, events: Path, nice: int = 0) -> subprocess.Popen:
+    cmd = ["nice", "-n", str(nice)] if nice else []
+    cmd += [sys.executable, "-c", "from gpumosaic.cli import main; main()", "share", "daemon"]
     cmd += ["--socket-dir", str(sock_dir), "--tq", str(tq), "--anti-thrashing", "on"]
     cmd += ["--event-log", str(events)]
     proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
@@ -121,10 +122,12 @@ def quantiles(values_s: list[float]) -> dict[str, float]:
     }
 
 
-def handover(clients: int, seconds: float, tmp: Path, one_process: bool) -> dict[str, object]:
+def handover(
+    clients: int, seconds: float, tmp: Path, one_process: bool, nice: int
+) -> dict[str, object]:
     tmp.mkdir(exist_ok=True)
     events = tmp / "handover.jsonl"
-    daemon = start_daemon(tmp / "h", 0.01, events)
+    daemon = start_daemon(tmp / "h", 0.01, events, nice)
     try:
         path = str(tmp / "h" / "gpu0.sock")
         until = time.monotonic() + 2.0 + seconds  # every client is in before the clock runs
@@ -217,21 +220,27 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--hog-tq", default="1,5")
+    parser.add_argument(
+        "--daemon-nice", type=int, default=0, help="run the daemon under nice -n N (root: < 0)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         result = {
             "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
-            "handover": handover(args.clients, args.seconds, tmp, one_process=False),
-            "handover_one_process": handover(args.clients, args.seconds, tmp / "1", True),
+            "daemon_nice": args.daemon_nice,
+            "handover": handover(args.clients, args.seconds, tmp, False, args.daemon_nice),
+            "handover_one_process": handover(
+                args.clients, args.seconds, tmp / "1", True, args.daemon_nice
+            ),
             "hog": [hog(float(t), 3, tmp / f"t{t}") for t in args.hog_tq.split(",")],
             "load_after": round(os.getloadavg()[0], 2),
         }
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(result["machine"])
+    print(result["machine"], f"daemon nice {args.daemon_nice}")
     for h in (result["handover"], result["handover_one_process"]):
         for key in ("released_to_next_ok", "daemon_drop_to_next_ok"):
             q = h[key]  # type: ignore[index]

@@ -91,7 +91,7 @@ def prepare_socket_dir(path: Path, allow_group: bool = False) -> None:
     except FileExistsError:
         pass
     except OSError as err:
-        raise ShareError(f"cannot create socket dir {path}: {err.strerror}") from None
+        raise ShareError(f"cannot create socket dir {path}: {err.strerror or err}") from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise ShareError(
@@ -282,7 +282,7 @@ class ShareDaemon:
                 self._log = self.event_log_path.open("a", buffering=1)
             except OSError as err:
                 raise ShareError(
-                    f"--event-log: cannot write {self.event_log_path}: {err.strerror}"
+                    f"--event-log: cannot write {self.event_log_path}: {err.strerror or err}"
                 ) from None
         mode = GROUP_SOCKET_MODE if self.allow_group else SOCKET_MODE
         for gpu in self.locks:
@@ -305,7 +305,7 @@ class ShareDaemon:
                     functools.partial(self._serve, gpu), path=str(path), limit=limits.MAX_LINE
                 )
             except OSError as err:
-                raise ShareError(f"cannot create socket {path}: {err.strerror}") from None
+                raise ShareError(f"cannot create socket {path}: {err.strerror or err}") from None
             os.chmod(path, mode)
             st = os.lstat(path)
             self._sockets[path] = (st.st_dev, st.st_ino)
@@ -318,7 +318,7 @@ class ShareDaemon:
                 )
             except OSError as err:
                 raise ShareError(
-                    f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: {err.strerror}"
+                    f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: {err.strerror or err}"
                 ) from None
             self._servers.append(server)
             self.metrics_address = server.sockets[0].getsockname()[:2]

@@ -62,7 +62,7 @@ def prometheus_text(
     family(
         "gpumosaic_share_handover_latency_seconds",
         "summary",
-        "DROP_LOCK sent to LOCK_RELEASED received (the holder's drain and sync).",
+        "DROP_LOCK sent to LOCK_RELEASED received (the holder's drain and sync) or to revocation.",
     )
     for s, (total, count) in zip(statuses, latency_sums, strict=True):
         if s.handover_latencies_s:
