@@ -62,6 +62,8 @@ class DaemonThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop = None
+            # A stop that hangs (the quantum timer missing its cancellation) is a failure.
+            assert not self.thread.is_alive(), "the daemon did not stop"
 
     def call(self, fn):  # run fn() on the daemon's loop, return its result
         assert self.loop is not None

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -203,3 +206,27 @@ def test_daemon_constructor_checks_like_the_command_line(tmp_path) -> None:
     for kwargs in ({"tq_s": float("nan")}, {"revoke_grace_s": -1.0}, {"gpus": (-1,)}):
         with pytest.raises(ValueError, match="--"):
             ShareDaemon(tmp_path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_sigterm_stops_a_daemon_whose_lock_is_busy(tmp_path, raw) -> None:
+    # A holder ticking through its quanta must not keep the daemon from exiting.
+    sock_dir = tmp_path / "busy"
+    cmd = [sys.executable, "-c", "from gpumosaic.cli import main; main()", "share", "daemon"]
+    cmd += ["--socket-dir", str(sock_dir), "--tq", "0.05", "--anti-thrashing", "on"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        path = socket_path(sock_dir, 0)
+        deadline = time.monotonic() + 30
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        holder = raw(path)
+        holder.ask(b"REGISTER pid=1 name=h\n")
+        assert holder.ask(b"REQ_LOCK\n") == b"LOCK_OK"
+        time.sleep(0.3)  # several quanta re-granted
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and not path.exists()

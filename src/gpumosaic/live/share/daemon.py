@@ -325,6 +325,8 @@ class ShareDaemon:
 
     async def stop(self) -> None:
         self._stopped.set()
+        for wake in self._wake.values():
+            wake.set()  # the timers see _stopped even if a cancellation gets lost in wait_for
         for server in self._servers:
             server.close()
         for writer in list(self._writers.values()):
@@ -411,7 +413,7 @@ class ShareDaemon:
 
     async def _quantum_timer(self, gpu: int) -> None:
         lock, wake = self.locks[gpu], self._wake[gpu]
-        while True:
+        while not self._stopped.is_set():
             deadline = lock.next_deadline()
             timeout = None
             if deadline is not None and math.isfinite(deadline):
