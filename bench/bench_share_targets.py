@@ -243,13 +243,13 @@ def main() -> None:
     print(result["machine"], f"daemon nice {args.daemon_nice}")
     for h in (result["handover"], result["handover_one_process"]):
         for key in ("released_to_next_ok", "daemon_drop_to_next_ok"):
-            q = h[key]  # type: ignore[index]
+            q = h[key]
             print(
-                f"{h['clients']} clients in {h['client_processes']} process(es), {key}: "  # type: ignore[index]
+                f"{h['clients']} clients in {h['client_processes']} process(es), {key}: "
                 f"n {q['n']}, p50 {q['p50_ms']:.3f} ms, p99 {q['p99_ms']:.3f} ms, "
                 f"max {q['max_ms']:.3f} ms"
             )
-    for g in result["hog"]:  # type: ignore[attr-defined]
+    for g in result["hog"]:
         print(
             f"hog at TQ {g['tq_s']:g} s: DROP_LOCK -> LOCK_REVOKED "
             f"{g['drop_to_revoked_s']['min']:.3f}-{g['drop_to_revoked_s']['max']:.3f} s "

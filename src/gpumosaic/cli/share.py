@@ -16,8 +16,9 @@ from rich.table import Table
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.errors import InputError
 from gpumosaic.live.share import client, limits
-from gpumosaic.live.share.daemon import ShareDaemon, default_socket_dir, socket_path
+from gpumosaic.live.share.daemon import ShareDaemon
 from gpumosaic.live.share.native import ShareError, check_loadable, library_path
+from gpumosaic.live.share.sockets import default_socket_dir, socket_path
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing
 
 share_app = typer.Typer(

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumosaic.live.share.daemon import ShareDaemon, socket_path
+from gpumosaic.live.share.daemon import ShareDaemon
 from gpumosaic.live.share.native import library_path
+from gpumosaic.live.share.sockets import socket_path
 from gpumosaic.sharing.lock import AntiThrashing
 
 WORKER = Path(__file__).with_name("worker.py")

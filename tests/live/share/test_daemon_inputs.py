@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from gpumosaic.cli import app
 from gpumosaic.live.share import limits
-from gpumosaic.live.share.daemon import ShareDaemon, socket_path
+from gpumosaic.live.share.daemon import ShareDaemon
+from gpumosaic.live.share.sockets import socket_path
 
 runner = CliRunner()
 

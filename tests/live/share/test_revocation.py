@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from gpumosaic.live.share.daemon import socket_path
+from gpumosaic.live.share.sockets import socket_path
 
 
 def test_a_raw_hog_that_ignores_drop_lock_is_revoked(share_factory, raw) -> None:

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpumosaic.live.share.daemon import socket_path
 from gpumosaic.live.share.protocol import MessageType, ProtocolError, parse
+from gpumosaic.live.share.sockets import socket_path
 
 REPLIES = {
     MessageType.OK,

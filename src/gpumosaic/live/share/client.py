@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gpumosaic.live.share import limits
-from gpumosaic.live.share.daemon import default_socket_dir, socket_path
 from gpumosaic.live.share.native import ShareError
+from gpumosaic.live.share.sockets import default_socket_dir, socket_path
 from gpumosaic.sharing.lock import AntiThrashing
 
 _SOCKET_NAME = re.compile(r"^gpu(\d+)\.sock$")

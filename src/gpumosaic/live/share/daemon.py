@@ -20,10 +20,7 @@ import functools
 import itertools
 import json
 import math
-import os
 import signal
-import socket
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,72 +46,14 @@ from gpumosaic.live.share.protocol import (
     error,
     parse_request,
 )
+from gpumosaic.live.share.sockets import (
+    claim_socket,
+    clear_stale_socket,
+    prepare_socket_dir,
+    remove_own_socket,
+    socket_path,
+)
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, GpuLock
-
-SOCKET_MODE = 0o600
-GROUP_SOCKET_MODE = 0o660  # --allow-group
-DIR_MODE = 0o700
-GROUP_DIR_MODE = 0o750
-
-
-def socket_path(socket_dir: Path, gpu: int) -> Path:
-    return socket_dir / f"gpu{gpu}.sock"
-
-
-def default_socket_dir() -> Path:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "gpumosaic-share"
-    return Path(f"/tmp/gpumosaic-share-{os.getuid()}")
-
-
-def _in_use(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
-def prepare_socket_dir(path: Path, allow_group: bool = False) -> None:
-    """Create ``path`` 0700 (0750 with ``allow_group``) or accept an existing one only if
-    this user owns it, it is a real directory and neither group nor others may write in
-    it: whoever can write there can put a socket that impersonates the daemon."""
-    mode = GROUP_DIR_MODE if allow_group else DIR_MODE
-    created = False
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(path, mode)
-        created = True
-    except FileExistsError:
-        pass
-    except OSError as err:
-        raise ShareError(f"cannot create socket dir {path}: {err.strerror or err}") from None
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise ShareError(
-            f"socket dir {path} is not a directory (a link or a file): refusing it; "
-            "remove it or choose another --socket-dir"
-        )
-    if st.st_uid != os.geteuid():
-        raise ShareError(
-            f"socket dir {path} belongs to uid {st.st_uid}, not to this user "
-            f"({os.geteuid()}): refusing it (its owner could impersonate the daemon); "
-            "choose another --socket-dir"
-        )
-    if st.st_mode & 0o022:
-        raise ShareError(
-            f"socket dir {path} is writable by group or others (mode "
-            f"{stat.S_IMODE(st.st_mode):o}): refusing it; `chmod go-w` it or choose "
-            "another --socket-dir"
-        )
-    if created:
-        os.chmod(path, mode)  # mkdir's mode went through the umask
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ShareError(f"socket dir {path} is not writable")
-
 
 _T = TypeVar("_T", int, float)
 
@@ -284,31 +223,16 @@ class ShareDaemon:
                 raise ShareError(
                     f"--event-log: cannot write {self.event_log_path}: {err.strerror or err}"
                 ) from None
-        mode = GROUP_SOCKET_MODE if self.allow_group else SOCKET_MODE
         for gpu in self.locks:
             path = socket_path(self.socket_dir, gpu)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                pass
-            else:
-                if not stat.S_ISSOCK(st.st_mode):
-                    raise ShareError(
-                        f"{path} exists and is not a socket: left alone; remove it yourself "
-                        "or choose another --socket-dir"
-                    )
-                if _in_use(path):
-                    raise ShareError(f"a share daemon already serves {path}")
-                path.unlink()  # a stale socket: its daemon is gone
+            clear_stale_socket(path)
             try:
                 server = await asyncio.start_unix_server(
                     functools.partial(self._serve, gpu), path=str(path), limit=limits.MAX_LINE
                 )
             except OSError as err:
                 raise ShareError(f"cannot create socket {path}: {err.strerror or err}") from None
-            os.chmod(path, mode)
-            st = os.lstat(path)
-            self._sockets[path] = (st.st_dev, st.st_ino)
+            self._sockets[path] = claim_socket(path, self.allow_group)
             self._servers.append(server)
             self._tasks.append(asyncio.create_task(self._quantum_timer(gpu)))
         if self.metrics_port is not None:
@@ -340,11 +264,7 @@ class ShareDaemon:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
         for path, ident in self._sockets.items():
-            # Remove only the socket we made: never a file, never another daemon's socket.
-            with contextlib.suppress(OSError):
-                st = os.lstat(path)
-                if stat.S_ISSOCK(st.st_mode) and (st.st_dev, st.st_ino) == ident:
-                    path.unlink()
+            remove_own_socket(path, ident)  # never a file, never another daemon's socket
         self._sockets.clear()
         if self._log is not None:
             self._log.close()
