@@ -53,9 +53,18 @@ def _gpus(text: str) -> list[int]:
         gpus = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise InputError(f"--gpus must be GPU indices like 0,1, got {text!r}") from None
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
+    if not gpus or len(set(gpus)) != len(gpus):
         raise InputError(f"--gpus must be distinct GPU indices >= 0, got {text!r}")
+    for g in gpus:
+        _gpu(g, "--gpus")
     return gpus
+
+
+def _gpu(value: int, flag: str = "--gpu") -> int:
+    try:
+        return limits.gpu_index(value)
+    except ValueError as err:
+        raise InputError(str(err), field=flag, value=value) from None
 
 
 @share_app.command(
@@ -125,7 +134,7 @@ def run_cmd(
     command = list(ctx.args)
     if not command:
         raise InputError("give the command to run after --, e.g. share run -- python train.py")
-    path = socket_path(_dir(socket_dir), gpu)
+    path = socket_path(_dir(socket_dir), _gpu(gpu))
     client.check_daemon(path)
     lib = library_path("interposer")
     check_loadable(lib)
@@ -152,7 +161,7 @@ def ctl_cmd(
     if tq is None and anti_thrashing is None:
         raise InputError("give --tq and/or --anti-thrashing")
     mode = None if anti_thrashing is None else _mode(anti_thrashing)
-    changed = client.control(_dir(socket_dir), gpu, tq, mode)
+    changed = client.control(_dir(socket_dir), None if gpu is None else _gpu(gpu), tq, mode)
     print(f"updated GPU {', '.join(map(str, changed))}")
 
 
@@ -241,8 +250,8 @@ def device_plugin_cmd(
     """Advertise SLOTS gpumosaic.io/share slots per GPU to the kubelet (gRPC device plugin)."""
     from gpumosaic.live.share.deviceplugin import SharePlugin, SlotPlan
 
-    if slots < 1:
-        raise InputError(f"--slots must be >= 1, got {slots}")
+    if not 1 <= slots <= limits.SLOTS_MAX:
+        raise InputError(f"--slots must be between 1 and {limits.SLOTS_MAX}, got {slots}")
     plan = SlotPlan(tuple(_gpus(gpus)), slots, _dir(socket_dir), lib or library_path())
     plugin = SharePlugin(plan, plugin_dir, resource)
     banner = f"device plugin: {slots} x {len(plan.gpus)} {resource} slots via {plugin_dir}"

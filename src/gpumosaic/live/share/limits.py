@@ -23,6 +23,7 @@ BYTES_MAX = 2**50  # a client's reported allocations or GPU memory (1 PiB)
 PID_MAX = 4_194_304  # Linux's largest pid_max
 NAME_MAX = 64
 GPU_INDEX_MAX = 1023
+SLOTS_MAX = 1000  # device-plugin slots per GPU (nvshare advertises 10)
 MAX_LINE = 512  # bytes in one incoming message, newline included (the interposer's < 200)
 MAX_CONNECTIONS = 512  # per daemon, all sockets together; beyond: ERROR and close
 WRITE_BUFFER_MAX = 1 << 20  # bytes queued to one peer that does not read: it is dropped
