@@ -93,8 +93,14 @@ print(json.dumps({"ok": oks, "rel": rels}))
 """
 
 
-def start_daemon(sock_dir: Path, tq: float, events: Path, nice: int = 0) -> subprocess.Popen:
+RT = ["chrt", "-f", "10"]
+
+
+def start_daemon(
+    sock_dir: Path, tq: float, events: Path, nice: int = 0, rt: bool = False
+) -> subprocess.Popen:
     cmd = ["nice", "-n", str(nice)] if nice else []
+    cmd += RT if rt else []
     cmd += [sys.executable, "-c", "from gpumosaic.cli import main; main()", "share", "daemon"]
     cmd += ["--socket-dir", str(sock_dir), "--tq", str(tq), "--anti-thrashing", "on"]
     cmd += ["--event-log", str(events)]
@@ -123,11 +129,11 @@ def quantiles(values_s: list[float]) -> dict[str, float]:
 
 
 def handover(
-    clients: int, seconds: float, tmp: Path, one_process: bool, nice: int
+    clients: int, seconds: float, tmp: Path, one_process: bool, nice: int, rt: bool
 ) -> dict[str, object]:
     tmp.mkdir(exist_ok=True)
     events = tmp / "handover.jsonl"
-    daemon = start_daemon(tmp / "h", 0.01, events, nice)
+    daemon = start_daemon(tmp / "h", 0.01, events, nice, rt)
     try:
         path = str(tmp / "h" / "gpu0.sock")
         until = time.monotonic() + 2.0 + seconds  # every client is in before the clock runs
@@ -135,7 +141,8 @@ def handover(
             cmds = [[sys.executable, "-c", ONE_PROCESS, path, str(until), str(clients)]]
         else:
             cmds = [[sys.executable, "-c", CLIENT, path, str(until)]] * clients
-        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE) for cmd in cmds]
+        prefix = RT if rt else []
+        procs = [subprocess.Popen([*prefix, *cmd], stdout=subprocess.PIPE) for cmd in cmds]
         outs = [json.loads(p.communicate(timeout=seconds + 60)[0]) for p in procs]
     finally:
         stop(daemon)
@@ -223,6 +230,12 @@ def main() -> None:
     parser.add_argument(
         "--daemon-nice", type=int, default=0, help="run the daemon under nice -n N (root: < 0)"
     )
+    parser.add_argument(
+        "--rt",
+        action="store_true",
+        help="daemon and clients under SCHED_FIFO (chrt -f 10; root): other tenants' CPU "
+        "load out of the picture, to see the protocol's own latency",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -230,9 +243,10 @@ def main() -> None:
         result = {
             "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
             "daemon_nice": args.daemon_nice,
-            "handover": handover(args.clients, args.seconds, tmp, False, args.daemon_nice),
+            "rt": args.rt,
+            "handover": handover(args.clients, args.seconds, tmp, False, args.daemon_nice, args.rt),
             "handover_one_process": handover(
-                args.clients, args.seconds, tmp / "1", True, args.daemon_nice
+                args.clients, args.seconds, tmp / "1", True, args.daemon_nice, args.rt
             ),
             "hog": [hog(float(t), 3, tmp / f"t{t}") for t in args.hog_tq.split(",")],
             "load_after": round(os.getloadavg()[0], 2),
@@ -240,7 +254,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(result["machine"], f"daemon nice {args.daemon_nice}")
+    print(result["machine"], f"daemon nice {args.daemon_nice}", "SCHED_FIFO" * args.rt)
     for h in (result["handover"], result["handover_one_process"]):
         for key in ("released_to_next_ok", "daemon_drop_to_next_ok"):
             q = h[key]
