@@ -192,13 +192,15 @@ class _Run:
                 if d.handover:
                     job.handovers_in += 1
                     job.stall += self.model.handover_s
-            elif isinstance(d, Revoke | Schedule):
-                # A revoked client asks again for its next GPU call; on SCHED_ON every
-                # client with GPU work asks (on SCHED_OFF nobody needs the lock).
-                if isinstance(d, Revoke):
-                    self.idle_since = None
-                job = self.jobs[d.client_id]
-                if (isinstance(d, Revoke) or d.serialized) and job.on_gpu_phase:
+            elif isinstance(d, Schedule):
+                # SCHED_ON: every client with GPU work asks; SCHED_OFF: nobody needs to.
+                if d.serialized and self.jobs[d.client_id].on_gpu_phase:
+                    todo.extend(self.lock.request(d.client_id, self.now))
+            elif isinstance(d, Revoke):
+                # Not from the model's lock (no revoke grace: its clients always release);
+                # handled as the interposer does: ask again for the next GPU call.
+                self.idle_since = None
+                if self.jobs[d.client_id].on_gpu_phase:
                     todo.extend(self.lock.request(d.client_id, self.now))
             # Drop: the holder releases in ``settle`` once its in-flight iteration is done.
 
