@@ -231,3 +231,24 @@ def test_sigterm_stops_a_daemon_whose_lock_is_busy(tmp_path, raw) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0 and not path.exists()
+
+
+def test_the_metrics_port_survives_garbage(served) -> None:
+    d = served(metrics_port=0)
+    host, port = d.daemon.metrics_address
+    for junk in (
+        b"\x00\xff" * 100,
+        b"GET " + b"x" * 200_000 + b"\r\n",
+        b"GET /metrics\r\n" + b"H: v\r\n" * 500,
+    ):
+        with socket.create_connection((host, port), timeout=10) as s:
+            s.sendall(junk)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200 OK") and b"gpumosaic_share_revocations_total" in reply
