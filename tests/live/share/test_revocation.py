@@ -101,6 +101,7 @@ def test_interposer_blocks_new_launches_after_lock_revoked(share_factory, tmp_pa
         fake.close()
     assert worker.returncode == 0, err
     assert json.loads(out)["rcs"] == [0]
+    assert err.count("gpumosaic-share: the daemon took the GPU back") == 1
     launches = [t for t, pid, c in share.calls() if pid == worker.pid and "Launch" in c]
     assert len(launches) == 20000
     before = [t for t in launches if t < asked]

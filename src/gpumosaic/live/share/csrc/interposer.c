@@ -377,7 +377,10 @@ static void *client_thread(void *arg) {
         pacing_pending = 0;
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
-        DEBUG("lock revoked");
+        static int told;
+        if (!told++)
+          say("the daemon took the GPU back: this process did not release it within TQ + "
+              "grace of being asked (said once); its next GPU calls wait for their turn");
       } else if (is_msg(line, "SCHED_ON") || is_msg(line, "SCHED_OFF")) {
         pthread_mutex_lock(&mu);
         sched_on = is_msg(line, "SCHED_ON");
