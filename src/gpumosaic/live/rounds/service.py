@@ -344,6 +344,8 @@ class Service:
             "unmeasured_grants_total": c.unmeasured_grants,
             "placement_failures_total": self.decider.leases.failures,
             "policy_solves_total": book.solves,
+            "fallbacks_total": sum(n for _, n in book.fallbacks.counts),
+            **{f"fallback_{kind.value}_total": n for kind, n in book.fallbacks.counts},
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
