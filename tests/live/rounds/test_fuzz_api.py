@@ -14,6 +14,7 @@ import math
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,6 +129,7 @@ def send(url: str, method: str, path: str, body: bytes | None, auth: str) -> tup
     return resp.status, resp.getheader("content-type") or "", data
 
 
+@pytest.mark.slow
 def test_no_generated_request_gets_a_5xx(api_factory) -> None:  # type: ignore[no-untyped-def]
     svc = api_factory(token=TOKEN, round_s=2.0)
     client = ServiceClient(svc.url, TOKEN)
