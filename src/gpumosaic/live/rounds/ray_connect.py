@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +51,11 @@ def use_token_file(path: str) -> None:
         raise InputError("is empty", field="--ray-token-file", value=path)
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(file.resolve())
+    if "ray" in sys.modules:  # Ray reads its mode once: refresh it, as `ray start` does
+        with contextlib.suppress(Exception):
+            from ray._raylet import Config
+
+            Config.initialize("")
 
 
 def host_port(address: str) -> tuple[str, int] | None:
