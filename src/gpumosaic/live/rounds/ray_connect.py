@@ -53,7 +53,7 @@ def use_token_file(path: str) -> None:
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(file.resolve())
     if "ray" in sys.modules:  # Ray reads its mode once: refresh it, as `ray start` does
         with contextlib.suppress(Exception):
-            from ray._raylet import Config
+            from ray._raylet import Config  # type: ignore[attr-defined]
 
             Config.initialize("")
 

@@ -131,7 +131,8 @@ class Store:
 
     def jobs_page(self, after: int, limit: int, state: str | None = None) -> list[JobRow]:
         """At most ``limit`` jobs with ids above ``after``, in id order (``GET /v1/jobs``)."""
-        query, args = "SELECT * FROM jobs WHERE id > ?", [after]
+        query = "SELECT * FROM jobs WHERE id > ?"
+        args: list[object] = [after]
         if state is not None:
             query += " AND state = ?"
             args.append(state)
