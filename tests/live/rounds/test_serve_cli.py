@@ -4,6 +4,7 @@ itself is reached within ``--ray-timeout-s`` or the command ends in one line."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -171,3 +172,45 @@ def test_sigterm_while_connecting_ends_serve(tmp_path: Path, silent_gcs: str) ->
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode != 0 and "interrupted while connecting" in out, out
     assert len(out.strip().splitlines()) == 1, out
+
+
+def ray_processes_of(pid: int) -> list[int]:
+    """Ray daemons of the local instance a process started (Ray names its session after
+    the starting process: ``session_<date>_<time>_<pid>``)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if re.search(rf"session_[0-9_-]+_{pid}\b", cmdline):
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.slow
+def test_serve_on_a_local_ray_starts_and_stops_cleanly(tmp_path: Path) -> None:
+    proc = serve_process("--state", str(tmp_path / "state.db"), "--port", "0")
+    try:
+        assert proc.stdout is not None
+        url = ""
+        give_up = time.monotonic() + 240
+        while not url.startswith("http://") and time.monotonic() < give_up:
+            url = proc.stdout.readline().strip() or url
+            assert proc.poll() is None, url
+        assert url.startswith("http://")
+        from gpumosaic.live.rounds.client import ServiceClient
+
+        assert ServiceClient(url).request("GET", "/healthz")["ok"]
+        time.sleep(2)  # the local Ray is still there a moment after start (not torn down)
+        assert ServiceClient(url).request("GET", "/healthz")["ok"]
+        assert ray_processes_of(proc.pid)  # (the check below sees them while they run)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+    give_up = time.monotonic() + 20
+    while ray_processes_of(proc.pid) and time.monotonic() < give_up:
+        time.sleep(0.5)
+    assert ray_processes_of(proc.pid) == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -31,6 +32,8 @@ AUTH_HINT = (
     "the cluster wants a token: pass --ray-token-file PATH (the head's token, "
     "`ray get-auth-token`), or set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN"
 )
+_FOREVER = threading.Event()  # never set
+LOCAL_SETTLE_S = 60.0  # a local start past its deadline may finish this long, to be stopped
 _AUTH_SIGNS = ("InvalidAuthToken", "Unauthenticated", "AuthenticationError", "auth token")
 
 
@@ -112,15 +115,22 @@ def bounded_init(
     timeout_s: float,
     stop: threading.Event,
     log_path: Path,
+    shutdown: Callable[[], Any] = lambda: None,
 ) -> None:
     """Run ``init`` (``ray.init``) with a deadline and a way out; every failure is one
-    ``InputError`` line (naming ``--ray-address``), an interruption ``ConnectInterrupted``."""
+    ``InputError`` line (naming ``--ray-address``), an interruption ``ConnectInterrupted``.
+
+    A remote connection that does not finish is abandoned (it ends with the process). A
+    local Ray being started is not: its daemons would outlive us, so it is given up to
+    ``LOCAL_SETTLE_S`` more to finish, and if it was interrupted, ``shutdown``
+    (``ray.shutdown``) stops it again."""
     where = address or "a local Ray instance"
     flag = "--ray-address" if address else "--cluster"
     began = time.monotonic()
     if address:
         probe(address, timeout_s)
     outcome: list[BaseException | None] = []
+    done = threading.Event()
 
     def run() -> None:
         try:
@@ -128,14 +138,28 @@ def bounded_init(
             outcome.append(None)
         except BaseException as err:  # handed to the waiting thread
             outcome.append(err)
+            return
+        finally:
+            done.set()
+        # Ray starts a local instance's daemons with PR_SET_PDEATHSIG, which Linux fires
+        # when the *thread* that forked them ends: this thread lives as long as the process.
+        _FOREVER.wait()
 
-    with _stderr_to(log_path):
+    # Only a remote connection retries noisily; a local start's daemons must keep stderr.
+    quiet = _stderr_to(log_path) if address else contextlib.nullcontext()
+    with quiet:
         worker = threading.Thread(target=run, name="gpumosaic-ray-connect", daemon=True)
         worker.start()
         deadline = began + timeout_s
-        while worker.is_alive() and time.monotonic() < deadline and not stop.is_set():
-            worker.join(0.1)
-    if stop.is_set() and not outcome:
+        while not done.is_set() and time.monotonic() < deadline and not stop.is_set():
+            _reclaim_signals()
+            done.wait(0.1)
+    if address is None and not done.is_set():  # a local Ray half started: let it finish
+        done.wait(LOCAL_SETTLE_S)
+    if stop.is_set():
+        if address is None and outcome and outcome[0] is None:  # its daemons must not stay
+            with contextlib.suppress(Exception):
+                shutdown()
         raise ConnectInterrupted(f"interrupted while connecting to {where}")
     said = _read(log_path)
     hint = f"; {AUTH_HINT}" if any(s in said for s in _AUTH_SIGNS) else ""
@@ -152,6 +176,18 @@ def bounded_init(
         hint = f"; {AUTH_HINT}"
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     raise InputError(f"cannot connect to Ray: {first[:300]}{hint}", field=flag, value=address)
+
+
+def _reclaim_signals() -> None:
+    """Put Python's handlers for SIGTERM and SIGINT back at the C level: Ray's core
+    installs its own (a stack dump, then death) while it connects, which would make a
+    SIGTERM during the connection a crash report instead of a clean stop."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(sig)
+        if callable(handler):
+            signal.signal(sig, handler)
 
 
 def _read(path: Path) -> str:

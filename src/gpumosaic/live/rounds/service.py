@@ -50,6 +50,7 @@ from gpumosaic.workloads.throughputs import GavelThroughputTable
 # FGD needs the workload it should keep room for. Without --target-workload the service
 # assumes an even mix of the shapes users submit most (a whole GPU, half, a quarter, two
 # GPUs): an assumption, not a measurement; pass a job list to use your own mix.
+LOCAL_RAY_START_S = 120.0  # the least time a local Ray may take to start (not a measurement)
 DEFAULT_TARGET = (
     (1, 1000),
     (1, 500),
@@ -148,9 +149,13 @@ def connect_ray(config: ServiceConfig, stop: threading.Event | None = None) -> L
         bounded_init(
             init,
             address=config.ray_address,
-            timeout_s=config.ray_timeout_s,
+            # Starting a local Ray takes ~10 s on an idle laptop, far more on a loaded one.
+            timeout_s=config.ray_timeout_s
+            if config.ray_address
+            else max(config.ray_timeout_s, LOCAL_RAY_START_S),
             stop=stop or threading.Event(),
             log_path=state_dir(config) / "ray-connect.log",
+            shutdown=ray.shutdown,
         )
     return discover(ray_nodes(ray.nodes()), declared)
 
