@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.executor import LaunchSpec, RankLaunch
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
@@ -59,8 +60,8 @@ def launch_spec(
             "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, inherited) if p),
         }
     )
-    if token:
-        env["GPUMOSAIC_TOKEN"] = token
+    if token:  # the job's own token (its leases only), never the service's (auth.py)
+        env["GPUMOSAIC_TOKEN"] = job_token(token, job.id)
     return LaunchSpec(
         lease_id=lease_id,
         job_id=job.id,

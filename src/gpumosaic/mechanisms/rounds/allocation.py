@@ -9,18 +9,24 @@ the policy, and turn the Allocation into entities with a fresh accounting period
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs
 from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
 from gpumosaic.model.gpu import GpuModel
-from gpumosaic.policies.base import Allocation, PairCandidates, Policy
+from gpumosaic.policies.base import Allocation, PairCandidates, Policy, PolicyInput
+from gpumosaic.policies.isolated import Isolated
+from gpumosaic.policies.lp_solve import PolicySolveError
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
+
+log = logging.getLogger(__name__)
 
 
 class AllocationBook:
@@ -73,13 +79,30 @@ class AllocationBook:
             rows, jobs.columns(), self.type_names, self.capacity_gpus, now, packed
         )
         t0 = time.perf_counter()
-        allocation = self.policy.allocate(inp)
+        allocation = self._allocate(inp)
         self.solve_s += time.perf_counter() - t0
         self.solves += 1
         if allocation.fallbacks:
             self.fallbacks += allocation.fallbacks
         self.entities = self._entity_table(rows, allocation, jobs)
         self.last_reset_s = now
+
+    def _allocate(self, inp: PolicyInput) -> Allocation:
+        """The policy's allocation; if its solve fails (a solver error, numerical trouble),
+        Gavel's isolated shares instead: always feasible, counted as a fallback and logged
+        once, so one bad solve never stops a simulation or the live service."""
+        try:
+            return self.policy.allocate(inp)
+        except PolicySolveError as err:
+            if not self.fallbacks.count(Fallback.POLICY_SOLVE_FAILED):
+                log.warning(
+                    "%s: %s; isolated shares used (counted in fallbacks)", self.policy.name, err
+                )
+            fallback = Isolated().allocate(inp)
+            note = f"{self.policy.name}: {err}; used the isolated allocation"
+            return replace(
+                fallback, notes=(note,), fallbacks=Fallbacks.of(Fallback.POLICY_SOLVE_FAILED)
+            )
 
     def _carry_deficits(self, now: float, jobs: JobStore) -> None:
         ent = self.entities
