@@ -91,7 +91,7 @@ app = typer.Typer(
     "policies and placements drive the simulator, the round service on Ray (serve), the "
     "Kubernetes extender and the GPU time-sharing runtime (share).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (issue 27)
     pretty_exceptions_enable=False,
 )
 err_console = Console(stderr=True)

@@ -1,8 +1,9 @@
 """The HTTP API of the round service (FastAPI; the OpenAPI schema is at ``/openapi.json``).
 
 Users: ``POST /v1/jobs``, ``POST /v1/jobs/batch`` (all or nothing), ``GET /v1/jobs``
-(paginated: ``limit``, ``after``, ``state``), ``GET /v1/jobs/{id}``,
-``GET /v1/jobs/{id}/logs`` (a bounded tail, streamed), ``POST /v1/jobs/{id}/cancel``.
+(paginated: ``limit``, ``after``; filters ``state``, ``name``), ``GET /v1/jobs/{id}``,
+``GET /v1/jobs/{id}/logs`` (a bounded tail, or from an ``offset``; streamed),
+``POST /v1/jobs/{id}/cancel``.
 Jobs (``gpumosaic.lease``): ``POST /v1/leases/{id}/init``, ``/progress`` (steps;
 ``at_end`` waits for the round decision), ``/checkpoint``, and ``GET /v1/leases/{id}``
 (410 once the lease is over: the caller is fenced). Operators: ``/healthz`` and
@@ -27,9 +28,16 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.openapi.docs import get_redoc_html
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    StreamingResponse,
+)
 
+from gpumosaic.live.rounds import docs_page
 from gpumosaic.live.rounds.admission import (
     DEFAULT_LOG_TAIL_BYTES,
     DEFAULT_PAGE,
@@ -38,10 +46,12 @@ from gpumosaic.live.rounds.admission import (
     MAX_ID,
     MAX_LEASE_ID_CHARS,
     MAX_LOG_TAIL_BYTES,
+    MAX_NAME_CHARS,
     MAX_PAGE,
     LeaseCheckpoint,
     LeaseInit,
     LeaseProgress,
+    no_nul,
 )
 from gpumosaic.live.rounds.auth import Authority, lease_job
 from gpumosaic.live.rounds.body_limit import BodyLimit
@@ -79,6 +89,8 @@ class ServiceView(Protocol):
 
     def live_steps(self, job: JobRow) -> float: ...
 
+    def live_attained_s(self, job: JobRow) -> float: ...
+
     def log_path(self, job_id: int) -> str: ...
 
     def metrics(self) -> dict[str, float]: ...
@@ -96,7 +108,9 @@ def _gone(lease_id: str) -> HTTPException:
     return HTTPException(410, f"lease {lease_id} is over (a newer lease owns the job)")
 
 
-def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "") -> JobView:
+def job_view(
+    job: JobRow, steps_done: float, attained_s: float, rate: float | None, tail: str = ""
+) -> JobView:
     return JobView(
         id=job.id,
         name=job.name,
@@ -111,7 +125,7 @@ def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "")
         priority_weight=job.priority_weight,
         gpu_type=job.gpu_type,
         gpu_index=job.gpu_index,
-        attained_s=job.attained_s,
+        attained_s=attained_s,
         steps_per_s=rate,
         attempts=job.attempts,
         exit_code=job.exit_code,
@@ -129,16 +143,15 @@ def body_limit_of(path: str) -> int:
     return MAX_BATCH_BODY_BYTES if path.rstrip("/") == BATCH_PATH else MAX_BODY_BYTES
 
 
-def stream_tail(path: str, size: int) -> Iterator[bytes]:
-    """The last ``size`` bytes of a file as it is now, in chunks (never all in memory)."""
+def stream_range(path: str, start: int, end: int) -> Iterator[bytes]:
+    """Bytes ``start`` to ``end`` of a file, in chunks (never all in memory)."""
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the generator
     except OSError:
         return
     with f:
-        end = f.seek(0, os.SEEK_END)
-        f.seek(max(0, end - size))
-        left = min(size, end)
+        f.seek(start)
+        left = end - start
         while left > 0:
             chunk = f.read(min(LOG_CHUNK_BYTES, left))
             if not chunk:
@@ -198,7 +211,7 @@ def create_app(service: ServiceView) -> FastAPI:
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
-        return job_view(job, service.live_steps(job), rate, tail)
+        return job_view(job, service.live_steps(job), service.live_attained_s(job), rate, tail)
 
     def find(job_id: int) -> JobRow:
         job = store.job(job_id)
@@ -237,7 +250,16 @@ def create_app(service: ServiceView) -> FastAPI:
 
     @app.get("/docs", dependencies=users, include_in_schema=False)
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+        if docs_page.assets_dir() is None:
+            raise HTTPException(503, "/docs needs the swagger-ui-bundle package")
+        return HTMLResponse(docs_page.swagger_html(app.title, app.openapi()))
+
+    @app.get(docs_page.ASSETS_PATH + "/{name}", dependencies=users, include_in_schema=False)
+    def docs_asset(name: str) -> FileResponse:
+        folder = docs_page.assets_dir()
+        if name not in docs_page.ASSETS or folder is None:
+            raise HTTPException(404, f"no asset {name[:64]}")
+        return FileResponse(folder / name, media_type=docs_page.ASSETS[name])
 
     @app.get("/redoc", dependencies=users, include_in_schema=False)
     def redoc() -> HTMLResponse:
@@ -268,10 +290,23 @@ def create_app(service: ServiceView) -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
         after: Annotated[int, Query(ge=0, le=MAX_ID, description="ids above this")] = 0,
         state: Annotated[str | None, Query(max_length=16)] = None,
+        name: Annotated[str | None, Query(max_length=MAX_NAME_CHARS)] = None,
     ) -> JSONResponse:
         if state is not None and state not in JOB_STATES:
             raise HTTPException(422, f"state must be one of {', '.join(JOB_STATES)}")
-        rows = store.jobs_page(after, limit, state)
+        if name is not None:
+            try:  # names are stored as submission admitted them: no NUL, stripped
+                name = no_nul(name, "name").strip()
+            except ValueError as err:
+                return JSONResponse(
+                    status_code=422,
+                    content={
+                        "detail": [
+                            {"loc": ["query", "name"], "msg": str(err), "type": "value_error"}
+                        ]
+                    },
+                )
+        rows = store.jobs_page(after, limit, state, name)
         headers = {"X-Next-After": str(rows[-1].id)} if len(rows) == limit else {}
         body = [view(j).model_dump() for j in rows]
         return JSONResponse(content=body, headers=headers)
@@ -288,10 +323,26 @@ def create_app(service: ServiceView) -> FastAPI:
         tail: Annotated[
             int, Query(ge=0, le=MAX_LOG_TAIL_BYTES, description="bytes from the end")
         ] = DEFAULT_LOG_TAIL_BYTES,
+        offset: Annotated[
+            int | None,
+            Query(ge=0, le=MAX_ID, description="bytes from this offset on (for --follow)"),
+        ] = None,
     ) -> StreamingResponse:
         find(job_id)
-        chunks = stream_tail(service.log_path(job_id), tail)
-        return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
+        path = service.log_path(job_id)
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            size = 0
+        # The log only grows: the bytes [start, end) exist now and are what is sent;
+        # X-Log-End is where the next read (``offset``) starts.
+        start = max(0, size - tail) if offset is None else min(offset, size)
+        end = min(size, start + (tail if offset is None else MAX_LOG_TAIL_BYTES))
+        return StreamingResponse(
+            stream_range(path, start, end),
+            media_type="text/plain; charset=utf-8",
+            headers={"X-Log-End": str(end)},
+        )
 
     @app.post("/v1/jobs/{job_id}/cancel", dependencies=users)
     def cancel(job_id: JobId) -> dict[str, Any]:

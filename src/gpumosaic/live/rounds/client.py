@@ -26,7 +26,10 @@ class ServiceClient:
         field FastAPI reported (one line for the CLI)."""
         return self._exchange(method, path, body)[0]
 
-    def _exchange(self, method: str, path: str, body: Any = None) -> tuple[Any, dict[str, str]]:
+    def _exchange(
+        self, method: str, path: str, body: Any = None, *, raw: bool = False
+    ) -> tuple[Any, dict[str, str]]:
+        """The decoded answer (bytes with ``raw``) and its headers (lower-case names)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.token:
@@ -39,11 +42,13 @@ class ServiceClient:
             raise InputError(f"not a URL: {err}", field="--server", value=self.server) from None
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
+                raw_bytes = resp.read()
                 answer_headers = {k.lower(): v for k, v in resp.headers.items()}
+                if raw:
+                    return raw_bytes, answer_headers
                 if resp.headers.get_content_type() == "application/json":
-                    return json.loads(raw or b"null"), answer_headers
-                return raw.decode("utf-8", "replace"), answer_headers
+                    return json.loads(raw_bytes or b"null"), answer_headers
+                return raw_bytes.decode("utf-8", "replace"), answer_headers
         except urllib.error.HTTPError as err:
             raise _http_error(err) from None
         except (urllib.error.URLError, OSError, ValueError) as err:
@@ -58,11 +63,14 @@ class ServiceClient:
         1-based position of the first refused job)."""
         return [int(i) for i in self.request("POST", "/v1/jobs/batch", {"jobs": jobs})["ids"]]
 
-    def iter_jobs(self, state: str | None = None) -> Iterator[dict[str, Any]]:
-        """Every job, a page at a time (the service never sends them all at once)."""
-        after = 0
+    def iter_jobs(
+        self, state: str | None = None, name: str | None = None, after: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """Every job with an id above ``after`` (of ``state``, named ``name``, when
+        given), a page at a time (the service never sends them all at once)."""
+        filters = {k: v for k, v in (("state", state), ("name", name)) if v is not None}
         while True:
-            query = {"limit": PAGE, "after": after, **({"state": state} if state else {})}
+            query = {"limit": PAGE, "after": after, **filters}
             rows, headers = self._exchange("GET", "/v1/jobs?" + urllib.parse.urlencode(query))
             yield from rows
             nxt = headers.get("x-next-after")
@@ -70,14 +78,25 @@ class ServiceClient:
                 return
             after = int(nxt)
 
-    def jobs(self, state: str | None = None) -> list[dict[str, Any]]:
-        return list(self.iter_jobs(state))
+    def jobs(self, state: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        return list(self.iter_jobs(state, name))
 
     def job(self, job_id: int) -> dict[str, Any]:
         return dict(self.request("GET", f"/v1/jobs/{job_id}"))
 
     def logs(self, job_id: int, tail: int) -> str:
         return str(self.request("GET", f"/v1/jobs/{job_id}/logs?tail={tail}"))
+
+    def log_bytes(self, job_id: int, offset: int) -> tuple[bytes, int]:
+        """The job's output from byte ``offset`` on (at most 16 MiB a call), and the
+        offset to read from next (``logs --follow``)."""
+        data, headers = self._exchange("GET", f"/v1/jobs/{job_id}/logs?offset={offset}", raw=True)
+        return bytes(data), int(headers.get("x-log-end", offset + len(data)))
+
+    def log_tail(self, job_id: int, tail: int) -> tuple[bytes, int]:
+        """The last ``tail`` bytes of the job's output, and the offset after them."""
+        data, headers = self._exchange("GET", f"/v1/jobs/{job_id}/logs?tail={tail}", raw=True)
+        return bytes(data), int(headers.get("x-log-end", len(data)))
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         return dict(self.request("POST", f"/v1/jobs/{job_id}/cancel"))

@@ -93,6 +93,21 @@ class RoundMeter:
                 lease.gpu_type,
             )
 
+    def held_gpu_s(
+        self,
+        job_id: int,
+        now: float,
+        lease_by_id: Callable[[str], LiveLease | None],
+        demand_milli: int,
+    ) -> float:
+        """GPU seconds the job has held in the current round so far, which the store
+        credits only when the round closes (so a running job's attained time grows live)."""
+        held = self._held.get(job_id)  # one dict read: safe from the API's threads
+        if held is None:
+            return 0.0
+        start, end = self._ran(held, now, lease_by_id)
+        return max(end - start, 0.0) * demand_milli / MILLI_PER_GPU
+
     def close(
         self,
         entries: Sequence[PlannedEntity],

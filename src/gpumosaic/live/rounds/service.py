@@ -328,6 +328,17 @@ class Service:
                 return lease.steps
         return job.steps_done
 
+    def live_attained_s(self, job: JobRow) -> float:
+        """GPU seconds credited at round ends plus those held in the current round so far
+        (from the later of the round's start and the job's first lease call)."""
+        driver = self.driver
+        if driver is None:
+            return job.attained_s
+        held = driver.meter.held_gpu_s(
+            job.id, self.clock(), self.table.get, job.num_gpu * job.gpu_milli
+        )
+        return job.attained_s + held
+
     def log_path(self, job_id: int) -> str:
         return str(self.data_dir / "logs" / f"job-{job_id}.log")
 

@@ -129,13 +129,19 @@ class Store:
             rows = self._db.execute(query + " ORDER BY id").fetchall()
         return [job_row(r) for r in rows]
 
-    def jobs_page(self, after: int, limit: int, state: str | None = None) -> list[JobRow]:
-        """At most ``limit`` jobs with ids above ``after``, in id order (``GET /v1/jobs``)."""
+    def jobs_page(
+        self, after: int, limit: int, state: str | None = None, name: str | None = None
+    ) -> list[JobRow]:
+        """At most ``limit`` jobs with ids above ``after``, in id order, of ``state`` and
+        named ``name`` when given (``GET /v1/jobs``)."""
         query = "SELECT * FROM jobs WHERE id > ?"
         args: list[object] = [after]
         if state is not None:
             query += " AND state = ?"
             args.append(state)
+        if name is not None:
+            query += " AND name = ?"
+            args.append(name)
         with self._lock:
             rows = self._db.execute(query + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
         return [job_row(r) for r in rows]

@@ -1,0 +1,49 @@
+"""``/docs`` without a CDN: Swagger UI's script and style sheet come from the
+``swagger-ui-bundle`` package (a dependency of the ``serve`` extra) and are served by the
+service itself, and the OpenAPI schema is written into the page, so the page works on a
+machine with no network and its one request to the service is the page itself.
+
+FastAPI's ``get_swagger_ui_html`` loads both files (and a favicon) from jsDelivr."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ASSETS_PATH = "/docs/assets"
+# The two files the page loads (name -> media type); nothing else is served from the folder.
+ASSETS = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+}
+
+
+def assets_dir() -> Path | None:
+    """The folder of Swagger UI's files, or None when ``swagger-ui-bundle`` is missing."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return Path(swagger_ui_path)
+
+
+def swagger_html(title: str, spec: dict[str, Any]) -> str:
+    """The Swagger UI page with ``spec`` inlined (no request for /openapi.json, which
+    a browser would send without the token)."""
+    # "<" escaped: a "</script>" inside a description cannot end the script early.
+    inline = json.dumps(spec).replace("<", "\\u003c")
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{_escape(title)}</title>
+<link rel="stylesheet" href="{ASSETS_PATH}/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="{ASSETS_PATH}/swagger-ui-bundle.js"></script>
+<script>
+SwaggerUIBundle({{spec: {inline}, dom_id: "#swagger-ui", deepLinking: true,
+  presets: [SwaggerUIBundle.presets.apis], layout: "BaseLayout"}});
+</script></body></html>
+"""
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
