@@ -445,7 +445,7 @@ def logs(
     out = LogWriter(job_id, json_out)
     try:
         data, offset = client.log_tail(job_id, tail)
-        out.write(data, offset, force=not follow)
+        out.write(data, offset, force=True)  # --json: one line, even for an empty log
         if follow:
             state = _follow(client, job_id, offset, out)
             if json_out:

@@ -22,7 +22,7 @@ ASSETS = {
 def assets_dir() -> Path | None:
     """The folder of Swagger UI's files, or None when ``swagger-ui-bundle`` is missing."""
     try:
-        from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
+        from swagger_ui_bundle import swagger_ui_path
     except ImportError:
         return None
     return Path(swagger_ui_path)
