@@ -231,3 +231,39 @@ def test_docs_work_offline_and_need_the_token(api_factory) -> None:  # type: ign
             anonymous.request("GET", path)
     with pytest.raises(Exception, match="404"):
         client.request("GET", "/docs/assets/..%2Fswagger-ui.css.map")
+
+
+@pytest.mark.slow
+def test_real_jobs_on_ray_wait_and_follow(service_factory) -> None:  # type: ignore[no-untyped-def]
+    """On the session's Ray: ``submit --wait`` of a real job ends 0 when it is done and 1
+    when it fails; ``logs --follow`` prints the job's own output and ends with it."""
+    from conftest import TRAIN
+
+    svc = service_factory(cluster="v100:1")
+    ok = spawn(
+        svc,
+        *("submit", "--command", TRAIN, "--steps", "40", "--env", "STEP_S=0.05"),
+        "--wait",
+    )
+    follow: subprocess.Popen[str] | None = None
+    try:
+        job_id = int(readline(ok, 120))
+        follow = spawn(svc, "logs", str(job_id), "--follow")
+        out, err = follow.communicate(timeout=180)
+        assert follow.returncode == 0, err
+        assert "start pid=" in out and "stop at step 40" in out, out
+        _, err = ok.communicate(timeout=60)
+        assert ok.returncode == 0, err
+    finally:
+        for proc in (ok, follow):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    bad = spawn(
+        svc,
+        *("submit", "--command", TRAIN, "--steps", "10", "--env", "FAIL_EXIT=3"),
+        *("--max-retries", "0", "--wait", "--json"),
+    )
+    out, err = bad.communicate(timeout=180)
+    assert bad.returncode == 1, err
+    assert json.loads(out)["state"] == "failed"
