@@ -251,7 +251,9 @@ def create_app(service: ServiceView) -> FastAPI:
     @app.get("/docs", dependencies=users, include_in_schema=False)
     def docs() -> HTMLResponse:
         if docs_page.assets_dir() is None:
-            raise HTTPException(503, "/docs needs the swagger-ui-bundle package")
+            raise HTTPException(
+                503, "/docs needs the fastapi-swagger package (pip install 'gpumosaic[serve]')"
+            )
         return HTMLResponse(docs_page.swagger_html(app.title, app.openapi()))
 
     @app.get(docs_page.ASSETS_PATH + "/{name}", dependencies=users, include_in_schema=False)

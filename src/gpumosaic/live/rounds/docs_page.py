@@ -1,5 +1,6 @@
-"""``/docs`` without a CDN: Swagger UI's script and style sheet come from the
-``swagger-ui-bundle`` package (a dependency of the ``serve`` extra) and are served by the
+"""``/docs`` without a CDN: Swagger UI's script and style sheet (Swagger UI 5,
+which reads FastAPI's OpenAPI 3.1) come from the ``fastapi-swagger`` package (a
+dependency of the ``serve`` extra; only its files are used) and are served by the
 service itself, and the OpenAPI schema is written into the page, so the page works on a
 machine with no network and its one request to the service is the page itself.
 
@@ -17,20 +18,25 @@ ASSETS = {
     "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
     "swagger-ui.css": "text/css; charset=utf-8",
 }
+BEARER = {"type": "http", "scheme": "bearer", "description": "the service's token"}
 
 
 def assets_dir() -> Path | None:
-    """The folder of Swagger UI's files, or None when ``swagger-ui-bundle`` is missing."""
+    """The folder of Swagger UI's files, or None when ``fastapi-swagger`` is missing."""
     try:
-        from swagger_ui_bundle import swagger_ui_path
+        import fastapi_swagger.resources as resources
     except ImportError:
         return None
-    return Path(swagger_ui_path)
+    return Path(resources.__file__).parent
 
 
 def swagger_html(title: str, spec: dict[str, Any]) -> str:
     """The Swagger UI page with ``spec`` inlined (no request for /openapi.json, which
     a browser would send without the token)."""
+    # The page's copy of the schema declares the bearer token, so Swagger UI's
+    # "Authorize" button takes it and "Try it out" sends it (the page never holds it).
+    components = {**spec.get("components", {}), "securitySchemes": {"token": BEARER}}
+    spec = {**spec, "components": components, "security": [{"token": []}]}
     # "<" escaped: a "</script>" inside a description cannot end the script early.
     inline = json.dumps(spec).replace("<", "\\u003c")
     return f"""<!DOCTYPE html>
