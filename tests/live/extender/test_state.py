@@ -156,10 +156,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def extender_process(db: Path, port: int) -> subprocess.Popen[str]:
+def extender_process(db: Path, port: int, nodes: str = "v100:2") -> subprocess.Popen[str]:
     command = [
         sys.executable, "-c", "from gpumosaic.cli import main; main()", "extender",
-        "--cluster", "v100:2", "--db", str(db), "--port", str(port), "--log-level", "warning",
+        "--cluster", nodes, "--db", str(db), "--port", str(port), "--log-level", "warning",
         "--placement", "bestfit",
     ]  # fmt: skip
     return subprocess.Popen(

@@ -57,8 +57,9 @@ _SUFFIX = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
-_COUNT = re.compile(r"[0-9]{1,19}", re.ASCII)
-_INDEX = re.compile(r"[0-9]{1,4}(?:-[0-9]{1,4}){0,1023}", re.ASCII)
+# Annotations are typed by people: spaces and tabs around the number are tolerated.
+_COUNT = re.compile(r"[ \t]*([0-9]{1,19})[ \t]*", re.ASCII)
+_INDEX = re.compile(r"[ \t]*([0-9]{1,4}(?:-[0-9]{1,4}){0,1023})[ \t]*", re.ASCII)
 
 
 class AdmissionError(ValueError):
@@ -82,7 +83,7 @@ def quantity(value: Any, where: str) -> Decimal:
     (some clients write ``"cpu": 2``), but never floats, NaN or infinities."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise AdmissionError(f"{where}={_shown(value)} must be a quantity string like '500m'")
-    text = value.strip() if isinstance(value, str) else str(value)
+    text = value if isinstance(value, str) else str(value)  # no trimming: the API has none
     if len(text) > MAX_QUANTITY_CHARS:
         raise AdmissionError(f"{where} is longer than {MAX_QUANTITY_CHARS} characters")
     match = _QUANTITY.fullmatch(text)
@@ -117,10 +118,10 @@ def count(value: Any, where: str, maximum: int) -> int:
     """A non-negative decimal integer annotation (``"2"``), at most ``maximum``."""
     if not isinstance(value, str):
         raise AdmissionError(f"{where}={_shown(value)} must be a string (annotations are)")
-    text = value.strip()
-    if _COUNT.fullmatch(text) is None:
+    match = _COUNT.fullmatch(value)
+    if match is None:
         raise AdmissionError(f"{where}={_shown(value)} is not a non-negative integer")
-    number = int(text)
+    number = int(match[1])
     if number > maximum:
         raise AdmissionError(f"{where}={number} is over {maximum}")
     return number
@@ -128,9 +129,10 @@ def count(value: Any, where: str, maximum: int) -> int:
 
 def gpu_indices(value: Any, where: str) -> tuple[int, ...]:
     """The ``gpu-index`` annotation: GPU slots joined by ``-`` (``2``, ``0-1-2-3``)."""
-    if not isinstance(value, str) or _INDEX.fullmatch(value.strip()) is None:
+    match = _INDEX.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
         raise AdmissionError(f"{where}={_shown(value)} is not like 0-1-2")
-    return tuple(int(p) for p in value.strip().split("-"))
+    return tuple(int(p) for p in match[1].split("-"))
 
 
 def text(value: Any, where: str, maximum: int, *, required: bool = False) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpumosaic.live.extender.admission import (
     MAX_ANNOTATION_CHARS,
+    MAX_CONTAINERS,
     MAX_NAME_CHARS,
     MAX_NODES,
     MAX_QUANTITY_CHARS,
@@ -21,23 +22,29 @@ from gpumosaic.live.extender.admission import (
 from gpumosaic.live.extender.vocabulary import GPU_CARD_MODEL, GPU_COUNT, GPU_MILLI
 
 NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional field: null means absent, as for Go's decoder and ``admission``."""
+    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return {**schema, "type": [*kinds, "null"]}
+
+
 QUANTITY: dict[str, Any] = {
-    "type": "string",
+    "type": ["string", "integer", "null"],
     "maxLength": MAX_QUANTITY_CHARS,
     "pattern": r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]{1,3})?$",
     "examples": ["500m", "2", "16Gi"],
 }
 REQUESTS: dict[str, Any] = {
-    "type": "object",
+    "type": ["object", "null"],
     "properties": {"cpu": QUANTITY, "memory": QUANTITY},
 }
 CONTAINER: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": NAME,
-        "resources": {"type": "object", "properties": {"requests": REQUESTS}},
-    },
+    "type": ["object", "null"],
+    "properties": {"resources": {"type": ["object", "null"], "properties": {"requests": REQUESTS}}},
 }
+COUNT: dict[str, Any] = {"type": ["string", "null"], "pattern": "^[ \t]*[0-9]{1,19}[ \t]*$"}
 POD: dict[str, Any] = {
     "type": "object",
     "required": ["metadata"],
@@ -47,41 +54,43 @@ POD: dict[str, Any] = {
             "required": ["name"],
             "properties": {
                 "name": NAME,
-                "namespace": NAME,
-                "uid": {"type": "string", "maxLength": MAX_UID_CHARS},
+                "namespace": {"type": ["string", "null"], "maxLength": MAX_NAME_CHARS},
+                "uid": {"type": ["string", "null"], "maxLength": MAX_UID_CHARS},
                 "annotations": {
-                    "type": "object",
+                    "type": ["object", "null"],
                     "properties": {
-                        GPU_MILLI: {"type": "string", "pattern": "^[0-9]{1,4}$"},
-                        GPU_COUNT: {"type": "string", "pattern": "^[0-9]{1,2}$"},
-                        GPU_CARD_MODEL: {"type": "string", "maxLength": MAX_ANNOTATION_CHARS},
+                        GPU_MILLI: COUNT,
+                        GPU_COUNT: COUNT,
+                        GPU_CARD_MODEL: {
+                            "type": ["string", "null"],
+                            "maxLength": MAX_ANNOTATION_CHARS,
+                        },
                     },
                 },
             },
         },
         "spec": {
-            "type": "object",
+            "type": ["object", "null"],
             "properties": {
-                "containers": {"type": "array", "items": CONTAINER, "maxItems": 4},
-                "initContainers": {"type": "array", "items": CONTAINER, "maxItems": 2},
+                "containers": nullable(
+                    {"type": "array", "items": CONTAINER, "maxItems": MAX_CONTAINERS}
+                ),
+                "initContainers": {
+                    "type": ["array", "null"],
+                    "items": CONTAINER,
+                    "maxItems": MAX_CONTAINERS,
+                },
                 "overhead": REQUESTS,
             },
         },
     },
 }
+# Of a Node object only the name is read: the extender's nodes come from the API server.
 NODE: dict[str, Any] = {
     "type": "object",
     "required": ["metadata"],
     "properties": {
-        "metadata": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {"name": NAME, "labels": {"type": "object"}},
-        },
-        "status": {
-            "type": "object",
-            "properties": {"capacity": {"type": "object"}, "allocatable": {"type": "object"}},
-        },
+        "metadata": {"type": "object", "required": ["name"], "properties": {"name": NAME}}
     },
 }
 EXTENDER_ARGS: dict[str, Any] = {

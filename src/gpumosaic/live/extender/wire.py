@@ -65,6 +65,10 @@ class ExtenderArgs(BaseModel):
     def node_names(self) -> list[str]:
         if self.NodeNames is not None:
             return self.NodeNames
+        return self.node_object_names()
+
+    def node_object_names(self) -> list[str]:
+        """The names of the Node objects; WireError if one has none."""
         if self.Nodes is None:
             return []
         names = []
@@ -111,7 +115,7 @@ def parse_args(body: bytes) -> ExtenderArgs:
         raise _explain(err, "ExtenderArgs") from None
     if args.Nodes is None and args.NodeNames is None:
         raise WireError("ExtenderArgs: one of Nodes or NodeNames must be set")
-    args.node_names()  # every Node object must have a name
+    args.node_object_names()  # every Node object must have a name
     return args
 
 
