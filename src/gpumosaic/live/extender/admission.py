@@ -173,12 +173,12 @@ class BodyTooLarge(AdmissionError):
         super().__init__(f"the request body is larger than {limit} bytes", status=413)
 
 
-async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], limit: int) -> bytes:
+async def read_body(declared: bytes | None, chunks: AsyncIterator[bytes], limit: int) -> bytes:
     """The request body, refused (413) as soon as it is known to exceed ``limit``: from
-    Content-Length before any byte is read, else while the chunks stream in."""
-    declared = headers.get("content-length")
+    the Content-Length header (``declared``) before any byte is read, else while the
+    chunks stream in."""
     if declared is not None:
-        if not declared.isascii() or not declared.strip().isdigit():
+        if not declared.strip().isdigit():  # bytes: ASCII digits only
             raise AdmissionError("Content-Length is not a number", status=400)
         if int(declared) > limit:
             raise BodyTooLarge(limit)

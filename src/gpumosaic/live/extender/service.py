@@ -227,20 +227,24 @@ class ExtenderService:
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
         """Scores 0..10 for the named nodes; the strategy's choice gets 10 (decision.py).
         PodError (HTTP 422) for a pod that cannot be read."""
-        names, scores = self._scores(args)
+        names, _, scores = self._scores(args)
         return host_priority_list(names, scores.tolist())
 
     def prioritize_encoded(self, args: ExtenderArgs) -> bytes:
         """``prioritize`` as the JSON bytes of the HostPriorityList (the HTTP path)."""
-        names, scores = self._scores(args)
-        return self.nodes.encode_priorities(names, scores)
+        with self._lock:  # the table must not be rebuilt between scoring and encoding
+            names, idx, scores = self._scores(args)
+            return self.nodes.encode_priorities(names, idx, scores)
 
-    def _scores(self, args: ExtenderArgs) -> tuple[list[str], npt.NDArray[np.int64]]:
+    def _scores(
+        self, args: ExtenderArgs
+    ) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.int64]]:
         request = pod_request(args.Pod)
         names = args.node_names()
         with self._lock:
             job = request.job(self._observe(request))
-            candidates = self.nodes.feasible_among(job, names)
+            idx = self.nodes.indices(names)
+            candidates = self.nodes.feasible_at(job, idx)
             if self._strategy is None:
                 self._build_strategy()
             assert self._strategy is not None
@@ -253,7 +257,7 @@ class ExtenderService:
                 if len(self._pending) > CACHE_SIZE:
                     self._pending.popitem(last=False)
             by_node = decision.score_of(self.nodes.state.num_nodes + 1)  # [-1]: unknown
-            return names, by_node[self.nodes.indices(names)]
+            return names, idx, by_node[idx]
 
     def _node_lock(self, name: str) -> threading.Lock:
         with self._lock:
