@@ -87,16 +87,18 @@ class NodeTable:
     ) -> tuple[list[str], dict[str, str], dict[str, str]]:
         """(passing names in input order, failed {name: reason}, unresolvable {...})."""
         idx = self.indices(names)
-        codes = self.codes(job, idx)
-        ok = codes < 0
-        passed = [names[i] for i in np.flatnonzero(ok)]
-        bad = np.flatnonzero(~ok)
+        ok = np.zeros(self.state.num_nodes + 1, dtype=bool)  # [-1]: unknown names fail
+        ok[:-1] = feasible_nodes(self.state, job)
+        passes = ok[idx]
+        bad = np.flatnonzero(~passes)
         if not len(bad):
-            return passed, {}, {}
+            return list(names), {}, {}
+        passed = [names[i] for i in np.flatnonzero(passes)]
+        codes = self.codes(job, idx[bad])  # the filter's reasons, for the failed only
         messages = self._messages(job)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
-        for i, code in zip(bad.tolist(), codes[bad].tolist(), strict=True):
+        for i, code in zip(bad.tolist(), codes.tolist(), strict=True):
             (unresolvable if code in UNRESOLVABLE else failed)[names[i]] = messages[code]
         return passed, failed, unresolvable
 
