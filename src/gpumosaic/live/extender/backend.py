@@ -41,9 +41,6 @@ class Snapshot:
 class Backend(Protocol):
     kind: str  # "sqlite" or "kubernetes", shown in /state
     releases_by_request: bool  # True: pods are released through the extender (standalone)
-    # True: a bind waits on the network (the API server), so it runs in a thread; False:
-    # a local write of ~0.1-1 ms, done on the event loop (no thread hop, no GIL hand-over).
-    waits_on_network: bool
 
     def load(self) -> Snapshot: ...
 

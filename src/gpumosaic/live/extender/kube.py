@@ -59,7 +59,6 @@ def _assume_time(pod: dict[str, Any]) -> int:
 
 class KubeBackend:
     kind = "kubernetes"
-    waits_on_network = True
     releases_by_request = False
 
     def __init__(self, api: client.ApiClient) -> None:

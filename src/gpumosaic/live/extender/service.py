@@ -360,12 +360,15 @@ class ExtenderService:
         here too, so the answer, the memory and a restart all agree."""
         with self._lock:
             held = self._held.get(key)
-            if held is None:
-                return False
-            self.backend.release(key)
-            del self._held[key]
-            self.nodes.state.release(held.assignment.job_id)
-            self._seen.pop(key, None)
+        if held is None:
+            return False
+        self.backend.release(key)  # outside the lock: a slow write stalls no filter
+        with self._lock:
+            current = self._held.get(key)  # a rebuild meanwhile holds it anew
+            if current is not None and current.request == held.request:
+                del self._held[key]
+                self.nodes.state.release(current.assignment.job_id)
+                self._seen.pop(key, None)
         return True
 
     def release_by_name(self, namespace: str, name: str) -> bool:

@@ -94,7 +94,6 @@ class WriterLock:
 
 class SqliteBackend:
     kind = "sqlite"
-    waits_on_network = False
     releases_by_request = True
 
     def __init__(
