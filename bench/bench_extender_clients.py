@@ -120,7 +120,12 @@ async def client(
                 i += out["clients"]
                 continue
             host = max(orjson.loads(body), key=lambda s: s["Score"])["Host"]
-            binding = {"PodName": name, "PodNamespace": "bench", "PodUID": f"u-{name}", "Node": host}
+            binding = {
+                "PodName": name,
+                "PodNamespace": "bench",
+                "PodUID": f"u-{name}",
+                "Node": host,
+            }
             status, body = await conn.call(b"POST", b"/bind", orjson.dumps(binding))
             if status != 200:
                 out["errors"] += 1
@@ -172,7 +177,10 @@ def main() -> None:
     cluster = load_openb_nodes("openb:gpu")
     tasks = load_openb_tasks("openb:default")
     order = fill_order(tasks, cluster.num_gpus * 1000, 1.3, np.random.default_rng(args.seed))
-    pods = [pod_object(replace(tasks[t], id=i), f"p{i}", "bench", f"u{i}") for i, t in enumerate(order[:2000])]
+    pods = [
+        pod_object(replace(tasks[t], id=i), f"p{i}", "bench", f"u{i}")
+        for i, t in enumerate(order[:2000])
+    ]
     names = [n.name for n in cluster.nodes]
     port = free_port()
     with tempfile.TemporaryDirectory() as scratch:
@@ -200,7 +208,7 @@ def main() -> None:
         "nodes": len(names),
         "clients": args.clients,
         "seconds": round(elapsed, 1),
-        "samples": int(len(ms)),
+        "samples": len(ms),
         "p50_ms": round(float(np.percentile(ms, 50)), 2),
         "p90_ms": round(float(np.percentile(ms, 90)), 2),
         "p99_ms": round(float(np.percentile(ms, 99)), 2),

@@ -23,6 +23,7 @@ extender_app = typer.Typer(
 )
 app.add_typer(extender_app, name="extender")
 
+SWITCH_INTERVAL_S = 0.001  # see extender(): the loop's wait for the GIL
 KUBE_MODULES = ("fastapi", "uvicorn", "httpx", "kubernetes", "prometheus_client", "orjson")
 
 
@@ -126,6 +127,10 @@ def extender(
     verbs = Verbs(url_prefix, filter_verb, prioritize_verb, bind_verb)
     app_ = create_app(service, verbs, token=token)
     settle_heap()
+    # The verbs run on the event loop; binds and releases in threads. When a thread holds
+    # the GIL, the loop waits for it up to the switch interval (5 ms by default) before
+    # it can answer the next filter; 1 ms bounds that wait (a choice, not a calibration).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         uvicorn.run(
             app_,
