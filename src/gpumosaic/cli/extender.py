@@ -130,6 +130,7 @@ def extender(
     # The verbs run on the event loop; binds and releases in threads. When a thread holds
     # the GIL, the loop waits for it up to the switch interval (5 ms by default) before
     # it can answer the next filter; 1 ms bounds that wait (a choice, not a calibration).
+    previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         uvicorn.run(
@@ -142,6 +143,7 @@ def extender(
             access_log=False,
         )
     finally:
+        sys.setswitchinterval(previous_interval)
         if watcher is not None:
             watcher.stop()
 
