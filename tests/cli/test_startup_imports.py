@@ -77,7 +77,27 @@ def top_level(modules: set[str], names: tuple[str, ...]) -> list[str]:
 def test_help_lists_commands_without_running_them(tmp_path: Path) -> None:
     modules = loaded(tmp_path, "--help")
     assert top_level(modules, HEAVY + SIMULATOR) == []
-    assert "gpumosaic.cli.fill" in modules  # every command is listed with its own help
+    # Commands are listed from COMMAND_HELP: no command module, not even numpy, is loaded.
+    commands = [m for m in modules if m.startswith("gpumosaic.cli.")]
+    assert sorted(commands) == ["gpumosaic.cli.app"], commands
+    assert "numpy" not in modules
+
+
+def test_the_listed_help_line_is_the_commands_own() -> None:
+    # COMMAND_HELP stands for each command's help in `gpumosaic --help`: it must say what
+    # the command itself says (the first paragraph of its help).
+    import click
+    import typer.main
+
+    from gpumosaic.cli.app import COMMAND_HELP, COMMAND_MODULES, app
+
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    for name in COMMAND_MODULES:
+        group.resolve_command(ctx, [name])  # imports the command's module
+        command = group.commands[name]
+        own = (command.short_help or command.help or "").split("\n\n")[0]
+        assert COMMAND_HELP.get(name) == " ".join(own.split()), name
 
 
 @pytest.mark.parametrize("placement", ["fgd", "random"])

@@ -1,9 +1,11 @@
 """The typer application that every command module registers on.
 
 Command modules are imported on demand: running ``gpumosaic fill`` imports the ``fill``
-module only, and ``--help`` imports every command module (for their help texts), none of
-which imports what its command runs (the simulator, solvers, pandas, plots, servers) until
-the command is called. ``COMMAND_MODULES`` is the one list of commands and their modules.
+module only, and ``gpumosaic --help`` imports none (it lists each command with its line
+from ``COMMAND_HELP``; tests/cli/test_startup_imports.py checks that line against the
+command's own help). No command module imports what its command runs (the simulator,
+solvers, pandas, plots, servers) until the command is called. ``COMMAND_MODULES`` is the
+one list of commands and their modules.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.main import get_group
 
 from gpumosaic.errors import InputError
@@ -45,27 +47,61 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "kernels": ("kernels",),
 }
 
+# The line ``gpumosaic --help`` shows for a command (the first paragraph of its help), so
+# that listing the commands imports none of them. A command missing here is imported to
+# list it (correct, only slower).
+COMMAND_HELP: dict[str, str] = {
+    "simulate": "Simulate one policy + placement on a workload and report JCT, utilization, etc.",
+    "compare": "Compare placements (or policies) over seeds: table, CSV and plots.",
+    "fill": "Fill the cluster with tasks that never leave (the FGD / PWR experiment).",
+    "serve": "Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops.",
+    "submit": "Submit a job (or a job list); prints the id(s).",
+    "jobs": "The service's jobs: state, progress, GPU type and index, attained time, steps/s.",
+    "job": "One job in full (with the tail of its log).",
+    "logs": "The job's output (all its leases, newest last).",
+    "cancel": "Cancel a job: a running one gets SIGTERM (it checkpoints), then the grace period.",
+    "run": "Run every point of an experiment's grid not yet in the result folder.",
+    "query": "Query a result folder with SQL. Tables: runs (one row per run: grid columns and "
+    "summary metrics), jobs, timeline and placements (every run's, with run_id).",
+    "report": "Write DIR/report.html: the grid with 95% intervals, the reference figures, ours "
+    "beside the reference, a GPU occupancy mosaic and why jobs waited (opens offline).",
+    "explain": "The verdicts over one job's life, from what the run stored.",
+    "reproduce": "Reproduce published measurements and print ours beside theirs.",
+    "extender": "Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, "
+    "bind).",
+    "share": "Time-share GPUs between unmodified processes (an nvshare-style runtime).",
+    "kernels": "Build the ahead-of-time kernel library: the fill's kernels without numba's "
+    "~0.6 s start-up (numba's JIT runs them, with the same results, where it is missing).",
+}
+
 
 class LazyCommandGroup(TyperGroup):
-    """The top-level group: a command is built from its module when it is first looked up
-    (run, or listed by --help), so a command pays only for its own imports.
+    """The top-level group: a command is built from its module when it is run (or its own
+    help is asked for), so a command pays only for its own imports; ``gpumosaic --help``
+    lists placeholders that carry ``COMMAND_HELP``'s line and import nothing.
 
     (``Any`` in the signatures: recent typer releases ship their own copy of click, older
     ones use click itself, so the context and command types differ between versions.)
     """
 
     def list_commands(self, ctx: Any) -> list[str]:
-        self._load(list(COMMAND_MODULES))
+        self._load([name for name in COMMAND_MODULES if name not in COMMAND_HELP])
         return list(dict.fromkeys([*COMMAND_MODULES, *self.commands]))
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name in COMMAND_MODULES:
-            self._load([cmd_name])
+        """The command, or (for a listing) a placeholder with its help line."""
+        if cmd_name in self.commands or cmd_name not in COMMAND_MODULES:
+            return self.commands.get(cmd_name)
+        if cmd_name in COMMAND_HELP:
+            return _Listed(name=cmd_name, help=COMMAND_HELP[cmd_name])
+        self._load([cmd_name])
         return self.commands.get(cmd_name)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        if args and args[0] not in COMMAND_MODULES and args[0] not in self.commands:
-            self.list_commands(ctx)  # an unknown name: "did you mean ..." sees every command
+        if args and args[0] in COMMAND_MODULES:
+            self._load([args[0]])  # the command itself, not a placeholder, is run
+        elif args and args[0] not in self.commands:
+            self._load(list(COMMAND_MODULES))  # "did you mean ..." sees every command
         return super().resolve_command(ctx, args)
 
     def _load(self, names: list[str]) -> None:
@@ -82,6 +118,10 @@ class LazyCommandGroup(TyperGroup):
         for name, command in get_group(app).commands.items():
             if name in stale or name not in self.commands:
                 self.commands[name] = command
+
+
+class _Listed(TyperCommand):
+    """A command as ``gpumosaic --help`` lists it, before its module is imported."""
 
 
 app = typer.Typer(
