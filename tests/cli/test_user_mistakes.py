@@ -180,3 +180,115 @@ def test_jobs_csv_names_each_jobs_node_gpus_and_model(tmp_path: Path) -> None:
     assert len(rows) == 6 and all(row["gpu_model"] == "V100" for row in rows)
     assert all(row["node"] in ("0", "1") for row in rows)
     assert all(0 <= int(gpu) < 4 for row in rows for gpu in row["gpus"].split())
+
+
+# ---- issue 28: every path that cannot be written, every number that is not one -------
+
+WRITERS = [
+    SIM,
+    ["compare", "--seeds", "0"],
+    ["compare", "--mode", "fill", "--seeds", "0"],
+    ["fill"],
+    ["run", "--preset", "nvshare"],
+    ["kernels"],
+]
+
+
+@pytest.mark.parametrize("command", WRITERS)
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_out_that_cannot_be_created_is_refused_before_any_work(
+    command: list[str], where: str, tmp_path: Path
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    # Under a file, or in /proc (no folder can be made there, not even by root).
+    out = afile / "sub" if where == "under-a-file" else Path("/proc/gpumosaic-test-out")
+    line = one_line_error([*command, "--out", str(out)])
+    assert line.startswith(f"error: --out {out}: cannot create or write this folder"), line
+    assert afile.read_text() == "keep me"
+
+
+def test_the_out_check_leaves_no_folder_behind(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b"
+    # A mistake found after the --out check (an unknown policy) leaves nothing made.
+    one_line_error([*SIM, "--out", str(out), "--policy", "fifoo"])
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([*SIM, "--policy", "max_min_fairness", "--round-s", "inf"], "--round-s inf: must be a"),
+        ([*SIM, "--policy", "max_min_fairness", "--resolve-interval-s", "inf"], "finite"),
+        (["fill", "--inflate", "inf"], "--inflate inf: must be a finite number > 0 and <= 10"),
+        (["fill", "--inflate", "nan"], "--inflate nan"),
+        (["fill", "--inflate", "1e9"], "--inflate 1000000000.0"),
+        (["compare", "--mode", "fill", "--inflate", "nan"], "--inflate nan"),
+        (["compare", "--policies", "fifo", "--rates", "nan"], "--rates nan: must be a finite"),
+        (["compare", "--policies", "fifo", "--rates", "1,inf"], "--rates inf"),
+        (["compare", "--workers", "100000"], "--workers 100000: must be 1..1024"),
+        (["simulate", "--workload", "gavel:jobs=5,rate=nan"], "rate: expected a finite number"),
+        (["simulate", "--workload", "gavel:jobs=5,rate=inf"], "rate: expected a finite number"),
+        (["simulate", "--workload", "openb:default,compress=inf"], "compress: expected a fin"),
+        ([*SIM, "--sharing", "nvshare:tq=inf"], "tq: expected a finite number"),
+        ([*SIM, "--sharing", "parametric:alpha=inf"], "alpha: expected a finite number"),
+        ([*SIM, "--sharing", "gandiva:quantum=inf"], "quantum: expected a finite number"),
+        (["simulate", "--workload", "gavel:jobs=5,rat=1"], "'rat' is not an option (did you"),
+        ([*SIM, "--sharing", "nvshare:tqq=30"], "(did you mean 'tq'?)"),
+    ],
+)
+def test_a_number_that_is_not_finite_or_absurd_is_one_line(args: list[str], words: str) -> None:
+    assert words in one_line_error(args)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("arrival_s,num_gpu,duration_s\ninf,1,60\n", "row 2, field 'arrival_s': Input should be"),
+        ("arrival_s,num_gpu,duration_s\n0,1,nan\n", "row 2, field 'duration_s'"),
+        ("arrival_s,num_gpu,duration_s\n0,1,1e300\n", "row 2, field 'duration_s'"),
+        ("arrival_s,num_gpu,duration_s\n0,1,60\n0,1e12,60\n", "row 3, field 'num_gpu'"),
+        ("arrival_s,num_gpu,duration_s,cpu_milli\n0,1,60,1e30\n", "field 'cpu_milli'"),
+        ("arrival_s,num_gpu,duratoin_s\n0,1,60\n", "unknown column 'duratoin_s' (did you mean"),
+        ("arrival_s,num_gpu,steps,job_type\n0,1,60,A3D\n", "unknown job type 'A3D' (did you mean"),
+    ],
+)
+def test_job_list_numbers_and_names(text: str, words: str, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(text)
+    line = one_line_error(["simulate", "--cluster", "v100:4", "--workload", str(jobs)])
+    assert str(jobs) in line and words in line
+
+
+def test_a_yaml_job_list_key_gets_did_you_mean(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {arrival_s: 0, num_gpu: 1, duratoin_s: 5}\n")
+    line = one_line_error(["simulate", "--workload", str(jobs)])
+    assert "row 1, field 'duratoin_s': unknown key (did you mean 'duration_s'?)" in line
+
+
+@pytest.mark.parametrize(
+    ("grid", "words"),
+    [
+        ('plicy = "fifo"', "line 7, key 'grid.plicy': unknown key (did you mean 'policy'?)"),
+        ("round_s = inf", "key 'grid.round_s': must be a finite number (got inf)"),
+        ("round_s = nan", "key 'grid.round_s': must be a finite number (got nan)"),
+        ("seed = [0, 1e400]", "key 'grid.seed[1]': must be a finite number"),
+    ],
+)
+def test_a_study_file_key_misspelt_or_number_not_finite(
+    grid: str, words: str, tmp_path: Path
+) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(
+        '[experiment]\nname = "x"\n\n[grid]\ncluster = "v100:4"\n'
+        f'workload = "gavel:jobs=5"\n{grid}\n'
+    )
+    line = one_line_error(["run", str(study), "--out", str(tmp_path / "o")])
+    assert str(study) in line and words in line
+
+
+def test_a_study_kind_misspelt_gets_did_you_mean(tmp_path: Path) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text('[experiment]\nname = "x"\nkind = "simulat"\n[grid]\n')
+    assert "unknown kind (did you mean 'simulate'?)" in one_line_error(["run", str(study)])

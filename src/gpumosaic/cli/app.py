@@ -10,9 +10,11 @@ one list of commands and their modules.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import os
+import math
 import sys
+import tempfile
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -175,16 +177,64 @@ def user_errors(func: F) -> F:
 
 
 def check_out_dir(path: Path | None, flag: str = "--out") -> None:
-    """Refuse an output folder that cannot be one, before any work is done."""
+    """Refuse an output folder that cannot be one, before any work is done: a file, a
+    folder that cannot be created (under a file, on a read-only or pseudo file system) or
+    one that cannot be written. The check creates the folder and a file in it, as the
+    command will, then removes what it created (an existing folder stays as it was)."""
     if path is None:
         return
     if path.exists() and not path.is_dir():
         raise InputError(
             "is a file, not a folder: name a new or existing folder", field=flag, value=path
         )
-    parent = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"cannot write in {parent}", field=flag, value=path)
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path, prefix=".gpumosaic-write-check-"):
+            pass
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise InputError(
+            f"cannot create or write this folder ({reason})", field=flag, value=path
+        ) from None
+    finally:
+        for created in missing:  # deepest first: only the folders this check made
+            with contextlib.suppress(OSError):
+                created.rmdir()
+
+
+# The fill replay's --inflate: up to 10 x the cluster's GPUs (the papers stop at 1.3; far
+# beyond it every placement has long been full and the replay only costs time).
+MAX_INFLATE = 10.0
+# --workers: parallel processes, at most this many (a sanity bound, not a tuning).
+MAX_WORKERS = 1024
+
+
+def check_number(
+    value: float,
+    flag: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+) -> None:
+    """A number read from a flag: finite, and within the bounds given (one line naming the
+    flag otherwise)."""
+    bounds = []
+    if above is not None:
+        bounds.append(f"> {above:g}")
+    if at_least is not None:
+        bounds.append(f">= {at_least:g}")
+    if at_most is not None:
+        bounds.append(f"<= {at_most:g}")
+    wanted = "a finite number" + (" " + " and ".join(bounds) if bounds else "")
+    if (
+        not math.isfinite(value)
+        or (above is not None and not value > above)
+        or (at_least is not None and not value >= at_least)
+        or (at_most is not None and not value <= at_most)
+    ):
+        raise InputError(f"must be {wanted}", field=flag, value=value)
 
 
 def check_seed(seed: int, flag: str = "--seed") -> None:

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
+from gpumosaic.cli.app import (
+    MAX_INFLATE,
+    MAX_WORKERS,
+    app,
+    check_number,
+    check_out_dir,
+    err_console,
+    user_errors,
+)
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError
 
@@ -102,9 +110,13 @@ def compare(
             "(see simulate --help)"
         ),
     ] = None,
-    out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
-        "runs/compare"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder for the CSV and figures (default: runs/compare, runs/compare-fill "
+            "or runs/compare-policies, by mode)"
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes (default: all cores)")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print results as JSON")] = False,
     executor: Annotated[
@@ -130,9 +142,16 @@ def compare(
         seed_list = parse_seeds(seeds)
     except ValueError as err:
         raise InputError(str(err), field="--seeds", value=seeds) from None
-    if workers < 0:
-        raise InputError("must be >= 1, or 0 for one per core", field="--workers", value=workers)
+    if workers < 0 or workers > MAX_WORKERS:
+        raise InputError(
+            f"must be 1..{MAX_WORKERS}, or 0 for one per core", field="--workers", value=workers
+        )
     n_workers = workers if workers > 0 else default_workers()
+    check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
+    for rate in _split(rates):
+        if _number(rate):
+            check_number(float(rate), "--rates", above=0)
+    out = out if out is not None else default_out(mode, policies)
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
@@ -296,6 +315,14 @@ def compare(
         for note in identical_notes(by_label, parse_cluster(cluster, gpus_per_node)):
             Console().print(note, highlight=False, soft_wrap=True)
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
+
+
+def default_out(mode: str, policies: str | None) -> Path:
+    """Each kind of comparison its own default folder: a fill comparison must not write
+    over (or mix its runs into) a placement comparison's."""
+    if policies is not None:
+        return Path("runs/compare-policies")
+    return Path("runs/compare-fill") if mode == "fill" else Path("runs/compare")
 
 
 def _check_placement(name: str, gandiva: bool) -> None:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
 
@@ -53,6 +53,7 @@ def run(
     assert path is not None
     study = load_experiment(path)
     folder = out or Path("runs") / study.name
+    check_out_dir(folder)
     n_workers = workers if workers > 0 else default_workers()
     with counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update:
         outcome = execute(
