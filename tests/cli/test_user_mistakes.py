@@ -66,13 +66,35 @@ def test_out_naming_a_file_is_refused_before_any_work(command: list[str], tmp_pa
 
 
 def test_overload_is_announced_with_the_offered_load() -> None:
-    # A first guess of 1 job/h on 12 GPUs: Gavel's jobs average over 12 GPU-hours.
-    result = runner.invoke(
-        app, ["simulate", "--cluster", "v100:12", "--workload", "gavel:jobs=30,rate=1"]
-    )
+    # 30 Gavel jobs at 1 job/h ask for ~460 GPU-h by ~100 h (the last one's finish): on 4
+    # GPUs that is over 100%, and jobs do wait; on 12 GPUs it is ~38% and none waits.
+    args = ["simulate", "--workload", "gavel:jobs=30,rate=1", "--json"]
+    over = runner.invoke(app, [*args, "--cluster", "v100:4"])
+    assert over.exit_code == 0, over.output
+    assert "warning: offered load" in over.output and "so jobs queue" in over.output
+    import json
+
+    summary = json.loads(over.stdout)
+    assert summary["offered_load"] > 1.0 and summary["avg_queueing_s"] > 3600
+    under = runner.invoke(app, [*args, "--cluster", "v100:12"])
+    assert under.exit_code == 0, under.output
+    assert "warning" not in under.output
+    summary = json.loads(under.stdout)
+    assert summary["offered_load"] < 0.5 and summary["avg_queueing_s"] < 60
+    table = runner.invoke(app, ["simulate", "--cluster", "v100:12", "--workload", args[2]])
+    assert "offered load: 30 jobs arriving over" in table.output
+    assert "of 12 GPUs busy" in table.output
+
+
+def test_a_short_job_list_on_a_big_cluster_is_not_an_overload(tmp_path: Path) -> None:
+    # Issue 28: 2 jobs arriving 10 s apart reported 29,250%; the load is what they ask
+    # for by the time the last one would finish (here 2 GPU-h in about an hour, 8 GPUs).
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,num_gpu,gpu_milli,duration_s\n0,1,1000,3600\n10,1,1000,3600\n")
+    result = runner.invoke(app, ["simulate", "--cluster", "v100:8", "--workload", str(jobs)])
     assert result.exit_code == 0, result.output
-    assert "offered load:" in result.output and "of 12 GPUs busy" in result.output
-    assert "warning: offered load" in result.output and "queue grows" in result.output
+    assert "offered load: 2 jobs arriving over 0.0 h ask for 2.0 GPU-h by 1.0 h" in result.output
+    assert "(25% of capacity)" in result.output and "warning" not in result.output
 
 
 def test_version_and_an_example_in_every_command_help() -> None:

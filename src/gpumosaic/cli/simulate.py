@@ -169,10 +169,7 @@ def simulate(
         err_console.print(load.line(), highlight=False, soft_wrap=True)
     if load is not None and load.fraction > 1.0:
         err_console.print(
-            f"[yellow]warning:[/yellow] offered load {load.fraction:.0%} of capacity: the "
-            "queue grows for the whole run (lower the rate or add GPUs)",
-            highlight=False,
-            soft_wrap=True,
+            f"[yellow]warning:[/yellow] {load.warning()}", highlight=False, soft_wrap=True
         )
     if summary.fallbacks:
         warning = summary.fallbacks.warning()
