@@ -46,3 +46,96 @@ def test_ray_address_needs_the_ray_executor(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "--executor ray" in result.output
+
+
+# ---- issue 28: an unreachable --ray-address is bounded, interruptible and says so ------
+
+COMPARE_ON = [
+    "compare", "--cluster", "v100:4", "--workload", "gavel:jobs=4,rate=0", "--placements",
+    "fgd", "--seeds", "0", "--executor", "ray",
+]  # fmt: skip
+
+
+def _command(tmp_path: Path, *extra: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "gpumosaic", *COMPARE_ON, "--out", str(tmp_path), *extra]
+
+
+def _listener() -> tuple[object, int]:
+    """A port that accepts connections and never answers (not a Ray head)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    return sock, sock.getsockname()[1]
+
+
+def test_nothing_listening_is_one_line_at_once(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again: nothing listens there
+    done = subprocess.run(
+        _command(tmp_path, "--ray-address", f"127.0.0.1:{port}"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "joining the Ray cluster at" in done.stderr  # the progress line
+    assert f"error: --ray-address 127.0.0.1:{port}: cannot reach a Ray head" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_head_that_never_answers_times_out(tmp_path: Path) -> None:
+    import subprocess
+
+    sock, port = _listener()
+    try:
+        done = subprocess.run(
+            _command(tmp_path, "--ray-address", f"127.0.0.1:{port}", "--ray-timeout-s", "2"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        sock.close()  # type: ignore[attr-defined]
+    assert done.returncode == 2, done.stderr
+    assert "no Ray head answered within 2 s" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_while_joining_ends_the_command(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    sock, port = _listener()
+    try:
+        process = subprocess.Popen(
+            _command(tmp_path, "--ray-address", f"127.0.0.1:{port}", "--ray-timeout-s", "300"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        assert process.stderr is not None
+        line = process.stderr.readline()  # the progress line: it is joining now
+        assert "joining the Ray cluster" in line and time.monotonic() < deadline
+        time.sleep(1.0)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)  # well before the 300 s bound
+    finally:
+        sock.close()  # type: ignore[attr-defined]
+        if process.poll() is None:
+            process.kill()
+    assert code == 128 + signal.SIGTERM
+    assert "interrupted while joining Ray" in process.stderr.read()

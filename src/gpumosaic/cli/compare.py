@@ -130,6 +130,10 @@ def compare(
         str | None,
         typer.Option(help="with --executor ray: the cluster to join (default: a local Ray)"),
     ] = None,
+    ray_timeout_s: Annotated[
+        float,
+        typer.Option(help="with --ray-address: give up joining the Ray cluster after this long"),
+    ] = 30.0,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
     from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
@@ -138,6 +142,7 @@ def compare(
         raise InputError("must be local or ray", field="--executor", value=executor)
     if ray_address is not None and executor != "ray":
         raise InputError("--ray-address needs --executor ray", field="--ray-address")
+    check_number(ray_timeout_s, "--ray-timeout-s", above=0, at_most=3600)
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
@@ -193,7 +198,7 @@ def compare(
         mechanism=mechanism,
     )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
     if executor == "ray":
-        _compare_on_ray(written, out, n_workers, ray_address, json_out)
+        _compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out)
         return
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
@@ -355,7 +360,12 @@ def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) 
 
 
 def _compare_on_ray(
-    experiment: Path, out: Path, workers: int, address: str | None, json_out: bool
+    experiment: Path,
+    out: Path,
+    workers: int,
+    address: str | None,
+    timeout_s: float,
+    json_out: bool,
 ) -> None:
     """The comparison as the study it wrote (``experiment``), through the study executor:
     a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
@@ -377,7 +387,7 @@ def _compare_on_ray(
                 "--executor ray needs Ray: pip install 'gpumosaic[ray]'", field="--executor"
             ) from None
         if not ray.is_initialized():
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            join_ray(address, timeout_s)
             joined = True
     try:
         with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
@@ -405,3 +415,73 @@ def _compare_on_ray(
         for error in dict.fromkeys(f.error for f in outcome.failed):
             err_console.print(f"[red]error:[/red] run(s) failed: {error}", highlight=False)
         raise typer.Exit(1)
+
+
+def join_ray(address: str, timeout_s: float) -> None:
+    """``ray.init(address)``, bounded and interruptible: Ray retries an unreachable head
+    for many minutes and does not hear SIGTERM meanwhile. A line says what it waits for;
+    a head that does not answer in ``timeout_s`` (or Ctrl-C / SIGTERM) ends the command
+    with one line (exit 2; interrupted: 130 / 143)."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    import ray
+
+    err_console.print(
+        f"joining the Ray cluster at {address} (up to {timeout_s:g} s; --ray-timeout-s; "
+        "Ctrl-C stops) ...",
+        highlight=False,
+        soft_wrap=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if host and port.isdigit():  # a plain HOST:PORT: nothing listening fails at once
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise InputError(
+                f"cannot reach a Ray head there ({reason})", field="--ray-address", value=address
+            ) from None
+    failure: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except BaseException as err:  # reported by the waiting thread
+            failure.append(err)
+
+    # A daemon thread: one that never returns cannot hold the process at exit.
+    thread = threading.Thread(target=connect, name="ray-join", daemon=True)
+    stop: list[int] = []
+    previous = signal.getsignal(signal.SIGTERM)
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
+    try:
+        thread.start()
+        while thread.is_alive() and not stop and time.monotonic() < deadline:
+            thread.join(0.2)  # short waits: Ctrl-C (KeyboardInterrupt) is heard at once
+    except KeyboardInterrupt:
+        stop.append(signal.SIGINT)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    if stop:
+        err_console.print("[red]error:[/red] --ray-address: interrupted while joining Ray")
+        raise typer.Exit(128 + stop[0])
+    if thread.is_alive():
+        raise InputError(
+            f"no Ray head answered within {timeout_s:g} s (is it running? is this its GCS "
+            "address, HOST:6379 by default?)",
+            field="--ray-address",
+            value=address,
+        )
+    if failure:
+        raise InputError(
+            f"cannot join the Ray cluster: {type(failure[0]).__name__}: {failure[0]}",
+            field="--ray-address",
+            value=address,
+        )
