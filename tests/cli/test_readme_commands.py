@@ -132,7 +132,8 @@ def _fill_in(argv: list[str], cwd: Path) -> list[str]:
     if "RUN_ID" not in argv:
         return argv
     folder = argv[1]
-    listed = _run(["query", folder, "SELECT run_id FROM runs ORDER BY run_id LIMIT 1", "--json"], cwd)
+    first = "SELECT run_id FROM runs ORDER BY run_id LIMIT 1"
+    listed = _run(["query", folder, first, "--json"], cwd)
     assert listed.returncode == 0, listed.stderr
     run_id = json.loads(listed.stdout)[0]["run_id"]
     return [run_id if a == "RUN_ID" else a for a in argv]
