@@ -139,3 +139,30 @@ def test_sigterm_while_joining_ends_the_command(tmp_path: Path) -> None:
             process.kill()
     assert code == 128 + signal.SIGTERM
     assert "interrupted while joining Ray" in process.stderr.read()
+
+
+@pytest.mark.slow
+def test_ray_prints_the_table_and_figures_of_the_local_executor(
+    tmp_path: Path, ray_cluster: object
+) -> None:
+    # Issue 28: --executor ray printed no table and drew no figures. The same runs give
+    # the same rows, whichever executor ran them.
+    ray_out = _compare(tmp_path / "ray")
+    args = [
+        "compare", "--cluster", "v100:4", "--workload", "gavel:jobs=6,rate=0",
+        "--placements", "strided,fgd", "--seeds", "0-1", "--out", str(tmp_path / "local"),
+        "--workers", "1", "--json",
+    ]  # fmt: skip
+    local = runner.invoke(app, args)
+    assert local.exit_code == 0, local.output
+    local_rows = json.loads(local.stdout)["rows"]
+    assert ray_out["rows"] == local_rows and len(local_rows) == 2
+    for name in ("runs.csv", "compare.png", "timeline.png", "table.json"):
+        assert (tmp_path / "ray" / name).stat().st_size > 0, name
+    ray_csv = (tmp_path / "ray" / "runs.csv").read_text().splitlines()
+    local_csv = (tmp_path / "local" / "runs.csv").read_text().splitlines()
+    assert ray_csv[0] == local_csv[0] and len(ray_csv) == len(local_csv) == 5
+    rerun = [*args[:-1], "--executor", "ray", "--out", str(tmp_path / "ray")]  # all stored
+    table = runner.invoke(app, rerun, terminal_width=200)
+    assert table.exit_code == 0, table.output
+    assert "avg JCT" in table.output and "4 already stored" in table.output

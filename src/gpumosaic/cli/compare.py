@@ -198,7 +198,7 @@ def compare(
         mechanism=mechanism,
     )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
     if executor == "ray":
-        _compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out)
+        _compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
         return
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
@@ -366,6 +366,7 @@ def _compare_on_ray(
     address: str | None,
     timeout_s: float,
     json_out: bool,
+    seeds_text: str,
 ) -> None:
     """The comparison as the study it wrote (``experiment``), through the study executor:
     a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
@@ -395,7 +396,13 @@ def _compare_on_ray(
     finally:
         if joined:
             ray.shutdown()
+    shown: dict[str, object] = {}
+    if study.kind.name == "simulate":  # the table and figures of the local executor
+        from gpumosaic.cli.compare_ray import show_stored_comparison
+
+        shown = show_stored_comparison(study, out, seeds_text, json_out)
     payload = {
+        **shown,
         "out": str(out),
         "planned": outcome.planned,
         "skipped": outcome.skipped,
