@@ -104,12 +104,13 @@ def show_stored_comparison(
         return {}
     first = runs[0].request
     sharings = list(dict.fromkeys(r.request.sharing for r in runs))
-    cells = list(dict.fromkeys((r.request.placement, r.request.sharing) for r in runs))
+
+    def cell(run: SweepRun) -> tuple[str, str]:
+        return run.request.resolved_placement(), run.request.sharing
+
+    cells = list(dict.fromkeys(map(cell, runs)))
     label_of = {c: c[0] if len(sharings) == 1 else f"{c[0]} + {c[1]}" for c in cells}
-    by_label = {
-        label_of[c]: [r for r in runs if (r.request.placement, r.request.sharing) == c]
-        for c in cells
-    }
+    by_label = {label_of[c]: [r for r in runs if cell(r) == c] for c in cells}
     rows = table_rows(by_label)
     write_runs_csv(runs, out / "runs.csv")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
