@@ -314,3 +314,37 @@ def test_a_study_kind_misspelt_gets_did_you_mean(tmp_path: Path) -> None:
     study = tmp_path / "study.toml"
     study.write_text('[experiment]\nname = "x"\nkind = "simulat"\n[grid]\n')
     assert "unknown kind (did you mean 'simulate'?)" in one_line_error(["run", str(study)])
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["simulte"], "No such command 'simulte'. Did you mean 'simulate'?; see gpumosaic --help"),
+        (["reproduce", "nvshar"], "Did you mean 'nvshare'?; see gpumosaic reproduce --help"),
+        (["simulate", "--clustr", "v100:4"], "No such option: --clustr"),
+        (["simulate", "--seed", "x"], "Invalid value for '--seed'"),
+        (["query"], "Missing argument 'folder'; see gpumosaic query --help"),
+        (["fill", "--json", "extra"], "unexpected extra argument"),
+    ],
+)
+def test_a_usage_mistake_is_one_line_not_a_box(args: list[str], words: str) -> None:
+    # Issue 28: typer drew these as a box of several lines. (Exit codes of the commands
+    # themselves still pass through: test_many_never_fitting_jobs_are_counted_not_listed.)
+    assert words in one_line_error(args)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ["compare", "--executor", "rey"],
+            "--executor rey: unknown executor (did you mean 'ray'?)",
+        ),
+        (["run", "--preset", "nvshare", "--executor", "rey"], "(did you mean 'ray'?)"),
+        (["compare", "--mode", "fil"], "--mode fil: unknown mode (did you mean 'fill'?)"),
+    ],
+)
+def test_unknown_names_get_did_you_mean(args: list[str], words: str, tmp_path: Path) -> None:
+    line = one_line_error([*args, "--out", str(tmp_path / "o")])
+    assert words in line
+    assert not (tmp_path / "o").exists()  # refused before the experiment file is written

@@ -106,6 +106,28 @@ class LazyCommandGroup(TyperGroup):
             self._load(list(COMMAND_MODULES))  # "did you mean ..." sees every command
         return super().resolve_command(ctx, args)
 
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """As typer's, except that a usage mistake (an unknown command or option, a value
+        of the wrong type, a missing argument) is one line on stderr, exit 2, where typer
+        draws a box of several lines."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except Exception as err:
+            if not _is_usage_mistake(err):
+                raise
+            message = " ".join(err.format_message().split()).rstrip(".")  # type: ignore[attr-defined]
+            context = getattr(err, "ctx", None)
+            # The command as the user knows it (not "python -m gpumosaic").
+            path = " ".join(["gpumosaic", *context.command_path.split()[1:]]) if context else ""
+            where = f"; see {path} --help" if path else ""
+            err_console.print(
+                f"[red]error:[/red] {message}{where}", highlight=False, soft_wrap=True
+            )
+            sys.exit(err.exit_code)  # type: ignore[attr-defined]
+        sys.exit(code if isinstance(code, int) else 0)
+
     def _load(self, names: list[str]) -> None:
         """Import the modules of commands ``names`` (they register on ``app``), then build
         those commands the way typer builds the group. A group whose subcommands come from
@@ -120,6 +142,14 @@ class LazyCommandGroup(TyperGroup):
         for name, command in get_group(app).commands.items():
             if name in stale or name not in self.commands:
                 self.commands[name] = command
+
+
+def _is_usage_mistake(err: Exception) -> bool:
+    """A click exception (from typer's copy of click or from click itself) that says what
+    the user typed wrong; ``Abort`` (Ctrl-C at a prompt) is not one."""
+    return callable(getattr(err, "format_message", None)) and isinstance(
+        getattr(err, "exit_code", None), int
+    )
 
 
 class _Listed(TyperCommand):

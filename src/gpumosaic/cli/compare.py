@@ -23,7 +23,7 @@ from gpumosaic.cli.app import (
     user_errors,
 )
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.runner import RunRequest
@@ -139,7 +139,9 @@ def compare(
     from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
 
     if executor not in ("local", "ray"):
-        raise InputError("must be local or ray", field="--executor", value=executor)
+        raise unknown_name("executor", executor, ("local", "ray"), field="--executor")
+    if mode not in ("sim", "fill"):  # before the experiment file is written
+        raise unknown_name("mode", mode, ("sim", "fill"), field="--mode")
     if ray_address is not None and executor != "ray":
         raise InputError("--ray-address needs --executor ray", field="--ray-address")
     check_number(ray_timeout_s, "--ray-timeout-s", above=0, at_most=3600)

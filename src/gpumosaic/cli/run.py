@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 
 
 @app.command()
@@ -44,6 +44,8 @@ def run(
     from gpumosaic.experiments.study.file import load_experiment
     from gpumosaic.experiments.study.presets import preset_path
 
+    if executor not in ("local", "ray"):
+        raise unknown_name("executor", executor, ("local", "ray"), field="--executor")
     if list_presets:
         _list(json_out)
         return
