@@ -106,14 +106,21 @@ class LazyCommandGroup(TyperGroup):
             self._load(list(COMMAND_MODULES))  # "did you mean ..." sees every command
         return super().resolve_command(ctx, args)
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """As typer's, except that a usage mistake (an unknown command or option, a value
         of the wrong type, a missing argument) is one line on stderr, exit 2, where typer
         draws a box of several lines."""
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, **extra)
         except Exception as err:
             if not _is_usage_mistake(err):
                 raise
