@@ -15,7 +15,7 @@ import importlib
 import math
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,27 +108,26 @@ class LazyCommandGroup(TyperGroup):
 
     def main(
         self,
-        args: Any = None,
+        args: Sequence[str] | None = None,
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
         """As typer's, except that a usage mistake (an unknown command or option, a value
         of the wrong type, a missing argument) is one line on stderr, exit 2, where typer
         draws a box of several lines."""
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, False, **extra)
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         try:
-            code = super().main(args, prog_name, complete_var, False, **extra)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except Exception as err:
             if not _is_usage_mistake(err):
                 raise
             message = " ".join(err.format_message().split()).rstrip(".")  # type: ignore[attr-defined]
             context = getattr(err, "ctx", None)
-            # The command as the user knows it (not "python -m gpumosaic").
-            path = " ".join(["gpumosaic", *context.command_path.split()[1:]]) if context else ""
-            where = f"; see {path} --help" if path else ""
+            where = f"; see {_command_path(context)} --help" if context is not None else ""
             err_console.print(
                 f"[red]error:[/red] {message}{where}", highlight=False, soft_wrap=True
             )
@@ -149,6 +148,16 @@ class LazyCommandGroup(TyperGroup):
         for name, command in get_group(app).commands.items():
             if name in stale or name not in self.commands:
                 self.commands[name] = command
+
+
+def _command_path(context: Any) -> str:
+    """``gpumosaic reproduce``: the command as the user knows it, whatever started it
+    (``python -m gpumosaic`` names the root otherwise)."""
+    names = []
+    while context.parent is not None:
+        names.append(context.info_name)
+        context = context.parent
+    return " ".join(["gpumosaic", *reversed(names)])
 
 
 def _is_usage_mistake(err: Exception) -> bool:
