@@ -348,3 +348,23 @@ def test_unknown_names_get_did_you_mean(args: list[str], words: str, tmp_path: P
     line = one_line_error([*args, "--out", str(tmp_path / "o")])
     assert words in line
     assert not (tmp_path / "o").exists()  # refused before the experiment file is written
+
+
+def test_an_unknown_job_type_is_refused_where_jobs_are_submitted() -> None:
+    # Issue 28: `gpumosaic submit --job-type` accepted any name (the job got no prior).
+    from pydantic import ValidationError
+
+    from gpumosaic.live.rounds.submission import JobSubmission
+
+    JobSubmission(command="true", steps=5, job_type="A3C")
+    with pytest.raises(ValidationError, match=r"unknown job type 'A3D' \(did you mean 'A3C'\?\)"):
+        JobSubmission(command="true", steps=5, job_type="A3D")
+    with pytest.raises(ValidationError, match="finite number"):
+        JobSubmission(command="true", steps=float("inf"))
+
+
+def test_a_job_type_label_in_a_duration_list_is_checked_too(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,num_gpu,duration_s,job_type\n0,1,60,A3C\n0,1,60,ResNet-5O\n")
+    line = one_line_error(["simulate", "--workload", str(jobs)])
+    assert "row 3, field 'job_type': unknown job type 'ResNet-5O'" in line

@@ -67,27 +67,6 @@ class JobRow(BaseModel):
                 raise ValueError(str(err)) from None
         return value
 
-    @field_validator("job_type")
-    @classmethod
-    def _known_job_type(cls, value: str) -> str:
-        if value:
-            check_job_type(value)
-        return value
-
-
-def check_job_type(name: str, field: str | None = None) -> None:
-    """A job type must be one of Gavel's throughput table (its speeds come from there):
-    an unknown one is an error with the nearest known name."""
-    from gpumosaic.workloads.throughputs import GavelThroughputTable
-
-    known = GavelThroughputTable.load().job_types
-    if name not in known:
-        listed = "gpumosaic's Gavel table lists them (docs/joblist.md)"
-        message = f"unknown job type {name!r}{did_you_mean(name, known)}; {listed}"
-        if field is None:
-            raise ValueError(message)
-        raise InputError(message, field=field, value=name)
-
 
 @dataclass(frozen=True, slots=True)
 class JobList:

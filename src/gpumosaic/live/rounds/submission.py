@@ -14,7 +14,7 @@ TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "rejected"})
 class JobSubmission(BaseModel):
     """One job: a command line run as a subprocess, and what it needs."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, allow_inf_nan=False)
 
     command: str = Field(min_length=1, description="shell command line of the job")
     steps: float = Field(gt=0, description="total training steps")
@@ -38,6 +38,19 @@ class JobSubmission(BaseModel):
             except UnknownGpuModelError as err:
                 raise ValueError(str(err)) from None
         return out
+
+    @field_validator("job_type")
+    @classmethod
+    def _known_job_type(cls, value: str) -> str:
+        if value:  # a name the table lacks gave no prior, silently (issue 28)
+            from gpumosaic.errors import InputError
+            from gpumosaic.workloads.spec import check_job_type
+
+            try:
+                check_job_type(value)
+            except InputError as err:
+                raise ValueError(err.message) from None
+        return value
 
     @model_validator(mode="after")
     def _whole_gpus_for_gangs(self) -> JobSubmission:
