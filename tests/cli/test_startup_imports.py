@@ -55,7 +55,7 @@ NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\nn1,64000,65536,
 TASKS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,1024,1,500\np1,8000,1024,2,1000\n"
 
 
-def loaded(tmp_path: Path, *argv: str) -> set[str]:
+def loaded(tmp_path: Path, *argv: str, code: int = 0) -> set[str]:
     report = tmp_path / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(report), *argv],
@@ -66,7 +66,7 @@ def loaded(tmp_path: Path, *argv: str) -> set[str]:
     )
     assert report.exists(), done.stderr
     result = json.loads(report.read_text())
-    assert result["code"] in (0, None), done.stdout + done.stderr
+    assert result["code"] in ((0, None) if code == 0 else (code,)), done.stdout + done.stderr
     return set(result["modules"])
 
 
@@ -81,6 +81,12 @@ def test_help_lists_commands_without_running_them(tmp_path: Path) -> None:
     commands = [m for m in modules if m.startswith("gpumosaic.cli.")]
     assert sorted(commands) == ["gpumosaic.cli.app"], commands
     assert "numpy" not in modules
+
+
+def test_a_misspelt_command_imports_no_command(tmp_path: Path) -> None:
+    # "Did you mean 'simulate'?" comes from the command names alone.
+    modules = loaded(tmp_path, "simulte", code=2)
+    assert sorted(m for m in modules if m.startswith("gpumosaic.cli.")) == ["gpumosaic.cli.app"]
 
 
 def test_the_listed_help_line_is_the_commands_own() -> None:

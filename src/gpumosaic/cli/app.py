@@ -11,6 +11,7 @@ one list of commands and their modules.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import math
 import sys
@@ -103,7 +104,18 @@ class LazyCommandGroup(TyperGroup):
         if args and args[0] in COMMAND_MODULES:
             self._load([args[0]])  # the command itself, not a placeholder, is run
         elif args and args[0] not in self.commands:
-            self._load(list(COMMAND_MODULES))  # "did you mean ..." sees every command
+            # An unknown name: "did you mean" from the names alone, importing no command.
+            self._load([name for name in COMMAND_MODULES if name not in COMMAND_HELP])
+            try:
+                return super().resolve_command(ctx, args)
+            except Exception as err:
+                message = getattr(err, "message", None)
+                if isinstance(message, str) and "Did you mean" not in message:
+                    close = difflib.get_close_matches(args[0], list(COMMAND_MODULES))
+                    if close:
+                        names = ", ".join(repr(name) for name in close)
+                        err.message = f"{message.rstrip('.')}. Did you mean {names}?"  # type: ignore[attr-defined]
+                raise
         return super().resolve_command(ctx, args)
 
     def main(
