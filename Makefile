@@ -11,18 +11,22 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# After installing, the ahead-of-time kernel library (gpumosaic/kernel_aot.py: the fill's
-# and the round mechanism's kernels without numba's ~0.6 s start-up; ~40-60 s once). Without it the kernels run
-# through numba's JIT, as after any kernel change until `make kernels`.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
-	$(BIN)/gpumosaic kernels
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/gpumosaic kernels
 	touch $@ $(STAMP_RUN)
+
+# The ahead-of-time kernel library (gpumosaic/kernel_aot.py: the fill's and the round
+# mechanism's kernels without numba's ~0.6 s start-up; about 45 s of CPU once, measured in
+# the README). Built only when the library for the kernel sources' hash is missing: `make
+# demo` then `make test` (or the reverse) builds it once; a kernel change (a new hash)
+# builds it again. Without it the kernels run through numba's JIT. `make kernels` always
+# builds.
+KERNELS_IF_MISSING = $(BIN)/python -c "import sys; from gpumosaic.kernel_aot import aot_paths; \
+	sys.exit(not aot_paths()[0].exists())" || $(BIN)/gpumosaic kernels
 
 kernels: $(STAMP_RUN)
 	$(BIN)/gpumosaic kernels
@@ -30,6 +34,7 @@ kernels: $(STAMP_RUN)
 # The spatial-sharing experiment: 4 x V100, 50 fractional jobs at t=0, FIFO,
 # worst-fit (Gavel's "strided") / best-fit / first-fit / FGD placement, seeds 0..9.
 demo: $(STAMP_RUN)
+	@$(KERNELS_IF_MISSING)
 	$(BIN)/gpumosaic compare --cluster v100:4 --workload gavel:jobs=50,rate=0,milli=spatial \
 		--policy fifo --placements worstfit,bestfit,firstfit,fgd --seeds 0-9 --out runs/demo
 
@@ -41,6 +46,7 @@ typecheck: $(STAMP_DEV)
 	$(BIN)/mypy src/gpumosaic
 
 unit: $(STAMP_DEV)
+	@$(KERNELS_IF_MISSING)
 	$(BIN)/python -m pytest
 
 test: lint typecheck browser unit

@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpumosaic.cli.app import app, check_out_dir, check_seed, user_errors
-from gpumosaic.errors import InputError
+from gpumosaic.cli.app import (
+    MAX_INFLATE,
+    app,
+    check_number,
+    check_out_dir,
+    check_seed,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -105,8 +111,7 @@ def fill(
     Records allocation, fragmentation and power against the arrived workload."""
     check_seed(seed)
     check_out_dir(out)
-    if not inflate > 0:
-        raise InputError("must be > 0", field="--inflate")
+    check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
     from gpumosaic.cli.progress import counter_bar
     from gpumosaic.sim.fill import run_fill
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks

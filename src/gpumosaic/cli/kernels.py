@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from gpumosaic import kernel_aot, kernel_cache
-from gpumosaic.cli.app import app, err_console
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 
 # Tasks of openb's default trace each placement fills with to learn the signatures.
 LEARNING_TASKS = 400
@@ -142,6 +142,7 @@ def _compile(module_name: str, extension: Path, entries: list[tuple[str, Any, An
 
 
 @app.command(epilog="Example: gpumosaic kernels   (make runs it after installing)")
+@user_errors
 def kernels(
     out: Annotated[
         Path | None, typer.Option(help="folder for the library (default: the kernel cache)")
@@ -152,6 +153,7 @@ def kernels(
 ) -> None:
     """Build the ahead-of-time kernel library: the fill's kernels without numba's ~0.6 s
     start-up (numba's JIT runs them, with the same results, where it is missing)."""
+    check_out_dir(out)
     started = time.perf_counter()
     try:
         extension, count, left = build_library(out)

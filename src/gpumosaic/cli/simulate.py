@@ -106,13 +106,9 @@ def simulate(
             value=table_format,
         )
     check_out_dir(out)
-    # The simulator (and what it pulls in) only once a run is asked for: --help stays cheap.
-    from rich.console import Console
-
-    from gpumosaic.cli.progress import progress_bar
-    from gpumosaic.run.build import run
+    # The options' own checks first (a mistake's one line without the simulator's imports);
+    # the simulator (and what it pulls in) only once a run is asked for.
     from gpumosaic.run.description import RunDescription
-    from gpumosaic.sim.background import BackgroundSpec
 
     request = RunDescription(
         cluster=cluster,
@@ -128,6 +124,12 @@ def simulate(
         sharing=sharing,
         background=background,
     )
+    from rich.console import Console
+
+    from gpumosaic.cli.progress import progress_bar
+    from gpumosaic.run.build import run
+    from gpumosaic.sim.background import BackgroundSpec
+
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
         outcome = run(request, progress=progress)
     summary = outcome.summary
@@ -167,10 +169,7 @@ def simulate(
         err_console.print(load.line(), highlight=False, soft_wrap=True)
     if load is not None and load.fraction > 1.0:
         err_console.print(
-            f"[yellow]warning:[/yellow] offered load {load.fraction:.0%} of capacity: the "
-            "queue grows for the whole run (lower the rate or add GPUs)",
-            highlight=False,
-            soft_wrap=True,
+            f"[yellow]warning:[/yellow] {load.warning()}", highlight=False, soft_wrap=True
         )
     if summary.fallbacks:
         warning = summary.fallbacks.warning()

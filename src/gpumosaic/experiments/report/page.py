@@ -245,7 +245,8 @@ def _page(view: StudyView, figs: list[Figure], mosaic: Figure | None, plotly_js:
 {_reasons_section(view)}
 {_notes_section(view)}
 <section id="experiment"><h2>Experiment file</h2><details><summary>{_e(exp.path.name)}
- (rerun: gpumosaic run {_e(view.root / "experiment.toml")})</summary>
+ (rerun: gpumosaic run {_e(view.root / "experiment.toml")} --out {_e(view.root)}: into
+ this folder, skipping the runs it holds)</summary>
 <pre>{_e(exp.text)}</pre></details></section>
 </main>
 <script type="application/json" id="figure-data">{data}</script>
