@@ -74,7 +74,7 @@ def record_run(args: argparse.Namespace) -> tuple[RecordingPolicy, float]:
 
 
 def run_gavel(args: argparse.Namespace) -> float:
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, summarize
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, repro_figures
     from gpumosaic.model.cluster import ClusterSpec
     from gpumosaic.sim.rounds import run_rounds
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
@@ -83,11 +83,11 @@ def run_gavel(args: argparse.Namespace) -> float:
     workload = gavel_stream_workload(args.rate, (int(start), int(end)), args.seed)
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     result = run_rounds(cluster, workload, args.policy, args.placement, seed=args.seed)
-    return float(summarize(result)[0])
+    return float(repro_figures(result)[0])
 
 
 def run_openb(args: argparse.Namespace) -> float:
-    from gpumosaic.experiments.reproductions.gavel import summarize
+    from gpumosaic.experiments.reproductions.gavel import repro_figures
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
     from gpumosaic.mechanisms.rounds.decision import RoundConfig
     from gpumosaic.sim.rounds import RoundSimulator
@@ -115,7 +115,7 @@ def run_openb(args: argparse.Namespace) -> float:
         on_plan=count,
     )
     try:
-        return float(summarize(sim.run())[0])
+        return float(repro_figures(sim.run())[0])
     except _Stop:
         return float("nan")
 

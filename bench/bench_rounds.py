@@ -25,7 +25,7 @@ from inspect import signature
 from gpumosaic.experiments.reproductions.gavel import (
     CONTINUOUS_CLUSTER,
     continuous_workload,
-    summarize,
+    repro_figures,
 )
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.sim.rounds import run_rounds
@@ -56,7 +56,7 @@ def main() -> None:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result = run_rounds(cluster, workload, args.policy, args.placement, seed=args.seed)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    jct_h, _makespan_h, completed = summarize(result)
+    jct_h, _makespan_h, completed = repro_figures(result)
     extra = dict(result.extra)
     stats = result.stats
     print(
@@ -112,7 +112,7 @@ def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
     jct_h = float("nan")
     try:
         result = sim.run()
-        jct_h = summarize(result)[0]
+        jct_h = repro_figures(result)[0]
     except _Stop:
         pass
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0

@@ -160,7 +160,7 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
 def _gavel_rounds() -> tuple[object, ...]:
     """Gavel's continuous run (another seed and window than the build learned from): the
     JCT, makespan, jobs done, rounds and solves."""
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, summarize
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, repro_figures
     from gpumosaic.model.cluster import ClusterSpec
     from gpumosaic.sim.rounds import run_rounds
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
@@ -168,7 +168,7 @@ def _gavel_rounds() -> tuple[object, ...]:
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     workload = gavel_stream_workload(3.0, (100, 200), 1)
     result = run_rounds(cluster, workload, "max_min_fairness_perf", "strided", seed=1)
-    return (*summarize(result), result.stats.rounds, result.stats.policy_solves)
+    return (*repro_figures(result), result.stats.rounds, result.stats.policy_solves)
 
 
 def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -> None:

@@ -98,6 +98,7 @@ def test_fifo_under_rounds_follows_the_seed(tmp_path: Path) -> None:
                 "--json",
                 "--seed",
                 str(seed),
+                "--allow-rejects",  # job 9 asks for 4 GPUs of one model: never fits
             ],
         )
         assert result.exit_code == 0, result.output

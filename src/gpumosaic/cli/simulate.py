@@ -215,8 +215,8 @@ def _print_summary(summary: Summary, request: RunDescription) -> None:
 
     rows = [
         (
-            "jobs (completed / rejected)",
-            f"{summary.jobs} ({summary.completed} / {summary.rejected})",
+            "jobs (completed / rejected / unfinished)",
+            f"{summary.jobs} ({summary.completed} / {summary.rejected} / {summary.unfinished})",
         ),
         ("avg JCT", hours(summary.avg_jct_s)),
         ("p50 / p99 JCT", f"{hours(summary.p50_jct_s)} / {hours(summary.p99_jct_s)}"),

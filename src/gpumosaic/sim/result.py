@@ -14,9 +14,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.model.outcome import Outcome, RejectReason
 
 
 class JobStatus(StrEnum):
+    """What a driver knows of a job when the run stops; ``JobRecord.outcome`` refines it
+    (a queued job that never ran is ``Outcome.NEVER_STARTED``)."""
+
     COMPLETED = "completed"
     RUNNING = "running"
     QUEUED = "queued"
@@ -36,7 +40,8 @@ class JobRecord:
     num_gpu: int
     gpu_milli: int
     status: JobStatus
-    reason: str = ""  # why rejected (or why still queued at the end)
+    reason: str = ""  # for people: why rejected (or why still queued at the end)
+    rejection: RejectReason | None = None  # the typed reason of a rejected job
     gpu_model: str = ""  # GPU model of its first placement
     measured: bool = True  # inside the measurement window
     gpu_milli_seconds: float = 0.0  # milli-GPU held x seconds held
@@ -50,12 +55,28 @@ class JobRecord:
     placement: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
+    def outcome(self) -> Outcome:
+        """How the job ended, typed: completed, rejected, or unfinished (running, queued
+        after it had run, never started)."""
+        status = self.status
+        if status is JobStatus.QUEUED:
+            return Outcome.QUEUED if self.start_s == self.start_s else Outcome.NEVER_STARTED
+        return _OUTCOME[status]
+
+    @property
     def jct_s(self) -> float:
         return self.finish_s - self.arrival_s
 
     @property
     def queueing_s(self) -> float:
         return self.start_s - self.arrival_s
+
+
+_OUTCOME = {
+    JobStatus.COMPLETED: Outcome.COMPLETED,
+    JobStatus.RUNNING: Outcome.RUNNING,
+    JobStatus.REJECTED: Outcome.REJECTED,
+}
 
 
 @dataclass(frozen=True, slots=True)

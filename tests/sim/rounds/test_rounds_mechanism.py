@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from rounds_builders import FixedPolicy, WorstFit, equal_share, job, v100s, workload
 
+from gpumosaic.model.outcome import RejectReason
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.sim.rounds import run_rounds
 
@@ -116,7 +117,8 @@ def test_job_that_never_fits_is_rejected_with_reason():
         span_nodes=False,
     )
     (rec,) = res.records
-    assert rec.status is JobStatus.REJECTED and "never fits" in rec.reason
+    assert rec.status is JobStatus.REJECTED and rec.rejection is RejectReason.NEVER_FITS
+    assert rec.reason.startswith("never_fits: no node can ever hold num_gpu=4")
 
 
 def test_symmetric_fast_path_changes_nothing_observable():

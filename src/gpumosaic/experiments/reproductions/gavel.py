@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import numpy as np
-
 from gpumosaic.errors import InputError
+from gpumosaic.metrics.summary import jct_values, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
-from gpumosaic.sim.result import JobStatus, SimResult
+from gpumosaic.sim.result import SimResult
 from gpumosaic.sim.rounds import run_rounds
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.gavel_trace import gavel_trace_workload
@@ -104,15 +103,11 @@ def continuous_workload(rate: float, seed: int, jobs_source: str = "gavel") -> W
     return Workload(f"gavel:rate={rate:g}", GavelGenerator(config, table, seed), table, WINDOW)
 
 
-def summarize(result: SimResult) -> tuple[float, float, int]:
-    """(avg JCT h over measured completed jobs, makespan h, completed measured jobs)."""
-    done = [r for r in result.records if r.measured and r.status is JobStatus.COMPLETED]
-    if not done:
-        return float("nan"), float("nan"), 0
-    jct = float(np.mean([r.jct_s for r in done])) / 3600.0
-    start = min(r.arrival_s for r in result.records if r.measured)
-    makespan = (max(r.finish_s for r in done) - start) / 3600.0
-    return jct, makespan, len(done)
+def repro_figures(result: SimResult) -> tuple[float, float, int]:
+    """(avg JCT h over measured completed jobs, makespan h, completed measured jobs): the
+    run summary's own figures (``metrics.summary``; one makespan, docs/metrics.md)."""
+    summary = summarize(result)
+    return summary.avg_jct_s / 3600.0, summary.makespan_s / 3600.0, len(jct_values(result.records))
 
 
 def run_static(policy: str, placement: str = "strided", seed: int = 0) -> ReproRow:
@@ -154,7 +149,7 @@ def _row(
     cpu0 = time.process_time()
     result = run_rounds(cluster, workload, _policy_object(policy, seed), placement, seed=seed)
     cpu = time.process_time() - cpu0
-    jct, makespan, completed = summarize(result)
+    jct, makespan, completed = repro_figures(result)
     if experiment == "static":
         ref_key = SHIPPED.get(policy, policy)
         ref_jct, ref_makespan = STATIC_REFERENCE.get(ref_key, (float("nan"), float("nan")))

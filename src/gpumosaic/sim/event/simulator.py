@@ -34,6 +34,7 @@ from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, jo
 from gpumosaic.mechanisms.gang import could_span
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.outcome import RejectReason
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import Reason, explain
@@ -169,8 +170,8 @@ class EventSimulator:
             self.scheduling.add(job, shape)
             self._pass_pending = True
             return
-        verdict = explain(self.state, job)
-        reason = f"{verdict.reason.value}: {verdict.detail}"
+        verdict = explain(self.state, job)  # never fits: the job fits no empty node
+        reason = f"{RejectReason.NEVER_FITS.value}: {verdict.detail}"
         if job.may_span_nodes and could_span(self.state, job):
             reason += f" (spanning servers is not modelled under --sharing {self.speed.name})"
         self._status.append(_REJECTED)
@@ -411,6 +412,9 @@ class EventSimulator:
                 "gpu_milli": [job.gpu_milli for job in chunk],
                 "status": status[part],
                 "reason": reasons[part],
+                "rejection": [
+                    _NEVER_FITS if state is _REJECTED else None for state in status[part]
+                ],
                 "gpu_model": list(map(self._gpu_model.__getitem__, by_id[part])),
                 "measured": [is_measured(job_id) for job_id in ids],
                 "gpu_milli_seconds": milli_seconds[part].tolist(),
@@ -425,6 +429,7 @@ class EventSimulator:
         return tuple(records)
 
 
+_NEVER_FITS = RejectReason.NEVER_FITS  # the event mechanism's only rejection
 _RECORD_CHUNK = 8192
 # JobRecord's fields in order (its constructor is called positionally, column-wise).
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))

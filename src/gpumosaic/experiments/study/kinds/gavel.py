@@ -16,8 +16,8 @@ from gpumosaic.experiments.reproductions.gavel import (
     STATIC_CLUSTER,
     _policy_object,
     continuous_workload,
+    repro_figures,
     static_workload,
-    summarize,
 )
 from gpumosaic.experiments.study.kinds.base import (
     TIME_AXIS,
@@ -114,7 +114,7 @@ def run_point(point: GavelPoint) -> RunProduct:
     policy = _policy_object(point.policy, point.seed)
     result = run_rounds(cluster, workload, policy, point.placement, seed=point.seed)
     cpu = time.process_time() - cpu0
-    jct, makespan, completed = summarize(result)
+    jct, makespan, completed = repro_figures(result)
     stats = result.stats
     metrics = GavelMetrics(
         avg_jct_h=jct,
