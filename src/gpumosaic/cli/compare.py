@@ -324,8 +324,8 @@ def compare(
 def _check_placement(name: str, gandiva: bool) -> None:
     """Fail before any run starts if a placement name is unknown."""
     from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.run.parts import build_placement_for
     from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
@@ -336,10 +336,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
             field="--placements",
         )
     probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    try:
-        build_placement(name, probe)
-    except ValueError as err:
-        raise InputError(str(err), field="--placements") from None
+    build_placement_for(name, probe, field="--placements")
 
 
 def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:

@@ -1,11 +1,15 @@
-"""The one place where a run description becomes objects, and where a run is run.
+"""The one road from a description to objects, and where a run is run.
 
-``build_run(description) -> RunParts``: parse the cluster and the workload, make the
+``build_parts(description) -> RunParts``: parse the cluster and the workload, make the
 run's root ``numpy.random.Generator`` from ``--seed``, build the policy (a queue order or
 a Gavel allocation policy, by the mechanism's policy kind; a policy that draws at random
 gets the Generator), the placement strategy against the mechanism's target workload, and
 the mechanism's sharing object. ``run(description)`` hands those objects to the
 mechanism (``run/mechanisms``) and summarizes the result. Simulators never see a string.
+
+The live services take the same road for their decision objects (``run/parts.py``:
+light to import, no simulator). This package sits below ``live/`` and ``experiments/``
+in the import layers (pyproject.toml), so every caller can.
 """
 
 from __future__ import annotations
@@ -14,19 +18,19 @@ import numpy as np
 
 from gpumosaic.metrics.summary import summarize
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.registry import build_placement
 from gpumosaic.policies.base import Policy
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
-from gpumosaic.policies.registry import build_policy
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms import PolicyKind, RunParts, get_mechanism
 from gpumosaic.run.mechanisms.base import ProgressCallback
 from gpumosaic.run.outcome import RunOutcome, never_fit_lines
+from gpumosaic.run.parts import build_allocation_policy, build_placement_for
 from gpumosaic.workloads.load import offered_load
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
 
-def build_run(description: RunDescription) -> RunParts:
+def build_parts(description: RunDescription) -> RunParts:
+    """Every object of one run, built once from its validated description."""
     mechanism = get_mechanism(description.resolved_mechanism())
     cluster = parse_cluster(description.cluster, description.gpus_per_node)
     parsed = parse_workload(description.workload, description.seed)
@@ -35,12 +39,12 @@ def build_run(description: RunDescription) -> RunParts:
     if mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
         policy = build_queue_order(description.policy)
     else:
-        policy = build_policy(description.policy, rng=rng)
+        policy = build_allocation_policy(description.policy, rng)
     target = mechanism.target(parsed.workload)
     name = description.resolved_placement()
     placement: PlacementStrategy | None = None  # None: the mechanism's own server order
     if name.strip().lower() != mechanism.own_placement:
-        placement = build_placement(name, target)
+        placement = build_placement_for(name, target)
     return RunParts(
         description=description,
         cluster=cluster,
@@ -56,7 +60,7 @@ def build_run(description: RunDescription) -> RunParts:
 def run(description: RunDescription, progress: ProgressCallback | None = None) -> RunOutcome:
     """Build and run ``description``: the result, its summary, and one line per job that
     can never fit (naming the file, row and field when the jobs came from a job list)."""
-    parts = build_run(description)
+    parts = build_parts(description)
     mechanism = get_mechanism(description.resolved_mechanism())
     result = mechanism.simulate(parts, progress)
     return RunOutcome(
