@@ -28,7 +28,7 @@ from gpumosaic.experiments.reproductions.gavel import (
     repro_figures,
 )
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.sim.rounds import run_rounds
+from gpumosaic.run.rounds import round_simulator
 from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
 
@@ -54,7 +54,7 @@ def main() -> None:
         workload = continuous_workload(args.rate, args.seed, "gpumosaic")
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    result = run_rounds(cluster, workload, args.policy, args.placement, seed=args.seed)
+    result = round_simulator(cluster, workload, args.policy, args.placement, args.seed).run()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     jct_h, _makespan_h, completed = repro_figures(result)
     extra = dict(result.extra)
@@ -85,7 +85,6 @@ def main() -> None:
 
 def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig
     from gpumosaic.sim.rounds import RoundSimulator
     from gpumosaic.traces.openb import load_openb_nodes
 
@@ -105,10 +104,9 @@ def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
     # As `gpumosaic simulate`, plans without values: the hook only counts rounds (a
     # commit from before the `describe` switch builds them, and pays for it).
     quiet = {"describe": False} if "describe" in signature(RoundSimulator).parameters else {}
-    sim = RoundSimulator(
-        cluster, workload, args.policy, args.placement, args.seed, RoundConfig(), on_plan=count,
-        **quiet,
-    )  # fmt: skip
+    sim = round_simulator(
+        cluster, workload, args.policy, args.placement, args.seed, on_plan=count, **quiet
+    )
     jct_h = float("nan")
     try:
         result = sim.run()

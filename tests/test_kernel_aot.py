@@ -86,11 +86,11 @@ def test_a_kernel_outside_the_library_runs_through_numba() -> None:
 
 
 def _fill(placement: str, tasks: int) -> Any:
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     nodes = load_openb_nodes("openb:gpu")
-    return run_fill(nodes, load_openb_tasks("openb:default")[:tasks], placement, 7, 1.3)
+    return fill_replay(nodes, load_openb_tasks("openb:default")[:tasks], placement, 7, 1.3)
 
 
 FILL_ARRAYS = (
@@ -160,14 +160,18 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
 def _gavel_rounds() -> tuple[object, ...]:
     """Gavel's continuous run (another seed and window than the build learned from): the
     JCT, makespan, jobs done, rounds and solves."""
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, repro_figures
+    from gpumosaic.experiments.reproductions.gavel import (
+        CONTINUOUS_CLUSTER,
+        repro_figures,
+        simulate_rounds,
+    )
     from gpumosaic.model.cluster import ClusterSpec
-    from gpumosaic.sim.rounds import run_rounds
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     workload = gavel_stream_workload(3.0, (100, 200), 1)
-    result = run_rounds(cluster, workload, "max_min_fairness_perf", "strided", seed=1)
+    policy = "max_min_fairness_perf"
+    result = simulate_rounds(cluster, CONTINUOUS_CLUSTER, workload, policy, "strided", 1)
     return (*repro_figures(result), result.stats.rounds, result.stats.policy_solves)
 
 

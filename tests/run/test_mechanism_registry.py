@@ -42,7 +42,9 @@ class StrictFifo:
 
     def simulate(self, parts: RunParts, progress):  # type: ignore[no-untyped-def]
         order, placement = parts.policy, parts.placement
-        sim = EventSimulator(parts.cluster, parts.workload, placement, order, backfill=False)
+        sim = EventSimulator(
+            parts.cluster, parts.workload, placement, order, rng=parts.rng, backfill=False
+        )
         return sim.run()
 
 

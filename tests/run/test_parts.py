@@ -20,7 +20,7 @@ def test_round_parts_draw_as_the_simulated_run_draws() -> None:
     parts = build_parts(description)
     live = build_round_parts("fifo", "fgd", parts.target, 7, 360.0, 1920.0)
     sim = RoundSimulator(
-        parts.cluster, parts.workload, parts.policy, parts.placement, 7,  # type: ignore[arg-type]
+        parts.cluster, parts.workload, parts.policy, parts.placement,  # type: ignore[arg-type]
         RoundConfig(), rng=parts.rng, target=parts.target,
     )  # fmt: skip
     assert type(live.policy) is type(parts.policy)

@@ -108,13 +108,13 @@ def fill(
     if not inflate > 0:
         raise InputError("must be > 0", field="--inflate")
     from gpumosaic.cli.progress import counter_bar
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     cluster = load_openb_nodes(nodes)
     jobs = load_openb_tasks(tasks)
     with counter_bar(not json_out and sys.stderr.isatty(), "filling", 100.0) as update:
-        result = run_fill(
+        result = fill_replay(
             cluster, jobs, placement, seed, inflate, progress=lambda f: update(100.0 * f)
         )
     summary = result_json(result, tasks, nodes)

@@ -41,21 +41,21 @@ ROUND_POLICIES = ("max_min_fairness_perf", "max_min_fairness", "fifo")
 def learn_signatures() -> list[tuple[kernel_cache.Kernel, Any]]:
     """(kernel, numba signature) of every kernel a fill or Gavel's round mechanism calls
     from Python, in a stable order."""
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, simulate_rounds
     from gpumosaic.model.cluster import ClusterSpec
     from gpumosaic.placement.registry import placement_names
-    from gpumosaic.sim.fill import run_fill
-    from gpumosaic.sim.rounds import run_rounds
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     nodes = load_openb_nodes("openb:gpu")
     tasks = load_openb_tasks("openb:default")[:LEARNING_TASKS]
     for placement in (*placement_names(), COMBINATION):
-        run_fill(nodes, tasks, placement, seed=0, inflate=1.3)
+        fill_replay(nodes, tasks, placement, seed=0, inflate=1.3)
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     for policy in ROUND_POLICIES:
-        run_rounds(cluster, gavel_stream_workload(3.0, ROUND_WINDOW, 0), policy, "strided", 0)
+        workload = gavel_stream_workload(3.0, ROUND_WINDOW, 0)
+        simulate_rounds(cluster, CONTINUOUS_CLUSTER, workload, policy, "strided", 0)
     found: list[tuple[kernel_cache.Kernel, Any]] = []
     for kernel in kernel_cache.kernels():
         if kernel.called_from_python:  # its callees are compiled into it

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.metrics.summary import summarize
+from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.base import Policy
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
@@ -26,17 +27,37 @@ from gpumosaic.run.mechanisms.base import ProgressCallback
 from gpumosaic.run.outcome import RunOutcome, never_fit_lines
 from gpumosaic.run.parts import build_allocation_policy, build_placement_for
 from gpumosaic.workloads.load import offered_load
-from gpumosaic.workloads.spec import parse_cluster, parse_workload
+from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
+from gpumosaic.workloads.workload import Workload
 
 
-def build_parts(description: RunDescription) -> RunParts:
-    """Every object of one run, built once from its validated description."""
+def build_parts(
+    description: RunDescription,
+    *,
+    cluster: ClusterSpec | None = None,
+    workload: Workload | None = None,
+    policy: Policy | QueueOrder | None = None,
+) -> RunParts:
+    """Every object of one run, built once from its validated description.
+
+    A study may hand over what a description cannot name: a ``cluster`` or ``workload``
+    object it built itself (Gavel's reproductions: a trace, Gavel's own job stream), or a
+    ``policy`` object outside the registry (Gavel's policies as shipped,
+    ``reproductions/gavel_quirks.py``); it replaces the named one and everything else is
+    built as for ``simulate`` (the Generator from ``--seed``, the target workload, the
+    placement, the sharing object)."""
     mechanism = get_mechanism(description.resolved_mechanism())
-    cluster = parse_cluster(description.cluster, description.gpus_per_node)
-    parsed = parse_workload(description.workload, description.seed)
+    if cluster is None:
+        cluster = parse_cluster(description.cluster, description.gpus_per_node)
+    parsed = (
+        parse_workload(description.workload, description.seed)
+        if workload is None
+        else ParsedWorkload(workload)
+    )
     rng = np.random.default_rng(description.seed)
-    policy: Policy | QueueOrder
-    if mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
+    if policy is not None:
+        pass  # built by the caller (it draws from its own seeded Generator, if at all)
+    elif mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
         policy = build_queue_order(description.policy)
     else:
         policy = build_allocation_policy(description.policy, rng)
@@ -60,8 +81,12 @@ def build_parts(description: RunDescription) -> RunParts:
 def run(description: RunDescription, progress: ProgressCallback | None = None) -> RunOutcome:
     """Build and run ``description``: the result, its summary, and one line per job that
     can never fit (naming the file, row and field when the jobs came from a job list)."""
-    parts = build_parts(description)
-    mechanism = get_mechanism(description.resolved_mechanism())
+    return run_parts(build_parts(description), progress)
+
+
+def run_parts(parts: RunParts, progress: ProgressCallback | None = None) -> RunOutcome:
+    """Run built parts (``build_parts``) with their mechanism and summarize the result."""
+    mechanism = get_mechanism(parts.description.resolved_mechanism())
     result = mechanism.simulate(parts, progress)
     return RunOutcome(
         result,

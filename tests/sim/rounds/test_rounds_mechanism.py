@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rounds_builders import FixedPolicy, WorstFit, equal_share, job, v100s, workload
+from rounds_builders import FixedPolicy, WorstFit, equal_share, job, run_rounds, v100s, workload
 
 from gpumosaic.model.outcome import RejectReason
 from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.rounds import run_rounds
 
 
 def extra(result, key: str) -> float:

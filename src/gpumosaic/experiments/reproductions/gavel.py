@@ -21,8 +21,9 @@ from gpumosaic.errors import InputError
 from gpumosaic.metrics.summary import jct_values, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
+from gpumosaic.run.build import build_parts, run_parts
+from gpumosaic.run.description import RunDescription
 from gpumosaic.sim.result import SimResult
-from gpumosaic.sim.rounds import run_rounds
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
@@ -115,7 +116,8 @@ def run_static(policy: str, placement: str = "strided", seed: int = 0) -> ReproR
     return _row("static", policy, 0.0, seed, "trace", cluster, static_workload(), placement)
 
 
-def _policy_object(policy: str, seed: int) -> Policy | str:
+def _policy_object(policy: str, seed: int) -> Policy | None:
+    """Gavel's policies as shipped (outside the registry); None: the registry's."""
     from gpumosaic.experiments.reproductions.gavel_quirks import (
         GavelShippedFifo,
         GavelShippedGandiva,
@@ -125,7 +127,33 @@ def _policy_object(policy: str, seed: int) -> Policy | str:
         return GavelShippedFifo(seed)
     if policy == SHIPPED_GANDIVA:
         return GavelShippedGandiva(seed)
-    return policy
+    return None
+
+
+def simulate_rounds(
+    cluster: ClusterSpec,
+    counts: Sequence[tuple[str, int]] | str,
+    workload: Workload,
+    policy: str,
+    placement: str,
+    seed: int,
+) -> SimResult:
+    """One round-mechanism run of a reproduction, through the road (``run.build``): a
+    description of the run, with the cluster and workload objects the study built and
+    Gavel's as-shipped policies, which the registry does not name."""
+    spelled = counts if isinstance(counts, str) else ",".join(f"{m}:{n}" for m, n in counts)
+    description = RunDescription(
+        cluster=spelled,
+        workload=workload.name,
+        policy=SHIPPED.get(policy, policy),
+        placement=placement,
+        seed=seed,
+        mechanism="rounds",
+    )
+    parts = build_parts(
+        description, cluster=cluster, workload=workload, policy=_policy_object(policy, seed)
+    )
+    return run_parts(parts).result
 
 
 def run_continuous(
@@ -147,7 +175,8 @@ def _row(
     placement: str,
 ) -> ReproRow:
     cpu0 = time.process_time()
-    result = run_rounds(cluster, workload, _policy_object(policy, seed), placement, seed=seed)
+    counts = STATIC_CLUSTER if experiment == "static" else CONTINUOUS_CLUSTER
+    result = simulate_rounds(cluster, counts, workload, policy, placement, seed)
     cpu = time.process_time() - cpu0
     jct, makespan, completed = repro_figures(result)
     if experiment == "static":

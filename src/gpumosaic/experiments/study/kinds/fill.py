@@ -23,7 +23,8 @@ from gpumosaic.experiments.study.kinds.base import (
 from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT, _inputs
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
-from gpumosaic.sim.fill import FAIL_REASONS, FillResult, kind_label, run_fill
+from gpumosaic.run.fill import fill_replay
+from gpumosaic.sim.fill import FAIL_REASONS, FillResult, kind_label
 
 
 class FillGrid(GridModel):
@@ -142,7 +143,7 @@ def run_point(point: FillPoint) -> RunProduct:
         tasks.append(task)
         where.append(assignment)
 
-    result = run_fill(cluster, jobs, point.placement, point.seed, point.inflate, on_task=keep)
+    result = fill_replay(cluster, jobs, point.placement, point.seed, point.inflate, on_task=keep)
     offset = np.concatenate([[0], np.cumsum([n.num_gpus for n in cluster.nodes])])
     description = {"kind": "fill", "tasks": point.tasks, "nodes": point.nodes,
                    "placement": point.placement, "seed": point.seed, "inflate": point.inflate,

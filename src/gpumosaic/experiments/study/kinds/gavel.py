@@ -14,9 +14,9 @@ from gpumosaic.experiments.reproductions.gavel import (
     CONTINUOUS_CLUSTER,
     SHIPPED,
     STATIC_CLUSTER,
-    _policy_object,
     continuous_workload,
     repro_figures,
+    simulate_rounds,
     static_workload,
 )
 from gpumosaic.experiments.study.kinds.base import (
@@ -29,7 +29,6 @@ from gpumosaic.experiments.study.kinds.base import (
 )
 from gpumosaic.experiments.study.kinds.simulate import jobs_table, timeline_table
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.sim.rounds import run_rounds
 
 
 class GavelGrid(GridModel):
@@ -111,8 +110,8 @@ def run_point(point: GavelPoint) -> RunProduct:
         cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
         workload = continuous_workload(point.rate, point.seed, point.jobs_source)
     cpu0 = time.process_time()
-    policy = _policy_object(point.policy, point.seed)
-    result = run_rounds(cluster, workload, policy, point.placement, seed=point.seed)
+    counts = STATIC_CLUSTER if point.part == "static" else CONTINUOUS_CLUSTER
+    result = simulate_rounds(cluster, counts, workload, point.policy, point.placement, point.seed)
     cpu = time.process_time() - cpu0
     jct, makespan, completed = repro_figures(result)
     stats = result.stats
