@@ -183,3 +183,49 @@ def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -
         assert kernel_aot.load_library(tmp_path) == {}
     exports.write_text(json.dumps({"host": "another CPU", "exports": []}))
     assert kernel_aot.load_library(tmp_path) == {}  # built elsewhere: not tried
+
+
+def test_a_failed_build_exits_1_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import gpumosaic.cli.kernels as kernels_command
+    from gpumosaic.cli import app
+
+    def fail(_directory: object) -> None:
+        raise OSError("no C compiler")
+
+    monkeypatch.setattr(kernels_command, "build_library", fail)
+    result = CliRunner().invoke(app, ["kernels"])
+    assert result.exit_code == 1
+    assert "was not built" in result.stderr and "no C compiler" in result.stderr
+
+
+def test_json_says_whether_the_aot_library_or_the_jit_ran() -> None:
+    """``kernels_ran``: the JIT when the library is kept out (``use_aot_library({})``)."""
+    from gpumosaic.run.fill import fill_replay
+    from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+    kernel_aot.use_aot_library({})
+    try:
+        for kernel in kernel_cache.kernels():
+            kernel.forget_aot()
+        tasks = load_openb_tasks("openb:default")[:50]
+        fill_replay(load_openb_nodes("openb:gpu"), tasks, "fgd", 1, 1.0)
+        assert kernel_aot.kernels_ran() == "jit"
+    finally:
+        kernel_aot.use_aot_library(None)
+
+
+def test_simulate_and_fill_json_name_what_ran_the_kernels() -> None:
+    from typer.testing import CliRunner
+
+    from gpumosaic.cli import app
+
+    runner = CliRunner()
+    simulate = runner.invoke(
+        app, ["simulate", "--cluster", "v100:2", "--workload", "gavel:jobs=4,rate=0", "--json"]
+    )
+    assert json.loads(simulate.stdout)["kernels"] in ("aot", "jit", "aot+jit")
+    fill = runner.invoke(app, ["fill", "--placement", "bestfit", "--inflate", "0.05", "--json"])
+    assert fill.exit_code == 0, fill.output
+    assert json.loads(fill.stdout)["kernels"] in ("aot", "jit", "aot+jit")

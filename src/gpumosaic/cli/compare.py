@@ -310,7 +310,9 @@ def compare(
     )
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     if json_out:
-        print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))
+        kernels = sorted({r.kernels for r in runs})  # aot, jit, aot+jit or none, per run
+        payload = {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
+        print(json.dumps({**payload, "kernels": kernels}))
     else:
         title = f"{policy} on {cluster}, {workload}, seeds {seeds}"
         if common_jobs:

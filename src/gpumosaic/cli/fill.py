@@ -121,6 +121,9 @@ def fill(
     if out is not None:
         write_fill_outputs(result, summary, out)
     if json_out:
+        from gpumosaic.kernel_aot import kernels_ran
+
+        summary = {**summary, "kernels": kernels_ran()}  # aot, jit, aot+jit or none
         sys.stdout.write(json.dumps(summary) + "\n")
         return
     from rich.console import Console

@@ -147,11 +147,13 @@ def kernels(
         Path | None, typer.Option(help="folder for the library (default: the kernel cache)")
     ] = None,
     strict: Annotated[
-        bool, typer.Option("--strict", help="exit 1 when the library cannot be built")
-    ] = False,
+        bool, typer.Option("--strict", help="(the default now: a failed build exits 1)")
+    ] = True,
 ) -> None:
     """Build the ahead-of-time kernel library: the fill's kernels without numba's ~0.6 s
-    start-up (numba's JIT runs them, with the same results, where it is missing)."""
+    start-up (numba's JIT runs them, with the same results, where it is missing). A build
+    that fails says why and exits 1 (``make`` then goes on with the JIT and tries again
+    next time)."""
     started = time.perf_counter()
     try:
         extension, count, left = build_library(out)
@@ -163,8 +165,6 @@ def kernels(
             highlight=False,
             soft_wrap=True,
         )
-        if strict:
-            sys.exit(1)
-        return
+        sys.exit(1)
     also = f"; {left} signature(s) with types it cannot take stay on numba's JIT" if left else ""
     print(f"built {extension} ({count} exports{also}) in {time.perf_counter() - started:.0f} s")

@@ -137,6 +137,8 @@ def simulate(
         write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     load = outcome.offered_load
     if json_out:
+        from gpumosaic.kernel_aot import kernels_ran
+
         fraction = None if load is None else round(load.fraction, 4)
         background_json = dict(outcome.result.extra).get("background_allocation")
         print(
@@ -146,6 +148,7 @@ def simulate(
                     **summary.to_json(),
                     "offered_load": fraction,
                     "background_allocation": background_json,
+                    "kernels": kernels_ran(),  # aot, jit, aot+jit or none
                 }
             )
         )

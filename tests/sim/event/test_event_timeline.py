@@ -87,7 +87,9 @@ def test_every_timeline_sample_equals_the_state_evaluated_from_scratch(placement
     spec = cluster(node("a", gpus=2, cpu=32000), node("b", gpus=1, model="T4"))
     target = TargetWorkload.from_jobs(JOBS)
     strategy = build_placement(placement, target)
-    sim = CheckedSimulator(spec, workload(JOBS), strategy, Fifo(), rng=np.random.default_rng(3), target=target)
+    sim = CheckedSimulator(
+        spec, workload(JOBS), strategy, Fifo(), rng=np.random.default_rng(3), target=target
+    )
     result = sim.run()
     sim.check(result.timeline)
     assert len(sim.fresh) > len(JOBS) / 2  # a sample per instant with a pass

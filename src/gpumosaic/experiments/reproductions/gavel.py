@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from gpumosaic.errors import InputError
+from gpumosaic.kernel_aot import kernels_ran
 from gpumosaic.metrics.summary import jct_values, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
@@ -77,6 +78,7 @@ class ReproRow:
     policy_solve_s: float
     elapsed_s: float
     cpu_s: float
+    kernels: str = "none"  # what ran the compiled kernels: aot, jit, aot+jit, none
 
     @property
     def jct_error(self) -> float:
@@ -202,6 +204,7 @@ def _row(
         policy_solve_s=stats.policy_solve_s,
         elapsed_s=stats.elapsed_s,
         cpu_s=cpu,
+        kernels=kernels_ran(),
     )
 
 

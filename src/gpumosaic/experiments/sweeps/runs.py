@@ -33,6 +33,7 @@ class SweepRun:
     jcts_s: npt.NDArray[np.float64]  # measured, completed jobs, in record order
     timeline: Timeline
     job_ids: npt.NDArray[np.int64]  # the job of each entry of ``jcts_s``
+    kernels: str = "none"  # what ran the compiled kernels in its process (kernel_aot)
 
     def jct_of(self, ids: frozenset[int]) -> npt.NDArray[np.float64]:
         """The JCTs of the jobs ``ids`` (which this run completed), in record order."""
@@ -48,6 +49,7 @@ class SweepRun:
 
 def run_one(request: RunRequest) -> SweepRun:
     from gpumosaic.experiments.runner import run_request
+    from gpumosaic.kernel_aot import kernels_ran
     from gpumosaic.metrics.summary import completed_job_ids, jct_values
 
     outcome = run_request(request)
@@ -59,6 +61,7 @@ def run_one(request: RunRequest) -> SweepRun:
         jct_values(records),
         result.timeline,
         completed_job_ids(records),
+        kernels_ran(),
     )
 
 
