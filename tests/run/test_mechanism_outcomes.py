@@ -29,7 +29,16 @@ def job_list(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("mechanism", ["event", "rounds"])
+GANDIVA_UNTYPED = pytest.mark.xfail(
+    strict=True,
+    reason="sim/gandiva still writes its rejections as text (no RejectReason): the gandiva "
+    "decider (issue 25, helper gandiva) sets the type; then this passes and must be unmarked",
+)
+
+
+@pytest.mark.parametrize(
+    "mechanism", ["event", "rounds", pytest.param("gandiva", marks=GANDIVA_UNTYPED)]
+)
 def test_never_fit_job_is_typed_rejected_under_every_mechanism(
     job_list: Path, mechanism: str
 ) -> None:
@@ -61,3 +70,46 @@ def test_simulate_exits_3_on_a_never_fit_job_under_every_mechanism(
     summary = json.loads(result.stdout)
     assert (summary["completed"], summary["rejected"], summary["unfinished"]) == (1, 1, 0)
     assert "row 3" in result.stderr and "num_gpu" in result.stderr
+
+
+@pytest.mark.parametrize("mechanism", ["event", "rounds", "gandiva"])
+def test_every_job_ends_completed_rejected_or_unfinished_under_every_mechanism(
+    mechanism: str,
+) -> None:
+    """The same stream (Gavel's generator, a measurement window that stops the run with
+    jobs left) under each mechanism: every arrived job has one typed end, and the
+    summary's counts are those of the records."""
+    outcome = run(
+        RunDescription(
+            cluster="v100:2",
+            workload="gavel:jobs=40,rate=40,window=0-10",
+            mechanism=mechanism,
+            policy=MECHANISMS[mechanism],
+            seed=3,
+        )
+    )
+    records = outcome.result.records
+    ends = [r.outcome for r in records]
+    s = outcome.summary
+    assert s.jobs == len(records) == s.completed + s.rejected + s.unfinished
+    assert s.unfinished > 0  # the window's end stops every mechanism with jobs left
+    assert s.completed == ends.count(Outcome.COMPLETED)
+    assert s.rejected == ends.count(Outcome.REJECTED)
+    assert s.unfinished == sum(end.unfinished for end in ends)
+    assert s.never_started == ends.count(Outcome.NEVER_STARTED)
+    assert all((r.rejection is not None) == (r.outcome is Outcome.REJECTED) for r in records
+               if mechanism != "gandiva")  # fmt: skip
+
+
+def test_one_per_job_table_for_jobs_csv_and_studies() -> None:
+    """``jobs.csv`` (experiments/store.py) and a study's jobs table
+    (study/kinds/simulate.py) are one table: same columns, same values."""
+    from gpumosaic.experiments.store import jobs_frame
+    from gpumosaic.experiments.study.kinds.simulate import jobs_table
+
+    outcome = run(RunDescription(cluster="v100:2", workload="gavel:jobs=6,rate=0"))
+    frame = jobs_frame(outcome.result)
+    table = jobs_table(outcome.result).to_pandas()
+    assert list(frame.columns) == list(table.columns)
+    assert {"outcome", "rejection", "reason", "node", "gpus", "parts"} <= set(frame.columns)
+    assert frame.equals(table)
