@@ -110,8 +110,10 @@ def run_point(point: GavelPoint) -> RunProduct:
         cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
         workload = continuous_workload(point.rate, point.seed, point.jobs_source)
     cpu0 = time.process_time()
-    counts = STATIC_CLUSTER if point.part == "static" else CONTINUOUS_CLUSTER
-    result = simulate_rounds(cluster, counts, workload, point.policy, point.placement, point.seed)
+    model_counts = STATIC_CLUSTER if point.part == "static" else CONTINUOUS_CLUSTER
+    result = simulate_rounds(
+        cluster, model_counts, workload, point.policy, point.placement, point.seed
+    )
     cpu = time.process_time() - cpu0
     jct, makespan, completed = repro_figures(result)
     stats = result.stats
@@ -126,8 +128,7 @@ def run_point(point: GavelPoint) -> RunProduct:
         elapsed_s=stats.elapsed_s,
         cpu_s=cpu,
     )
-    counts = ",".join(f"{m}:{n}" for m, n in (STATIC_CLUSTER if point.part == "static"
-                                               else CONTINUOUS_CLUSTER))  # fmt: skip
+    counts = ",".join(f"{m}:{n}" for m, n in model_counts)
     description = {"kind": "gavel", "cluster": counts, "workload": workload.name,
                    "part": point.part, "policy": point.policy, "rate": point.rate,
                    "seed": point.seed, "jobs_source": point.jobs_source,
