@@ -95,15 +95,14 @@ def _ends(point: PolicyRatePoint) -> str:
 
 def _check(policies: list[str], cluster: str, workload: str, placement: str) -> None:
     """Fail fast, before any process starts, on a bad name."""
-    from gpumosaic.policies.registry import build_policy
+    import numpy as np
+
+    from gpumosaic.run.parts import build_allocation_policy
 
     if not policies:
         raise InputError("no policies given", field="--policies")
     for name in policies:
-        try:
-            build_policy(name)
-        except ValueError as err:
-            raise InputError(str(err), field="--policies") from None
+        build_allocation_policy(name, np.random.default_rng(0), field="--policies")
     if workload.partition(":")[0] not in ("gavel", "gavel-stream"):
         raise InputError(
             "a policy sweep needs a generated workload (gavel:... or gavel-stream:...)",

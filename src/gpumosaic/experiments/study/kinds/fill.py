@@ -109,8 +109,8 @@ class FillKind:
 
     def check(self, grid: Any) -> None:
         from gpumosaic.errors import InputError
-        from gpumosaic.placement.registry import build_placement
         from gpumosaic.placement.workload import TargetWorkload
+        from gpumosaic.run.parts import build_placement_for
 
         g: FillGrid = grid
         for nodes in g.nodes:
@@ -123,9 +123,9 @@ class FillKind:
                 workload = TargetWorkload.from_jobs(jobs)
                 for placement in g.placement:
                     try:
-                        build_placement(placement, workload)
-                    except ValueError as err:
-                        raise GridError("placement", str(err)) from None
+                        build_placement_for(placement, workload, field="placement")
+                    except InputError as err:
+                        raise GridError("placement", err.message) from None
 
     def batch_key(self, point: Any) -> Hashable:
         return point

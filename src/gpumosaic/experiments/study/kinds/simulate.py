@@ -162,15 +162,16 @@ def _as_grid_error(axis: str, check: Any) -> None:
 
 def _check_placement(name: str, gandiva: bool) -> None:
     from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.run.parts import build_placement_for
     from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if not gandiva:
             raise ValueError("affinity is Gandiva's own server order: only with sharing gandiva")
         return
-    build_placement(name, TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)]))
+    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
+    build_placement_for(name, probe, field="placement")
 
 
 def run_point(point: SimulatePoint) -> RunProduct:
