@@ -49,7 +49,8 @@ def test_round_placement_failures_are_fallbacks() -> None:
         seed=1,
     )
     outcome = run(description)
-    failures = dict(outcome.result.extra)["placement_failures"]
+    assert outcome.result.leases is not None
+    failures = outcome.result.leases.placement_failures
     assert failures > 0
     assert outcome.summary.fallbacks.count(Fallback.PLACEMENT_FAILED) == failures
 

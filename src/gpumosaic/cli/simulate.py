@@ -112,7 +112,6 @@ def simulate(
     from gpumosaic.cli.progress import progress_bar
     from gpumosaic.run.build import run
     from gpumosaic.run.description import RunDescription
-    from gpumosaic.sim.background import BackgroundSpec
 
     request = RunDescription(
         cluster=cluster,
@@ -140,7 +139,8 @@ def simulate(
         from gpumosaic.kernel_aot import kernels_ran
 
         fraction = None if load is None else round(load.fraction, 4)
-        background_json = dict(outcome.result.extra).get("background_allocation")
+        background_load = outcome.result.background
+        background_json = None if background_load is None else background_load.fraction
         print(
             json.dumps(
                 {
@@ -156,13 +156,11 @@ def simulate(
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
-    extra = dict(outcome.result.extra)
-    if "background_tasks" in extra and not json_out:
+    background = outcome.result.background
+    if background is not None and not json_out:
         err_console.print(
-            f"background: {int(extra['background_tasks']):,} tasks of "
-            f"{BackgroundSpec.parse(request.background or '').source} hold "
-            f"{extra['background_allocation']:.1%} of GPU capacity "
-            f"({int(extra['background_skipped']):,} found no place)",
+            f"background: {background.placed:,} tasks of {background.source} hold "
+            f"{background.fraction:.1%} of GPU capacity ({background.skipped:,} found no place)",
             highlight=False,
             soft_wrap=True,
         )

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.model.outcome import Outcome, RejectReason
+from gpumosaic.sim.background import BackgroundLoad
 
 
 class JobStatus(StrEnum):
@@ -103,16 +104,31 @@ class RunStats:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseCounts:
+    """The round mechanism's leases over a run (``mechanisms/rounds/leases.py``)."""
+
+    extensions: int = 0  # a job kept its GPUs into the next round
+    opportunities: int = 0  # rounds where it could have
+    placement_failures: int = 0  # an entity chosen for a round found no GPUs (fallbacks)
+    placement_s: float = 0.0  # CPU seconds spent placing
+    fast_placements: int = 0  # placements by the identical-one-GPU-node shortcut
+
+
+@dataclass(frozen=True, slots=True)
 class SimResult:
     records: tuple[JobRecord, ...]
     timeline: Timeline
     stats: RunStats
     total_gpu_milli: int
     end_s: float  # simulated time when the run stopped
-    extra: tuple[tuple[str, float], ...] = field(default=())  # model-specific counters
+    # Gandiva's counters, by name, until its decider types them (issue 25, helper gandiva);
+    # the other mechanisms' are the typed fields below.
+    extra: tuple[tuple[str, float], ...] = field(default=())
     fallbacks: Fallbacks = field(
         default_factory=Fallbacks
     )  # what the run did other than asked, by kind
+    leases: LeaseCounts | None = None  # the round mechanism's
+    background: BackgroundLoad | None = None  # the event mechanism's pre-filled load
 
 
 class TimelineRecorder:

@@ -96,7 +96,7 @@ def run_openb(placement: str, rate: float, window: tuple[int, int], seed: int) -
         policy_solves=result.stats.policy_solves,
         policy_solve_s=result.stats.policy_solve_s,
         elapsed_s=result.stats.elapsed_s,
-        placement_failures=int(dict(result.extra).get("placement_failures", 0)),
+        placement_failures=result.leases.placement_failures if result.leases else 0,
     )
 
 

@@ -45,7 +45,14 @@ from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
 from gpumosaic.sharing.speed import SpeedModel
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.sim.result import (
+    JobRecord,
+    JobStatus,
+    LeaseCounts,
+    RunStats,
+    SimResult,
+    TimelineRecorder,
+)
 from gpumosaic.sim.rounds.sharing import shared_rates
 from gpumosaic.sim.rounds.tracker import RoundTracker
 from gpumosaic.workloads.throughputs import KeyedThroughputs
@@ -185,12 +192,12 @@ class RoundSimulator:
             elapsed_s=time.perf_counter() - started,
         )
         counts = leases.counts()
-        extra = (
-            ("lease_extensions", float(counts.extensions)),
-            ("lease_opportunities", float(counts.opportunities)),
-            ("placement_failures", float(counts.failures)),
-            ("placement_s", leases.seconds),
-            ("fast_placements", float(leases.fast_placements)),
+        lease_counts = LeaseCounts(
+            extensions=counts.extensions,
+            opportunities=counts.opportunities,
+            placement_failures=counts.failures,
+            placement_s=leases.seconds,
+            fast_placements=leases.fast_placements,
         )
         return SimResult(
             records=job_records(self.jobs, decider.type_names),
@@ -198,8 +205,8 @@ class RoundSimulator:
             stats=stats,
             total_gpu_milli=decider.state.total_gpu_milli,
             end_s=now,
-            extra=extra,
             fallbacks=fallbacks,
+            leases=lease_counts,
         )
 
     def _finished(self) -> bool:
