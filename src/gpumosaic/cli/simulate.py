@@ -156,11 +156,11 @@ def simulate(
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
-    background = outcome.result.background
-    if background is not None and not json_out:
+    prefilled = outcome.result.background
+    if prefilled is not None and not json_out:
         err_console.print(
-            f"background: {background.placed:,} tasks of {background.source} hold "
-            f"{background.fraction:.1%} of GPU capacity ({background.skipped:,} found no place)",
+            f"background: {prefilled.placed:,} tasks of {prefilled.source} hold "
+            f"{prefilled.fraction:.1%} of GPU capacity ({prefilled.skipped:,} found no place)",
             highlight=False,
             soft_wrap=True,
         )
