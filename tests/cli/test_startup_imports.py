@@ -80,6 +80,7 @@ def test_help_lists_commands_without_running_them(tmp_path: Path) -> None:
     assert "gpumosaic.cli.fill" in modules  # every command is listed with its own help
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("placement", ["fgd", "random"])
 def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
     (tmp_path / "nodes.csv").write_text(NODES)
