@@ -55,11 +55,10 @@ def build_parts(
         else ParsedWorkload(workload)
     )
     rng = np.random.default_rng(description.seed)
-    if policy is not None:
-        pass  # built by the caller (it draws from its own seeded Generator, if at all)
-    elif mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
+    # A caller's policy object draws from its own seeded Generator, if at all.
+    if policy is None and mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
         policy = build_queue_order(description.policy)
-    else:
+    elif policy is None:
         policy = build_allocation_policy(description.policy, rng)
     target = mechanism.target(parsed.workload)
     name = description.resolved_placement()
