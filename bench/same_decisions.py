@@ -32,7 +32,7 @@ FILL_PLACEMENTS = (
 
 
 def fill_hashes() -> dict[str, str]:
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_tasks
 
     nodes = load_openb_nodes("openb:gpu")
@@ -47,7 +47,7 @@ def fill_hashes() -> dict[str, str]:
                 h.update(repr((i, where)).encode())
 
             cpu = time.process_time()
-            r = run_fill(nodes, tasks, placement, seed, 1.3, on_task=on_task)
+            r = fill_replay(nodes, tasks, placement, seed, 1.3, on_task=on_task)
             for arr in (
                 r.allocation_rate_pct,
                 r.fragmentation_rate_pct,
@@ -64,8 +64,8 @@ def fill_hashes() -> dict[str, str]:
 
 def round_hashes(rounds: int, placements: list[str]) -> dict[str, str]:
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
-    from gpumosaic.sim.rounds import RoundSimulator
+    from gpumosaic.mechanisms.rounds.decision import RoundPlan
+    from gpumosaic.run.rounds import round_simulator
 
     class _Stop(Exception):
         pass
@@ -89,8 +89,8 @@ def round_hashes(rounds: int, placements: list[str]) -> dict[str, str]:
 
         cpu = time.process_time()
         workload = openb_workload(860, (4000, 5000), 0)
-        sim = RoundSimulator(
-            cluster, workload, "max_min_fairness_perf", placement, 0, RoundConfig(), on_plan=on_plan
+        sim = round_simulator(
+            cluster, workload, "max_min_fairness_perf", placement, 0, on_plan=on_plan
         )
         with contextlib.suppress(_Stop):
             sim.run()
@@ -101,9 +101,9 @@ def round_hashes(rounds: int, placements: list[str]) -> dict[str, str]:
 
 def gavel_round_hashes() -> dict[str, str]:
     from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+    from gpumosaic.mechanisms.rounds.decision import RoundPlan
     from gpumosaic.model.cluster import ClusterSpec
-    from gpumosaic.sim.rounds import RoundSimulator
+    from gpumosaic.run.rounds import round_simulator
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     h = hashlib.sha256()
@@ -120,9 +120,7 @@ def gavel_round_hashes() -> dict[str, str]:
     cpu = time.process_time()
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     workload = gavel_stream_workload(3.0, (4000, 5000), 0)
-    sim = RoundSimulator(
-        cluster, workload, "max_min_fairness_perf", "strided", 0, RoundConfig(), on_plan=on_plan
-    )
+    sim = round_simulator(cluster, workload, "max_min_fairness_perf", "strided", 0, on_plan=on_plan)
     sim.run()
     print(f"gavel {seen[0]} rounds, {time.process_time() - cpu:.1f} s CPU", file=sys.stderr)
     return {f"gavel/rounds/{seen[0]}": h.hexdigest()[:16]}

@@ -106,6 +106,7 @@ def test_the_listed_help_line_is_the_commands_own() -> None:
         assert COMMAND_HELP.get(name) == " ".join(own.split()), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("placement", ["fgd", "random"])
 def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
     (tmp_path / "nodes.csv").write_text(NODES)

@@ -131,6 +131,7 @@ def test_a_job_list_on_a_loaded_openb_cluster(tmp_path: Path) -> None:
     assert summary["utilization"] > 0.5  # the background holds its share all run long
 
 
+@pytest.mark.slow
 def test_compare_says_when_two_placements_decide_identically(tmp_path: Path) -> None:
     args = ["compare", "--placements", "bestfit,fgd", "--seeds", "0-1", "--out", str(tmp_path)]
     result = runner.invoke(app, [*args, "--workload", "gavel:jobs=12,rate=0,milli=spatial"])
@@ -139,6 +140,7 @@ def test_compare_says_when_two_placements_decide_identically(tmp_path: Path) -> 
     assert "every server has one GPU" in result.output
 
 
+@pytest.mark.slow
 def test_compare_several_sharing_models_in_one_command(tmp_path: Path) -> None:
     args = ["compare", "--placements", "fgd", "--seeds", "0", "--out", str(tmp_path), "--json"]
     sharing = ["--sharing", "none", "--sharing", "nvshare:tq=30"]
@@ -152,6 +154,7 @@ def test_compare_several_sharing_models_in_one_command(tmp_path: Path) -> None:
     assert {"sharing", "ftf_rho_max", "jain_index", "avg_jct_s"} <= set(header)
 
 
+@pytest.mark.slow
 def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path) -> None:
     out = tmp_path / "p"
     args = ["compare", "--policies", "max_min_fairness", "--rates", "4", "--seeds", "0"]

@@ -134,6 +134,13 @@ def compare(
         float,
         typer.Option(help="with --ray-address: give up joining the Ray cluster after this long"),
     ] = 30.0,
+    common_jobs: Annotated[
+        bool,
+        typer.Option(
+            "--common-jobs",
+            help="average JCTs over the jobs that every compared run (same seed) completed",
+        ),
+    ] = False,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
     from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
@@ -199,6 +206,12 @@ def compare(
         sharing=sharings,
         mechanism=mechanism,
     )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
+    if common_jobs and (mode == "fill" or policies is not None or executor == "ray"):
+        raise InputError(
+            "averages over common jobs are for placement comparisons run here (not the fill "
+            "mode, a policy sweep or --executor ray)",
+            field="--common-jobs",
+        )
     if executor == "ray":
         _compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
         return
@@ -255,7 +268,12 @@ def compare(
     # The simulator's comparison: its imports only now (the fill mode and --help skip them).
     from rich.console import Console
 
-    from gpumosaic.cli.compare_table import identical_notes, print_table, table_rows
+    from gpumosaic.cli.compare_table import (
+        different_jobs_warning,
+        identical_notes,
+        print_table,
+        table_rows,
+    )
     from gpumosaic.experiments.runner import RunRequest, is_gandiva
     from gpumosaic.experiments.sweeps.runs import write_runs_csv
     from gpumosaic.fallbacks import Fallbacks
@@ -294,7 +312,9 @@ def compare(
         label_of[cell]: [r for r in runs if (r.request.placement, r.request.sharing) == cell]
         for cell in cells
     }
-    rows = table_rows(by_label)
+    rows = table_rows(by_label, common_jobs)
+    if differ := different_jobs_warning(by_label):
+        err_console.print(f"[yellow]warning:[/yellow] {differ}", highlight=False, soft_wrap=True)
     write_runs_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in by_label[p]] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
@@ -316,9 +336,14 @@ def compare(
     )
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     if json_out:
-        print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))
+        kernels = sorted({r.kernels for r in runs})  # aot, jit, aot+jit or none, per run
+        payload = {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
+        print(json.dumps({**payload, "kernels": kernels}))
     else:
-        print_table(rows, f"{policy} on {cluster}, {workload}, seeds {seeds}")
+        title = f"{policy} on {cluster}, {workload}, seeds {seeds}"
+        if common_jobs:
+            title += " (JCTs over the jobs every run completed)"
+        print_table(rows, title)
         for note in identical_notes(by_label, parse_cluster(cluster, gpus_per_node)):
             Console().print(note, highlight=False, soft_wrap=True)
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
@@ -335,8 +360,8 @@ def default_out(mode: str, policies: str | None) -> Path:
 def _check_placement(name: str, gandiva: bool) -> None:
     """Fail before any run starts if a placement name is unknown."""
     from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.run.parts import build_placement_for
     from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
@@ -347,10 +372,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
             field="--placements",
         )
     probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    try:
-        build_placement(name, probe)
-    except ValueError as err:
-        raise InputError(str(err), field="--placements") from None
+    build_placement_for(name, probe, field="--placements")
 
 
 def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:

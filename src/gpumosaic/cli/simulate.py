@@ -128,7 +128,6 @@ def simulate(
 
     from gpumosaic.cli.progress import progress_bar
     from gpumosaic.run.build import run
-    from gpumosaic.sim.background import BackgroundSpec
 
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
         outcome = run(request, progress=progress)
@@ -139,8 +138,11 @@ def simulate(
         write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     load = outcome.offered_load
     if json_out:
+        from gpumosaic.kernel_aot import kernels_ran
+
         fraction = None if load is None else round(load.fraction, 4)
-        background_json = dict(outcome.result.extra).get("background_allocation")
+        background_load = outcome.result.background
+        background_json = None if background_load is None else background_load.fraction
         print(
             json.dumps(
                 {
@@ -148,6 +150,7 @@ def simulate(
                     **summary.to_json(),
                     "offered_load": fraction,
                     "background_allocation": background_json,
+                    "kernels": kernels_ran(),  # aot, jit, aot+jit or none
                 }
             )
         )
@@ -155,13 +158,11 @@ def simulate(
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
-    extra = dict(outcome.result.extra)
-    if "background_tasks" in extra and not json_out:
+    prefilled = outcome.result.background
+    if prefilled is not None and not json_out:
         err_console.print(
-            f"background: {int(extra['background_tasks']):,} tasks of "
-            f"{BackgroundSpec.parse(request.background or '').source} hold "
-            f"{extra['background_allocation']:.1%} of GPU capacity "
-            f"({int(extra['background_skipped']):,} found no place)",
+            f"background: {prefilled.placed:,} tasks of {prefilled.source} hold "
+            f"{prefilled.fraction:.1%} of GPU capacity ({prefilled.skipped:,} found no place)",
             highlight=False,
             soft_wrap=True,
         )
@@ -214,8 +215,8 @@ def _print_summary(summary: Summary, request: RunDescription) -> None:
 
     rows = [
         (
-            "jobs (completed / rejected)",
-            f"{summary.jobs} ({summary.completed} / {summary.rejected})",
+            "jobs (completed / rejected / unfinished)",
+            f"{summary.jobs} ({summary.completed} / {summary.rejected} / {summary.unfinished})",
         ),
         ("avg JCT", hours(summary.avg_jct_s)),
         ("p50 / p99 JCT", f"{hours(summary.p50_jct_s)} / {hours(summary.p99_jct_s)}"),

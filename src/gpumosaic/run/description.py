@@ -5,7 +5,7 @@ experiment files (TOML): its field names are the CLI's long option names with
 underscores (``--round-s`` -> ``round_s``), and every error names the option
 (``InputError(field="--round-s")``), whichever way the model was built
 (``RunDescription(**values)``, ``RunDescription.model_validate(mapping)``,
-``RunDescription.from_values(mapping)``). ``run.build.build_run`` turns it into objects.
+``RunDescription.from_values(mapping)``). ``run.build.build_parts`` turns it into objects.
 
 Field checks happen here (ranges, known names); what needs the parsed inputs (a cluster
 file, a workload) is checked when the run is built, with the same kind of error.

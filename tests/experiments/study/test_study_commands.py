@@ -123,6 +123,7 @@ def test_report_has_its_tables_and_figures(tiny_store: Path) -> None:
     shutil.which("chromium") is None,
     reason="Debian's chromium is not installed (apt-get install -y chromium, or make browser)",
 )
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium_without_console_errors(tiny_store: Path) -> None:
     runner.invoke(app, ["report", str(tiny_store)])
     page = (tiny_store / "report.html").resolve()

@@ -80,16 +80,23 @@ def reason_category(reason: str) -> str:
 def reason_table(view: StudyView) -> ReasonTable:
     per_run: list[tuple[str, int, dict[str, int]]] = []
     for _, row in view.runs.iterrows():
-        jobs = view.table(str(row["run_id"]), "jobs", ["status", "reason", "queueing_s", "start_s"])
+        columns = ["status", "rejection", "reason", "queueing_s", "start_s"]
+        jobs = view.table(str(row["run_id"]), "jobs", columns)
         if jobs is None:
             continue
         counts: dict[str, int] = {}
         if "reason" in jobs:
             failed = jobs.loc[(jobs["reason"] != "") & (jobs["status"] != "completed")]
+            typed = "rejection" in jobs  # stores written since issue 25
+            keys = ["status", "reason", "rejection"] if typed else ["status", "reason"]
             # Count (status, reason) first: a run has few distinct verdicts.
-            pairs = failed.value_counts(["status", "reason"])
-            for (status, reason), n in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
-                key = f"{status}: {reason_category(str(reason))}"
+            pairs = failed.value_counts(keys)
+            for found, n in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
+                status, reason = found[0], found[1]
+                code = found[2] if typed else ""
+                # A rejection by its typed reason; other verdicts by the words' head.
+                verdict = code if code else reason_category(str(reason))
+                key = f"{status}: {verdict}"
                 counts[key] = counts.get(key, 0) + int(n)
         if "queueing_s" in jobs:
             waited = (jobs["queueing_s"] > 0) & jobs["start_s"].notna()
