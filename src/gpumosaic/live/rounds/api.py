@@ -27,6 +27,7 @@ from gpumosaic.live.rounds.ray_executor import log_tail
 from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JOB_STATES, JobSubmission, JobView
+from gpumosaic.live.ui.rounds import ui_router
 
 
 class ServiceView(Protocol):
@@ -224,6 +225,7 @@ def create_app(service: ServiceView) -> FastAPI:
             raise _gone(lease_id)
         return {"ok": True, "steps": body.steps}
 
+    app.include_router(ui_router(service))  # /ui, /ui/stream (live/ui/rounds.py)
     return app
 
 
