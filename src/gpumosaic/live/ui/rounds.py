@@ -8,19 +8,28 @@ round loop runs in its own: containers are copied (one C call under the GIL) bef
 are read, and a world that could not be built (a boundary changed the decider's tables
 under it) is counted (``ui_rebuild_retries``) and built again at the next interval.
 
-Sections of the world (the page's ``serve.js`` reads them):
+Sections of the world (the page's ``rounds.js`` reads them):
 
 - ``service``: ``{"s": {...}}`` policy, placement, round, counts, fairness, fallbacks;
 - ``nodes``: node index -> name, GPU model, GPU count (fixed);
 - ``gpus``: ``"node.gpu"`` -> ``[[job id, milli], ...]`` held by active leases now;
-- ``jobs``: job id -> the job (live ones, and the ``RECENT_TERMINAL`` last to finish);
+- ``jobs``: job id -> the job (live ones, and the ``RECENT_TERMINAL`` last to finish):
+  what changes at events (state, GPU, rates, allocation, why it waits);
+- ``progress``: live job id -> ``[steps done, rho]``, what moves every second;
 - ``rounds``: round index -> start, end and ``{"node.gpu": [job ids]}`` (the last
   ``ROUNDS_KEPT`` rounds): the allocation history.
+
+Cost (bench/bench_ui.py): the jobs and GPUs are read from the state file through this
+view's own read-only SQLite connection, and only when the file changed (SQLite's
+``data_version``) or the decider moved (a boundary, a solve); otherwise a refresh only
+reads the live steps of the running leases and recomputes rho, as arrays.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -31,7 +40,6 @@ from fastapi import APIRouter
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.decider import LiveRoundDecider
 from gpumosaic.live.rounds.driver import RoundDriver
-from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import TERMINAL_STATES
 from gpumosaic.live.ui.http import ui_routes
@@ -55,7 +63,126 @@ class RoundService(Protocol):
     @property
     def config(self) -> Any: ...
 
-    def live_steps(self, job: JobRow) -> float: ...
+    @property
+    def table(self) -> Any: ...  # LeaseTable: live steps of running leases
+
+
+# The job columns the page shows, as read from the store's ``jobs`` table.
+JOB_COLUMNS = (
+    "id", "name", "state", "steps", "steps_done", "num_gpu", "gpu_milli", "gpu_type",
+    "gpu_index", "attained_s", "attempts", "submitted_at", "started_at", "finished_at",
+    "reason", "cancel_requested", "lease_id",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """One job as the page needs it (a row of ``JOB_COLUMNS``)."""
+
+    id: int
+    name: str
+    state: str
+    steps: float
+    steps_done: float
+    num_gpu: int
+    gpu_milli: int
+    gpu_type: str
+    gpu_index: str
+    attained_s: float
+    attempts: int
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    reason: str
+    cancel_requested: bool
+    lease_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFacts:
+    live: tuple[JobFacts, ...]  # queued and running, by id
+    ended: tuple[JobFacts, ...]  # the latest terminal ones, last finished last
+    counts: dict[str, int]  # jobs by state
+    held: tuple[tuple[int, tuple[tuple[int, tuple[int, ...], int], ...]], ...]  # active leases
+
+
+class StoreReader:
+    """The view's own read-only connection to the service's state file (WAL: readers never
+    block the service's writer); it reads again only when the file changed."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._db: sqlite3.Connection | None = None
+        if str(store.path) != ":memory:":
+            uri = store.path.resolve().as_uri() + "?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        self._version: int | None = None
+        self.facts = StoreFacts((), (), {}, ())
+        self.reads = 0
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def read(self) -> bool:
+        """Refresh ``facts`` if the file changed since the last read; True if it did."""
+        db = self._db
+        if db is None:  # an in-memory store (tests): through its own methods, every time
+            self.facts = self._from_store()
+            self.reads += 1
+            return True
+        version = int(db.execute("PRAGMA data_version").fetchone()[0])
+        if version == self._version:
+            return False
+        columns = ", ".join(JOB_COLUMNS)
+        db.execute("BEGIN")  # one snapshot for the three reads
+        try:
+            live = db.execute(
+                f"SELECT {columns} FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"
+            ).fetchall()
+            ended = db.execute(
+                f"SELECT {columns} FROM jobs WHERE state NOT IN ('queued', 'running') "
+                "ORDER BY finished_at DESC, id DESC LIMIT ?",
+                (RECENT_TERMINAL,),
+            ).fetchall()
+            counts = db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+            held = db.execute("SELECT job_id, parts FROM leases WHERE active = 1").fetchall()
+        finally:
+            db.execute("COMMIT")
+        self._version = version
+        self.facts = StoreFacts(
+            tuple(_facts(r) for r in live),
+            tuple(_facts(r) for r in reversed(ended)),
+            {str(state): int(n) for state, n in counts},
+            tuple((int(j), _parts(p)) for j, p in held),
+        )
+        self.reads += 1
+        return True
+
+    def _from_store(self) -> StoreFacts:
+        rows = self.store.jobs()
+        facts = [JobFacts(*(getattr(j, c) for c in JOB_COLUMNS)) for j in rows]
+        counts: dict[str, int] = {}
+        for f in facts:
+            counts[f.state] = counts.get(f.state, 0) + 1
+        ended = sorted((f for f in facts if f.state in TERMINAL_STATES),
+                       key=lambda f: (f.finished_at or 0.0, f.id))[-RECENT_TERMINAL:]  # fmt: skip
+        held = tuple((x.job_id, x.parts) for x in self.store.leases(active_only=True))
+        return StoreFacts(
+            tuple(f for f in facts if f.state not in TERMINAL_STATES), tuple(ended), counts, held
+        )
+
+
+def _facts(r: tuple[Any, ...]) -> JobFacts:
+    return JobFacts(
+        int(r[0]), r[1], r[2], float(r[3]), float(r[4]), int(r[5]), int(r[6]), r[7], r[8],
+        float(r[9]), int(r[10]), float(r[11]), r[12], r[13], r[14], bool(r[15]), r[16],
+    )  # fmt: skip
+
+
+def _parts(text: str) -> tuple[tuple[int, tuple[int, ...], int], ...]:
+    return tuple((int(n), tuple(int(g) for g in gs), int(m)) for n, gs, m in json.loads(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +212,22 @@ class RoundsView:
             str(n): {"name": node.name, "model": node.gpu.name, "gpus": node.num_gpus}
             for n, node in enumerate(spec.nodes)
         }
+        self.gpu_keys = tuple(
+            f"{n}.{g}" for n, node in enumerate(spec.nodes) for g in range(node.num_gpus)
+        )
+        self.reader = StoreReader(service.store)
         self.history: dict[int, RoundCells] = {}
         self.round_ends: dict[int, float] = {}
         self._seen_round = -1
         self._loaded = False
         self.rebuild_retries = 0
         self._entity_rows: tuple[object, dict[int, int]] = (None, {})
+        # What changes only at events (see the module doc), and what it was built from.
+        self._slow_key: tuple[object, ...] = ()
+        self._jobs: dict[str, Any] = {}
+        self._gpus: dict[str, list[list[int]]] = {}
+        self._rounds: dict[str, Any] = {}
+        self._live = _LiveArrays.empty()
 
     # ---- the world ---------------------------------------------------------------------
 
@@ -101,38 +238,27 @@ class RoundsView:
             except (IndexError, KeyError, ValueError, RuntimeError):
                 # The round loop replaced a table while we read it: read again.
                 self.rebuild_retries += 1
+                self._slow_key = ()
         return self._world()
 
     def _world(self) -> World:
         svc = self.service
         now = svc.clock()
         driver = svc.driver
-        jobs = svc.store.jobs()
-        live = [j for j in jobs if j.state not in TERMINAL_STATES]
-        ended = sorted(
-            (j for j in jobs if j.state in TERMINAL_STATES),
-            key=lambda j: (j.finished_at or 0.0, j.id),
-        )[-RECENT_TERMINAL:]
-        gpus: dict[str, list[list[int]]] = {
-            f"{n}.{g}": []
-            for n, node in enumerate(svc.cluster.spec.nodes)
-            for g in range(node.num_gpus)
-        }
-        for lease in svc.store.leases(active_only=True):
-            for node, ids, milli in lease.parts:
-                for g in ids:
-                    gpus.setdefault(f"{node}.{g}", []).append([lease.job_id, milli])
-        self._track_rounds(now)
-        estimates = self._estimates(live, now)
-        out_jobs: dict[str, Any] = {}
-        for job in live:
-            out_jobs[str(job.id)] = self._job(job, estimates.get(job.id), now)
-        for job in ended:
-            out_jobs[str(job.id)] = self._job(job, None, now)
-        rhos = [e.rho for e in estimates.values() if e.rho is not None]
-        counts: dict[str, int] = {}
-        for job in jobs:
-            counts[job.state] = counts.get(job.state, 0) + 1
+        changed = self.reader.read()
+        decider = svc.decider
+        slow_key = (
+            self.reader.reads, id(decider.book.entities), decider.book.solves,
+            None if driver is None else driver.round_idx,
+            None if driver is None else len(driver.row_of),
+            None if driver is None else len(driver.pending),
+        )  # fmt: skip
+        if changed or slow_key != self._slow_key:
+            self._track_rounds(now)
+            self._rebuild_slow(now)
+            self._slow_key = slow_key
+        facts = self.reader.facts
+        progress, rhos = self._progress(now)
         service = {
             "now": _r(now, 1),
             "policy": svc.config.policy,
@@ -140,27 +266,46 @@ class RoundsView:
             "round_s": svc.config.round_s,
             "round": driver.round_idx if driver is not None else None,
             "round_end": _r(driver.round_end, 2) if driver is not None else None,
-            "counts": counts,
+            "counts": facts.counts,
             "models": list(self.models),
             "gpus_total": int(self.total_gpus),
-            "rho_mean": _r(float(np.mean(rhos)), 2) if rhos else None,
-            "rho_max": _r(float(np.max(rhos)), 2) if rhos else None,
-            "fallbacks": svc.decider.fallbacks().to_json(),
+            "rho_mean": _r(float(np.mean(rhos)), 2) if len(rhos) else None,
+            "rho_max": _r(float(np.max(rhos)), 2) if len(rhos) else None,
+            "fallbacks": decider.fallbacks().to_json(),
             "counters": self._counters(),
             "ui_rebuild_retries": self.rebuild_retries,
         }
-        rounds = {
+        return {
+            "service": {"s": service},
+            "nodes": self.nodes,
+            "gpus": self._gpus,
+            "jobs": self._jobs,
+            "progress": progress,
+            "rounds": self._rounds,
+        }
+
+    def _rebuild_slow(self, now: float) -> None:
+        facts = self.reader.facts
+        gpus: dict[str, list[list[int]]] = {k: [] for k in self.gpu_keys}
+        for job_id, parts in facts.held:
+            for node, ids, milli in parts:
+                for g in ids:
+                    gpus.setdefault(f"{node}.{g}", []).append([job_id, milli])
+        self._gpus = gpus
+        self._live = self._arrays(facts.live)
+        jobs: dict[str, Any] = {}
+        for i, job in enumerate(facts.live):
+            jobs[str(job.id)] = self._job(job, self._live, i)
+        for job in facts.ended:
+            jobs[str(job.id)] = self._job(job, None, -1)
+        # Unchanged jobs keep their old value object: the diff sees them at a glance.
+        old = self._jobs
+        self._jobs = {k: (old[k] if old.get(k) == v else v) for k, v in jobs.items()}
+        self._rounds = {
             str(i): {"start": _r(c.start_s, 2), "end": _r(self.round_ends.get(i, math.nan), 2),
                      "cells": c.cells}
             for i, c in self.history.items()
         }  # fmt: skip
-        return {
-            "service": {"s": service},
-            "nodes": self.nodes,
-            "gpus": gpus,
-            "jobs": out_jobs,
-            "rounds": rounds,
-        }
 
     def _counters(self) -> dict[str, int]:
         driver = self.service.driver
@@ -228,79 +373,90 @@ class RoundsView:
 
     # ---- jobs --------------------------------------------------------------------------
 
-    def _estimates(self, live: list[JobRow], now: float) -> dict[int, JobEstimate]:
-        """Per live job: its rates, allocation, effective rate and fairness estimate."""
+    def _arrays(self, live: tuple[JobFacts, ...]) -> _LiveArrays:
+        """The live jobs' rates, allocation and what rho needs, as arrays (one row per
+        live job, in ``live`` order)."""
         driver = self.service.driver
-        if driver is None:
-            return {}
+        n, t = len(live), len(self.models)
+        arrays = _LiveArrays.zeros(n, t)
+        if driver is None or not n:
+            return arrays
         decider = self.service.decider
-        row_of = driver.row_of.copy()
         table = decider.jobs
-        rates_all = table.rates
-        demand_all = table.demand_milli
+        row_of = driver.row_of.copy()
+        rows = np.array([row_of.get(j.id, -1) for j in live], dtype=np.int64)
+        known = (rows >= 0) & (rows < len(table.rates))
+        arrays.known[:] = known
+        arrays.rates[known] = table.rates[rows[known]]
+        arrays.demand_gpus[known] = table.demand_milli[rows[known]] / MILLI_PER_GPU
         ent = decider.book.entities
-        x_of = self._allocation_rows(ent)
-        n_active = max(1, decider.jobs.n_active)
-        out: dict[int, JobEstimate] = {}
-        for job in live:
-            row = row_of.get(job.id)
-            if row is None or row >= len(rates_all):
-                out[job.id] = JobEstimate(None, None, None, 0.0, None)
-                continue
-            rates = rates_all[row].copy()
-            measured = [driver.meter.is_measured(job.id, t) for t in range(len(self.models))]
-            x = None
-            if ent is not None and row in x_of:
-                x = ent.x[x_of[row]].copy()
-            eff = float((x * rates).sum()) if x is not None else 0.0
-            done = self.service.live_steps(job)
-            left = max(job.steps - done, 0.0)
-            alone = float(rates.max()) if len(rates) else 0.0
-            rho = None
-            if alone > 0 and eff > 0:
-                gpus = float(demand_all[row]) / MILLI_PER_GPU
-                t_fair = job.steps / alone * max(1.0, n_active * gpus / self.total_gpus)
-                rho = _r(((now - job.submitted_at) + left / eff) / t_fair, 2)
-            out[job.id] = JobEstimate(
-                rates=[[_r(float(r)), m] for r, m in zip(rates.tolist(), measured, strict=True)],
-                allocation=[_r(float(v)) for v in x.tolist()] if x is not None else None,
-                received=self._received(ent, x_of.get(row)) if ent is not None else None,
-                effective=_r(eff, 4) or 0.0,
-                rho=rho,
-            )
-        return out
+        if ent is not None:
+            x_of = self._allocation_rows(ent)
+            e = np.array([x_of.get(int(r), -1) for r in rows.tolist()], dtype=np.int64)
+            has = e >= 0
+            arrays.in_allocation[:] = has
+            arrays.x[has] = ent.x[e[has]]
+            credit = decider.book.credit_s
+            arrays.received_s[has] = np.maximum(ent.time[e[has]] - credit, 0.0)
+        arrays.effective[:] = (arrays.x * arrays.rates).sum(axis=1)
+        arrays.alone[:] = arrays.rates.max(axis=1) if t else 0.0
+        arrays.steps[:] = [j.steps for j in live]
+        arrays.submitted[:] = [j.submitted_at for j in live]
+        arrays.steps_done[:] = [j.steps_done for j in live]
+        arrays.lease_ids = [j.lease_id for j in live]
+        arrays.ids = [str(j.id) for j in live]
+        for j in live:
+            arrays.measured.append([driver.meter.is_measured(j.id, k) for k in range(t)])
+        return arrays
+
+    def _progress(self, now: float) -> tuple[dict[str, list[float | None]], np.ndarray]:
+        """Per live job ``[steps done, rho]`` now, and the finite rhos. rho, Themis'
+        finish-time fairness as an estimate: (time in the system so far + remaining steps
+        at the allocation's rate) / (its steps alone on its fastest model x max(1, n x
+        g / C)), n the live jobs, g its GPUs, C the cluster's GPUs (metrics/fairness.py
+        defines the same for finished jobs, with n averaged over the job's life)."""
+        a = self._live
+        if not len(a.ids):
+            return {}, np.zeros(0)
+        done = a.steps_done.copy()
+        table = self.service.table
+        for i, lease_id in enumerate(a.lease_ids):
+            if lease_id is not None:
+                lease = table.get(lease_id)
+                if lease is not None:
+                    done[i] = lease.steps
+        left = np.maximum(a.steps - done, 0.0)
+        n_live = len(a.ids)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_fair = a.steps / a.alone * np.maximum(1.0, n_live * a.demand_gpus / self.total_gpus)
+            rho = ((now - a.submitted) + left / a.effective) / t_fair
+        ok = a.known & (a.alone > 0) & (a.effective > 0) & np.isfinite(rho)
+        rho_r = np.where(ok, np.round(rho, 2), np.nan)
+        done_r = np.round(done, 1).tolist()
+        out = {
+            k: [d, None if r != r else r]
+            for k, d, r in zip(a.ids, done_r, rho_r.tolist(), strict=True)
+        }
+        return out, rho[ok]
 
     def _allocation_rows(self, ent: Any) -> dict[int, int]:
         """row -> entity index of single jobs in the allocation in force (cached per
         table: a solve makes a new one)."""
-        if ent is None:
-            return {}
         cached_for, rows = self._entity_rows
         if cached_for is ent:
             return rows
         singles = np.flatnonzero(ent.rows_b < 0)
-        rows = {
-            int(r): int(e)
-            for e, r in zip(singles.tolist(), ent.rows_a[singles].tolist(), strict=True)
-        }
+        rows_a = ent.rows_a[singles].tolist()
+        rows = {int(r): int(e) for e, r in zip(singles.tolist(), rows_a, strict=True)}
         self._entity_rows = (ent, rows)
         return rows
 
-    def _received(self, ent: Any, e: int | None) -> list[float | None] | None:
-        """Per GPU model, the seconds of its time the job received since the last solve
-        (Gavel's accounting less the half-round credit every entity starts with)."""
-        if e is None:
-            return None
-        credit = self.service.decider.book.credit_s
-        return [_r(max(float(v) - credit, 0.0), 1) for v in ent.time[e].tolist()]
-
-    def _job(self, job: JobRow, est: JobEstimate | None, now: float) -> dict[str, Any]:
-        done = job.steps_done if job.terminal else self.service.live_steps(job)
+    def _job(self, job: JobFacts, a: _LiveArrays | None, i: int) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": job.name,
             "state": job.state,
             "steps": _r(job.steps, 1),
-            "done": _r(done, 1),
+            "done": _r(job.steps_done, 1),
             "gpus": job.num_gpu,
             "milli": job.gpu_milli,
             "type": job.gpu_type,
@@ -312,17 +468,18 @@ class RoundsView:
             "finished": None if job.finished_at is None else _r(job.finished_at, 2),
             "reason": job.reason,
         }
-        if est is not None:
-            out["rates"] = est.rates
-            out["x"] = est.allocation
-            out["got_s"] = est.received
-            out["eff"] = est.effective
-            out["rho"] = est.rho
-            if job.state == "queued":
-                out["why"] = self._why(job, est)
+        if a is not None and a.known[i]:
+            out["rates"] = [_r(v) for v in a.rates[i].tolist()]
+            out["measured"] = a.measured[i]
+            out["eff"] = _r(float(a.effective[i]), 4)
+            if a.in_allocation[i]:
+                out["x"] = [_r(v) for v in a.x[i].tolist()]
+                out["got_s"] = [_r(v, 1) for v in a.received_s[i].tolist()]
+        if job.state == "queued":
+            out["why"] = self._why(job, out)
         return out
 
-    def _why(self, job: JobRow, est: JobEstimate) -> str:
+    def _why(self, job: JobFacts, shown: dict[str, Any]) -> str:
         """Why a queued job is not running this round, from the decider's state."""
         driver = self.service.driver
         if job.cancel_requested:
@@ -333,27 +490,49 @@ class RoundsView:
             return "submitted during this round: admitted at the next round boundary"
         if job.id in driver.pending:
             return "planned for this round: starts once its previous process has stopped"
-        if est.allocation is None:
+        x = shown.get("x")
+        if x is None:
             return "not in the allocation in force yet: the policy solves at the next boundary"
-        if not any(v and v > 0 for v in est.allocation):
+        if not any(v and v > 0 for v in x):
             return "the policy gives it no GPU time now (allocation 0 on every GPU model)"
         parts = []
-        for name, x, got in zip(self.models, est.allocation, est.received or [], strict=False):
-            if x:
-                parts.append(f"{name} {x:.0%}" + ("" if got is None else f" (got {got:g} s)"))
+        for name, share, got in zip(self.models, x, shown.get("got_s") or [], strict=False):
+            if share:
+                parts.append(f"{name} {share:.0%}" + (f" (got {got:g} s)" if got else ""))
         return (
-            "waits its turn: allocation " + ", ".join(parts) + " of a GPU's time since the "
-            "last solve; jobs further behind their allocation ran first"
+            "waits its turn: allocated " + ", ".join(parts) + " of a GPU's time; "
+            "jobs further behind their allocation ran first"
         )
 
 
-@dataclass(frozen=True, slots=True)
-class JobEstimate:
-    rates: list[list[Any]] | None  # per model: [steps/s, measured?]
-    allocation: list[float | None] | None  # the policy's share of each model's time
-    received: list[float | None] | None  # seconds of each model received since the solve
-    effective: float  # steps/s the allocation gives: sum over models of x * rate
-    rho: float | None  # finish-time fairness estimate (docs/live.md, "Live view")
+@dataclass(slots=True)
+class _LiveArrays:
+    """The live jobs' numbers the page computes with, one row per live job."""
+
+    ids: list[str]
+    lease_ids: list[str | None]
+    known: np.ndarray  # admitted by the decider (its rates and row exist)
+    in_allocation: np.ndarray
+    rates: np.ndarray  # (n, T) steps/s estimates (measured or prior)
+    measured: list[list[bool]]
+    x: np.ndarray  # (n, T) the policy's allocation
+    received_s: np.ndarray  # (n, T) seconds received since the last solve
+    effective: np.ndarray  # steps/s the allocation gives: sum over models of x * rate
+    alone: np.ndarray  # steps/s on its fastest model
+    demand_gpus: np.ndarray
+    steps: np.ndarray
+    steps_done: np.ndarray  # as stored (running jobs: the lease's live count replaces it)
+    submitted: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int, t: int) -> _LiveArrays:
+        z = np.zeros
+        return cls([], [], z(n, dtype=bool), z(n, dtype=bool), z((n, t)), [], z((n, t)),
+                   z((n, t)), z(n), z(n), z(n), z(n), z(n), z(n))  # fmt: skip
+
+    @classmethod
+    def empty(cls) -> _LiveArrays:
+        return cls.zeros(0, 0)
 
 
 def rounds_feed(service: RoundService, interval_s: float = 1.0) -> Feed:

@@ -8,16 +8,19 @@
   function jobLabel(id, j) { return '#' + id + (j && j.name && j.name !== 'job' + id ? ' ' + j.name : ''); }
   function swatch(id) { return '<span class="sw" style="background:' + GM.color(id) + '"></span>'; }
 
-  function left(j) { return Math.max((j.steps || 0) - (j.done || 0), 0); }
+  var progressOf = {};
+  function done(id, j) { var p = progressOf[id]; return p ? p[0] : j.done; }
+  function rho(id, j) { var p = progressOf[id]; return p ? p[1] : null; }
+  function left(id, j) { return Math.max((j.steps || 0) - (done(id, j) || 0), 0); }
   function rateNow(j, models) { // steps/s on the model it runs on
     if (!j.rates || !j.type) return null;
     var i = models.indexOf(j.type);
-    return i < 0 || !j.rates[i] ? null : j.rates[i][0];
+    return i < 0 ? null : j.rates[i];
   }
-  function eta(j, models) { // seconds to finish, from the current rate or the allocation's
+  function eta(id, j, models) { // seconds to finish, from the current rate or the allocation's
     var r = j.state === 'running' ? rateNow(j, models) : j.eff;
     if (!r || r <= 0) return null;
-    return left(j) / r;
+    return left(id, j) / r;
   }
 
   function cards(s, gpus, jobs) {
@@ -93,14 +96,13 @@
 
   function ratesCells(j, models) {
     return models.map(function (m, i) {
-      var r = j.rates && j.rates[i];
-      if (!r) return '<td class="num">-</td>';
-      return '<td class="num ' + (r[1] ? 'measured' : 'prior') + '">' + num(r[0]) + '</td>';
+      if (!j.rates || j.rates[i] == null) return '<td class="num">-</td>';
+      return '<td class="num ' + (j.measured && j.measured[i] ? 'measured' : 'prior') + '">' + num(j.rates[i]) + '</td>';
     }).join('');
   }
 
-  function progress(j) {
-    var f = j.steps ? Math.min(1, (j.done || 0) / j.steps) : 0;
+  function progress(id, j) {
+    var f = j.steps ? Math.min(1, (done(id, j) || 0) / j.steps) : 0;
     return '<span class="bar"><i style="width:' + (100 * f).toFixed(1) + '%"></i></span>' + (100 * f).toFixed(1) + '%';
   }
 
@@ -109,9 +111,9 @@
     GM.text('queue-sub', ids.length + ' waiting');
     if (!ids.length) { GM.html('queue-table', '<div class="empty">nobody waits</div>'); return; }
     var rows = ids.map(function (id) {
-      var j = jobs[id], e = eta(j, GM.models);
+      var j = jobs[id], e = eta(id, j, GM.models);
       return '<tr data-job="' + id + '"><td>' + swatch(id) + esc(jobLabel(id, j)) + '</td><td class="num">' + j.gpus + ' x ' + j.milli +
-        '</td><td class="num">' + dur(GM.now() - j.submitted) + '</td><td class="num">' + progress(j) +
+        '</td><td class="num">' + dur(GM.now() - j.submitted) + '</td><td class="num">' + progress(id, j) +
         '</td><td class="num">' + (e == null ? '-' : dur(e)) + '</td><td class="why">' + esc(j.why || j.reason || '') + '</td></tr>';
     });
     GM.html('queue-table', '<table><tr><th>job</th><th class="num">GPUs x milli</th><th class="num">waiting</th>' +
@@ -131,14 +133,14 @@
       models.map(function (m) { return '<th class="num">' + esc(m) + ' steps/s</th>'; }).join('') +
       '<th class="num">est. finish</th><th class="num">GPU time</th><th class="num">rho</th><th class="num">tries</th></tr>';
     var rows = ids.map(function (id) {
-      var j = jobs[id], e = LIVE[j.state] ? eta(j, models) : null;
+      var j = jobs[id], e = LIVE[j.state] ? eta(id, j, models) : null, r = rho(id, j);
       var fin = j.state in LIVE ? (e == null ? '-' : 'in ' + dur(e) + ' (' + GM.clock(GM.now() + e) + ')')
         : (j.finished ? GM.clock(j.finished) : '-');
       var where = j.state === 'running' ? esc(j.type + ' [' + j.index + ']') : (j.reason && !LIVE[j.state] ? '<span title="' + esc(j.reason) + '">' + esc(j.reason.slice(0, 40)) + '</span>' : '');
       return '<tr data-job="' + id + '" data-state="' + esc(j.state) + '"><td>' + swatch(id) + esc(jobLabel(id, j)) + '</td><td><span class="badge b-' + esc(j.state) + '">' +
-        esc(j.state) + '</span></td><td>' + progress(j) + '</td><td class="num">' + num(j.done, 4) + ' / ' + num(j.steps, 4) +
+        esc(j.state) + '</span></td><td>' + progress(id, j) + '</td><td class="num">' + num(done(id, j), 4) + ' / ' + num(j.steps, 4) +
         '</td><td>' + where + '</td>' + ratesCells(j, models) + '<td class="num">' + fin + '</td><td class="num">' +
-        dur(j.attained_s) + '</td><td class="num">' + (j.rho == null ? '-' : num(j.rho)) + '</td><td class="num">' + j.attempts + '</td></tr>';
+        dur(j.attained_s) + '</td><td class="num">' + (r == null ? '-' : num(r)) + '</td><td class="num">' + j.attempts + '</td></tr>';
     });
     GM.html('jobs-table', '<table>' + head + rows.join('') + '</table>');
   }
@@ -186,12 +188,13 @@
     if (changed.service) GM.setNow(s.now);
     var models = GM.models = s.models || [];
     var nodes = w.nodes || {}, gpus = w.gpus || {}, jobs = w.jobs || {}, rounds = w.rounds || {};
+    progressOf = w.progress || {};
     GM.text('sub', s.policy + ' + ' + s.placement + ' · rounds of ' + dur(s.round_s));
     cards(s, gpus, jobs);
     if (changed.nodes || changed.gpus || changed.jobs) mosaic(nodes, gpus, jobs);
     if (changed.nodes || changed.rounds || changed.service) history(nodes, rounds, s.round);
-    queue(jobs, models);
-    if (changed.jobs || changed.tick) jobsTable(jobs, models);
+    if (changed.jobs || changed.progress || changed.tick) queue(jobs, models);
+    if (changed.jobs || changed.progress || changed.tick) jobsTable(jobs, models);
     if (changed.jobs) matrix(jobs, models);
     if (changed.service) fairness(s);
   });
