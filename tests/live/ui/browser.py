@@ -9,6 +9,7 @@ import contextlib
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -16,9 +17,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+needs_chromium = pytest.mark.skipif(
+    chromium() is None,
+    reason="Debian's chromium is not installed (apt-get install -y chromium, or make browser)",
+)
+
+TRAIN = f"{sys.executable} {Path(__file__).parents[1] / 'rounds' / 'jobs' / 'train.py'}"
+
+
+def job_body(steps: float, step_s: float = 0.01, **options: object) -> dict[str, object]:
+    """A submission of the round service tests' tiny training job."""
+    return {"command": TRAIN, "steps": steps, "env": {"STEP_S": str(step_s)}, **options}
 
 
 class Browser:

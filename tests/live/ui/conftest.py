@@ -4,19 +4,11 @@ installed (``make browser``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium
-
-TRAIN = f"{sys.executable} {Path(__file__).parents[1] / 'rounds' / 'jobs' / 'train.py'}"
-
-needs_chromium = pytest.mark.skipif(
-    chromium() is None,
-    reason="Debian's chromium is not installed (apt-get install -y chromium, or make browser)",
-)
+from browser import Browser
 
 
 @pytest.fixture
@@ -55,5 +47,32 @@ def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-
         service.stop()
 
 
-def job_body(steps: float, step_s: float = 0.01, **options: object) -> dict[str, object]:
-    return {"command": TRAIN, "steps": steps, "env": {"STEP_S": str(step_s)}, **options}
+@pytest.fixture
+def serve_app():  # type: ignore[no-untyped-def]
+    """Serve FastAPI apps with uvicorn on 127.0.0.1 (a free port) in threads; returns the
+    base URL; every server is stopped at the test's end."""
+    import threading
+    import time
+
+    import uvicorn
+
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(app: object) -> str:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")  # type: ignore[arg-type]
+        server = uvicorn.Server(config)
+        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        give_up = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < give_up and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        servers.append((server, thread))
+        port = server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(10)

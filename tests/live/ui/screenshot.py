@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(Path(__file__).parent), str(ROOT / "bench")]
 
 from browser import Browser  # noqa: E402
+
 from ui_demo_service import demo_service, submit_jobs  # noqa: E402
 
 
@@ -37,7 +38,9 @@ def serve_page(out: Path, rounds: int = 6) -> None:
             browser = Browser(width=1440, height=1000)
             try:
                 browser.open(f"{service.url}/ui")
-                browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 16", 30, "mosaic")
+                browser.wait_for(
+                    "document.querySelectorAll('#mosaic .gpu').length === 16", 30, "mosaic"
+                )
                 browser.pump(2.5)
                 browser.screenshot(out / "live_ui.png")
                 assert browser.console == [], browser.console

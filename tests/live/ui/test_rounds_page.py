@@ -10,9 +10,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser import Browser
+from browser import Browser, job_body, needs_chromium
 
-from conftest import job_body, needs_chromium
 from gpumosaic.live.rounds.client import ServiceClient
 
 PAGE_LIMIT_BYTES = 1_000_000

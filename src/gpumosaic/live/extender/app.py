@@ -30,6 +30,7 @@ from gpumosaic.live.extender.wire import (
     parse_args,
     parse_binding,
 )
+from gpumosaic.live.ui.extender import ui_router
 
 log = logging.getLogger("gpumosaic.extender")
 
@@ -123,4 +124,5 @@ def create_app(service: ExtenderService, verbs: Verbs | None = None) -> FastAPI:
             return JSONResponse({"Error": f"pod {namespace}/{name} holds nothing"}, 404)
         return _json({"Error": ""})
 
+    app.include_router(ui_router(service, metrics))  # /ui, /ui/stream (live/ui/extender.py)
     return app

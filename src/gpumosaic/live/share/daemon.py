@@ -31,6 +31,7 @@ from gpumosaic.live.share.protocol import (
     message,
     parse,
 )
+from gpumosaic.live.ui import share as share_ui
 
 SOCKET_MODE = 0o660
 
@@ -281,6 +282,8 @@ class ShareDaemon:
             while (await asyncio.wait_for(reader.readline(), 5.0)) not in (b"\r\n", b"\n", b""):
                 pass
             ok = request.split()[:2] == [b"GET", b"/metrics"]
+            if not ok and await share_ui.answer(self, request, writer):  # live/ui/share.py
+                return
             body = self.metrics_text().encode() if ok else b"not found\n"
             status = b"200 OK" if ok else b"404 Not Found"
             writer.write(
