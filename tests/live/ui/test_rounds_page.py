@@ -105,7 +105,7 @@ def test_stream_sends_the_world_then_patches(ui_service) -> None:  # type: ignor
         assert b"event: world" in lines
         world = json.loads(next(x for x in lines if x.startswith(b"data: "))[6:])
         event_id = next(x for x in lines if x.startswith(b"id: "))[4:].decode()
-    assert set(world) == {"service", "nodes", "gpus", "jobs", "progress", "rounds"}
+    assert set(world) == {"service", "nodes", "gpus", "jobs", "plan", "progress", "rounds"}
     assert len(world["gpus"]) == 4 and world["jobs"] == {}
     job_id = client.submit(job_body(20))
     # Reconnecting with the last id: only the change comes (a patch naming the new job).

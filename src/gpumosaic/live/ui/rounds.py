@@ -13,8 +13,10 @@ Sections of the world (the page's ``rounds.js`` reads them):
 - ``service``: ``{"s": {...}}`` policy, placement, round, counts, fairness, fallbacks;
 - ``nodes``: node index -> name, GPU model, GPU count (fixed);
 - ``gpus``: ``"node.gpu"`` -> ``[[job id, milli], ...]`` held by active leases now;
-- ``jobs``: job id -> the job (live ones, and the ``RECENT_TERMINAL`` last to finish):
-  what changes at events (state, GPU, rates, allocation, why it waits);
+- ``jobs``: job id -> the job as stored (live ones, and the ``RECENT_TERMINAL`` last to
+  finish): state, GPU, steps, times;
+- ``plan``: live job id -> the decider's view of it: steps/s per model (measured or
+  prior), the allocation and what it received, why it waits;
 - ``progress``: live job id -> ``[steps done, rho]``, what moves every second;
 - ``rounds``: round index -> start, end and ``{"node.gpu": [job ids]}`` (the last
   ``ROUNDS_KEPT`` rounds): the allocation history.
@@ -119,6 +121,9 @@ class StoreReader:
         self._version: int | None = None
         self.facts = StoreFacts((), (), {}, ())
         self.reads = 0
+        # job id -> (row as read, its JobFacts): an unchanged row keeps its object, so the
+        # view rebuilds only what changed.
+        self._rows: dict[int, tuple[tuple[Any, ...], JobFacts]] = {}
 
     def close(self) -> None:
         if self._db is not None:
@@ -151,9 +156,14 @@ class StoreReader:
         finally:
             db.execute("COMMIT")
         self._version = version
+        before, rows = self._rows, {}
+        for r in (*live, *ended):
+            known = before.get(r[0])
+            rows[r[0]] = known if known is not None and known[0] == r else (r, _facts(r))
+        self._rows = rows
         self.facts = StoreFacts(
-            tuple(_facts(r) for r in live),
-            tuple(_facts(r) for r in reversed(ended)),
+            tuple(rows[r[0]][1] for r in live),
+            tuple(rows[r[0]][1] for r in reversed(ended)),
             {str(state): int(n) for state, n in counts},
             tuple((int(j), _parts(p)) for j, p in held),
         )
@@ -225,9 +235,13 @@ class RoundsView:
         # What changes only at events (see the module doc), and what it was built from.
         self._slow_key: tuple[object, ...] = ()
         self._jobs: dict[str, Any] = {}
+        self._plan: dict[str, Any] = {}
+        self._job_cache: dict[int, tuple[JobFacts, dict[str, Any]]] = {}
+        self._plan_cache: dict[int, tuple[JobFacts, dict[str, Any]]] = {}
         self._gpus: dict[str, list[list[int]]] = {}
         self._rounds: dict[str, Any] = {}
         self._live = _LiveArrays.empty()
+        self._live_of: tuple[JobFacts, ...] = ()  # the rows ``_live`` was built from
 
     # ---- the world ---------------------------------------------------------------------
 
@@ -245,17 +259,18 @@ class RoundsView:
         svc = self.service
         now = svc.clock()
         driver = svc.driver
-        changed = self.reader.read()
+        stored = self.reader.read() or not self._slow_key
         decider = svc.decider
         slow_key = (
-            self.reader.reads, id(decider.book.entities), decider.book.solves,
+            id(decider.book.entities), decider.book.solves,
             None if driver is None else driver.round_idx,
             None if driver is None else len(driver.row_of),
             None if driver is None else len(driver.pending),
         )  # fmt: skip
-        if changed or slow_key != self._slow_key:
+        decided = slow_key != self._slow_key
+        if stored or decided:
             self._track_rounds(now)
-            self._rebuild_slow(now)
+            self._rebuild_slow(stored, decided)
             self._slow_key = slow_key
         facts = self.reader.facts
         progress, rhos = self._progress(now)
@@ -280,27 +295,44 @@ class RoundsView:
             "nodes": self.nodes,
             "gpus": self._gpus,
             "jobs": self._jobs,
+            "plan": self._plan,
             "progress": progress,
             "rounds": self._rounds,
         }
 
-    def _rebuild_slow(self, now: float) -> None:
+    def _rebuild_slow(self, stored: bool, decided: bool) -> None:
+        """What changes at events: the jobs' rows (when the state file changed; a job
+        whose row did not change keeps its value object), and the decider's view of the
+        live jobs (``plan``: rates, allocation, why it waits; all of them when the decider
+        moved, else those whose row changed)."""
         facts = self.reader.facts
-        gpus: dict[str, list[list[int]]] = {k: [] for k in self.gpu_keys}
-        for job_id, parts in facts.held:
-            for node, ids, milli in parts:
-                for g in ids:
-                    gpus.setdefault(f"{node}.{g}", []).append([job_id, milli])
-        self._gpus = gpus
-        self._live = self._arrays(facts.live)
-        jobs: dict[str, Any] = {}
+        if stored:
+            gpus: dict[str, list[list[int]]] = {k: [] for k in self.gpu_keys}
+            for job_id, parts in facts.held:
+                for node, ids, milli in parts:
+                    for g in ids:
+                        gpus.setdefault(f"{node}.{g}", []).append([job_id, milli])
+            self._gpus = gpus
+            cache = self._job_cache
+            self._job_cache = {}
+            for job in (*facts.live, *facts.ended):
+                known = cache.get(job.id)
+                value = known[1] if known is not None and known[0] is job else self._job(job)
+                self._job_cache[job.id] = (job, value)
+            self._jobs = {str(i): v for i, (_, v) in self._job_cache.items()}
+        same_jobs = len(facts.live) == len(self._live_of) and all(
+            a is b for a, b in zip(facts.live, self._live_of, strict=True)
+        )
+        if decided or not same_jobs:
+            self._live = self._arrays(facts.live)
+            self._live_of = facts.live
+        cache = {} if decided else self._plan_cache
+        self._plan_cache = {}
         for i, job in enumerate(facts.live):
-            jobs[str(job.id)] = self._job(job, self._live, i)
-        for job in facts.ended:
-            jobs[str(job.id)] = self._job(job, None, -1)
-        # Unchanged jobs keep their old value object: the diff sees them at a glance.
-        old = self._jobs
-        self._jobs = {k: (old[k] if old.get(k) == v else v) for k, v in jobs.items()}
+            known = cache.get(job.id)
+            value = known[1] if known is not None and known[0] is job else self._planned(job, i)
+            self._plan_cache[job.id] = (job, value)
+        self._plan = {str(i): v for i, (_, v) in self._plan_cache.items()}
         self._rounds = {
             str(i): {"start": _r(c.start_s, 2), "end": _r(self.round_ends.get(i, math.nan), 2),
                      "cells": c.cells}
@@ -405,8 +437,14 @@ class RoundsView:
         arrays.steps_done[:] = [j.steps_done for j in live]
         arrays.lease_ids = [j.lease_id for j in live]
         arrays.ids = [str(j.id) for j in live]
-        for j in live:
-            arrays.measured.append([driver.meter.is_measured(j.id, k) for k in range(t)])
+        measured = driver.meter.is_measured
+        arrays.measured = [[measured(j.id, k) for k in range(t)] for j in live]
+        arrays.lists = (
+            np.round(arrays.rates, 3).tolist(),
+            np.round(arrays.x, 3).tolist(),
+            np.round(arrays.received_s, 1).tolist(),
+            np.round(arrays.effective, 4).tolist(),
+        )
         return arrays
 
     def _progress(self, now: float) -> tuple[dict[str, list[float | None]], np.ndarray]:
@@ -451,8 +489,9 @@ class RoundsView:
         self._entity_rows = (ent, rows)
         return rows
 
-    def _job(self, job: JobFacts, a: _LiveArrays | None, i: int) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def _job(self, job: JobFacts) -> dict[str, Any]:
+        """The job as stored."""
+        return {
             "name": job.name,
             "state": job.state,
             "steps": _r(job.steps, 1),
@@ -468,13 +507,20 @@ class RoundsView:
             "finished": None if job.finished_at is None else _r(job.finished_at, 2),
             "reason": job.reason,
         }
-        if a is not None and a.known[i]:
-            out["rates"] = [_r(v) for v in a.rates[i].tolist()]
+
+    def _planned(self, job: JobFacts, i: int) -> dict[str, Any]:
+        """A live job as the decider sees it: rates per model (measured or prior), the
+        allocation and what it received, the allocation's steps/s, why it waits."""
+        a = self._live
+        out: dict[str, Any] = {}
+        if a.known[i]:
+            rates, x, got, eff = a.lists
+            out["rates"] = rates[i]
             out["measured"] = a.measured[i]
-            out["eff"] = _r(float(a.effective[i]), 4)
+            out["eff"] = eff[i]
             if a.in_allocation[i]:
-                out["x"] = [_r(v) for v in a.x[i].tolist()]
-                out["got_s"] = [_r(v, 1) for v in a.received_s[i].tolist()]
+                out["x"] = x[i]
+                out["got_s"] = got[i]
         if job.state == "queued":
             out["why"] = self._why(job, out)
         return out
@@ -523,6 +569,8 @@ class _LiveArrays:
     steps: np.ndarray
     steps_done: np.ndarray  # as stored (running jobs: the lease's live count replaces it)
     submitted: np.ndarray
+    # rates, x, received_s (rounded, per row) and effective, as Python lists
+    lists: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
 
     @classmethod
     def zeros(cls, n: int, t: int) -> _LiveArrays:

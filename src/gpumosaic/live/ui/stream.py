@@ -26,6 +26,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from gpumosaic import cyclic_gc
+
 World = dict[str, dict[str, Any]]
 
 KEEP_ALIVE_S = 15.0
@@ -33,7 +35,7 @@ KEEP_ALIVE_S = 15.0
 PATCHES_KEPT = 64
 # A stream ends after this long and the page reconnects from its version (a cheap patch),
 # so no connection outlives a server shutdown by more than this.
-STREAM_LIFETIME_S = 60.0
+STREAM_LIFETIME_S = 15.0
 
 
 def _encode(obj: object) -> str:
@@ -47,7 +49,13 @@ def diff(old: World, new: World) -> tuple[dict[str, dict[str, Any]], dict[str, l
     deleted: dict[str, list[str]] = {}
     for name, section in new.items():
         before = old.get(name, {})
-        s = {k: v for k, v in section.items() if before.get(k, _MISSING) != v}
+        if section is before:
+            continue
+        s = {}
+        for k, v in section.items():
+            was = before.get(k, _MISSING)
+            if was is not v and was != v:  # an unchanged value object: no deep compare
+                s[k] = v
         if s:
             changed[name] = s
         gone = [k for k in before if k not in section]
@@ -105,15 +113,20 @@ class Feed:
             if not self.stale(now):
                 return self.version
             cpu0 = time.thread_time()
-            world = self.source()
-            changed, deleted = diff(self.world, world)
-            self._built_at = now
-            if changed or deleted:
-                self.version += 1
-                body = {"v": self.version, "set": changed, "del": deleted}
-                self._patches.append((self.version, event("patch", self._id(), _encode(body))))
-                self.world = world
-                self._world_event = b""
+            # A world is thousands of small acyclic values: with the cyclic collector on,
+            # building them makes it walk the service's whole heap (numba, numpy, Ray)
+            # again and again (most of a refresh's time at 1,000 jobs, measured).
+            with cyclic_gc.paused():
+                world = self.source()
+                changed, deleted = diff(self.world, world)
+                self._built_at = now
+                if changed or deleted:
+                    self.version += 1
+                    body = {"v": self.version, "set": changed, "del": deleted}
+                    patch = event("patch", self._id(), _encode(body))
+                    self._patches.append((self.version, patch))
+                    self.world = world
+                    self._world_event = b""
             self.refreshes += 1
             self.refresh_cpu_s += time.thread_time() - cpu0
             return self.version

@@ -8,7 +8,7 @@
   function jobLabel(id, j) { return '#' + id + (j && j.name && j.name !== 'job' + id ? ' ' + j.name : ''); }
   function swatch(id) { return '<span class="sw" style="background:' + GM.color(id) + '"></span>'; }
 
-  var progressOf = {};
+  var progressOf = {}, merged = null;
   function done(id, j) { var p = progressOf[id]; return p ? p[0] : j.done; }
   function rho(id, j) { var p = progressOf[id]; return p ? p[1] : null; }
   function left(id, j) { return Math.max((j.steps || 0) - (done(id, j) || 0), 0); }
@@ -187,8 +187,18 @@
     if (!s) return;
     if (changed.service) GM.setNow(s.now);
     var models = GM.models = s.models || [];
-    var nodes = w.nodes || {}, gpus = w.gpus || {}, jobs = w.jobs || {}, rounds = w.rounds || {};
+    var nodes = w.nodes || {}, gpus = w.gpus || {}, rounds = w.rounds || {};
     progressOf = w.progress || {};
+    if (changed.jobs || changed.plan || !merged) { // a job as stored plus the decider's view of it
+      merged = {};
+      var stored = w.jobs || {}, plan = w.plan || {};
+      Object.keys(stored).forEach(function (id) {
+        var j = Object.assign({}, stored[id], plan[id] || {});
+        merged[id] = j;
+      });
+    }
+    var jobs = merged;
+    if (changed.plan) changed.jobs = true;
     GM.text('sub', s.policy + ' + ' + s.placement + ' · rounds of ' + dur(s.round_s));
     cards(s, gpus, jobs);
     if (changed.nodes || changed.gpus || changed.jobs) mosaic(nodes, gpus, jobs);
