@@ -43,6 +43,7 @@ class Running:
         return asyncio.run_coroutine_threadsafe(_call(fn), self.loop).result(5)
 
     def stop(self) -> None:
+        time.sleep(0.6)  # a closed page's stream notices within one refresh and ends
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 

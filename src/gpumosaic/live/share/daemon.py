@@ -282,7 +282,7 @@ class ShareDaemon:
             while (await asyncio.wait_for(reader.readline(), 5.0)) not in (b"\r\n", b"\n", b""):
                 pass
             ok = request.split()[:2] == [b"GET", b"/metrics"]
-            if not ok and await share_ui.answer(self, request, writer):  # live/ui/share.py
+            if not ok and await share_ui.answer(self, request, reader, writer):  # live/ui
                 return
             body = self.metrics_text().encode() if ok else b"not found\n"
             status = b"200 OK" if ok else b"404 Not Found"

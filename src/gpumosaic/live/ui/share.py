@@ -119,7 +119,12 @@ def feed_of(daemon: ShareDaemon) -> Feed:
     return feed
 
 
-async def answer(daemon: ShareDaemon, request_line: bytes, writer: asyncio.StreamWriter) -> bool:
+async def answer(
+    daemon: ShareDaemon,
+    request_line: bytes,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> bool:
     """Answer ``GET /ui`` or ``GET /ui/stream`` on the daemon's metrics server; False for
     any other request (the server answers it)."""
     parts = request_line.split()
@@ -147,8 +152,8 @@ async def answer(daemon: ShareDaemon, request_line: bytes, writer: asyncio.Strea
     async def refresh() -> int:
         return feed.refresh()  # on the daemon's loop: the locks' state is consistent
 
-    async def gone() -> bool:
-        return writer.is_closing()
+    async def gone() -> bool:  # the page closed its side (it sends nothing after the request)
+        return reader.at_eof() or writer.is_closing()
 
     async for chunk in stream(feed, version, refresh, asyncio.sleep, gone):
         writer.write(chunk)

@@ -31,7 +31,7 @@
         '<div class="k">queue</div><div>' + queue + '</div>' +
         '<div class="k">hand-overs</div><div>' + x.handovers + (x.latency_p50_s == null ? '' : ' · latency p50 ' + num(x.latency_p50_s * 1000) +
         ' ms, p99 ' + num(x.latency_p99_s * 1000) + ' ms') + '</div>' +
-        '<div class="k">memory</div><div>working set ' + mib(x.working_set_bytes) + ' of ' + mib(x.memory_bytes) + '</div></div>' +
+        '<div class="k">memory</div><div>working sets ' + mib(x.working_set_bytes) + (x.memory_bytes == null ? ' (GPU memory not reported yet)' : ' of ' + mib(x.memory_bytes)) + '</div></div>' +
         (clients ? '<table style="margin-top:6px"><tr><th>process</th><th class="num">pid</th><th>lock</th><th class="num">held</th>' +
           '<th class="num">grants</th><th class="num">working set</th></tr>' + clients + '</table>' : '<div class="empty">no process registered</div>') +
         '</div>';
