@@ -22,7 +22,10 @@
     }).join(''));
   }
   function mosaic(nodes) {
-    var names = Object.keys(nodes).sort(), n = 0;
+    var names = Object.keys(nodes).sort(), n = 0, total = 0;
+    names.forEach(function (name) { total += nodes[name].gpus.length; });
+    var box = GM.$('mosaic');
+    if (box) box.className = 'mosaic' + (total > 48 ? ' compact' : ''); // big clusters: small tiles
     GM.html('mosaic', names.map(function (name) {
       var node = nodes[name];
       var cells = node.gpus.map(function (g, i) {

@@ -3,12 +3,19 @@
   'use strict';
   var esc = GM.esc, num = GM.num, dur = GM.dur, pct = GM.pct;
   var LIVE = {queued: 1, running: 1};
+  // Rows drawn per table: a page stays light in the browser at thousands of jobs
+  // (`gpumosaic jobs` lists them all).
+  var MAX_ROWS = 150;
+  var ORDER = {running: 0, queued: 1};
+  function more(n, cols) {
+    return n > 0 ? '<tr><td colspan="' + cols + '" class="empty">and ' + n + ' more (gpumosaic jobs lists them all)</td></tr>' : '';
+  }
 
   function byId(a, b) { return Number(a) - Number(b); }
   function jobLabel(id, j) { return '#' + id + (j && j.name && j.name !== 'job' + id ? ' ' + j.name : ''); }
   function swatch(id) { return '<span class="sw" style="background:' + GM.color(id) + '"></span>'; }
 
-  var progressOf = {}, merged = null;
+  var progressOf = {}, merged = null, shownRound = null;
   function done(id, j) { var p = progressOf[id]; return p ? p[0] : j.done; }
   function rho(id, j) { var p = progressOf[id]; return p ? p[1] : null; }
   function left(id, j) { return Math.max((j.steps || 0) - (done(id, j) || 0), 0); }
@@ -69,6 +76,8 @@
       out.push('<div class="node"><div class="nh"><b>' + esc(node.model) + '</b> ' + esc(node.name) +
         '</div><div class="gpus">' + cells.join('') + '</div></div>');
     });
+    var box = GM.$('mosaic');
+    if (box) box.className = 'mosaic' + (Object.keys(gpus).length > 48 ? ' compact' : ''); // big clusters: small tiles
     GM.html('mosaic', out.join(''));
     GM.text('cluster-sub', Object.keys(gpus).length + ' GPUs on ' + Object.keys(nodes).length + ' nodes');
   }
@@ -110,29 +119,30 @@
     var ids = Object.keys(jobs).filter(function (i) { return jobs[i].state === 'queued'; }).sort(byId);
     GM.text('queue-sub', ids.length + ' waiting');
     if (!ids.length) { GM.html('queue-table', '<div class="empty">nobody waits</div>'); return; }
-    var rows = ids.map(function (id) {
+    var rows = ids.slice(0, MAX_ROWS).map(function (id) {
       var j = jobs[id], e = eta(id, j, GM.models);
       return '<tr data-job="' + id + '"><td>' + swatch(id) + esc(jobLabel(id, j)) + '</td><td class="num">' + j.gpus + ' x ' + j.milli +
         '</td><td class="num">' + dur(GM.now() - j.submitted) + '</td><td class="num">' + progress(id, j) +
         '</td><td class="num">' + (e == null ? '-' : dur(e)) + '</td><td class="why">' + esc(j.why || j.reason || '') + '</td></tr>';
     });
     GM.html('queue-table', '<table><tr><th>job</th><th class="num">GPUs x milli</th><th class="num">waiting</th>' +
-      '<th class="num">progress</th><th class="num">est. finish in</th><th>why it waits</th></tr>' + rows.join('') + '</table>');
+      '<th class="num">progress</th><th class="num">est. finish in</th><th>why it waits</th></tr>' + rows.join('') +
+      more(ids.length - MAX_ROWS, 6) + '</table>');
   }
 
   function jobsTable(jobs, models) {
-    var ids = Object.keys(jobs).sort(function (a, b) {
-      var la = LIVE[jobs[a].state] ? 0 : 1, lb = LIVE[jobs[b].state] ? 0 : 1;
+    var ids = Object.keys(jobs).sort(function (a, b) { // running, queued, then the latest to finish
+      var la = jobs[a].state in ORDER ? ORDER[jobs[a].state] : 2, lb = jobs[b].state in ORDER ? ORDER[jobs[b].state] : 2;
       if (la !== lb) return la - lb;
-      return la ? Number(a) - Number(b) : (jobs[b].finished || 0) - (jobs[a].finished || 0);
+      return la < 2 ? Number(a) - Number(b) : (jobs[b].finished || 0) - (jobs[a].finished || 0);
     });
     var running = ids.filter(function (i) { return jobs[i].state === 'running'; }).length;
-    GM.text('jobs-sub', running + ' running, ' + ids.length + ' shown (live ones and the latest to finish)');
+    GM.text('jobs-sub', running + ' running; live jobs and the latest to finish, ' + Math.min(ids.length, MAX_ROWS) + ' of ' + ids.length + ' shown');
     if (!ids.length) { GM.html('jobs-table', '<div class="empty">no jobs yet: gpumosaic submit ...</div>'); return; }
     var head = '<tr><th>job</th><th>state</th><th>progress</th><th class="num">steps</th><th>GPU</th>' +
       models.map(function (m) { return '<th class="num">' + esc(m) + ' steps/s</th>'; }).join('') +
       '<th class="num">est. finish</th><th class="num">GPU time</th><th class="num">rho</th><th class="num">tries</th></tr>';
-    var rows = ids.map(function (id) {
+    var rows = ids.slice(0, MAX_ROWS).map(function (id) {
       var j = jobs[id], e = LIVE[j.state] ? eta(id, j, models) : null, r = rho(id, j);
       var fin = j.state in LIVE ? (e == null ? '-' : 'in ' + dur(e) + ' (' + GM.clock(GM.now() + e) + ')')
         : (j.finished ? GM.clock(j.finished) : '-');
@@ -142,14 +152,14 @@
         '</td><td>' + where + '</td>' + ratesCells(j, models) + '<td class="num">' + fin + '</td><td class="num">' +
         dur(j.attained_s) + '</td><td class="num">' + (r == null ? '-' : num(r)) + '</td><td class="num">' + j.attempts + '</td></tr>';
     });
-    GM.html('jobs-table', '<table>' + head + rows.join('') + '</table>');
+    GM.html('jobs-table', '<table>' + head + rows.join('') + more(ids.length - MAX_ROWS, models.length + 9) + '</table>');
   }
 
   function matrix(jobs, models) {
     var ids = Object.keys(jobs).filter(function (i) { return LIVE[jobs[i].state] && jobs[i].x; }).sort(byId);
     if (!ids.length) { GM.html('matrix-table', '<div class="empty">no allocation in force</div>'); return; }
     var head = '<tr><th>job</th>' + models.map(function (m) { return '<th class="num">' + esc(m) + '</th>'; }).join('') + '</tr>';
-    var rows = ids.slice(0, 300).map(function (id) {
+    var rows = ids.slice(0, MAX_ROWS).map(function (id) {
       var j = jobs[id];
       return '<tr><td>' + swatch(id) + esc(jobLabel(id, j)) + '</td>' + models.map(function (m, i) {
         var x = j.x[i] || 0, got = j.got_s ? j.got_s[i] : null;
@@ -159,8 +169,7 @@
           (x > 0 ? pct(x) : '') + '</td>';
       }).join('') + '</tr>';
     });
-    var more = ids.length > 300 ? '<tr><td colspan="' + (models.length + 1) + '" class="empty">' + (ids.length - 300) + ' more</td></tr>' : '';
-    GM.html('matrix-table', '<table class="mx">' + head + rows.join('') + more + '</table>');
+    GM.html('matrix-table', '<table class="mx">' + head + rows.join('') + more(ids.length - MAX_ROWS, models.length + 1) + '</table>');
   }
 
   function fairness(s) {
@@ -202,7 +211,7 @@
     GM.text('sub', s.policy + ' + ' + s.placement + ' · rounds of ' + dur(s.round_s));
     cards(s, gpus, jobs);
     if (changed.nodes || changed.gpus || changed.jobs) mosaic(nodes, gpus, jobs);
-    if (changed.nodes || changed.rounds || changed.service) history(nodes, rounds, s.round);
+    if (changed.nodes || changed.rounds || s.round !== shownRound) { shownRound = s.round; history(nodes, rounds, s.round); }
     if (changed.jobs || changed.progress || changed.tick) queue(jobs, models);
     if (changed.jobs || changed.progress || changed.tick) jobsTable(jobs, models);
     if (changed.jobs) matrix(jobs, models);
