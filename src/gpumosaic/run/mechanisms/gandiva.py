@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
+from gpumosaic.mechanisms.gandiva.config import GandivaConfig, parse_gandiva_options
+from gpumosaic.mechanisms.gandiva.ranking import AFFINITY, gandiva_target
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
 from gpumosaic.run.mechanisms.base import (
@@ -17,8 +19,6 @@ from gpumosaic.run.mechanisms.base import (
     refuse_background,
 )
 from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.gandiva.config import GandivaConfig, parse_gandiva_options
-from gpumosaic.sim.gandiva.ranking import AFFINITY, gandiva_target
 from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.workload import Workload
 
