@@ -300,10 +300,10 @@ def compare(
 
 def _check_placement(name: str, gandiva: bool) -> None:
     """Fail before any run starts if a placement name is unknown."""
+    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if gandiva:
