@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -56,8 +56,11 @@ class GandivaSimulator:
         order: QueueOrder | str = "fifo",
         placement: PlacementStrategy | str | None = None,
         backfill: bool = True,
+        on_step: Callable[[float, Step], None] | None = None,
     ) -> None:
+        """``on_step(now, step)`` sees every decision of the run (its typed actions)."""
         self.cluster = cluster
+        self.on_step = on_step
         # GPU-seconds are also snapshot at the window's ends, so utilization can be measured
         # over the loaded part of a run rather than up to the last straggler's finish.
         self.window_s = window_s
@@ -178,6 +181,8 @@ class GandivaSimulator:
 
     def _apply(self, step: Step, now: float) -> None:
         """Execute a step: first placements start their clocks; re-arm changed timers."""
+        if self.on_step is not None:
+            self.on_step(now, step)
         for action in step.actions:
             if type(action) in _PLACEMENTS:
                 self._placed(action, now)  # type: ignore[arg-type]
