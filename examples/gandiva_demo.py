@@ -21,7 +21,6 @@ from gpumosaic.sim.gandiva import GandivaConfig, GandivaSimulator
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
-
 WIDTHS = (5, 7, 9, 7, 13)
 
 
@@ -54,7 +53,10 @@ def main(path: str = "examples/gandiva_jobs.csv") -> Counter[str]:
         f"suspended {extra['suspended_s'] / 3600:.2f} job-h"
     )
     head = ("job", "type", "GPUs", "JCT h", "resumes", "migr.", "suspended h")
-    print(f"{head[0]:<8}{head[1]:<34}" + "".join(f"{h:>{w}}" for h, w in zip(head[2:], WIDTHS)))
+    print(
+        f"{head[0]:<8}{head[1]:<34}"
+        + "".join(f"{h:>{w}}" for h, w in zip(head[2:], WIDTHS, strict=True))
+    )
     for r in result.records:
         print(
             f"{r.name:<8}{r.job_type:<34}{r.num_gpu:>5}{r.jct_s / 3600:>7.2f}{r.handovers:>9}"
