@@ -1,6 +1,7 @@
-"""``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler
-(``sim/gandiva/``: affinity, suspend-resume time slicing, packing, migration);
-``--policy`` is a queue order, ``--sharing gandiva:key=value,...`` its options."""
+"""``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler, the
+clock-free ``GandivaDecider`` (``mechanisms/gandiva/``: affinity, suspend-resume time
+slicing, packing, migration) driven by ``sim/gandiva/``; ``--policy`` is a queue order,
+``--sharing gandiva:key=value,...`` its options."""
 
 from __future__ import annotations
 
