@@ -63,7 +63,7 @@ def decider(
     return GandivaDecider(
         cluster,
         throughputs or ConstantThroughputs(),
-        GandivaConfig(**settings),  # type: ignore[arg-type]
+        GandivaConfig(**settings),
         np.random.default_rng(0),
         order=build_queue_order("fifo"),
     )

@@ -109,6 +109,7 @@ class ModelledProgress:
         resident = sum(working_set_mib(j) for j in jobs) / gpu.memory_mib
         self.ledger.max_memory_pressure = max(self.ledger.max_memory_pressure, resident)
         alone = tuple(self.rates.alone(j, gpu) for j in jobs)
+        rates: tuple[float, ...]
         if len(jobs) == 2:
             pair = self.rates.pair(jobs[0], jobs[1], gpu)
             rates = pair if pair is not None else (0.0, 0.0)
