@@ -65,6 +65,13 @@ class Ledger:
     max_memory_pressure: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Running:
+    jobs: tuple[JobProgress, ...]
+    rates: tuple[float, ...]
+    alone: tuple[float, ...]
+
+
 class ModelledProgress:
     """Per-job progress and the ledger, advanced by the GPU sets (the ``Meter``)."""
 
@@ -72,8 +79,11 @@ class ModelledProgress:
         self.rates = rates
         self.ledger = Ledger()
         self.jobs: dict[int, JobProgress] = {}
-        # Per set: (rates, rates alone) of its running unit's jobs, in the unit's order.
-        self._running: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        # Per set: its running unit's jobs' progress, rates and rates alone, in the
+        # unit's order (kept in step with the unit by ``running``).
+        self._running: dict[int, _Running] = {}
+        self._compositions: dict[tuple[int, int, str], _Running] = {}
+        self._by_job: dict[int, list[tuple[int, int, str]]] = {}
 
     def add(self, job: JobSpec) -> JobProgress:
         progress = JobProgress(job)
@@ -88,11 +98,11 @@ class ModelledProgress:
         if paused_s > 0:
             ledger.overhead_gpu_s += k * paused_s
         if ran_s > 0:
-            jobs = group.units[0].jobs
-            rates, alone = self._running[group.gid]
-            share = MILLI_PER_GPU * k / len(jobs)
-            for job, rate, rate_alone in zip(jobs, rates, alone, strict=True):
-                progress = self.jobs[job.id]
+            running = self._running[group.gid]
+            share = MILLI_PER_GPU * k / len(running.jobs)
+            for progress, rate, rate_alone in zip(
+                running.jobs, running.rates, running.alone, strict=True
+            ):
                 progress.done += rate * ran_s
                 progress.running_s += ran_s
                 progress.gpu_milli_s += share * ran_s
@@ -104,7 +114,21 @@ class ModelledProgress:
         if not group.units:
             self._running.pop(group.gid, None)
             return
-        jobs = [j.spec for j in group.units[0].jobs]
+        units = group.units[0].jobs
+        # A unit's speeds depend only on who is in it and where: time-slicing brings the
+        # same few units back every quantum, so they are computed once per composition.
+        key = (units[0].id, units[1].id if len(units) > 1 else -1, group.gpu.name)
+        running = self._compositions.get(key)
+        if running is None:
+            running = self._compute(group)
+            self._compositions[key] = running
+            for member in units:
+                self._by_job.setdefault(member.id, []).append(key)
+        self._running[group.gid] = running
+
+    def _compute(self, group: GpuGroup) -> _Running:
+        progress = tuple(self.jobs[j.id] for j in group.units[0].jobs)
+        jobs = [p.spec for p in progress]
         gpu = group.gpu
         resident = sum(working_set_mib(j) for j in jobs) / gpu.memory_mib
         self.ledger.max_memory_pressure = max(self.ledger.max_memory_pressure, resident)
@@ -115,13 +139,21 @@ class ModelledProgress:
             rates = pair if pair is not None else (0.0, 0.0)
         else:
             rates = alone
-        self._running[group.gid] = (rates, alone)
+        return _Running(progress, rates, alone)
+
+    def closed(self, gid: int) -> None:
+        self._running.pop(gid, None)
+
+    def forget(self, job_id: int) -> None:
+        """A finished job's compositions are not needed again."""
+        for key in self._by_job.pop(job_id, ()):
+            self._compositions.pop(key, None)
 
     # --- reading ------------------------------------------------------------------------
 
     def rates_of(self, group: GpuGroup) -> tuple[float, ...]:
         """Modelled rates of the set's running unit, in the unit's order."""
-        return self._running[group.gid][0]
+        return self._running[group.gid].rates
 
     def next_finish(self, group: GpuGroup) -> float:
         """When the first job of the set's running unit finishes at its rate (inf: none)."""
@@ -129,10 +161,10 @@ class ModelledProgress:
             return math.inf
         start = group.run_start
         best = math.inf
-        rates = self._running[group.gid][0]
-        for job, rate in zip(group.units[0].jobs, rates, strict=True):
+        running = self._running[group.gid]
+        for progress, rate in zip(running.jobs, running.rates, strict=True):
             if rate > 0:
-                best = min(best, start + max(0.0, self.jobs[job.id].remaining) / rate)
+                best = min(best, start + max(0.0, progress.remaining) / rate)
         return best
 
     def finish_due(self, group: GpuGroup, now: float) -> list[int]:
@@ -140,12 +172,12 @@ class ModelledProgress:
         they are marked finished, their progress snapped to their work."""
         out: list[int] = []
         ledger = self.ledger
-        for job in group.units[0].jobs:
-            progress = self.jobs[job.id]
-            if progress.remaining <= FINISH_TOLERANCE * max(1.0, job.spec.work):
-                residual = abs(progress.remaining) / max(job.spec.work, 1e-300)
+        for progress in self._running[group.gid].jobs:
+            work = progress.spec.work
+            if progress.remaining <= FINISH_TOLERANCE * max(1.0, work):
+                residual = abs(progress.remaining) / max(work, 1e-300)
                 ledger.max_residual = max(ledger.max_residual, residual)
-                progress.done = job.spec.work
+                progress.done = work
                 progress.finish_s = now
-                out.append(job.id)
+                out.append(progress.spec.id)
         return out

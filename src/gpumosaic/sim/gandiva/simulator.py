@@ -177,6 +177,7 @@ class GandivaSimulator:
                     self.decider.observe(job.id, rate)
         for job_id in finished:
             self._count_measured(job_id)
+            self.progress.forget(job_id)
         self._apply(self.decider.wake(gid, now, finished), now)
 
     def _apply(self, step: Step, now: float) -> None:
@@ -193,6 +194,7 @@ class GandivaSimulator:
                 timer.cancel()
             group = groups.get(gid)
             if group is None:
+                progress.closed(gid)
                 continue
             when = progress.next_finish(group)
             due = group.next_due()
