@@ -27,14 +27,16 @@ from gpumosaic.mechanisms.gandiva import (
 )
 from gpumosaic.model import ClusterSpec, JobSpec
 from gpumosaic.policies.ordering import build_queue_order
+from gpumosaic.sim.gandiva import run_gandiva
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable, Throughputs
+from gpumosaic.workloads.workload import Workload
 
 GOOD = "good"  # the table says a good pair keeps 0.8 of its speed each (sum 1.6)
 
 
-def job(job_id: int, k: int = 1, job_type: str = "x") -> JobSpec:
+def job(job_id: int, k: int = 1, job_type: str = "x", work: float = 1000.0) -> JobSpec:
     return JobSpec(
-        id=job_id, arrival_s=0.0, job_type=job_type, num_gpu=k, gpu_milli=1000, work=1000.0
+        id=job_id, arrival_s=0.0, job_type=job_type, num_gpu=k, gpu_milli=1000, work=work
     )
 
 
@@ -200,3 +202,49 @@ def test_a_time_sliced_job_migrates_to_a_gpu_that_frees_up() -> None:
     assert d.counters.spread_moves == 1 and d.jobs[2].migrations == 1
     # C holds its new GPU alone: no quantum is due anywhere.
     assert all(d.next_due(g.gid) == float("inf") for g in d.sets)
+
+
+def test_a_driver_that_only_executes_the_actions_gets_the_simulators_schedule() -> None:
+    # Three jobs of 100, 50 and 150 steps at 1 step/s on one GPU. The driver knows
+    # nothing but the actions: a job runs from its Start (running) or Resume's at_s
+    # until its Suspend; it foresees finishes from that and wakes sets at next_due.
+    jobs = [job(0, work=100.0), job(1, work=50.0), job(2, work=150.0)]
+    d = decider(v100s(1, 1))
+    running_from: dict[int, float] = {}
+    done = {j.id: 0.0 for j in jobs}
+
+    def execute(step: Step, now: float) -> None:
+        for action in step.actions:
+            if isinstance(action, Start) and action.running:
+                running_from[action.job_id] = now
+            elif isinstance(action, Resume):
+                running_from[action.job_id] = action.at_s
+            elif isinstance(action, Suspend):
+                done[action.job_id] += now - running_from.pop(action.job_id)
+
+    for spec in jobs:
+        execute(d.admit(spec, 0.0), 0.0)
+    finished: dict[int, float] = {}
+    for _ in range(100):  # bounded: a handful of quanta
+        if not running_from:
+            break
+        ((job_id, since),) = running_from.items()
+        finish_at = since + (jobs[job_id].work - done[job_id])
+        gid = d.jobs[job_id].group
+        if finish_at <= d.next_due(gid):  # at equal times a finish goes first
+            del running_from[job_id]
+            finished[job_id] = finish_at
+            execute(d.job_finished(job_id, finish_at), finish_at)
+        else:
+            now = d.next_due(gid)
+            execute(d.wake(gid, now), now)
+    simulated = run_gandiva(
+        v100s(1, 1),
+        Workload("three", jobs, ConstantThroughputs()),
+        quantum_s=60.0,
+        switch_s=1.0,
+        packing=False,
+        migration=False,
+    )
+    assert finished == {r.job_id: r.finish_s for r in simulated.records}
+    assert finished == {0: 213.0, 1: 111.0, 2: 304.0}  # tests/sim/gandiva/test_timeslice.py
