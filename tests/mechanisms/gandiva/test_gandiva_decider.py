@@ -161,6 +161,14 @@ def test_a_rate_reported_for_a_suspended_job_is_dropped() -> None:
     assert d.rate_book.measured(1, "V100", partner=0) == 0.3
 
 
+@pytest.mark.parametrize("rate", [float("nan"), float("inf"), -1.0])
+def test_a_rate_that_is_not_a_rate_is_refused(rate: float) -> None:
+    d = decider(v100s(1, 1))
+    d.admit(job(0), 0.0)
+    with pytest.raises(ValueError, match="job 0"):
+        d.observe(0, rate)
+
+
 def test_a_migration_gives_a_big_job_a_whole_server() -> None:
     # Two 4-GPU servers. A 1-GPU job takes one server, a 2-GPU job the other (affinity
     # keeps sizes apart); a 4-GPU job then finds 3 + 2 free GPUs but no 4 on one server.

@@ -11,6 +11,7 @@ table's pair estimate, and that is counted (``Fallback.UNMEASURED_PAIR``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,9 @@ class RateBook:
         self.fallbacks = Fallbacks()
 
     def observe(self, job_id: int, gpu: str, partner: int, steps_per_s: float) -> None:
+        if not math.isfinite(steps_per_s) or steps_per_s < 0:
+            # A driver validates its reports where they come in; this is a broken caller.
+            raise ValueError(f"job {job_id}: a rate must be finite and >= 0, not {steps_per_s}")
         self._measured.setdefault(job_id, {})[(gpu, partner)] = steps_per_s
 
     def measured(self, job_id: int, gpu: str, partner: int = -1) -> float | None:
