@@ -29,16 +29,7 @@ def job_list(tmp_path: Path) -> Path:
     return path
 
 
-GANDIVA_UNTYPED = pytest.mark.xfail(
-    strict=True,
-    reason="sim/gandiva still writes its rejections as text (no RejectReason): the gandiva "
-    "decider (issue 25, helper gandiva) sets the type; then this passes and must be unmarked",
-)
-
-
-@pytest.mark.parametrize(
-    "mechanism", ["event", "rounds", pytest.param("gandiva", marks=GANDIVA_UNTYPED)]
-)
+@pytest.mark.parametrize("mechanism", ["event", "rounds", "gandiva"])
 def test_never_fit_job_is_typed_rejected_under_every_mechanism(
     job_list: Path, mechanism: str
 ) -> None:

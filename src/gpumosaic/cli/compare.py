@@ -359,10 +359,10 @@ def default_out(mode: str, policies: str | None) -> Path:
 
 def _check_placement(name: str, gandiva: bool) -> None:
     """Fail before any run starts if a placement name is unknown."""
+    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.run.parts import build_placement_for
-    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if gandiva:

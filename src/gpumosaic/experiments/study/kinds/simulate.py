@@ -161,10 +161,10 @@ def _as_grid_error(axis: str, check: Any) -> None:
 
 
 def _check_placement(name: str, gandiva: bool) -> None:
+    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.run.parts import build_placement_for
-    from gpumosaic.sim.gandiva.ranking import is_affinity
 
     if is_affinity(name):
         if not gandiva:
