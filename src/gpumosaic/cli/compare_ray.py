@@ -40,8 +40,9 @@ def stored_runs(study: Experiment, out: Path) -> list[SweepRun]:
         timeline = read_table(out, planned.run_id, "timeline")
         assert jobs is not None and timeline is not None, planned.run_id
         measured = np.asarray(jobs.column("measured").to_pylist(), dtype=bool)
-        completed = np.asarray([s == "completed" for s in jobs.column("status").to_pylist()])
+        completed = np.asarray([s == "completed" for s in jobs.column("outcome").to_pylist()])
         jct = np.asarray(jobs.column("jct_s").to_pylist(), dtype=np.float64)
+        ids = np.asarray(jobs.column("job_id").to_pylist(), dtype=np.int64)
 
         def column(name: str, kind: Any, table: Any = timeline) -> Any:
             return np.asarray(table.column(name).to_pylist(), dtype=kind)
@@ -51,6 +52,7 @@ def stored_runs(study: Experiment, out: Path) -> list[SweepRun]:
                 request=request,
                 summary=_summary(row),
                 jcts_s=jct[measured & completed],
+                job_ids=ids[measured & completed],
                 timeline=Timeline(
                     time_s=column("time_s", np.float64),
                     allocated_milli=column("allocated_milli", np.float64),
