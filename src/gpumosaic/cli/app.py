@@ -58,7 +58,9 @@ COMMAND_HELP: dict[str, str] = {
     "compare": "Compare placements (or policies) over seeds: table, CSV and plots.",
     "fill": "Fill the cluster with tasks that never leave (the FGD / PWR experiment).",
     "serve": "Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops.",
-    "submit": "Submit a job (or a job list); prints the id(s).",
+    "submit": (
+        "Submit a job (or a job list: every row checked first, then all or none); prints the id(s)."
+    ),
     "jobs": "The service's jobs: state, progress, GPU type and index, attained time, steps/s.",
     "job": "One job in full (with the tail of its log).",
     "logs": "The job's output (all its leases, newest last).",

@@ -152,8 +152,9 @@ def kernels(
     ] = True,
 ) -> None:
     """Build the ahead-of-time kernel library: the fill's kernels without numba's ~0.6 s
-    start-up (numba's JIT runs them, with the same results, where it is missing). A build
-    that fails says why and exits 1 (``make`` then goes on with the JIT and tries again
+    start-up (numba's JIT runs them, with the same results, where it is missing).
+
+    A build that fails says why and exits 1 (``make`` then goes on with the JIT and tries again
     next time)."""
     check_out_dir(out)
     started = time.perf_counter()

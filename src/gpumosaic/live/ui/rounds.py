@@ -59,7 +59,6 @@ class RoundService(Protocol):
     cluster: LiveCluster
     decider: LiveRoundDecider
     driver: RoundDriver | None
-    token: str
     clock: Callable[[], float]
 
     @property
@@ -599,4 +598,6 @@ def rounds_feed(service: RoundService, interval_s: float = 1.0) -> Feed:
 def ui_router(service: object, interval_s: float = 1.0) -> APIRouter:
     """``/ui`` and ``/ui/stream`` for ``live.rounds.api.create_app`` (the service's token)."""
     svc = cast(RoundService, service)
-    return ui_routes(rounds_feed(svc, interval_s), "rounds", "gpumosaic serve", lambda: svc.token)
+    # The user's (the service's) token only: a job's own token does not open the page.
+    token = str(svc.config.token)
+    return ui_routes(rounds_feed(svc, interval_s), "rounds", "gpumosaic serve", lambda: token)
