@@ -38,7 +38,8 @@ def main(path: str = "examples/gandiva_jobs.csv") -> Counter[str]:
             actions[kind] += 1
 
     result = GandivaSimulator(cluster, workload, GandivaConfig(), seed=0, on_step=count).run()
-    extra = dict(result.extra)
+    report = result.gandiva
+    assert report is not None
     done = [r for r in result.records if r.status is JobStatus.COMPLETED]
     avg_jct_h = sum(r.jct_s for r in done) / len(done) / 3600
     print(
@@ -47,10 +48,10 @@ def main(path: str = "examples/gandiva_jobs.csv") -> Counter[str]:
     )
     print("actions:", ", ".join(f"{kind} {n}" for kind, n in sorted(actions.items())))
     print(
-        f"packs tried {extra['packs_tried']:.0f}, kept {extra['packs_kept']:.0f}, "
-        f"undone {extra['packs_undone']:.0f}; migrations {extra['migrations']:.0f} "
-        f"({extra['defragmentations']:.0f} to defragment); "
-        f"suspended {extra['suspended_s'] / 3600:.2f} job-h"
+        f"packs tried {report.packs_tried:.0f}, kept {report.packs_kept:.0f}, "
+        f"undone {report.packs_undone:.0f}; migrations {report.migrations:.0f} "
+        f"({report.defragmentations:.0f} to defragment); "
+        f"suspended {report.suspended_s / 3600:.2f} job-h"
     )
     head = ("job", "type", "GPUs", "JCT h", "resumes", "migr.", "suspended h")
     print(

@@ -16,6 +16,7 @@ from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 if TYPE_CHECKING:
     from gpumosaic.metrics.summary import Summary
     from gpumosaic.run.description import RunDescription
+    from gpumosaic.sim.result import GandivaReport
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "
@@ -151,11 +152,13 @@ def simulate(
                     "offered_load": fraction,
                     "background_allocation": background_json,
                     "kernels": kernels_ran(),  # aot, jit, aot+jit or none
+                    # Gandiva's mechanism: suspensions, packs, migrations (else null).
+                    "gandiva": _gandiva_json(outcome.result.gandiva),
                 }
             )
         )
     else:
-        _print_summary(summary, request)
+        _print_summary(summary, request, outcome.result.gandiva)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
     prefilled = outcome.result.background
@@ -194,7 +197,15 @@ def simulate(
 SHOWN_REJECTS = 10
 
 
-def _print_summary(summary: Summary, request: RunDescription) -> None:
+def _gandiva_json(report: GandivaReport | None) -> dict[str, object] | None:
+    from dataclasses import asdict
+
+    return None if report is None else asdict(report)
+
+
+def _print_summary(
+    summary: Summary, request: RunDescription, gandiva: GandivaReport | None = None
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -236,6 +247,18 @@ def _print_summary(summary: Summary, request: RunDescription) -> None:
         ("energy", f"{summary.energy_kwh:,.1f} kWh"),
         ("wall time", f"{summary.elapsed_s:.2f} s"),
     ]
+    if gandiva is not None:  # what Gandiva's mechanism did, so that a run shows it
+        rows += [
+            ("Gandiva: suspensions (time-slice hand-overs)", f"{gandiva.handovers:,}"),
+            (
+                "Gandiva: packs tried / kept / undone",
+                f"{gandiva.packs_tried} / {gandiva.packs_kept} / {gandiva.packs_undone}",
+            ),
+            (
+                "Gandiva: migrations (to defragment)",
+                f"{gandiva.migrations} ({gandiva.defragmentations})",
+            ),
+        ]
     for name, value in rows:
         table.add_row(name, value)
     Console().print(table)

@@ -104,6 +104,39 @@ class RunStats:
 
 
 @dataclass(frozen=True, slots=True)
+class GandivaWindow:
+    """Gandiva's GPU-seconds inside the measurement window (its ends and the deltas)."""
+
+    start_s: float
+    end_s: float
+    busy_gpu_s: float
+    overhead_gpu_s: float
+    effective_gpu_s: float
+    held_gpu_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class GandivaReport:
+    """What Gandiva's mechanism did in a run, typed (was a string-keyed bag)."""
+
+    handovers: int  # time-slice hand-overs, summed over jobs (suspend + resume pairs)
+    migrations: int
+    defragmentations: int
+    spread_moves: int
+    packs_tried: int
+    packs_kept: int
+    packs_undone: int
+    suspended_s: float  # summed over jobs: placed but not holding its GPUs
+    busy_gpu_s: float
+    overhead_gpu_s: float  # switches and migrations
+    held_gpu_s: float
+    effective_gpu_s: float  # work done, in isolated GPU-seconds
+    max_progress_residual: float
+    max_memory_pressure: float
+    window: GandivaWindow | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseCounts:
     """The round mechanism's leases over a run (``mechanisms/rounds/leases.py``)."""
 
@@ -121,13 +154,11 @@ class SimResult:
     stats: RunStats
     total_gpu_milli: int
     end_s: float  # simulated time when the run stopped
-    # Gandiva's counters, by name, until its decider types them (issue 25, helper gandiva);
-    # the other mechanisms' are the typed fields below.
-    extra: tuple[tuple[str, float], ...] = field(default=())
     fallbacks: Fallbacks = field(
         default_factory=Fallbacks
     )  # what the run did other than asked, by kind
     leases: LeaseCounts | None = None  # the round mechanism's
+    gandiva: GandivaReport | None = None  # Gandiva's mechanism's
     background: BackgroundLoad | None = None  # the event mechanism's pre-filled load
 
 

@@ -10,7 +10,15 @@ from gpumosaic.mechanisms.gandiva.group import GandivaJob
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.outcome import Rejection
 from gpumosaic.sim.gandiva.progress import JobProgress, Ledger
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, Timeline
+from gpumosaic.sim.result import (
+    GandivaReport,
+    GandivaWindow,
+    JobRecord,
+    JobStatus,
+    RunStats,
+    SimResult,
+    Timeline,
+)
 
 # (time, ledger then, held GPU-seconds then) at each end of a measurement window.
 Snapshot = tuple[float, Ledger, float]
@@ -46,40 +54,42 @@ def build_result(
         for job_id, job in jobs.items()
     )
     suspended = sum(r.suspended_s for r in records)
-    extra: tuple[tuple[str, float], ...] = (
-        ("handovers", float(sum(r.handovers for r in records))),
-        ("migrations", float(counters.migrations)),
-        ("defragmentations", float(counters.defragmentations)),
-        ("spread_moves", float(counters.spread_moves)),
-        ("packs_tried", float(counters.packs_tried)),
-        ("packs_kept", float(counters.packs_kept)),
-        ("packs_undone", float(counters.packs_undone)),
-        ("suspended_s", suspended),
-        ("busy_gpu_s", ledger.busy_gpu_s),
-        ("overhead_gpu_s", ledger.overhead_gpu_s),
-        ("held_gpu_s", held_gpu_s),
-        ("effective_gpu_s", ledger.effective_gpu_s),
-        ("max_progress_residual", ledger.max_residual),
-        ("max_memory_pressure", ledger.max_memory_pressure),
-    )
+    window = None
     if len(snapshots) == 2:
         (t0, l0, held0), (t1, l1, held1) = snapshots
-        extra += (
-            ("window_start_s", t0),
-            ("window_end_s", t1),
-            ("window_busy_gpu_s", l1.busy_gpu_s - l0.busy_gpu_s),
-            ("window_overhead_gpu_s", l1.overhead_gpu_s - l0.overhead_gpu_s),
-            ("window_effective_gpu_s", l1.effective_gpu_s - l0.effective_gpu_s),
-            ("window_held_gpu_s", held1 - held0),
+        window = GandivaWindow(
+            start_s=t0,
+            end_s=t1,
+            busy_gpu_s=l1.busy_gpu_s - l0.busy_gpu_s,
+            overhead_gpu_s=l1.overhead_gpu_s - l0.overhead_gpu_s,
+            effective_gpu_s=l1.effective_gpu_s - l0.effective_gpu_s,
+            held_gpu_s=held1 - held0,
         )
+    report = GandivaReport(
+        handovers=sum(r.handovers for r in records),
+        migrations=counters.migrations,
+        defragmentations=counters.defragmentations,
+        spread_moves=counters.spread_moves,
+        packs_tried=counters.packs_tried,
+        packs_kept=counters.packs_kept,
+        packs_undone=counters.packs_undone,
+        suspended_s=suspended,
+        busy_gpu_s=ledger.busy_gpu_s,
+        overhead_gpu_s=ledger.overhead_gpu_s,
+        held_gpu_s=held_gpu_s,
+        effective_gpu_s=ledger.effective_gpu_s,
+        max_progress_residual=ledger.max_residual,
+        max_memory_pressure=ledger.max_memory_pressure,
+        window=window,
+    )
     return SimResult(
         records=records,
         timeline=timeline,
         stats=stats,
         total_gpu_milli=total_gpu_milli,
         end_s=end_s,
-        extra=extra,
         fallbacks=fallbacks,
+        gandiva=report,
     )
 
 
