@@ -11,7 +11,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 
 def run(share, *args: str, **env: str) -> dict:
     proc = share.client(*args, extra_env=env)
-    out, err = proc.communicate(timeout=30)
+    out, _err = proc.communicate(timeout=30)
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -206,7 +206,11 @@ def create_app(service: ServiceView) -> FastAPI:
         if share is None:
             return shown
         return shown.model_copy(
-            update={"shared": share.shared, "handovers": share.handovers, "lock_grants": share.grants}
+            update={
+                "shared": share.shared,
+                "handovers": share.handovers,
+                "lock_grants": share.grants,
+            }
         )
 
     def find(job_id: int) -> JobRow:

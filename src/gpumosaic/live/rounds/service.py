@@ -284,7 +284,8 @@ class Service:
             self.executor: Executor = RayExecutor(config.start_timeout_s)
         else:
             self.executor = executor_factory(self.table)
-        self.sharing: ShareSupervisor | None = share_executor(self)  # --sharing: fractional jobs under the runtime
+        # --sharing: fractional jobs under the share runtime (live/rounds/sharing.py)
+        self.sharing: ShareSupervisor | None = share_executor(self)
         self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
         self.driver: RoundDriver | None = None

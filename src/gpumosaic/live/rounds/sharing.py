@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.cluster import LiveCluster
-from gpumosaic.live.rounds.executor import ExitReport, Executor, LaunchSpec
+from gpumosaic.live.rounds.executor import Executor, ExitReport, LaunchSpec
 from gpumosaic.live.share import limits
 from gpumosaic.live.share.native import ShareError
 from gpumosaic.live.share.node import DaemonSettings, NodeShareAgent, NodeShareReport
@@ -157,9 +157,7 @@ class ShareSupervisor:
         self.socket_dir = socket_dir
         gpus: dict[str, list[int]] = {}
         for i, (node, slot) in enumerate(zip(cluster.spec.nodes, cluster.slots, strict=True)):
-            gpus.setdefault(slot.ray_node_id, []).extend(
-                cluster.devices(i, range(node.num_gpus))
-            )
+            gpus.setdefault(slot.ray_node_id, []).extend(cluster.devices(i, range(node.num_gpus)))
         self._node_gpus = {n: tuple(sorted(set(g))) for n, g in gpus.items()}
         remote: Any = ray.remote  # its stubs lack the actor options
         self._agent_cls = remote(num_cpus=0, max_restarts=0, max_concurrency=4)(NodeShareAgent)
