@@ -176,3 +176,19 @@ def test_a_job_killed_holding_the_lock_does_not_stall_the_other(service_factory)
     assert time.monotonic() - t0 < 60  # far less than the 600 s quantum
     assert client.job(victim)["state"] != "done"
     assert "stop at step 200" in log_of(service, other)
+
+
+def test_a_lost_node_agent_is_started_again_with_its_daemons(service_factory, ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    service = service_factory(
+        cluster="v100:1", round_s=30.0, sharing="nvshare:tq=0.2,anti_thrashing=on"
+    )
+    client = ServiceClient(service.url)
+    ids = client.submit_batch([cuda_job(150, 500, STEP_S="0.02") for _ in range(2)])
+    wait_for(lambda: all(started(service, i) for i in ids), 60, "the jobs to start")
+    (agent,) = service.sharing.agents().values()
+    ray_cluster.kill(agent)  # the agent and, with it, its daemons (PR_SET_PDEATHSIG)
+    wait_for(lambda: service.sharing.agent_restarts >= 1, 30, "a new agent")
+    wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
+    for i in ids:
+        assert client.job(i)["state"] == "done", log_of(service, i)
+        assert "reconnected to the daemon" in log_of(service, i)
