@@ -185,7 +185,7 @@ def replay_command(
     if url is not None and restart_at is not None:
         raise InputError("--restart-at needs the local extender (no --url)", field="--restart-at")
     from gpumosaic.live.extender.replay import replay
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     cluster = load_openb_nodes(nodes)
@@ -206,7 +206,7 @@ def replay_command(
         )
     summary = {"tasks_spec": tasks, "nodes": nodes, **result.to_json()}
     if compare_fill:
-        fill = run_fill(cluster, jobs, placement, seed, inflate)
+        fill = fill_replay(cluster, jobs, placement, seed, inflate)
         summary["fill_allocation_rate_pct"] = round(fill.final.allocation_rate_pct, 4)
         summary["same_decisions"] = bool(
             fill.num_tasks == result.tasks and (result.placed == ~fill.failed).all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
@@ -46,6 +47,7 @@ def test_a_missing_extra_is_named(monkeypatch) -> None:
     assert out.exit_code == 2 and "needs the 'kube' extra (fastapi is not installed)" in out.output
 
 
+@pytest.mark.slow
 def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) -> None:
     """The command wires flags through to uvicorn; the app it built answers the verbs."""
     import uvicorn

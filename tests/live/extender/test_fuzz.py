@@ -53,6 +53,7 @@ def _ok_or_named(r) -> None:
         assert "internal error" not in body["Error"]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=JSON, verb=st.sampled_from(["filter", "prioritize", "bind"]))
 def test_arbitrary_json_never_crashes(client, body, verb) -> None:

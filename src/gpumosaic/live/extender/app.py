@@ -56,6 +56,7 @@ from gpumosaic.live.extender.wire import (
     parse_args,
     parse_binding,
 )
+from gpumosaic.live.ui.extender import ui_router
 
 log = logging.getLogger("gpumosaic.extender")
 
@@ -261,8 +262,11 @@ def create_app(service: ExtenderService, verbs: Verbs | None = None, token: str 
             return _json({"Error": f"pod {namespace}/{name} holds nothing"}, 404)
         return _json({"Error": ""})
 
+    # /ui, /ui/stream (live/ui/extender.py): the page holds no data and is open; its stream
+    # asks for the token like /state and /metrics.
+    app.include_router(ui_router(service, metrics, token or ""))
     if token:
         app.add_middleware(
-            TokenGate, token=token, open_paths=frozenset({"/healthz", *verbs.paths()})
+            TokenGate, token=token, open_paths=frozenset({"/healthz", "/ui", *verbs.paths()})
         )
     return app

@@ -47,8 +47,8 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, BookkeepingError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import feasible_nodes
-from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.run.parts import build_placement_for
 
 CACHE_SIZE = 20_000  # pods remembered between filter and bind (bounded: memory stays flat)
 # Returned by _reserve for a pod already bound to the same node (a retried bind).
@@ -94,7 +94,7 @@ class ExtenderService:
         seed: int = 0,
         rng: np.random.Generator | None = None,
     ) -> None:
-        build_placement(placement, target.workload or TargetWorkload.from_jobs([PROBE]))
+        build_placement_for(placement, target.workload or TargetWorkload.from_jobs([PROBE]))
         self.backend = backend
         self.placement = placement
         self.target = target
@@ -146,7 +146,7 @@ class ExtenderService:
     def _build_strategy(self) -> None:
         if self.target.workload is None:
             return  # learned target and no pod seen yet: built at the first pod
-        self._strategy = build_placement(self.placement, self.target.workload)
+        self._strategy = build_placement_for(self.placement, self.target.workload)
         bind_strategy(self._strategy, self.nodes.state, self.rng)
         warm_scores(self._strategy, self.nodes.state, self.target.workload)
 

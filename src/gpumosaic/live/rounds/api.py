@@ -56,6 +56,7 @@ from gpumosaic.live.rounds.submission import (
     JobSubmission,
     JobView,
 )
+from gpumosaic.live.ui.rounds import ui_router
 
 log = logging.getLogger(__name__)
 BATCH_PATH = "/v1/jobs/batch"
@@ -346,6 +347,7 @@ def create_app(service: ServiceView) -> FastAPI:
             raise _gone(lease_id)
         return {"ok": True, "steps": body.steps}
 
+    app.include_router(ui_router(service))  # /ui, /ui/stream (live/ui/rounds.py)
     return app
 
 

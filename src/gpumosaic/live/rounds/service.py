@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.auth import Authority
 from gpumosaic.live.rounds.cluster import (
     LiveCluster,
@@ -43,9 +41,10 @@ from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
-from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.run.parts import RoundParts, build_round_parts
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # FGD needs the workload it should keep room for. Without --target-workload the service
@@ -223,12 +222,7 @@ def target_workload(path: str | None) -> TargetWorkload:
 
 def check_names(config: ServiceConfig) -> None:
     """Fail on a policy, placement or cluster mistake before Ray is started."""
-    from gpumosaic.placement.registry import build_placement
-    from gpumosaic.policies.registry import POLICY_NAMES
-
-    if config.policy not in POLICY_NAMES:
-        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
-    build_placement(config.placement, target_workload(config.target_workload))
+    build_parts_of(config)
     if config.cluster:
         parse_counts(config.cluster)
 
@@ -236,21 +230,32 @@ def check_names(config: ServiceConfig) -> None:
 def build_decider(
     config: ServiceConfig, cluster: LiveCluster
 ) -> tuple[LiveRoundDecider, PriorThroughputs]:
-    """The policy, placement and decider, built as ``sim/rounds.py`` builds them."""
-    from gpumosaic.placement.registry import build_placement
-    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
-
-    if config.policy not in POLICY_NAMES:
-        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
-    policy = build_policy(config.policy, rng=np.random.default_rng(config.seed))
-    placement = build_placement(config.placement, target_workload(config.target_workload))
+    """The policy, placement and decider, built by the road the simulator takes
+    (``run.parts.build_round_parts``)."""
+    parts = build_parts_of(config)
     priors = PriorThroughputs(GavelThroughputTable.load())
-    round_config = RoundConfig(config.round_s, config.resolve_interval_s)
-    shuffle_rng, place_rng = np.random.default_rng(config.seed).spawn(2)
     decider = LiveRoundDecider(
-        cluster.spec, policy, placement, priors, round_config, shuffle_rng, place_rng
+        cluster.spec,
+        parts.policy,
+        parts.placement,
+        priors,
+        parts.config,
+        parts.shuffle_rng,
+        parts.place_rng,
     )
     return decider, priors
+
+
+def build_parts_of(config: ServiceConfig) -> RoundParts:
+    target = target_workload(config.target_workload)
+    return build_round_parts(
+        config.policy,
+        config.placement,
+        target,
+        config.seed,
+        config.round_s,
+        config.resolve_interval_s,
+    )
 
 
 class Service:

@@ -53,6 +53,7 @@ from gpumosaic.live.share.sockets import (
     remove_own_socket,
     socket_path,
 )
+from gpumosaic.live.ui import share as share_ui
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, GpuLock, Grant
 
 _T = TypeVar("_T", int, float)
@@ -376,6 +377,8 @@ class ShareDaemon:
                 if await asyncio.wait_for(reader.readline(), 5.0) in (b"\r\n", b"\n", b""):
                     break
             ok = request.split()[:2] == [b"GET", b"/metrics"]
+            if not ok and await share_ui.answer(self, request, reader, writer):  # live/ui
+                return
             body = self.metrics_text().encode() if ok else b"not found\n"
             status = b"200 OK" if ok else b"404 Not Found"
             writer.write(

@@ -16,7 +16,7 @@ e.g. a placement strategy's scores (``ranking``). The tiers themselves never
 change, and oversubscription (4) keeps its least-loaded, least-shared order: a placement
 strategy scores servers that can hold the job, and a full server cannot.
 
-Ties keep the order of the ``servers`` sequence (the simulator passes its servers in a
+Ties keep the order of the ``servers`` sequence (the decider passes its servers in a
 seeded random order, as the reference simulators break node ties).
 """
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from gpumosaic.sim.gandiva.affinity import Choice, ChoiceKind, ServerView, choose_server
+from gpumosaic.mechanisms.gandiva.affinity import Choice, ChoiceKind, ServerView, choose_server
 
 S = ServerView
 SAME, EMPTY, OTHER, OVER = (

@@ -10,7 +10,7 @@ only moves within its server (a suspend/resume, no migration); a queued one may 
 any server its GPU model allows. The pair then runs on trial (GpuGroup decides).
 
 The pass changes only the GPU sets; it returns which jobs it packed where, and the
-simulator takes them out of its queue and counts them.
+decider takes them out of its queue and counts them.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+from gpumosaic.mechanisms.gandiva.group import GandivaJob, GpuGroup
+from gpumosaic.mechanisms.gandiva.rates import RateModel
+from gpumosaic.mechanisms.gandiva.sets import GpuSets
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
-from gpumosaic.sim.gandiva.config import GandivaConfig
-from gpumosaic.sim.gandiva.group import GpuGroup, JobRun
-from gpumosaic.sim.gandiva.rates import RateModel
-from gpumosaic.sim.gandiva.servers import GpuSets
 
 # A pair undone on a GPU model is not tried again there: (the two job ids, model name).
 BadPair = tuple[frozenset[int], str]
@@ -36,7 +36,7 @@ BadPair = tuple[frozenset[int], str]
 class Packed:
     """One waiting job packed beside a host in ``group``."""
 
-    guest: JobRun
+    guest: GandivaJob
     group: GpuGroup
     from_queue: bool  # it was queued (not suspended in a time-sliced set)
 
@@ -49,7 +49,7 @@ class PackPass:
 
 def pack_waiting_jobs(
     sets: GpuSets,
-    queue: Sequence[JobRun],
+    queue: Sequence[GandivaJob],
     *,
     rates: RateModel,
     config: GandivaConfig,
@@ -67,7 +67,7 @@ def pack_waiting_jobs(
     if not waiting:
         return PackPass((), ())
 
-    def util_of(job: JobRun) -> float:
+    def util_of(job: GandivaJob) -> float:
         gpu = sets[job.group].gpu if job.group >= 0 else reference
         return rates.utilization(job.spec, gpu)
 
@@ -92,7 +92,9 @@ def pack_waiting_jobs(
     return PackPass(tuple(packed), tuple(changed.values()))
 
 
-def _waiting_jobs(queue: Sequence[JobRun], single_gpu: list[GpuGroup], limit: int) -> list[JobRun]:
+def _waiting_jobs(
+    queue: Sequence[GandivaJob], single_gpu: list[GpuGroup], limit: int
+) -> list[GandivaJob]:
     out = [
         r
         for r in queue
@@ -107,15 +109,15 @@ def _waiting_jobs(queue: Sequence[JobRun], single_gpu: list[GpuGroup], limit: in
 
 def _best_host(
     sets: GpuSets,
-    guest: JobRun,
+    guest: GandivaJob,
     single_gpu: list[GpuGroup],
     rates: RateModel,
     config: GandivaConfig,
     bad_pairs: frozenset[BadPair] | set[BadPair],
     usable: Callable[[JobSpec], npt.NDArray[np.bool_]],
-) -> tuple[GpuGroup, JobRun] | None:
+) -> tuple[GpuGroup, GandivaJob] | None:
     allowed = usable(guest.spec)
-    best: tuple[float, float, int, GpuGroup, JobRun] | None = None
+    best: tuple[float, float, int, GpuGroup, GandivaJob] | None = None
     for group in single_gpu:
         if guest.group >= 0 and group.node != sets[guest.group].node:
             continue

@@ -20,14 +20,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from gpumosaic.mechanisms.gandiva.affinity import Rank, ServerView
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.scorers import RandomPlacement, ScoredPlacement
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.sim.gandiva.affinity import Rank, ServerView
-from gpumosaic.workloads.workload import Workload
 
 # The placement name that means Gandiva's own order (least loaded first within a tier).
 AFFINITY = "affinity"
@@ -57,18 +56,16 @@ def build_strategy(placement: str, jobs: Iterable[JobSpec]) -> PlacementStrategy
     return build_placement(placement, gandiva_target(jobs))
 
 
-def tier_ranker(
-    placement: PlacementStrategy | str | None,
-    workload: Workload,
-    state: ClusterState,
-    rng: np.random.Generator,
-) -> TierRanker | None:
-    """The ranker for ``placement``, or None for Gandiva's own order (None or ``affinity``)."""
+def resolve_placement(
+    placement: PlacementStrategy | str | None, jobs: Iterable[JobSpec]
+) -> PlacementStrategy | None:
+    """The strategy for ``placement``, or None for Gandiva's own order (None or
+    ``affinity``); a name is built against ``jobs`` as Gandiva places them."""
     if placement is None or (isinstance(placement, str) and is_affinity(placement)):
         return None
     if isinstance(placement, str):
-        placement = build_strategy(placement, workload.target_sample())
-    return TierRanker(placement, state, rng)
+        return build_strategy(placement, jobs)
+    return placement
 
 
 class TierRanker:

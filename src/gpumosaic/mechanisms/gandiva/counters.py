@@ -1,4 +1,4 @@
-"""What Gandiva did during a run, counted: one frozen value, summed by the simulator."""
+"""What Gandiva did during a run, counted: one frozen value, summed by the decider."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 @dataclass(frozen=True, slots=True)
 class GandivaCounters:
     """Counts of Gandiva's actions. Steps return the counts of what they did and the
-    simulator adds them up (``counters + step``); nothing else keeps a count."""
+    decider adds them up (``counters + step``); nothing else keeps a count."""
 
     migrations: int = 0  # jobs moved to another server (a set of n jobs counts n)
     defragmentations: int = 0  # migrations started to free a whole GPU set for a job

@@ -4,26 +4,25 @@ A GPU set (a ``GpuGroup``) is held in ClusterState as one assignment with the ps
 id ``-(gid + 1)``: ClusterState keeps "which GPUs are held", the groups keep "which jobs
 take turns on them". ``GpuSets`` opens, closes and relocates sets, keeps each server's
 affinity (the GPU count of the sets on it, 0 while it is empty), the GPU-seconds held and
-what they were spent on (the ``Ledger``), and each set's pending event on the engine.
-Nothing else writes these.
+and which sets' next due time changed (``retimed``, in the order of the changes, for
+the driver to re-arm its timers). Nothing else writes these.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.mechanisms.gandiva.actions import Action, Migrate, MoveReason
+from gpumosaic.mechanisms.gandiva.affinity import ServerView
+from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+from gpumosaic.mechanisms.gandiva.group import GpuGroup, Meter
+from gpumosaic.mechanisms.gandiva.observations import RateBook
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
-from gpumosaic.sim.engine import Engine
-from gpumosaic.sim.gandiva.affinity import ServerView
-from gpumosaic.sim.gandiva.config import GandivaConfig
-from gpumosaic.sim.gandiva.group import GpuGroup, Ledger
-from gpumosaic.sim.gandiva.rates import RateModel
 
 
 def holder_id(gid: int) -> int:
@@ -37,10 +36,10 @@ class GpuSets:
     def __init__(
         self,
         cluster: ClusterSpec,
-        rates: RateModel,
         config: GandivaConfig,
-        engine: Engine,
-        on_event: Callable[[int], None],
+        meter: Meter,
+        rate_book: RateBook,
+        actions: list[Action],
         order: Sequence[int],
     ) -> None:
         self.cluster = cluster
@@ -48,12 +47,12 @@ class GpuSets:
         # Seeded server order: ties between equally good servers follow it.
         self.order = tuple(order)
         self.held_gpu_s = 0.0
-        self._rates = rates
         self._config = config
-        # GPU-seconds by what the sets did; their groups add to it as they settle.
-        self.ledger = Ledger()
-        self._engine = engine
-        self._on_event = on_event  # called with a set's id when its next event is due
+        self._meter = meter
+        self._rate_book = rate_book
+        self._actions = actions
+        # Sets whose next due time may have changed, in the order of the changes.
+        self.retimed: list[int] = []
         self._groups: dict[int, GpuGroup] = {}
         self._on_node: list[set[int]] = [set() for _ in cluster.nodes]
         self._affinity = [0] * len(cluster.nodes)
@@ -112,14 +111,15 @@ class GpuSets:
         self.state.allocate(Assignment(holder_id(gid), node, gpus, MILLI_PER_GPU, 0, 0))
         self._attach(gid, node, k)
         model = self.cluster.nodes[node].gpu
-        group = GpuGroup(gid, node, gpus, model, self._rates, self._config, self.ledger, now)
+        group = GpuGroup(
+            gid, node, gpus, model, self._config, self._meter, self._rate_book, self._actions, now
+        )
         self._groups[gid] = group
         return group
 
     def close(self, group: GpuGroup, now: float) -> None:
         """Give an empty set's GPUs back."""
-        if group.handle is not None:
-            group.handle.cancel()
+        self.retimed.append(group.gid)
         self.advance_held(now)
         self.state.release(holder_id(group.gid))
         del self._groups[group.gid]
@@ -129,6 +129,7 @@ class GpuSets:
         """Move a whole set, with every job in it, to another server (a migration for each
         of its jobs, which lose ``migration_cost_s``); returns the jobs moved."""
         config = self._config
+        source = group.node
         self.advance_held(now)
         self.state.release(holder_id(group.gid))
         self._detach(group.gid, group.node)
@@ -142,18 +143,33 @@ class GpuSets:
         for job in group.jobs():
             job.migrations += 1
             moved += 1
+            self._actions.append(
+                Migrate(job.id, source, dest_node, gpus, MoveReason.DEFRAGMENT, group.paused_until)
+            )
         self.replan(group)
         return moved
 
+    def record(self, action: Action) -> None:
+        """Log an action decided outside the sets (a move between them)."""
+        self._actions.append(action)
+
     def replan(self, group: GpuGroup) -> None:
-        """(Re)schedule the set's next event: a finish, a trial verdict or a quantum end."""
-        if group.handle is not None:
-            group.handle.cancel()
-            group.handle = None
-        when = group.next_event()
-        if math.isfinite(when):
-            gid = group.gid
-            group.handle = self._engine.schedule(when, lambda: self._on_event(gid))
+        """The set's next event (a finish, a trial verdict or a quantum end) may have
+        moved: the driver re-arms its timer for it after this call."""
+        self.retimed.append(group.gid)
+
+    def take_retimed(self) -> tuple[int, ...]:
+        """The sets to re-arm, each once, in the order of their last change."""
+        retimed = self.retimed
+        if len(retimed) == 1:
+            order: tuple[int, ...] = (retimed[0],)
+        else:
+            order = tuple(dict.fromkeys(reversed(retimed)))[::-1]
+        retimed.clear()
+        return order
+
+    def get(self, gid: int) -> GpuGroup | None:
+        return self._groups.get(gid)
 
     def settle_all(self, now: float) -> None:
         """Bring every set's progress and the held GPU-seconds up to ``now``."""
@@ -167,7 +183,8 @@ class GpuSets:
         self._held_since = now
 
     def check(self) -> int:
-        """ClusterState and the sets agree; returns the number of jobs in sets."""
+        """ClusterState and the sets agree; returns the number of jobs in sets (the
+        driver checks their progress)."""
         self.state.check_invariants()
         placed = 0
         for gid, group in self._groups.items():
@@ -178,7 +195,7 @@ class GpuSets:
                 raise BookkeepingError(f"group {gid} is not listed on node {group.node}")
             for job in group.jobs():
                 placed += 1
-                if job.group != gid or job.finished or job.done > job.spec.work * (1 + 1e-9):
+                if job.group != gid or job.finished:
                     raise BookkeepingError(f"job {job.spec.id} misplaced in group {gid}")
         return placed
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gpumosaic.sim.gandiva.config import GandivaConfig, GandivaOptionError, parse_gandiva_options
+from gpumosaic.mechanisms.gandiva.config import (
+    GandivaConfig,
+    GandivaOptionError,
+    parse_gandiva_options,
+)
 
 
 @pytest.mark.parametrize(

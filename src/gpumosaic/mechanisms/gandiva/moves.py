@@ -14,18 +14,21 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.mechanisms.gandiva.actions import Migrate, MoveReason
+from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
+from gpumosaic.mechanisms.gandiva.group import GandivaJob, GpuGroup
+from gpumosaic.mechanisms.gandiva.migration import GroupSlots, NodeSlots, plan_defrag
+from gpumosaic.mechanisms.gandiva.sets import GpuSets
 from gpumosaic.model.job import JobSpec
-from gpumosaic.sim.gandiva.config import GandivaConfig
-from gpumosaic.sim.gandiva.counters import GandivaCounters
-from gpumosaic.sim.gandiva.group import GpuGroup, JobRun
-from gpumosaic.sim.gandiva.migration import GroupSlots, NodeSlots, plan_defrag
-from gpumosaic.sim.gandiva.servers import GpuSets
 
 # (job, k, server to avoid) -> a server with k free GPUs by the affinity order, or None.
 FindElsewhere = Callable[[JobSpec, int, int], int | None]
 
 
-def move_job(sets: GpuSets, job: JobRun, dest_node: int, now: float, config: GandivaConfig) -> int:
+def move_job(
+    sets: GpuSets, job: GandivaJob, dest_node: int, now: float, config: GandivaConfig
+) -> int:
     """Move one job to a new GPU set on ``dest_node`` (a resume there on the same server,
     a migration to another); returns the migrations made (0 or 1)."""
     src = sets[job.group]
@@ -42,6 +45,7 @@ def move_job(sets: GpuSets, job: JobRun, dest_node: int, now: float, config: Gan
         job.migrations += 1
     dest = sets.open(dest_node, max(1, job.spec.num_gpu), now)
     dest.add(job, now, resume_cost_s=cost)
+    sets.record(Migrate(job.id, src.node, dest_node, dest.gpus, MoveReason.SPREAD, now + cost))
     sets.replan(dest)
     return 0 if same_node else 1
 
@@ -95,7 +99,7 @@ def spread(
     return GandivaCounters(migrations=migrations, spread_moves=moves)
 
 
-def _movable(group: GpuGroup) -> JobRun | None:
+def _movable(group: GpuGroup) -> GandivaJob | None:
     if len(group.units) > 1:
         singles = [u for u in group.units[1:] if len(u.jobs) == 1]
         return singles[-1].jobs[0] if singles else None
@@ -106,7 +110,7 @@ def _movable(group: GpuGroup) -> JobRun | None:
 
 
 def _free_destination(
-    sets: GpuSets, job: JobRun, src_node: int, config: GandivaConfig, elsewhere: FindElsewhere
+    sets: GpuSets, job: GandivaJob, src_node: int, config: GandivaConfig, elsewhere: FindElsewhere
 ) -> int | None:
     k = max(1, job.spec.num_gpu)
     if sets.free_counts()[src_node] >= k:

@@ -24,9 +24,9 @@ Defaults and where they come from (docs/gandiva.md has the long version):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gpumosaic.options import OptionError, parse_options
+from gpumosaic.options import INFINITY_ALLOWED, OptionError, parse_options
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class GandivaConfig:
     max_share: int = 4
     profile_s: float = 60.0
     pack_margin: float = 0.0
-    pack_util_limit: float = 1.0
+    pack_util_limit: float = field(default=1.0, metadata={INFINITY_ALLOWED: True})
     max_pack_tries: int = 4
     check_invariants: bool = False  # verify bookkeeping after every event (tests)
 
