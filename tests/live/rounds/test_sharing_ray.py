@@ -11,6 +11,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,8 @@ def test_a_dead_daemon_is_restarted_and_its_jobs_go_on(service_factory, ray_clus
     wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
     service.sharing.wait_reports()
     assert service.sharing.daemon_restarts() >= 1
+    metrics = urllib.request.urlopen(f"{service.url}/metrics", timeout=30).read().decode()
+    assert re.search(r"share_daemon_restarts_total [1-9]", metrics), metrics
     for i in ids:
         job = client.job(i)
         assert job["state"] == "done", log_of(service, i)

@@ -371,6 +371,7 @@ class Service:
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
+            **(self.sharing.metrics() if self.sharing is not None else {}),  # --sharing
         }
 
     # ---- life cycle ----------------------------------------------------------------

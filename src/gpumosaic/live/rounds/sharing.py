@@ -288,6 +288,17 @@ class ShareSupervisor:
     def daemon_restarts(self) -> int:
         return sum(self._restarts.values())
 
+    def metrics(self) -> dict[str, float]:
+        """The service's ``/metrics`` lines of the runtime (nothing it recovers from is
+        silent)."""
+        views = self._views
+        return {
+            "share_daemon_restarts_total": self.daemon_restarts(),
+            "share_agent_restarts_total": self.agent_restarts,
+            "share_handovers_total": sum(h for h, _ in views.values()),
+            "share_lock_grants_total": sum(g for _, g in views.values()),
+        }
+
     def agents(self) -> dict[str, Any]:
         """The agent actor of each Ray node (fault tests kill daemons through it)."""
         return {n: a.actor for n, a in self._agents.items()}
