@@ -59,6 +59,13 @@ def serve(
         str | None,
         typer.Option(help="the Ray cluster's auth token (a head with RAY_AUTH_MODE=token)"),
     ] = None,
+    sharing: Annotated[
+        str | None,
+        typer.Option(
+            help="time-share fractional jobs: nvshare:tq=S[,anti_thrashing=auto][,mem_cap=on] "
+            "(docs/share.md)"
+        ),
+    ] = None,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
@@ -89,6 +96,7 @@ def serve(
         start_timeout_s=start_timeout_s,
         ray_timeout_s=ray_timeout_s,
         ray_token_file=ray_token_file,
+        sharing=sharing,
     )
     check_names(config)
     state_held = open_state(config)  # one service per state file: refused here, at once

@@ -48,6 +48,7 @@ from gpumosaic.live.rounds.body_limit import BodyLimit
 from gpumosaic.live.rounds.leases import Grant, LeaseTable
 from gpumosaic.live.rounds.ray_executor import log_tail
 from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.sharing import ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import (
     JOB_STATES,
@@ -85,6 +86,8 @@ class ServiceView(Protocol):
     def metrics(self) -> dict[str, float]: ...
 
     def clock(self) -> float: ...
+
+    def share_view(self, job: JobRow) -> ShareView | None: ...
 
 
 def _unprocessable(loc: list[str | int], message: str) -> JSONResponse:
@@ -199,7 +202,17 @@ def create_app(service: ServiceView) -> FastAPI:
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
-        return job_view(job, service.live_steps(job), rate, tail)
+        shown = job_view(job, service.live_steps(job), rate, tail)
+        share = service.share_view(job)  # --sharing: shared, hand-overs (sharing.py)
+        if share is None:
+            return shown
+        return shown.model_copy(
+            update={
+                "shared": share.shared,
+                "handovers": share.handovers,
+                "lock_grants": share.grants,
+            }
+        )
 
     def find(job_id: int) -> JobRow:
         job = store.job(job_id)

@@ -38,6 +38,7 @@ from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.fencing import StateLock
 from gpumosaic.live.rounds.leases import LeaseTable
 from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
@@ -78,8 +79,12 @@ class ServiceConfig:
     park_margin_s: float = 30.0
     ray_timeout_s: float = 30.0  # connecting to Ray (docs/live.md, "Ray connection")
     ray_token_file: str | None = None
+    sharing: str | None = None  # --sharing nvshare:... (live/rounds/sharing.py)
 
     def __post_init__(self) -> None:
+        from gpumosaic.live.rounds.sharing import parse_sharing
+
+        parse_sharing(self.sharing)  # one line naming --sharing, before Ray starts
         _in_range("--round-s", self.round_s, 0.001, 86_400.0)
         _in_range("--grace-s", self.grace_s, 0.0, 3_600.0)
         _in_range("--resolve-interval-s", self.resolve_interval_s, 0.0, 86_400.0)
@@ -284,6 +289,8 @@ class Service:
             self.executor: Executor = RayExecutor(config.start_timeout_s)
         else:
             self.executor = executor_factory(self.table)
+        # --sharing: fractional jobs under the share runtime (live/rounds/sharing.py)
+        self.sharing: ShareSupervisor | None = share_executor(self)
         self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
         self.driver: RoundDriver | None = None
@@ -333,6 +340,11 @@ class Service:
                 return lease.steps
         return job.steps_done
 
+    def share_view(self, job: JobRow) -> ShareView | None:
+        if self.sharing is None:
+            return None
+        return self.sharing.view(job.id, job.gpu_milli, job.num_gpu)
+
     def log_path(self, job_id: int) -> str:
         return str(self.data_dir / "logs" / f"job-{job_id}.log")
 
@@ -359,6 +371,7 @@ class Service:
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
+            **(self.sharing.metrics() if self.sharing is not None else {}),  # --sharing
         }
 
     # ---- life cycle ----------------------------------------------------------------
@@ -466,6 +479,21 @@ class Service:
                 self._stop.wait(0.5)
         except KeyboardInterrupt:
             pass
+
+
+def share_executor(service: Service) -> ShareSupervisor | None:
+    """With ``--sharing``, start the share daemons on every node (through Ray) and wrap
+    the service's executor so fractional jobs run under the interposer; the supervisor
+    (None without sharing)."""
+    from gpumosaic.live.rounds.sharing import SharedExecutor, parse_sharing, share_socket_dir
+
+    sharing = parse_sharing(service.config.sharing)
+    if sharing is None:
+        return None
+    supervisor = ShareSupervisor(sharing, service.cluster, share_socket_dir(service.config.state))
+    supervisor.start()
+    service.executor = SharedExecutor(service.executor, supervisor)
+    return supervisor
 
 
 def _rss_bytes() -> int:

@@ -148,3 +148,6 @@ class JobView(BaseModel):
     lease_id: str | None
     pid: int | None
     log_tail: str = ""
+    shared: bool = False  # run under the share runtime (serve --sharing nvshare:...)
+    handovers: int = 0  # times its GPU's share daemon handed it the GPU from another job
+    lock_grants: int = 0  # times the daemon granted it the GPU (hand-overs included)
