@@ -47,7 +47,7 @@ from gpumosaic.live.rounds.auth import Authority, lease_job
 from gpumosaic.live.rounds.body_limit import BodyLimit
 from gpumosaic.live.rounds.leases import Grant, LeaseTable
 from gpumosaic.live.rounds.ray_executor import log_tail
-from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.records import GandivaJobRow, JobRow
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import (
     JOB_STATES,
@@ -84,6 +84,11 @@ class ServiceView(Protocol):
 
     def metrics(self) -> dict[str, float]: ...
 
+    @property
+    def gandiva(self) -> bool:
+        """``--mechanism gandiva``: jobs show suspensions, migrations, packed_with."""
+        ...
+
     def clock(self) -> float: ...
 
 
@@ -97,7 +102,13 @@ def _gone(lease_id: str) -> HTTPException:
     return HTTPException(410, f"lease {lease_id} is over (a newer lease owns the job)")
 
 
-def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "") -> JobView:
+def job_view(
+    job: JobRow,
+    steps_done: float,
+    rate: float | None,
+    tail: str = "",
+    gandiva: GandivaJobRow | None = None,
+) -> JobView:
     return JobView(
         id=job.id,
         name=job.name,
@@ -123,6 +134,9 @@ def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "")
         lease_id=job.lease_id,
         pid=job.pid,
         log_tail=tail,
+        suspensions=None if gandiva is None else gandiva.suspensions,
+        migrations=None if gandiva is None else gandiva.migrations,
+        packed_with=None if gandiva is None else gandiva.packed_with,
     )
 
 
@@ -199,7 +213,8 @@ def create_app(service: ServiceView) -> FastAPI:
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
-        return job_view(job, service.live_steps(job), rate, tail)
+        gandiva = store.gandiva_job(job.id) if service.gandiva else None
+        return job_view(job, service.live_steps(job), rate, tail, gandiva)
 
     def find(job_id: int) -> JobRow:
         job = store.job(job_id)

@@ -148,3 +148,8 @@ class JobView(BaseModel):
     lease_id: str | None
     pid: int | None
     log_tail: str = ""
+    # serve --mechanism gandiva only (null under rounds): times Gandiva suspended the
+    # job, moved it to other GPUs, and the job it shares its GPU with now.
+    suspensions: int | None = None
+    migrations: int | None = None
+    packed_with: int | None = None
