@@ -20,9 +20,10 @@ from gpumosaic.live.rounds.cluster import LiveCluster, RayNode, discover
 from gpumosaic.live.rounds.driver import DriverConfig
 from gpumosaic.live.rounds.executor import InProcessExecutor
 from gpumosaic.live.rounds.leases import LeaseTable
+from gpumosaic.live.rounds.records import GandivaJobRow
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
-from gpumosaic.mechanisms.gandiva import GandivaConfig, GandivaDecider
+from gpumosaic.mechanisms.gandiva import GandivaConfig, GandivaDecider, Migrate
 from gpumosaic.policies.ordering import build_queue_order
 
 PAIRS_WELL = "ResNet-18 (batch size 32)"  # Gavel's table: two of them pack with a gain
@@ -239,7 +240,7 @@ def test_cancel_a_suspended_and_a_running_job(tmp_path: Path) -> None:
     assert not list(b.driver.decider.sets)
 
 
-def test_old_state_file_opens_and_rounds_jobs_show_no_gandiva_fields(tmp_path: Path) -> None:
+def test_a_state_file_from_before_gandiva_live_opens(tmp_path: Path) -> None:
     import sqlite3
 
     path = tmp_path / "old.db"
@@ -249,7 +250,23 @@ def test_old_state_file_opens_and_rounds_jobs_show_no_gandiva_fields(tmp_path: P
         db.execute("DROP TABLE gandiva_jobs")
     again = Store(path)
     assert again.gandiva_job(1) is None
+    job = again.add_job(JobSubmission(command="x", steps=1), 0.0, default_retries=0)
+    again.save_gandiva_job(GandivaJobRow(job, 2, 1, None))
+    assert again.gandiva_job(job) == GandivaJobRow(job, 2, 1, None)
     again.close()
+
+
+def test_rounds_jobs_show_no_gandiva_fields() -> None:
+    from gpumosaic.live.rounds.api import job_view
+
+    store = Store(":memory:")
+    job_id = store.add_job(JobSubmission(command="x", steps=1), 0.0, default_retries=0)
+    job = store.job(job_id)
+    assert job is not None
+    shown = job_view(job, 0.0, None).model_dump()
+    assert (shown["suspensions"], shown["migrations"], shown["packed_with"]) == (None,) * 3
+    gandiva = job_view(job, 0.0, None, gandiva=GandivaJobRow(job_id, 3, 1, 7)).model_dump()
+    assert (gandiva["suspensions"], gandiva["migrations"], gandiva["packed_with"]) == (3, 1, 7)
 
 
 @pytest.mark.slow
@@ -302,3 +319,71 @@ def test_a_bad_mechanism_names_the_flag() -> None:
         with pytest.raises(InputError) as err:
             ServiceConfig(mechanism=bad)
         assert "--mechanism" in str(err.value)
+
+
+def test_a_waiting_job_migrates_to_a_gpu_that_frees_up(tmp_path: Path) -> None:
+    config = GandivaConfig(quantum_s=30.0, switch_s=0.5, packing=False, migration=True)
+    b = bench(tmp_path, "v100:2", config)
+    moves: list[Migrate] = []
+    b.driver.on_step = lambda t, step: moves.extend(
+        a for a in step.actions if isinstance(a, Migrate)
+    )
+    long_a, short, long_c = b.submit(200), b.submit(10), b.submit(200)
+    b.driver.recover()
+    b.run(3, until_done=False)
+    waiting = {long_a, short, long_c} - {p.spec.job_id for p in b.executor._procs.values()}
+    assert len(waiting) == 1  # three jobs, two GPUs: one waits for its turn
+    b.run(300)
+    assert b.states() == dict.fromkeys([long_a, short, long_c], "done")
+    assert b.overlaps == []
+    assert moves, "the waiting job should move onto the GPU the short job freed"
+    moved = moves[0].job_id
+    assert moved != short
+    assert b.driver.counters.migrations == len(moves)
+    # The moved job's next lease is on the GPU set the move named, from its checkpoint.
+    leases = sorted(b.store.leases(moved), key=lambda x: x.started_at)
+    assert any(lease.parts[0][1] == moves[0].gpus for lease in leases)
+    assert any(e.kind == "migrated" for e in b.store.events(moved))
+
+
+@pytest.mark.slow
+def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
+    ray_cluster: object, tmp_path: Path
+) -> None:
+    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+
+    config = ServiceConfig(
+        state=str(tmp_path / "ray" / "state.db"),
+        port=0,
+        grace_s=2.0,
+        start_timeout_s=30.0,
+        cluster="v100:1",
+        mechanism="gandiva:quantum=2,switch=0.1,packing=off,migration=off",
+    )
+    service = Service(config, connect_ray(config))
+    service.start()
+    try:
+        with httpx.Client(base_url=service.url, timeout=10) as client:
+            body = {"command": TRAIN, "steps": 100, "env": {"STEP_S": "0.03"}}
+            ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
+            give_up = time.monotonic() + 90
+            while time.monotonic() < give_up:
+                jobs = client.get("/v1/jobs").json()
+                if all(j["state"] in ("done", "failed") for j in jobs):
+                    break
+                time.sleep(0.2)
+            assert [j["state"] for j in jobs] == ["done", "done"], jobs
+            assert sum(j["suspensions"] for j in jobs) > 0, jobs
+    finally:
+        service.stop()
+    logs = [(tmp_path / "ray" / "logs" / f"job-{j}.log").read_text() for j in ids]
+    assert not any("TWICE" in log for log in logs)  # never two processes of one job
+    starts = [
+        int(line.rsplit("from=", 1)[1])
+        for log in logs
+        for line in log.splitlines()
+        if line.startswith("start pid=")
+    ]
+    # Each job started at least once; a suspended one came back from its checkpoint.
+    assert len(starts) > len(ids)
+    assert any(step > 0 for step in starts)
