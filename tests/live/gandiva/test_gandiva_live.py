@@ -387,3 +387,43 @@ def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     # Each job started at least once; a suspended one came back from its checkpoint.
     assert len(starts) > len(ids)
     assert any(step > 0 for step in starts)
+
+
+@pytest.mark.slow
+def test_real_jobs_on_ray_are_packed_on_one_gpu(ray_cluster: object, tmp_path: Path) -> None:
+    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+
+    config = ServiceConfig(
+        state=str(tmp_path / "pack" / "state.db"),
+        port=0,
+        grace_s=2.0,
+        start_timeout_s=30.0,
+        cluster="v100:1",
+        mechanism="gandiva:quantum=30,switch=0.1,profile=1,migration=off",
+    )
+    service = Service(config, connect_ray(config))
+    service.start()
+    seen_packed: set[tuple[int, int]] = set()
+    try:
+        with httpx.Client(base_url=service.url, timeout=10) as client:
+            # Sleeping steps: each job steps as fast beside the other as alone.
+            body = {"command": TRAIN, "steps": 150, "env": {"STEP_S": "0.02"}}
+            body["job_type"] = PAIRS_WELL
+            ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
+            give_up = time.monotonic() + 90
+            while time.monotonic() < give_up:
+                jobs = client.get("/v1/jobs").json()
+                seen_packed |= {(j["id"], j["packed_with"]) for j in jobs if j["packed_with"]}
+                if all(j["state"] in ("done", "failed") for j in jobs):
+                    break
+                time.sleep(0.1)
+            assert [j["state"] for j in jobs] == ["done", "done"], jobs
+            metrics = client.get("/metrics").text
+    finally:
+        service.stop()
+    assert seen_packed == {(ids[0], ids[1]), (ids[1], ids[0])}
+    assert "gpumosaic_gandiva_packs_total 1" in metrics
+    assert "gpumosaic_gandiva_decided_packs_kept_total 1" in metrics
+    assert "gpumosaic_gandiva_observations_total 0" not in metrics  # rates were measured
+    logs = [(tmp_path / "pack" / "logs" / f"job-{j}.log").read_text() for j in ids]
+    assert not any("TWICE" in log for log in logs)
