@@ -138,6 +138,7 @@ class GandivaDriver:
         self._static: dict[int, JobRow] = {}
         self._base: dict[int, GandivaJobRow] = {}  # counts of earlier runs of the service
         self._shown: dict[int, GandivaJobRow] = {}  # what the store has now
+        self._packed_shown: set[int] = set()  # jobs the store shows packed
         self._windows: dict[str, _Window] = {}
         self._launch_seq = len(store.leases())  # lease numbers go on across restarts
         self._admitted_seen = -1
@@ -304,30 +305,47 @@ class GandivaDriver:
                 self.due.pop(gid, None)
             else:
                 self.due[gid] = max(due, t)
-        self._save_counts()
+        self._save_counts(step)
 
-    def _save_counts(self) -> None:
+    def _save_counts(self, step: Step) -> None:
         """Per job: suspensions and migrations (this run's plus earlier runs') and the
-        partner, written where they changed."""
-        for job_id, gjob in self.decider.jobs.items():
-            base = self._base.get(job_id)
-            if base is None:
-                continue
-            group = self.decider.group(gjob.group) if gjob.group >= 0 else None
-            partner = None
-            if group is not None:
-                unit = group.unit_of(gjob)
-                partner = next((j.id for j in unit.jobs if j is not gjob), None)
-            row = GandivaJobRow(
-                job_id,
-                base.suspensions + gjob.suspensions,
-                base.migrations + gjob.migrations,
-                partner,
-            )
-            if self._shown.get(job_id) != row:
-                if self._shown.get(job_id) is not None or row != GandivaJobRow(job_id):
-                    self.store.save_gandiva_job(row)
-                self._shown[job_id] = row
+        partner, written where they changed. Only the jobs a step can change are looked
+        at: those its actions name and those in GPU sets (a finish changes its partner's)."""
+        ids: set[int] = set()
+        for action in step.actions:
+            match action:
+                case Pack(guest_id=guest, host_id=host) | Unpack(guest_id=guest, host_id=host):
+                    ids.update((guest, host))
+                case Reject():
+                    pass
+                case _:
+                    ids.add(action.job_id)
+        for group in self.decider.sets:
+            ids.update(j.id for j in group.jobs())
+        for job_id in ids | self._packed_shown:
+            self._save_count(job_id)
+
+    def _save_count(self, job_id: int) -> None:
+        gjob = self.decider.jobs.get(job_id)
+        base = self._base.get(job_id)
+        if gjob is None or base is None:
+            return
+        group = self.decider.group(gjob.group) if gjob.group >= 0 else None
+        partner = None
+        if group is not None:
+            partner = next((j.id for j in group.unit_of(gjob).jobs if j is not gjob), None)
+        row = GandivaJobRow(
+            job_id, base.suspensions + gjob.suspensions, base.migrations + gjob.migrations, partner
+        )
+        shown = self._shown.get(job_id)
+        if shown == row or (shown is None and row == GandivaJobRow(job_id)):
+            return
+        self.store.save_gandiva_job(row)
+        self._shown[job_id] = row
+        if partner is None:
+            self._packed_shown.discard(job_id)
+        else:
+            self._packed_shown.add(job_id)
 
     # ---- processes -----------------------------------------------------------------
 
