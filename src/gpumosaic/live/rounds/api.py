@@ -47,7 +47,7 @@ from gpumosaic.live.rounds.auth import Authority, lease_job
 from gpumosaic.live.rounds.body_limit import BodyLimit
 from gpumosaic.live.rounds.leases import Grant, LeaseTable
 from gpumosaic.live.rounds.ray_executor import log_tail
-from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.records import GandivaJobRow, JobRow
 from gpumosaic.live.rounds.sharing import ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import (
@@ -85,6 +85,11 @@ class ServiceView(Protocol):
 
     def metrics(self) -> dict[str, float]: ...
 
+    @property
+    def gandiva(self) -> bool:
+        """``--mechanism gandiva``: jobs show suspensions, migrations, packed_with."""
+        ...
+
     def clock(self) -> float: ...
 
     def share_view(self, job: JobRow) -> ShareView | None: ...
@@ -100,7 +105,13 @@ def _gone(lease_id: str) -> HTTPException:
     return HTTPException(410, f"lease {lease_id} is over (a newer lease owns the job)")
 
 
-def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "") -> JobView:
+def job_view(
+    job: JobRow,
+    steps_done: float,
+    rate: float | None,
+    tail: str = "",
+    gandiva: GandivaJobRow | None = None,
+) -> JobView:
     return JobView(
         id=job.id,
         name=job.name,
@@ -126,6 +137,9 @@ def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "")
         lease_id=job.lease_id,
         pid=job.pid,
         log_tail=tail,
+        suspensions=None if gandiva is None else gandiva.suspensions,
+        migrations=None if gandiva is None else gandiva.migrations,
+        packed_with=None if gandiva is None else gandiva.packed_with,
     )
 
 
@@ -202,7 +216,8 @@ def create_app(service: ServiceView) -> FastAPI:
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
-        shown = job_view(job, service.live_steps(job), rate, tail)
+        gandiva = store.gandiva_job(job.id) if service.gandiva else None
+        shown = job_view(job, service.live_steps(job), rate, tail, gandiva)
         share = service.share_view(job)  # --sharing: shared, hand-overs (sharing.py)
         if share is None:
             return shown

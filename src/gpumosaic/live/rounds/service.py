@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.auth import Authority
@@ -41,11 +43,21 @@ from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
+from gpumosaic.mechanisms.gandiva import (
+    GandivaConfig,
+    GandivaDecider,
+    GandivaOptionError,
+    parse_gandiva_options,
+)
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.ordering import build_queue_order
 from gpumosaic.run.parts import RoundParts, build_round_parts
 from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+if TYPE_CHECKING:
+    from gpumosaic.live.gandiva.driver import GandivaDriver
 
 # FGD needs the workload it should keep room for. Without --target-workload the service
 # assumes an even mix of the shapes users submit most (a whole GPU, half, a quarter, two
@@ -80,6 +92,9 @@ class ServiceConfig:
     ray_timeout_s: float = 30.0  # connecting to Ray (docs/live.md, "Ray connection")
     ray_token_file: str | None = None
     sharing: str | None = None  # --sharing nvshare:... (live/rounds/sharing.py)
+    # "rounds" (Gavel's rounds), or "gandiva[:key=value,...]" (live/gandiva; the keys of
+    # --sharing gandiva:..., docs/gandiva.md "Gandiva live").
+    mechanism: str = "rounds"
 
     def __post_init__(self) -> None:
         from gpumosaic.live.rounds.sharing import parse_sharing
@@ -94,11 +109,41 @@ class ServiceConfig:
         _in_range("--max-retries", self.max_retries, 0, 100)
         _in_range("--port", self.port, 0, 65_535)
         _in_range("--seed", self.seed, 0, 2**63 - 1)
+        if self.mechanism != "rounds":
+            gandiva_config(self.mechanism)
         if not is_loopback(self.host) and not self.token:
             raise InputError(
                 f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
                 field="--host",
             )
+
+
+def gandiva_config(mechanism: str) -> GandivaConfig:
+    """``--mechanism gandiva[:key=value,...]`` -> the decider's config; anything else is
+    one line naming ``--mechanism``."""
+    name = mechanism.partition(":")[0].strip().lower()
+    if name != "gandiva":
+        raise InputError(
+            "must be rounds or gandiva[:key=value,...]", field="--mechanism", value=mechanism
+        )
+    try:
+        return parse_gandiva_options(mechanism)
+    except GandivaOptionError as err:
+        raise InputError(str(err), field="--mechanism", value=mechanism) from None
+
+
+def build_gandiva_decider(config: ServiceConfig, cluster: LiveCluster) -> GandivaDecider:
+    """The decider the simulator builds (``sim/gandiva``): FIFO, Gandiva's own server
+    order, the run's seeded Generator; speeds from Gavel's table or the live prior."""
+    from gpumosaic.live.gandiva.throughputs import LiveThroughputs
+
+    return GandivaDecider(
+        cluster.spec,
+        LiveThroughputs.load(),
+        gandiva_config(config.mechanism),
+        np.random.default_rng(config.seed),
+        order=build_queue_order("fifo"),
+    )
 
 
 def _in_range(flag: str, value: float, low: float, high: float) -> None:
@@ -258,6 +303,21 @@ def build_parts_of(config: ServiceConfig) -> RoundParts:
     )
 
 
+class LoopDriver(Protocol):
+    """What the service loop needs of a driver (``RoundDriver``, ``GandivaDriver``)."""
+
+    config: DriverConfig
+    lease_of: dict[int, str]
+
+    def boundary(self, now: float) -> object: ...
+
+    def tick(self, now: float) -> None: ...
+
+    def round_over(self, now: float) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
 class Service:
     """One running service. ``start()`` returns once the API answers; ``stop()`` ends it."""
 
@@ -294,6 +354,9 @@ class Service:
         self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
         self.driver: RoundDriver | None = None
+        # --mechanism gandiva: this driver runs instead (``driver`` stays None).
+        self.gandiva = config.mechanism != "rounds"
+        self.gandiva_driver: GandivaDriver | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._server: Any = None
@@ -349,6 +412,9 @@ class Service:
         return str(self.data_dir / "logs" / f"job-{job_id}.log")
 
     def metrics(self) -> dict[str, float]:
+        shares = self.sharing.metrics() if self.sharing is not None else {}  # --sharing
+        if self.gandiva_driver is not None:
+            return {**self.gandiva_driver.metrics(), "rss_bytes": _rss_bytes(), **shares}
         d = self.driver
         if d is None:
             return {}
@@ -371,7 +437,7 @@ class Service:
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
-            **(self.sharing.metrics() if self.sharing is not None else {}),  # --sharing
+            **shares,
         }
 
     # ---- life cycle ----------------------------------------------------------------
@@ -418,24 +484,41 @@ class Service:
             token=self.config.token,
             data_dir=str(self.data_dir),
         )
-        self.driver = RoundDriver(
-            self.store,
-            self.table,
-            self.executor,
-            self.decider,
-            self.cluster,
-            self.priors,
-            driver_config,
-            clock=self.clock,
-            on_plan=self.on_plan,
-        )
-        self.driver.recover()
+        if self.gandiva:
+            from gpumosaic.live.gandiva.driver import GandivaDriver
+
+            self.gandiva_driver = GandivaDriver(
+                self.store,
+                self.table,
+                self.executor,
+                build_gandiva_decider(self.config, self.cluster),
+                self.cluster,
+                driver_config,
+                clock=self.clock,
+            )
+            self.gandiva_driver.recover()
+        else:
+            self.driver = RoundDriver(
+                self.store,
+                self.table,
+                self.executor,
+                self.decider,
+                self.cluster,
+                self.priors,
+                driver_config,
+                clock=self.clock,
+                on_plan=self.on_plan,
+            )
+            self.driver.recover()
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
         loop.start()
         self._threads.append(loop)
 
+    def loop_driver(self) -> LoopDriver | None:
+        return self.gandiva_driver if self.gandiva_driver is not None else self.driver
+
     def _loop(self) -> None:
-        driver = self.driver
+        driver = self.loop_driver()
         assert driver is not None
         try:
             while not self._stop.is_set():
@@ -453,11 +536,12 @@ class Service:
         self._stop.set()
         for t in self._threads[1:]:  # the round loop: it must not decide while we stop
             t.join(timeout=10)
-        if self.driver is not None and stop_jobs:
-            self.driver.shutdown()
+        driver = self.loop_driver()
+        if driver is not None and stop_jobs:
+            driver.shutdown()
             give_up = time.monotonic() + self.config.grace_s + 5
-            while self.driver.lease_of and time.monotonic() < give_up:
-                self.driver.tick(self.clock())
+            while driver.lease_of and time.monotonic() < give_up:
+                driver.tick(self.clock())
                 time.sleep(0.05)
         if self._server is not None:
             self._server.should_exit = True

@@ -151,3 +151,8 @@ class JobView(BaseModel):
     shared: bool = False  # run under the share runtime (serve --sharing nvshare:...)
     handovers: int = 0  # times its GPU's share daemon handed it the GPU from another job
     lock_grants: int = 0  # times the daemon granted it the GPU (hand-overs included)
+    # serve --mechanism gandiva only (null under rounds): times Gandiva suspended the
+    # job, moved it to other GPUs, and the job it shares its GPU with now.
+    suspensions: int | None = None
+    migrations: int | None = None
+    packed_with: int | None = None
