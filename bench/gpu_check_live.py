@@ -11,7 +11,13 @@ as ``--model`` (default A100: gpumosaic has no H100 power profile yet), then:
 Prints one JSON object: the GPU (nvidia-smi name), per-job steps/s alone vs shared, JCTs,
 and the placement (GPU index) each job got.
 
-    PYTHONPATH=src RAY_AUTH_MODE=disabled python bench/gpu_check_live.py [--steps 3000]
+    PYTHONPATH=src RAY_AUTH_MODE=disabled python bench/gpu_check_live.py [--steps 3000] \
+        [--sharing nvshare:tq=2,anti_thrashing=on,mem_cap=on]
+
+With ``--sharing`` the two 500-milli jobs run under the share runtime (interposer and a
+share daemon per GPU, docs/share.md "Live sharing under serve") and each job's entry
+shows ``shared``, ``handovers`` and ``lock_grants``; bench/gpu_share_check.py --serve
+checks the memory cap too.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ def main() -> None:
     parser.add_argument("--model", default="A100")  # gpumosaic has no H100 profile yet
     parser.add_argument("--round-s", type=float, default=20.0)
     parser.add_argument("--timeout-s", type=float, default=240.0)
+    parser.add_argument("--sharing", default=None, help="e.g. nvshare:tq=2,anti_thrashing=on")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
@@ -76,6 +83,7 @@ def main() -> None:
             state=f"{tmp}/state.db",
             policy="max_min_fairness",
             placement="bestfit",
+            sharing=args.sharing,
         )
         service = Service(config, connect_ray(config))
         service.start()
@@ -90,6 +98,9 @@ def main() -> None:
         shared = run_jobs(
             client, [job("a-500", 500), job("b-500", 500), job("c-1000", 1000)], args.timeout_s
         )
+        if service.sharing is not None:  # the last hand-overs the daemons logged
+            service.sharing.wait_reports()
+            shared = {j["id"]: j for j in client.jobs() if j["id"] in shared}
         service.stop()
         ray.shutdown()
 
@@ -104,6 +115,9 @@ def main() -> None:
                 else None,
                 "gpu_index": r["gpu_index"],
                 "attained_gpu_s": round(r["attained_s"], 1),
+                "shared": r["shared"],
+                "handovers": r["handovers"],
+                "lock_grants": r["lock_grants"],
             }
             for r in rows.values()
         ]
@@ -112,6 +126,7 @@ def main() -> None:
         json.dumps(
             {
                 "gpu": gpu_name(),
+                "sharing": args.sharing,
                 "steps": args.steps,
                 "alone": summary(alone_full) + summary(alone_half),
                 "shared": summary(shared),

@@ -11,6 +11,18 @@ predicts for the same setup (solo time = measured serial / 2), as a table and JS
 
 Each job touches its whole working set every iteration (an in-place update of every
 chunk) and does a matmul; iterations are calibrated so that one job alone runs ~solo-s.
+
+``--serve`` checks the runtime under the round service instead (``serve --sharing
+nvshare:tq=S,anti_thrashing=on,mem_cap=on``, docs/share.md "Live sharing under serve"):
+an in-process service on local Ray with the first GPU declared as ``--model``, two
+``examples/pytorch_train.py`` jobs at 500 milli submitted together (they share GPU 0
+under the daemon), one at 1000 milli after them (not shared), and a 250-milli probe that
+prints what ``torch.cuda.mem_get_info`` reports under the cap and whether allocating more
+than its share fails. Prints one JSON object (jobs with shared / handovers / lock_grants,
+JCTs, the probe's numbers):
+
+    PYTHONPATH=src RAY_AUTH_MODE=disabled python bench/gpu_share_check.py --serve \
+        [--steps 3000] [--serve-tq 2] [--model A100] [--out gpu_share_serve.json]
 """
 
 from __future__ import annotations
@@ -94,14 +106,142 @@ def model_prediction(setup: str, tq: float | None, ws_mib: float, solo_s: float,
     return model.simulate(jobs, mem).makespan_s
 
 
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pytorch_train.py"
+
+# A lease job that reports what the capped driver says and tries to allocate past its
+# share (it holds the lease only for its few steps).
+PROBE = r"""
+import json, torch
+from gpumosaic.lease import Lease
+lease = Lease.from_env()
+free, total = torch.cuda.mem_get_info()
+try:
+    x = torch.empty(int(total * 1.2) // 4, dtype=torch.float32, device="cuda")
+    over = "allocated"
+except torch.cuda.OutOfMemoryError:
+    over = "out of memory"
+for step in lease.steps(start=0):
+    pass
+lease.save({"step": lease.total_steps})
+print("PROBE " + json.dumps({"free_mib": free / 2**20, "total_mib": total / 2**20,
+                              "beyond_share": over}), flush=True)
+"""
+
+
+def serve_check(args: argparse.Namespace) -> None:
+    """The runtime under ``gpumosaic serve --sharing nvshare:...`` (see module doc)."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    from gpumosaic.live.rounds.client import ServiceClient
+    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+
+    def wait(client: ServiceClient, ids: list[int]) -> dict[int, dict]:  # type: ignore[type-arg]
+        give_up = time.monotonic() + args.timeout_s
+        while True:
+            rows = {j["id"]: j for j in client.jobs() if j["id"] in ids}
+            if all(r["state"] in ("done", "failed", "cancelled") for r in rows.values()):
+                return rows
+            if time.monotonic() > give_up:
+                raise SystemExit(f"jobs not done after {args.timeout_s:g} s: {rows}")
+            time.sleep(0.5)
+
+    train = f"{sys.executable} {EXAMPLE}"
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe.py"
+        probe.write_text(PROBE)
+        config = ServiceConfig(
+            cluster=f"{args.model}:1",
+            round_s=args.round_s,
+            port=0,
+            state=f"{tmp}/state.db",
+            policy="max_min_fairness",
+            placement="bestfit",
+            sharing=f"nvshare:tq={args.serve_tq:g},anti_thrashing=on,mem_cap=on",
+        )
+        service = Service(config, connect_ray(config))
+        service.start()
+        client = ServiceClient(service.url)
+        t0 = time.time()
+        halves = client.submit_batch(
+            [
+                {"command": train, "steps": args.steps, "gpu_milli": 500, "name": n}
+                for n in ("a-500", "b-500")
+            ]
+        )
+        whole = client.submit({"command": train, "steps": args.steps, "name": "c-1000"})
+        probe_id = client.submit(
+            {"command": f"{sys.executable} {probe}", "steps": 5, "gpu_milli": 250, "name": "probe"}
+        )
+        rows = wait(client, [*halves, whole, probe_id])
+        makespan = time.time() - t0
+        assert service.sharing is not None
+        service.sharing.wait_reports()
+        rows = {j["id"]: j for j in client.jobs() if j["id"] in rows}
+        probe_log = Path(service.log_path(probe_id)).read_text()
+        service.stop()
+        ray.shutdown()
+    probe_out = next(
+        (json.loads(line[6:]) for line in probe_log.splitlines() if line.startswith("PROBE ")),
+        {"error": probe_log[-400:]},
+    )
+    result = {
+        "gpu": subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip(),
+        "sharing": config.sharing,
+        "steps": args.steps,
+        "makespan_s": round(makespan, 1),
+        "jobs": [
+            {
+                k: r[k]
+                for k in (
+                    "name",
+                    "state",
+                    "gpu_milli",
+                    "shared",
+                    "handovers",
+                    "lock_grants",
+                    "steps_per_s",
+                    "gpu_index",
+                )
+            }
+            | {
+                "jct_s": round(r["finished_at"] - r["submitted_at"], 1)
+                if r["finished_at"]
+                else None
+            }
+            for r in rows.values()
+        ],
+        "probe_250_milli": probe_out,
+    }
+    print(json.dumps(result, indent=1))
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--serve", action="store_true", help="check the runtime under serve")
+    parser.add_argument("--steps", type=float, default=3000, help="--serve: steps per job")
+    parser.add_argument("--serve-tq", type=float, default=2.0, help="--serve: the TQ, s")
+    parser.add_argument("--model", default="A100", help="--serve: the GPU's declared model")
+    parser.add_argument("--round-s", type=float, default=20.0, help="--serve: round length")
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="--serve: give up after")
     parser.add_argument("--solo-s", type=float, default=45.0)
     parser.add_argument("--tqs", default="30,60,1000")
     parser.add_argument("--big-frac", type=float, default=0.6)
     parser.add_argument("--small-frac", type=float, default=0.3)
-    parser.add_argument("--out", type=Path, default=Path("gpu_share.json"))
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.serve:
+        args.out = args.out or Path("gpu_share_serve.json")
+        serve_check(args)
+        return
+    args.out = args.out or Path("gpu_share.json")
     mem = gpu_memory_mib()
     gm = [sys.executable, "-c", "from gpumosaic.cli import main; main()"]
     rows = []

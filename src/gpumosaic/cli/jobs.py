@@ -335,8 +335,9 @@ def jobs_command(
     name: Annotated[str | None, typer.Option(help="only jobs of this name")] = None,
     utc: UtcOpt = False,
 ) -> None:
-    """The service's jobs: state, progress, GPU type and index, attained time (growing
-    while a job runs), steps/s, when submitted."""
+    """The service's jobs: state, progress, GPU type and index, attained time, steps/s.
+
+    Attained time grows while a job runs; when each was submitted ("2 min ago")."""
     from gpumosaic.live.rounds.admission import MAX_NAME_CHARS
     from gpumosaic.live.rounds.submission import JOB_STATES
 
@@ -392,7 +393,9 @@ def job(
     json_out: JsonOpt = False,
     utc: UtcOpt = False,
 ) -> None:
-    """One job in full (with the tail of its log); times as ISO 8601 and how long ago."""
+    """One job in full (with the tail of its log).
+
+    Times as ISO 8601 (local, or UTC with --utc) and how long ago."""
     _check_id(job_id)
     row = ServiceClient(server, token).job(job_id)
     if json_out:
@@ -500,6 +503,7 @@ def cancel(
     json_out: JsonOpt = False,
 ) -> None:
     """Cancel jobs: a running one gets SIGTERM (it checkpoints), then the grace period.
+
     Every id is tried; one that cannot be cancelled (unknown, already ended) is a line
     on stderr and makes the exit code 2."""
     for job_id in job_ids:

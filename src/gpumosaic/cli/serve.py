@@ -59,6 +59,20 @@ def serve(
         str | None,
         typer.Option(help="the Ray cluster's auth token (a head with RAY_AUTH_MODE=token)"),
     ] = None,
+    sharing: Annotated[
+        str | None,
+        typer.Option(
+            help="time-share fractional jobs: nvshare:tq=S[,anti_thrashing=auto][,mem_cap=on] "
+            "(docs/share.md)"
+        ),
+    ] = None,
+    mechanism: Annotated[
+        str,
+        typer.Option(
+            help="rounds (Gavel's leased rounds), or gandiva[:key=value,...] (time slicing, "
+            "packing, migration; keys as --sharing gandiva:...)"
+        ),
+    ] = "rounds",
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
@@ -89,6 +103,8 @@ def serve(
         start_timeout_s=start_timeout_s,
         ray_timeout_s=ray_timeout_s,
         ray_token_file=ray_token_file,
+        sharing=sharing,
+        mechanism=mechanism,
     )
     check_names(config)
     state_held = open_state(config)  # one service per state file: refused here, at once
@@ -116,9 +132,13 @@ def serve(
     service = Service(config, live, state=state_held, listener=listener)
     service.start()
     models = ", ".join(f"{n} x{c}" for n, c in live.spec.gpus_per_model().items())
+    how = (
+        f"{policy} + {placement}, rounds of {round_s:g} s"
+        if mechanism == "rounds"
+        else f"Gandiva ({mechanism})"
+    )
     Console(stderr=True).print(
-        f"gpumosaic serve: {service.url} ({policy} + {placement}, rounds of {round_s:g} s, "
-        f"{models}; state {state})",
+        f"gpumosaic serve: {service.url} ({how}, {models}; state {state})",
         highlight=False,
     )
     print(service.url, flush=True)

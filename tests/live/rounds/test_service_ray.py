@@ -21,6 +21,8 @@ from gpumosaic.live.rounds.client import ServiceClient
 from gpumosaic.live.rounds.executor import LaunchSpec, RankLaunch, rank_env
 from gpumosaic.live.rounds.service import ServiceConfig
 
+pytestmark = pytest.mark.slow  # a Ray service per test: ~90 s in all (issue 25)
+
 runner = CliRunner()
 
 

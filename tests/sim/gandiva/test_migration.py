@@ -8,9 +8,15 @@ from gandiva_builders import BAD, GOOD, constant_workload, job, table_workload, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpumosaic.mechanisms.gandiva.migration import (
+    DefragPlan,
+    GroupSlots,
+    Move,
+    NodeSlots,
+    plan_defrag,
+)
 from gpumosaic.model import ClusterSpec
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva.migration import DefragPlan, GroupSlots, Move, NodeSlots, plan_defrag
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
@@ -52,7 +58,7 @@ def test_migration_consolidates_free_gpus_for_a_multi_gpu_job() -> None:
     assert len(moved) == 2 and all(r.migrations == 1 for r in moved)
     # A migrated job loses 30 s of progress: it finishes at 1030 instead of 1000.
     assert all(r.finish_s == pytest.approx(1030.0) for r in moved)
-    assert dict(result.extra)["migrations"] == 2
+    assert result.gandiva.migrations == 2
 
 
 def test_without_migration_the_multi_gpu_job_waits_for_a_whole_server() -> None:
@@ -112,11 +118,11 @@ def test_jobs_and_gpu_time_are_conserved(
         order=order,
         placement=placement,
     )
-    extra = dict(result.extra)
+    extra = result.gandiva
     # Every job that arrived ends completed, with all of its work done.
     assert len(result.records) == len(jobs)
     assert all(r.status is JobStatus.COMPLETED for r in result.records)
-    assert extra["max_progress_residual"] < 1e-6
+    assert extra.max_progress_residual < 1e-6
     # No job runs faster than alone; nothing finishes before it arrives.
     for r in result.records:
         assert r.finish_s - r.arrival_s >= r.alone_s * (1 - 1e-9)
@@ -132,12 +138,12 @@ def test_jobs_and_gpu_time_are_conserved(
     # GPU time: what the jobs held adds up to the busy GPU-seconds, and busy + switching
     # and migration overhead is exactly what ClusterState says was held.
     held_by_jobs = sum(r.gpu_milli_seconds for r in result.records) / 1000
-    assert held_by_jobs == pytest.approx(extra["busy_gpu_s"], rel=1e-9, abs=1e-6)
-    assert extra["busy_gpu_s"] + extra["overhead_gpu_s"] == pytest.approx(
-        extra["held_gpu_s"], rel=1e-9, abs=1e-6
+    assert held_by_jobs == pytest.approx(extra.busy_gpu_s, rel=1e-9, abs=1e-6)
+    assert extra.busy_gpu_s + extra.overhead_gpu_s == pytest.approx(
+        extra.held_gpu_s, rel=1e-9, abs=1e-6
     )
-    assert extra["held_gpu_s"] <= 8 * result.end_s + 1e-6
-    assert extra["max_memory_pressure"] <= 1.0  # only pairs that fit are ever packed
+    assert extra.held_gpu_s <= 8 * result.end_s + 1e-6
+    assert extra.max_memory_pressure <= 1.0  # only pairs that fit are ever packed
     # Per job: alone time x GPUs = its GPU-seconds at full speed; packing can only stretch.
     for r in result.records:
         assert r.gpu_milli_seconds / 1000 >= r.num_gpu * r.alone_s * 0.5 * (1 - 1e-9)
@@ -174,4 +180,4 @@ def test_same_seed_same_run() -> None:
     first = run_gandiva(v100s(2, 4), table_workload(jobs), seed=7)
     again = run_gandiva(v100s(2, 4), table_workload(jobs), seed=7)
     assert first.records == again.records
-    assert first.extra == again.extra
+    assert first.gandiva == again.gandiva

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from gandiva_builders import BAD, GOOD, job, table_workload, v100s
 
+from gpumosaic.mechanisms.gandiva.rates import RateModel
 from gpumosaic.model import gpu_model
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva.rates import RateModel
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
@@ -41,11 +41,11 @@ def test_good_pair_is_kept() -> None:
     #   52 steps left each at 0.8/s: 65 s more, both done at 126 (time-slicing: 162, 203)
     result = run([job(0, 100, job_type=GOOD), job(1, 100, job_type=GOOD)])
     assert finish(result) == pytest.approx({0: 126.0, 1: 126.0})
-    extra = dict(result.extra)
-    assert (extra["packs_tried"], extra["packs_kept"], extra["packs_undone"]) == (1, 1, 0)
+    extra = result.gandiva
+    assert (extra.packs_tried, extra.packs_kept, extra.packs_undone) == (1, 1, 0)
     # Packed, each job holds half the GPU: 500 milli x 125 s.
     assert [r.gpu_milli_seconds for r in result.records] == pytest.approx([62_500, 62_500])
-    assert extra["effective_gpu_s"] == pytest.approx(1.6 * 125)
+    assert extra.effective_gpu_s == pytest.approx(1.6 * 125)
 
 
 def test_bad_pair_is_undone_and_not_retried() -> None:
@@ -57,8 +57,8 @@ def test_bad_pair_is_undone_and_not_retried() -> None:
     jobs = [job(0, 100, job_type=BAD, gpu_time=0.3), job(1, 100, job_type=BAD, gpu_time=0.3)]
     result = run(jobs)
     assert finish(result) == pytest.approx({0: 217.0, 1: 200.0})
-    extra = dict(result.extra)
-    assert (extra["packs_tried"], extra["packs_kept"], extra["packs_undone"]) == (1, 0, 1)
+    extra = result.gandiva
+    assert (extra.packs_tried, extra.packs_kept, extra.packs_undone) == (1, 0, 1)
 
 
 def test_undo_without_time_slicing_sends_the_guest_back_to_the_queue() -> None:
@@ -67,7 +67,7 @@ def test_undo_without_time_slicing_sends_the_guest_back_to_the_queue() -> None:
     jobs = [job(0, 100, job_type=BAD, gpu_time=0.3), job(1, 100, job_type=BAD, gpu_time=0.3)]
     result = run(jobs, time_slicing=False)
     assert finish(result) == pytest.approx({0: 137.0, 1: 213.0})
-    assert dict(result.extra)["packs_undone"] == 1
+    assert result.gandiva.packs_undone == 1
 
 
 def test_pairs_that_do_not_fit_in_gpu_memory_are_not_packed() -> None:
@@ -75,7 +75,7 @@ def test_pairs_that_do_not_fit_in_gpu_memory_are_not_packed() -> None:
     jobs = [job(0, 100, job_type=GOOD, memory=10_240), job(1, 100, job_type=GOOD, memory=10_240)]
     result = run(jobs)
     assert finish(result) == pytest.approx({0: 162.0, 1: 203.0})
-    assert dict(result.extra)["packs_tried"] == 0
+    assert result.gandiva.packs_tried == 0
 
 
 def test_packing_off_time_slices() -> None:

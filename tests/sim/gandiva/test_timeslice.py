@@ -44,9 +44,9 @@ def test_two_jobs_take_turns() -> None:
     assert by_id[0].suspended_s == pytest.approx(62.0)
     assert by_id[1].suspended_s == pytest.approx(103.0)
     assert (by_id[0].handovers, by_id[1].handovers) == (1, 2)  # resumes into the GPU
-    extra = dict(result.extra)
-    assert extra["overhead_gpu_s"] == pytest.approx(3 * SWITCH)
-    assert extra["busy_gpu_s"] == pytest.approx(200.0)
+    extra = result.gandiva
+    assert extra.overhead_gpu_s == pytest.approx(3 * SWITCH)
+    assert extra.busy_gpu_s == pytest.approx(200.0)
 
 
 def test_three_jobs_round_robin() -> None:
@@ -59,7 +59,7 @@ def test_three_jobs_round_robin() -> None:
     #   C 274-304  (C 150, done at 304)
     result = run([job(0, 100), job(1, 50), job(2, 150)])
     assert finish(result) == pytest.approx({0: 213.0, 1: 111.0, 2: 304.0})
-    assert dict(result.extra)["overhead_gpu_s"] == pytest.approx(4 * SWITCH)
+    assert result.gandiva.overhead_gpu_s == pytest.approx(4 * SWITCH)
 
 
 def test_newcomer_gets_the_gpu_once_the_incumbent_used_its_quantum() -> None:
@@ -74,7 +74,7 @@ def test_without_time_slicing_jobs_queue_first_come_first_served() -> None:
     # No oversubscription: B waits until A is done, with no switching cost at all.
     result = run([job(0, 100), job(1, 100)], time_slicing=False)
     assert finish(result) == pytest.approx({0: 100.0, 1: 200.0})
-    assert dict(result.extra)["handovers"] == 0
+    assert result.gandiva.handovers == 0
 
 
 def starts(result: SimResult) -> dict[int, float]:
@@ -161,7 +161,7 @@ def test_no_backfill_keeps_a_later_small_job_behind_a_blocked_big_one() -> None:
 def test_counters_add_field_by_field() -> None:
     from dataclasses import fields
 
-    from gpumosaic.sim.gandiva.counters import GandivaCounters
+    from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
 
     names = [f.name for f in fields(GandivaCounters)]
     a = GandivaCounters(*range(1, len(names) + 1))

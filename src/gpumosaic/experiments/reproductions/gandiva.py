@@ -153,8 +153,8 @@ def run_variant(
 ) -> EvalRow:
     cluster, workload = build(scenario, table, seed)
     # Gandiva's simulator only when a run starts (the command's --help lists this module).
+    from gpumosaic.mechanisms.gandiva.config import GandivaConfig
     from gpumosaic.sim.gandiva import simulate_gandiva
-    from gpumosaic.sim.gandiva.config import GandivaConfig
 
     config = GandivaConfig(
         packing=variant.packing, migration=variant.migration, time_slicing=variant.time_slicing
@@ -170,23 +170,25 @@ def run_variant(
 def summarize(
     scenario: str, variant: str, result: SimResult, num_gpus: int, wall_s: float
 ) -> EvalRow:
-    extra = dict(result.extra)
+    report = result.gandiva
+    assert report is not None and report.window is not None  # a Gandiva run with a window
+    window = report.window
     done = [r for r in result.records if r.measured and r.status is JobStatus.COMPLETED]
     jct = np.array([r.jct_s for r in done])
     suspended = sum(r.suspended_s for r in done)
-    capacity = num_gpus * max(extra["window_end_s"] - extra["window_start_s"], 1e-9)
+    capacity = num_gpus * max(window.end_s - window.start_s, 1e-9)
     return EvalRow(
         scenario=scenario,
         variant=variant,
         measured_done=len(done),
         avg_jct_h=float(jct.mean()) / 3600 if len(jct) else float("nan"),
         end_h=result.end_s / 3600,
-        busy=extra["window_busy_gpu_s"] / capacity,
-        effective=extra["window_effective_gpu_s"] / capacity,
-        work_per_busy=extra["window_effective_gpu_s"] / max(extra["window_busy_gpu_s"], 1e-9),
-        packs_kept=int(extra["packs_kept"]),
-        packs_undone=int(extra["packs_undone"]),
-        migrations=int(extra["migrations"]),
+        busy=window.busy_gpu_s / capacity,
+        effective=window.effective_gpu_s / capacity,
+        work_per_busy=window.effective_gpu_s / max(window.busy_gpu_s, 1e-9),
+        packs_kept=report.packs_kept,
+        packs_undone=report.packs_undone,
+        migrations=report.migrations,
         suspended_share=suspended / float(jct.sum()) if len(jct) else float("nan"),
         wall_s=wall_s,
     )

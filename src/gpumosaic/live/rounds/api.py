@@ -57,7 +57,8 @@ from gpumosaic.live.rounds.auth import Authority, lease_job
 from gpumosaic.live.rounds.body_limit import BodyLimit
 from gpumosaic.live.rounds.leases import Grant, LeaseTable
 from gpumosaic.live.rounds.ray_executor import log_tail
-from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.records import GandivaJobRow, JobRow
+from gpumosaic.live.rounds.sharing import ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import (
     JOB_STATES,
@@ -65,6 +66,7 @@ from gpumosaic.live.rounds.submission import (
     JobSubmission,
     JobView,
 )
+from gpumosaic.live.ui.rounds import ui_router
 
 log = logging.getLogger(__name__)
 BATCH_PATH = "/v1/jobs/batch"
@@ -95,7 +97,14 @@ class ServiceView(Protocol):
 
     def metrics(self) -> dict[str, float]: ...
 
+    @property
+    def gandiva(self) -> bool:
+        """``--mechanism gandiva``: jobs show suspensions, migrations, packed_with."""
+        ...
+
     def clock(self) -> float: ...
+
+    def share_view(self, job: JobRow) -> ShareView | None: ...
 
 
 def _unprocessable(loc: list[str | int], message: str) -> JSONResponse:
@@ -109,7 +118,12 @@ def _gone(lease_id: str) -> HTTPException:
 
 
 def job_view(
-    job: JobRow, steps_done: float, attained_s: float, rate: float | None, tail: str = ""
+    job: JobRow,
+    steps_done: float,
+    rate: float | None,
+    tail: str = "",
+    gandiva: GandivaJobRow | None = None,
+    attained_s: float | None = None,
 ) -> JobView:
     return JobView(
         id=job.id,
@@ -125,7 +139,7 @@ def job_view(
         priority_weight=job.priority_weight,
         gpu_type=job.gpu_type,
         gpu_index=job.gpu_index,
-        attained_s=attained_s,
+        attained_s=job.attained_s if attained_s is None else attained_s,
         steps_per_s=rate,
         attempts=job.attempts,
         exit_code=job.exit_code,
@@ -136,6 +150,9 @@ def job_view(
         lease_id=job.lease_id,
         pid=job.pid,
         log_tail=tail,
+        suspensions=None if gandiva is None else gandiva.suspensions,
+        migrations=None if gandiva is None else gandiva.migrations,
+        packed_with=None if gandiva is None else gandiva.packed_with,
     )
 
 
@@ -211,7 +228,19 @@ def create_app(service: ServiceView) -> FastAPI:
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
-        return job_view(job, service.live_steps(job), service.live_attained_s(job), rate, tail)
+        gandiva = store.gandiva_job(job.id) if service.gandiva else None
+        attained = service.live_attained_s(job)
+        shown = job_view(job, service.live_steps(job), rate, tail, gandiva, attained)
+        share = service.share_view(job)  # --sharing: shared, hand-overs (sharing.py)
+        if share is None:
+            return shown
+        return shown.model_copy(
+            update={
+                "shared": share.shared,
+                "handovers": share.handovers,
+                "lock_grants": share.grants,
+            }
+        )
 
     def find(job_id: int) -> JobRow:
         job = store.job(job_id)
@@ -386,6 +415,7 @@ def create_app(service: ServiceView) -> FastAPI:
             raise _gone(lease_id)
         return {"ok": True, "steps": body.steps}
 
+    app.include_router(ui_router(service))  # /ui, /ui/stream (live/ui/rounds.py)
     return app
 
 

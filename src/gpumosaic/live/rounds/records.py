@@ -81,6 +81,14 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT NOT NULL,
     detail TEXT NOT NULL DEFAULT ''
 );
+-- serve --mechanism gandiva only (live/gandiva): a row per job Gandiva touched. A new
+-- table, created on open, so a state file of an older version opens unchanged.
+CREATE TABLE IF NOT EXISTS gandiva_jobs (
+    job_id INTEGER PRIMARY KEY REFERENCES jobs(id),
+    suspensions INTEGER NOT NULL DEFAULT 0,
+    migrations INTEGER NOT NULL DEFAULT 0,
+    packed_with INTEGER                -- the job it shares its GPU with now, if any
+);
 """
 
 
@@ -149,6 +157,16 @@ class LeaseRow:
     pid: int | None
     extensions: int
     running_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GandivaJobRow:
+    """What Gandiva did to one job (``serve --mechanism gandiva``), kept across restarts."""
+
+    job_id: int
+    suspensions: int = 0
+    migrations: int = 0
+    packed_with: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

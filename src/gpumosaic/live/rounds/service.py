@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.auth import Authority
 from gpumosaic.live.rounds.cluster import (
     LiveCluster,
@@ -40,12 +40,24 @@ from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.fencing import StateLock
 from gpumosaic.live.rounds.leases import LeaseTable
 from gpumosaic.live.rounds.records import JobRow
+from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
-from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+from gpumosaic.mechanisms.gandiva import (
+    GandivaConfig,
+    GandivaDecider,
+    GandivaOptionError,
+    parse_gandiva_options,
+)
+from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.ordering import build_queue_order
+from gpumosaic.run.parts import RoundParts, build_round_parts
 from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+if TYPE_CHECKING:
+    from gpumosaic.live.gandiva.driver import GandivaDriver
 
 # FGD needs the workload it should keep room for. Without --target-workload the service
 # assumes an even mix of the shapes users submit most (a whole GPU, half, a quarter, two
@@ -79,8 +91,15 @@ class ServiceConfig:
     park_margin_s: float = 30.0
     ray_timeout_s: float = 30.0  # connecting to Ray (docs/live.md, "Ray connection")
     ray_token_file: str | None = None
+    sharing: str | None = None  # --sharing nvshare:... (live/rounds/sharing.py)
+    # "rounds" (Gavel's rounds), or "gandiva[:key=value,...]" (live/gandiva; the keys of
+    # --sharing gandiva:..., docs/gandiva.md "Gandiva live").
+    mechanism: str = "rounds"
 
     def __post_init__(self) -> None:
+        from gpumosaic.live.rounds.sharing import parse_sharing
+
+        parse_sharing(self.sharing)  # one line naming --sharing, before Ray starts
         _in_range("--round-s", self.round_s, 0.001, 86_400.0)
         _in_range("--grace-s", self.grace_s, 0.0, 3_600.0)
         _in_range("--resolve-interval-s", self.resolve_interval_s, 0.0, 86_400.0)
@@ -90,11 +109,41 @@ class ServiceConfig:
         _in_range("--max-retries", self.max_retries, 0, 100)
         _in_range("--port", self.port, 0, 65_535)
         _in_range("--seed", self.seed, 0, 2**63 - 1)
+        if self.mechanism != "rounds":
+            gandiva_config(self.mechanism)
         if not is_loopback(self.host) and not self.token:
             raise InputError(
                 f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
                 field="--host",
             )
+
+
+def gandiva_config(mechanism: str) -> GandivaConfig:
+    """``--mechanism gandiva[:key=value,...]`` -> the decider's config; anything else is
+    one line naming ``--mechanism``."""
+    name = mechanism.partition(":")[0].strip().lower()
+    if name != "gandiva":
+        raise InputError(
+            "must be rounds or gandiva[:key=value,...]", field="--mechanism", value=mechanism
+        )
+    try:
+        return parse_gandiva_options(mechanism)
+    except GandivaOptionError as err:
+        raise InputError(str(err), field="--mechanism", value=mechanism) from None
+
+
+def build_gandiva_decider(config: ServiceConfig, cluster: LiveCluster) -> GandivaDecider:
+    """The decider the simulator builds (``sim/gandiva``): FIFO, Gandiva's own server
+    order, the run's seeded Generator; speeds from Gavel's table or the live prior."""
+    from gpumosaic.live.gandiva.throughputs import LiveThroughputs
+
+    return GandivaDecider(
+        cluster.spec,
+        LiveThroughputs.load(),
+        gandiva_config(config.mechanism),
+        np.random.default_rng(config.seed),
+        order=build_queue_order("fifo"),
+    )
 
 
 def _in_range(flag: str, value: float, low: float, high: float) -> None:
@@ -218,12 +267,7 @@ def target_workload(path: str | None) -> TargetWorkload:
 
 def check_names(config: ServiceConfig) -> None:
     """Fail on a policy, placement or cluster mistake before Ray is started."""
-    from gpumosaic.placement.registry import build_placement
-    from gpumosaic.policies.registry import POLICY_NAMES
-
-    if config.policy not in POLICY_NAMES:
-        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
-    build_placement(config.placement, target_workload(config.target_workload))
+    build_parts_of(config)
     if config.cluster:
         parse_counts(config.cluster)
 
@@ -231,21 +275,47 @@ def check_names(config: ServiceConfig) -> None:
 def build_decider(
     config: ServiceConfig, cluster: LiveCluster
 ) -> tuple[LiveRoundDecider, PriorThroughputs]:
-    """The policy, placement and decider, built as ``sim/rounds.py`` builds them."""
-    from gpumosaic.placement.registry import build_placement
-    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
-
-    if config.policy not in POLICY_NAMES:
-        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
-    policy = build_policy(config.policy, rng=np.random.default_rng(config.seed))
-    placement = build_placement(config.placement, target_workload(config.target_workload))
+    """The policy, placement and decider, built by the road the simulator takes
+    (``run.parts.build_round_parts``)."""
+    parts = build_parts_of(config)
     priors = PriorThroughputs(GavelThroughputTable.load())
-    round_config = RoundConfig(config.round_s, config.resolve_interval_s)
-    shuffle_rng, place_rng = np.random.default_rng(config.seed).spawn(2)
     decider = LiveRoundDecider(
-        cluster.spec, policy, placement, priors, round_config, shuffle_rng, place_rng
+        cluster.spec,
+        parts.policy,
+        parts.placement,
+        priors,
+        parts.config,
+        parts.shuffle_rng,
+        parts.place_rng,
     )
     return decider, priors
+
+
+def build_parts_of(config: ServiceConfig) -> RoundParts:
+    target = target_workload(config.target_workload)
+    return build_round_parts(
+        config.policy,
+        config.placement,
+        target,
+        config.seed,
+        config.round_s,
+        config.resolve_interval_s,
+    )
+
+
+class LoopDriver(Protocol):
+    """What the service loop needs of a driver (``RoundDriver``, ``GandivaDriver``)."""
+
+    config: DriverConfig
+    lease_of: dict[int, str]
+
+    def boundary(self, now: float) -> object: ...
+
+    def tick(self, now: float) -> None: ...
+
+    def round_over(self, now: float) -> bool: ...
+
+    def shutdown(self) -> None: ...
 
 
 class Service:
@@ -279,9 +349,14 @@ class Service:
             self.executor: Executor = RayExecutor(config.start_timeout_s)
         else:
             self.executor = executor_factory(self.table)
+        # --sharing: fractional jobs under the share runtime (live/rounds/sharing.py)
+        self.sharing: ShareSupervisor | None = share_executor(self)
         self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
         self.driver: RoundDriver | None = None
+        # --mechanism gandiva: this driver runs instead (``driver`` stays None).
+        self.gandiva = config.mechanism != "rounds"
+        self.gandiva_driver: GandivaDriver | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._server: Any = None
@@ -339,10 +414,18 @@ class Service:
         )
         return job.attained_s + held
 
+    def share_view(self, job: JobRow) -> ShareView | None:
+        if self.sharing is None:
+            return None
+        return self.sharing.view(job.id, job.gpu_milli, job.num_gpu)
+
     def log_path(self, job_id: int) -> str:
         return str(self.data_dir / "logs" / f"job-{job_id}.log")
 
     def metrics(self) -> dict[str, float]:
+        shares = self.sharing.metrics() if self.sharing is not None else {}  # --sharing
+        if self.gandiva_driver is not None:
+            return {**self.gandiva_driver.metrics(), "rss_bytes": _rss_bytes(), **shares}
         d = self.driver
         if d is None:
             return {}
@@ -365,6 +448,7 @@ class Service:
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
+            **shares,
         }
 
     # ---- life cycle ----------------------------------------------------------------
@@ -411,24 +495,41 @@ class Service:
             token=self.config.token,
             data_dir=str(self.data_dir),
         )
-        self.driver = RoundDriver(
-            self.store,
-            self.table,
-            self.executor,
-            self.decider,
-            self.cluster,
-            self.priors,
-            driver_config,
-            clock=self.clock,
-            on_plan=self.on_plan,
-        )
-        self.driver.recover()
+        if self.gandiva:
+            from gpumosaic.live.gandiva.driver import GandivaDriver
+
+            self.gandiva_driver = GandivaDriver(
+                self.store,
+                self.table,
+                self.executor,
+                build_gandiva_decider(self.config, self.cluster),
+                self.cluster,
+                driver_config,
+                clock=self.clock,
+            )
+            self.gandiva_driver.recover()
+        else:
+            self.driver = RoundDriver(
+                self.store,
+                self.table,
+                self.executor,
+                self.decider,
+                self.cluster,
+                self.priors,
+                driver_config,
+                clock=self.clock,
+                on_plan=self.on_plan,
+            )
+            self.driver.recover()
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
         loop.start()
         self._threads.append(loop)
 
+    def loop_driver(self) -> LoopDriver | None:
+        return self.gandiva_driver if self.gandiva_driver is not None else self.driver
+
     def _loop(self) -> None:
-        driver = self.driver
+        driver = self.loop_driver()
         assert driver is not None
         try:
             while not self._stop.is_set():
@@ -446,11 +547,12 @@ class Service:
         self._stop.set()
         for t in self._threads[1:]:  # the round loop: it must not decide while we stop
             t.join(timeout=10)
-        if self.driver is not None and stop_jobs:
-            self.driver.shutdown()
+        driver = self.loop_driver()
+        if driver is not None and stop_jobs:
+            driver.shutdown()
             give_up = time.monotonic() + self.config.grace_s + 5
-            while self.driver.lease_of and time.monotonic() < give_up:
-                self.driver.tick(self.clock())
+            while driver.lease_of and time.monotonic() < give_up:
+                driver.tick(self.clock())
                 time.sleep(0.05)
         if self._server is not None:
             self._server.should_exit = True
@@ -472,6 +574,21 @@ class Service:
                 self._stop.wait(0.5)
         except KeyboardInterrupt:
             pass
+
+
+def share_executor(service: Service) -> ShareSupervisor | None:
+    """With ``--sharing``, start the share daemons on every node (through Ray) and wrap
+    the service's executor so fractional jobs run under the interposer; the supervisor
+    (None without sharing)."""
+    from gpumosaic.live.rounds.sharing import SharedExecutor, parse_sharing, share_socket_dir
+
+    sharing = parse_sharing(service.config.sharing)
+    if sharing is None:
+        return None
+    supervisor = ShareSupervisor(sharing, service.cluster, share_socket_dir(service.config.state))
+    supervisor.start()
+    service.executor = SharedExecutor(service.executor, supervisor)
+    return supervisor
 
 
 def _rss_bytes() -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from gpumosaic.live.rounds.records import (
     SCHEMA,
     EventRow,
+    GandivaJobRow,
     JobRow,
     LeaseRow,
     job_row,
@@ -371,3 +372,24 @@ class Store:
             for lease in stale:
                 self._event(db, now, lease.job_id, "requeued", "service restart")
         return stale
+
+    # ---- serve --mechanism gandiva ---------------------------------------------------
+
+    def gandiva_job(self, job_id: int) -> GandivaJobRow | None:
+        with self._lock:
+            r = self._db.execute(
+                "SELECT * FROM gandiva_jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        if r is None:
+            return None
+        return GandivaJobRow(r["job_id"], r["suspensions"], r["migrations"], r["packed_with"])
+
+    def save_gandiva_job(self, row: GandivaJobRow) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO gandiva_jobs (job_id, suspensions, migrations, packed_with) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(job_id) DO UPDATE SET "
+                "suspensions = excluded.suspensions, migrations = excluded.migrations, "
+                "packed_with = excluded.packed_with",
+                (row.job_id, row.suspensions, row.migrations, row.packed_with),
+            )

@@ -93,6 +93,19 @@ class JobSubmission(BaseModel):
                 raise ValueError(str(err)) from None
         return out
 
+    @field_validator("job_type")
+    @classmethod
+    def _known_job_type(cls, value: str) -> str:
+        if value:  # a name the table lacks gave no prior, silently (issue 28)
+            from gpumosaic.errors import InputError
+            from gpumosaic.workloads.spec import check_job_type
+
+            try:
+                check_job_type(value)
+            except InputError as err:
+                raise ValueError(err.message) from None
+        return value
+
     @model_validator(mode="after")
     def _whole_gpus_for_gangs(self) -> JobSubmission:
         if self.gpus > 1 and self.gpu_milli != MILLI_PER_GPU:
@@ -135,3 +148,11 @@ class JobView(BaseModel):
     lease_id: str | None
     pid: int | None
     log_tail: str = ""
+    shared: bool = False  # run under the share runtime (serve --sharing nvshare:...)
+    handovers: int = 0  # times its GPU's share daemon handed it the GPU from another job
+    lock_grants: int = 0  # times the daemon granted it the GPU (hand-overs included)
+    # serve --mechanism gandiva only (null under rounds): times Gandiva suspended the
+    # job, moved it to other GPUs, and the job it shares its GPU with now.
+    suspensions: int | None = None
+    migrations: int | None = None
+    packed_with: int | None = None

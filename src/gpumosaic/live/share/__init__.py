@@ -4,7 +4,9 @@ A C interposer (``csrc/interposer.c``, LD_PRELOAD) turns ``cuMemAlloc`` into man
 and gates kernel launches and copies on a GPU lock; an asyncio daemon (``daemon.py``) grants
 the lock first-come-first-served for a time quantum, one UNIX socket per GPU. The lock's
 decisions live in ``sharing.lock.GpuLock`` (no clock of its own; the nvshare model drives
-the same object); the wire format and its checks in ``protocol`` and ``limits``.
+the same object); the wire format and its checks in ``protocol`` and ``limits``. Under
+``serve --sharing nvshare:...``, ``node.NodeShareAgent`` (a Ray actor per node) runs and
+restarts the daemons (``live/rounds/sharing.py``).
 """
 
 from gpumosaic.live.share.native import ShareError, build_library, library_path

@@ -53,7 +53,8 @@ from gpumosaic.live.share.sockets import (
     remove_own_socket,
     socket_path,
 )
-from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, GpuLock
+from gpumosaic.live.ui import share as share_ui
+from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, GpuLock, Grant
 
 _T = TypeVar("_T", int, float)
 
@@ -192,13 +193,23 @@ class ShareDaemon:
         out = []
         for decision in decisions:
             msg = decision_message(decision)
-            self._event(gpu, msg.type.value, decision.client_id, now)
+            handover = decision.handover if isinstance(decision, Grant) else None
+            self._event(gpu, msg.type.value, decision.client_id, now, handover)
             out.append(Send(decision.client_id, msg))
         return out
 
-    def _event(self, gpu: int, event: str, client_id: int | None, now: float) -> None:
+    def _event(
+        self,
+        gpu: int,
+        event: str,
+        client_id: int | None,
+        now: float,
+        handover: bool | None = None,
+    ) -> None:
         """Log one event stamped with ``now``, the time the lock decided at (not the time
-        of writing: under load the two differ, and the quanta are measured from ``now``)."""
+        of writing: under load the two differ, and the quanta are measured from ``now``).
+        A grant says whether it was a hand-over and every event names its client, so the
+        service's share supervisor counts each job's hand-overs (``live/rounds/sharing``)."""
         if self._log is None:
             return
         lock = self.locks[gpu]
@@ -209,7 +220,10 @@ class ShareDaemon:
             "event": event,
             "client": client_id,
             "pid": None if client is None else client.pid,
+            "name": None if client is None else client.name,
         }
+        if handover is not None:
+            record["handover"] = handover
         self._log.write(json.dumps(record) + "\n")
 
     # --- life cycle -------------------------------------------------------------------------
@@ -363,6 +377,8 @@ class ShareDaemon:
                 if await asyncio.wait_for(reader.readline(), 5.0) in (b"\r\n", b"\n", b""):
                     break
             ok = request.split()[:2] == [b"GET", b"/metrics"]
+            if not ok and await share_ui.answer(self, request, reader, writer):  # live/ui
+                return
             body = self.metrics_text().encode() if ok else b"not found\n"
             status = b"200 OK" if ok else b"404 Not Found"
             writer.write(

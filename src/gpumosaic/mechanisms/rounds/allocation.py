@@ -46,6 +46,8 @@ class AllocationBook:
         self.credit_s = round_s / 2.0
         self.pair_partners = pair_partners
         self.pairs = policy.traits.pairs
+        # Gavel measured packed rates only on its own models (V100, P100, K80).
+        self.packed_rates = all(m.throughput_key is not None for m in self.models)
         self.entities: EntityTable | None = None
         # Deficits carried into the next table: sorted entity keys and their (K, T) rows.
         self.deficits: tuple[np.ndarray, np.ndarray] = (
@@ -68,13 +70,16 @@ class AllocationBook:
             pairs is not PairCandidates.NONE
             and isinstance(throughputs, GavelThroughputTable)
             and len(rows) > 1
-            # Packed rates exist only for measured models (none are borrowed).
-            and all(m.throughput_key is not None for m in self.models)
         ):
-            keys = [m.throughput_key for m in self.models]
-            specs = [jobs.specs[r] for r in rows.tolist()]
-            top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
-            packed = candidate_pairs(specs, throughputs, keys, top_k)
+            if self.packed_rates:
+                keys = [m.throughput_key for m in self.models]
+                specs = [jobs.specs[r] for r in rows.tolist()]
+                top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
+                packed = candidate_pairs(specs, throughputs, keys, top_k)
+            else:
+                # Packed rates exist only for measured models (none are borrowed): this
+                # solve runs without pairs, as ``*_perf`` would; counted, never silent.
+                self.fallbacks += Fallbacks.of(Fallback.PACKED_RATES_MISSING)
         inp = build_policy_input(
             rows, jobs.columns(), self.type_names, self.capacity_gpus, now, packed
         )

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
+from gpumosaic.mechanisms.gandiva.group import GandivaJob
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.sim.gandiva.counters import GandivaCounters
-from gpumosaic.sim.gandiva.group import JobRun, Ledger
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, Timeline
+from gpumosaic.model.outcome import Rejection
+from gpumosaic.sim.gandiva.progress import JobProgress, Ledger
+from gpumosaic.sim.result import (
+    GandivaReport,
+    GandivaWindow,
+    JobRecord,
+    JobStatus,
+    RunStats,
+    SimResult,
+    Timeline,
+)
 
 # (time, ledger then, held GPU-seconds then) at each end of a measurement window.
 Snapshot = tuple[float, Ledger, float]
@@ -16,9 +26,10 @@ Snapshot = tuple[float, Ledger, float]
 
 def build_result(
     *,
-    runs: Iterable[JobRun],
-    queued: Iterable[JobRun],
-    rejected: Mapping[int, str],
+    jobs: Mapping[int, GandivaJob],
+    progress: Mapping[int, JobProgress],
+    queued: Iterable[GandivaJob],
+    rejected: Mapping[int, Rejection],
     is_measured: Callable[[int], bool],
     counters: GandivaCounters,
     ledger: Ledger,
@@ -28,68 +39,78 @@ def build_result(
     total_gpu_milli: int,
     end_s: float,
     stats: RunStats,
+    fallbacks: Fallbacks,
 ) -> SimResult:
-    queued_ids = {r.spec.id for r in queued}
+    queued_ids = {j.id for j in queued}
     records = tuple(
         _record(
-            run,
+            job,
+            progress[job_id],
             end_s,
-            rejected.get(run.spec.id),
-            run.spec.id in queued_ids,
-            is_measured(run.spec.id),
+            rejected.get(job_id),
+            job_id in queued_ids,
+            is_measured(job_id),
         )
-        for run in runs
+        for job_id, job in jobs.items()
     )
     suspended = sum(r.suspended_s for r in records)
-    extra: tuple[tuple[str, float], ...] = (
-        ("handovers", float(sum(r.handovers for r in records))),
-        ("migrations", float(counters.migrations)),
-        ("defragmentations", float(counters.defragmentations)),
-        ("spread_moves", float(counters.spread_moves)),
-        ("packs_tried", float(counters.packs_tried)),
-        ("packs_kept", float(counters.packs_kept)),
-        ("packs_undone", float(counters.packs_undone)),
-        ("suspended_s", suspended),
-        ("busy_gpu_s", ledger.busy_gpu_s),
-        ("overhead_gpu_s", ledger.overhead_gpu_s),
-        ("held_gpu_s", held_gpu_s),
-        ("effective_gpu_s", ledger.effective_gpu_s),
-        ("max_progress_residual", ledger.max_residual),
-        ("max_memory_pressure", ledger.max_memory_pressure),
-    )
+    window = None
     if len(snapshots) == 2:
         (t0, l0, held0), (t1, l1, held1) = snapshots
-        extra += (
-            ("window_start_s", t0),
-            ("window_end_s", t1),
-            ("window_busy_gpu_s", l1.busy_gpu_s - l0.busy_gpu_s),
-            ("window_overhead_gpu_s", l1.overhead_gpu_s - l0.overhead_gpu_s),
-            ("window_effective_gpu_s", l1.effective_gpu_s - l0.effective_gpu_s),
-            ("window_held_gpu_s", held1 - held0),
+        window = GandivaWindow(
+            start_s=t0,
+            end_s=t1,
+            busy_gpu_s=l1.busy_gpu_s - l0.busy_gpu_s,
+            overhead_gpu_s=l1.overhead_gpu_s - l0.overhead_gpu_s,
+            effective_gpu_s=l1.effective_gpu_s - l0.effective_gpu_s,
+            held_gpu_s=held1 - held0,
         )
+    report = GandivaReport(
+        handovers=sum(r.handovers for r in records),
+        migrations=counters.migrations,
+        defragmentations=counters.defragmentations,
+        spread_moves=counters.spread_moves,
+        packs_tried=counters.packs_tried,
+        packs_kept=counters.packs_kept,
+        packs_undone=counters.packs_undone,
+        suspended_s=suspended,
+        busy_gpu_s=ledger.busy_gpu_s,
+        overhead_gpu_s=ledger.overhead_gpu_s,
+        held_gpu_s=held_gpu_s,
+        effective_gpu_s=ledger.effective_gpu_s,
+        max_progress_residual=ledger.max_residual,
+        max_memory_pressure=ledger.max_memory_pressure,
+        window=window,
+    )
     return SimResult(
         records=records,
         timeline=timeline,
         stats=stats,
         total_gpu_milli=total_gpu_milli,
         end_s=end_s,
-        extra=extra,
+        fallbacks=fallbacks,
+        gandiva=report,
     )
 
 
 def _record(
-    run: JobRun, end: float, rejected: str | None, queued: bool, measured: bool
+    job: GandivaJob,
+    run: JobProgress,
+    end: float,
+    rejected: Rejection | None,
+    queued: bool,
+    measured: bool,
 ) -> JobRecord:
     spec = run.spec
     if rejected is not None:
-        status, reason = JobStatus.REJECTED, rejected
+        status, reason = JobStatus.REJECTED, str(rejected)
     elif run.finished:
         status, reason = JobStatus.COMPLETED, ""
     elif queued:
         status, reason = JobStatus.QUEUED, "no free or shareable GPU set (gandiva)"
     else:
         status, reason = JobStatus.RUNNING, ""
-    started = not math.isnan(run.start_s)
+    started = run.started
     stop = run.finish_s if run.finished else end
     # Placed but not holding the GPUs: time-sliced out, hand-overs, migrations, queued again.
     suspended = max(0.0, stop - run.start_s - run.running_s) if started else 0.0
@@ -104,11 +125,12 @@ def _record(
         gpu_milli=MILLI_PER_GPU if spec.num_gpu else 0,
         status=status,
         reason=reason,
+        rejection=None if rejected is None else rejected.reason,
         gpu_model=run.first_model,
         measured=measured,
         gpu_milli_seconds=run.gpu_milli_s,
         alone_s=run.alone_s,
         suspended_s=suspended,
-        migrations=run.migrations,
-        handovers=run.handovers,
+        migrations=job.migrations,
+        handovers=job.handovers,
     )

@@ -17,7 +17,15 @@
  * Environment: GPUMOSAIC_SHARE_SOCKET (the GPU's daemon socket; unset = pass-through),
  * GPUMOSAIC_SHARE_LIBCUDA (default libcuda.so.1), GPUMOSAIC_SHARE_IDLE_S (early release,
  * default 5), GPUMOSAIC_SHARE_RECONNECT_S (default 30), GPUMOSAIC_SHARE_RESERVE_MIB
- * (default 1536), GPUMOSAIC_SHARE_SINGLE_OVERSUB=1, GPUMOSAIC_SHARE_DEBUG=1. */
+ * (default 1536), GPUMOSAIC_SHARE_SINGLE_OVERSUB=1, GPUMOSAIC_SHARE_DEBUG=1.
+ *
+ * Memory cap (as HAMi does; the service sets it for `--sharing nvshare:mem_cap=...`):
+ * GPUMOSAIC_SHARE_MEM_CAP_MIB (an explicit cap) or GPUMOSAIC_SHARE_MEM_CAP_MILLI (the
+ * job's share of the GPU's memory, in thousandths of the driver's total; the MiB wins
+ * when both are set). With a cap, cuMemGetInfo reports the cap as the total and the cap
+ * less this process's allocations as free, and an allocation that would take the process
+ * over the cap fails with CUDA_ERROR_OUT_OF_MEMORY before the driver is asked. The cap
+ * holds with or without a daemon socket. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -102,6 +110,8 @@ static int single_oversub;
 static char sock_path[108];
 
 static unsigned long long own_bytes, gpu_total_bytes;
+static unsigned long long cap_mib_bytes; /* GPUMOSAIC_SHARE_MEM_CAP_MIB; 0: none */
+static unsigned cap_milli;               /* GPUMOSAIC_SHARE_MEM_CAP_MILLI; 0: none */
 static _Atomic int pacing_pending, pacing_window = 1;
 
 struct alloc { CUdeviceptr ptr; size_t size; };
@@ -416,6 +426,9 @@ static void bootstrap(void) {
   if (idle_s <= 0) idle_s = 5.0;
   reconnect_s = env_double("GPUMOSAIC_SHARE_RECONNECT_S", 30.0);
   reserve_bytes = (unsigned long long)(env_double("GPUMOSAIC_SHARE_RESERVE_MIB", 1536) * MIB);
+  cap_mib_bytes = (unsigned long long)(env_double("GPUMOSAIC_SHARE_MEM_CAP_MIB", 0) * MIB);
+  double milli = env_double("GPUMOSAIC_SHARE_MEM_CAP_MILLI", 0);
+  cap_milli = milli > 1000 ? 1000 : (unsigned)milli;
   single_oversub = getenv("GPUMOSAIC_SHARE_SINGLE_OVERSUB") &&
                    strcmp(getenv("GPUMOSAIC_SHARE_SINGLE_OVERSUB"), "1") == 0;
   const char *path = getenv("GPUMOSAIC_SHARE_SOCKET");
@@ -540,6 +553,14 @@ static void learn_total(void) {
   }
 }
 
+/* The cap in bytes (0: none), from the driver's total; caller holds mu. */
+static unsigned long long cap_bytes_locked(void) {
+  if (cap_mib_bytes) return cap_mib_bytes;
+  if (cap_milli && gpu_total_bytes) return gpu_total_bytes * cap_milli / 1000ULL; /* < 2^60 */
+  return 0;
+}
+
+/* `size` bytes already counted in own_bytes (reserved by alloc_managed) are now held. */
 static void record_alloc(CUdeviceptr ptr, size_t size) {
   pthread_mutex_lock(&mu);
   if (n_allocs == cap_allocs) {
@@ -548,7 +569,6 @@ static void record_alloc(CUdeviceptr ptr, size_t size) {
     if (grown) { allocs = grown; cap_allocs = cap; }
   }
   if (n_allocs < cap_allocs) allocs[n_allocs++] = (struct alloc){ptr, size};
-  own_bytes += size;
   pthread_mutex_unlock(&mu);
   report_memory();
 }
@@ -560,10 +580,19 @@ static CUresult alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags) {
   learn_total();
   pthread_mutex_lock(&mu);
   int over = !single_oversub && gpu_total_bytes && own_bytes + size > gpu_total_bytes;
+  unsigned long long cap = cap_bytes_locked();
+  if (cap && own_bytes + size > cap) over = 1; /* the job's share of the memory */
+  if (!over) own_bytes += size; /* reserved now: concurrent allocations see it */
   pthread_mutex_unlock(&mu);
   if (over) return CUDA_ERROR_OUT_OF_MEMORY; /* one process alone may not oversubscribe */
   CUresult rc = managed(dptr, size, flags);
-  if (rc == CUDA_SUCCESS) record_alloc(*dptr, size);
+  if (rc == CUDA_SUCCESS) {
+    record_alloc(*dptr, size);
+  } else {
+    pthread_mutex_lock(&mu);
+    own_bytes -= size;
+    pthread_mutex_unlock(&mu);
+  }
   return rc;
 }
 
@@ -600,6 +629,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
   typedef CUresult (*info_t)(size_t *, size_t *);
+  boot(); /* reads the cap */
   info_t f = (info_t)real(IDX_cuMemGetInfo_v2);
   if (!f) return CUDA_ERROR_NOT_FOUND;
   size_t fr = 0, tot = 0;
@@ -609,8 +639,10 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
    * for contexts and the driver, less what this process holds. */
   unsigned long long usable = tot > reserve_bytes ? tot - reserve_bytes : tot;
   pthread_mutex_lock(&mu);
-  unsigned long long own = own_bytes;
+  if (!gpu_total_bytes) gpu_total_bytes = tot;
+  unsigned long long own = own_bytes, cap = cap_bytes_locked();
   pthread_mutex_unlock(&mu);
+  if (cap && cap < usable) usable = cap; /* the cap is the job's whole GPU */
   if (total_b) *total_b = (size_t)usable;
   if (free_b) *free_b = (size_t)(usable > own ? usable - own : 0);
   return rc;
