@@ -30,6 +30,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "compare": ("compare",),
     "fill": ("fill",),
     "serve": ("serve",),
+    "emulate": ("emulate",),
+    "sim-vs-live": ("sim_vs_live",),
     "submit": ("jobs",),
     "jobs": ("jobs",),
     "job": ("jobs",),

@@ -49,6 +49,13 @@ def serve(
     start_timeout_s: Annotated[
         float, typer.Option(help="a lease Ray cannot start by then goes back to the queue")
     ] = 120.0,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            help="job seconds per wall second: rounds, grants and durations run this much "
+            "faster while every record stays in job time (docs/live.md, Time scale)"
+        ),
+    ] = 1.0,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     from gpumosaic.live.rounds.service import Service, ServiceConfig, check_names, connect_ray
@@ -69,6 +76,7 @@ def serve(
         seed=seed,
         target_workload=target_workload,
         start_timeout_s=start_timeout_s,
+        time_scale=time_scale,
     )
     check_names(config)
     import ray
@@ -79,7 +87,8 @@ def serve(
     service.start()
     models = ", ".join(f"{n} x{c}" for n, c in live.spec.gpus_per_model().items())
     Console(stderr=True).print(
-        f"gpumosaic serve: {service.url} ({policy} + {placement}, rounds of {round_s:g} s, "
+        f"gpumosaic serve: {service.url} ({policy} + {placement}, rounds of {round_s:g} s"
+        f"{f' at time scale {time_scale:g}' if time_scale != 1 else ''}, "
         f"{models}; state {state})",
         highlight=False,
     )

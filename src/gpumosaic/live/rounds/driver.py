@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,7 @@ class DriverConfig:
     server_url: str = "http://127.0.0.1:8470"
     token: str = ""
     data_dir: str = "."  # logs/ and checkpoints/ live under it
+    time_scale: float = 1.0  # job seconds per wall second (live/rounds/timescale.py)
 
     @property
     def checkpoint_root(self) -> Path:
@@ -80,6 +82,8 @@ class DriverCounters:
     forced_solves: int = 0
     unmeasured_grants: int = 0  # leases bounded by time only (rate not yet measured)
     boundary_s: list[float] = field(default_factory=list)  # decision time per boundary
+    # Per new lease: round start -> the process's first lease call (service clock).
+    launch_latency_s: list[float] = field(default_factory=list)
 
 
 class RoundDriver:
@@ -94,7 +98,10 @@ class RoundDriver:
         config: DriverConfig,
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[RoundPlan], None] | None = None,
+        hold: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
+        """``hold``: a context in which ``clock`` runs at wall speed (a time-scaled
+        clock's ``held``: the service's own decisions are not scaled)."""
         self.store = store
         self.table = table
         self.executor = executor
@@ -104,6 +111,7 @@ class RoundDriver:
         self.config = config
         self.clock = clock
         self.on_plan = on_plan
+        self._hold = hold if hold is not None else nullcontext
         self.epoch = store.epoch(clock())
         self.row_of: dict[int, int] = {}
         self.total_of: dict[int, float] = {}
@@ -157,7 +165,7 @@ class RoundDriver:
     # ---- the boundary --------------------------------------------------------------
 
     def boundary(self, now: float) -> RoundPlan:
-        with self._lock, self.store.batch():
+        with self._hold(), self._lock, self.store.batch():
             t0 = time.perf_counter()
             self._tick(now)
             if self.plan is not None:
@@ -188,6 +196,7 @@ class RoundDriver:
             lease_by_id=self.table.get,
             demand_milli=self._demand,
         )
+        self.counters.launch_latency_s.extend(closed.launch_latency_s)
         for sample in closed.rates:
             self.decider.observe_rate(self.row_of[sample.job_id], sample.type_index, sample.rate)
         self.decider.report(plan, closed.report)
@@ -207,6 +216,7 @@ class RoundDriver:
         self.round_idx += 1
         self.plan = plan if len(plan) else None
         self.round_end = now + self.config.round_s
+        self.meter.round_started(now)
         entries = plan.entries
         for spec in self.pending.values():  # launches of the last round never made
             self._lease_specs.pop(spec.lease_id, None)
@@ -232,7 +242,7 @@ class RoundDriver:
                 self.table.extend(current, until, self.round_end, measured)
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
-                self.meter.lease_started(job_id, current, now)
+                self.meter.lease_started(job_id, current, now, launched=False)
                 continue
             spec = self._launch_spec(job_id, entry, until, measured, now)
             if current is not None:  # the previous process is still stopping
@@ -284,9 +294,17 @@ class RoundDriver:
                 if lease_id is None or lease_id in self.stopping:
                     continue
                 lease = self.table.get(lease_id)
-                if lease is not None and not lease.parked:
+                if lease is not None and not lease.parked and lease.finished_at is None:
                     return False
         return True
+
+    def wait(self, poll_s: float) -> None:
+        """Sleep until a lease parks, finishes or ends, the round's end, or ``poll_s``
+        (wall seconds), whichever comes first."""
+        to_end = (self.round_end - self.clock()) / self.config.time_scale
+        timeout = max(min(poll_s, to_end), 0.0)
+        if self.table.changed.wait(timeout):
+            self.table.changed.clear()
 
     def _unadmitted(self) -> bool:
         return self.store.jobs_version != self._admitted_seen
@@ -354,6 +372,7 @@ class RoundDriver:
             token=self.config.token,
             checkpoint_dir=self.checkpoint_dir(job_id),
             log_path=self._log_root / f"job-{job_id}.log",
+            time_scale=self.config.time_scale,
         )
         lease = LiveLease(
             lease_id=lease_id,

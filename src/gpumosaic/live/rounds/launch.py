@@ -34,6 +34,7 @@ def launch_spec(
     token: str,
     checkpoint_dir: Path,
     log_path: Path,
+    time_scale: float = 1.0,
 ) -> LaunchSpec:
     """The processes of ``job``'s new lease: one rank per GPU the plan gives it (a
     fractional job: one rank with its share of one GPU)."""
@@ -59,6 +60,8 @@ def launch_spec(
             "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, inherited) if p),
         }
     )
+    if time_scale != 1.0:
+        env["GPUMOSAIC_TIME_SCALE"] = repr(float(time_scale))
     if token:
         env["GPUMOSAIC_TOKEN"] = token
     return LaunchSpec(

@@ -66,6 +66,7 @@ class LiveLease:
     contacted: bool = False
     contacted_at: float | None = None  # first call of the job (service clock)
     parked: bool = False
+    finished_at: float | None = None  # rank 0 reported all the job's steps (service clock)
     stop: bool = False
     decision: int = 0
     pid: int | None = None
@@ -79,6 +80,8 @@ class LeaseTable:
         self.clock = clock
         self._lock = threading.Lock()
         self._leases: dict[str, LiveLease] = {}
+        # Set when a lease parks or reports its last step: the round may be over.
+        self.changed = threading.Event()
 
     # ---- driver side ---------------------------------------------------------------
 
@@ -111,7 +114,9 @@ class LeaseTable:
     def end(self, lease_id: str) -> LiveLease | None:
         """The lease's processes are gone: later calls with its id are fenced (410)."""
         with self._lock:
-            return self._leases.pop(lease_id, None)
+            lease = self._leases.pop(lease_id, None)
+        self.changed.set()
+        return lease
 
     def snapshot(self, lease_id: str) -> tuple[float, float, bool, bool]:
         """(steps, iter_s, parked, contacted) at this instant."""
@@ -170,6 +175,10 @@ class LeaseTable:
                 lease.iter_s = max(elapsed_s, 0.0)
                 if at_end:
                     lease.parked = True
+                    self.changed.set()
+                if lease.steps >= lease.total_steps and lease.finished_at is None:
+                    lease.finished_at = self.clock()
+                    self.changed.set()
             return self._grant(lease)
 
     def decision_of(self, lease_id: str) -> int | None:

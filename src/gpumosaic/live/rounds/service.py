@@ -71,8 +71,16 @@ class ServiceConfig:
     target_workload: str | None = None
     start_timeout_s: float = 120.0
     park_margin_s: float = 30.0
+    time_scale: float = 1.0  # job seconds per wall second (live/rounds/timescale.py)
+    warm_launchers: bool = False  # one launcher actor per node (live/rounds/warm_executor.py)
 
     def __post_init__(self) -> None:
+        from gpumosaic.live.rounds.timescale import check_time_scale
+
+        try:
+            check_time_scale(self.time_scale)
+        except ValueError as err:
+            raise InputError(str(err), field="--time-scale", value=self.time_scale) from None
         if self.round_s <= 0:
             raise InputError("must be > 0", field="--round-s")
         if self.grace_s < 0:
@@ -176,20 +184,30 @@ class Service:
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[RoundPlan], None] | None = None,
     ) -> None:
+        from gpumosaic.live.rounds.timescale import ScaledClock
+
+        if config.time_scale != 1.0 and clock is time.time:
+            clock = ScaledClock(config.time_scale)
         self.config = config
         self.cluster = cluster
         self.clock = clock
         self.token = config.token
-        self.park_margin_s = config.park_margin_s
+        self.park_margin_s = config.park_margin_s * config.time_scale  # wall seconds kept
         self.default_retries = config.max_retries
         state = Path(config.state)
         self.data_dir = state.parent if state.parent != Path("") else Path(".")
         self.store = Store(state)
         self.table = LeaseTable(self.store, clock)
-        if executor_factory is None:
+        if executor_factory is None and config.warm_launchers:
+            from gpumosaic.live.rounds.warm_executor import WarmRayExecutor
+
+            warm = WarmRayExecutor()
+            warm.warm(sorted({(s.ray_node_id, s.ip) for s in cluster.slots}))
+            self.executor: Executor = warm
+        elif executor_factory is None:
             from gpumosaic.live.rounds.ray_executor import RayExecutor
 
-            self.executor: Executor = RayExecutor(config.start_timeout_s)
+            self.executor = RayExecutor(config.start_timeout_s)
         else:
             self.executor = executor_factory(self.table)
         self.decider, self.priors = build_decider(config, cluster)
@@ -257,6 +275,7 @@ class Service:
         import uvicorn
 
         from gpumosaic.live.rounds.api import create_app
+        from gpumosaic.live.rounds.timescale import ScaledClock
 
         app = create_app(self)
         uv_config = uvicorn.Config(
@@ -288,6 +307,7 @@ class Service:
             server_url=self.url,
             token=self.config.token,
             data_dir=str(self.data_dir),
+            time_scale=self.config.time_scale,
         )
         self.driver = RoundDriver(
             self.store,
@@ -299,6 +319,7 @@ class Service:
             driver_config,
             clock=self.clock,
             on_plan=self.on_plan,
+            hold=self.clock.held if isinstance(self.clock, ScaledClock) else None,
         )
         self.driver.recover()
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
@@ -315,7 +336,7 @@ class Service:
                     driver.tick(self.clock())
                     if driver.round_over(self.clock()):
                         break
-                    self._stop.wait(driver.config.poll_s)
+                    driver.wait(driver.config.poll_s)
         except BaseException as err:  # surfaced by /healthz and the CLI, never swallowed
             self.driver_error = err
             raise
