@@ -110,6 +110,8 @@ class Lease:
     time_scale: float = 1.0  # job seconds per wall second (serve --time-scale)
     checkpoint_every_s: float = CHECKPOINT_EVERY_S  # job time; with ``steps(save=...)``
     checkpoints: int = 0  # saves written by this process
+    _began: float | None = field(default=None, repr=False)  # monotonic, after init
+    _parked_s: float = field(default=0.0, repr=False)  # waiting for round decisions
     position: int = 0  # steps done (the index of the next step)
     _preempted: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -164,24 +166,24 @@ class Lease:
             return
         scale = self.time_scale
         every_wall = self.checkpoint_every_s / scale
-        began = time.monotonic()
-        parked_s = 0.0
+        began = self._began = time.monotonic()
+        self._parked_s = 0.0
         granted_at, from_step = began, self.position
         deadline = began + grant.seconds_left / scale
         renewed, last_report = -1, began
         saved_at = began
         while True:
             if self.position >= self.total_steps:
-                self._call("progress", self._progress(began, parked_s))
+                self._call("progress", self._progress())
                 return
             if self.preempted or grant.stop:
-                self._call("progress", self._progress(began, parked_s))
+                self._call("progress", self._progress())
                 return
             now = time.monotonic()
             if self.position >= grant.until_step or now >= deadline:
                 t0 = time.monotonic()
-                nxt = self._call("progress", self._progress(began, parked_s, at_end=True))
-                parked_s += time.monotonic() - t0
+                nxt = self._call("progress", self._progress(at_end=True))
+                self._parked_s += time.monotonic() - t0
                 if nxt is None or nxt.stop or nxt.seconds_left <= 0:
                     return
                 if self.position >= nxt.until_step:
@@ -202,7 +204,7 @@ class Lease:
             used_time = (now - granted_at) / max(deadline - granted_at, 1e-9)
             renew = max(used_steps, used_time) >= RENEW_FRACTION and renewed != grant.decision
             if renew or now - last_report >= self.report_every_s:
-                nxt = self._call("progress", self._progress(began, parked_s))
+                nxt = self._call("progress", self._progress())
                 last_report = time.monotonic()
                 if nxt is None:
                     return
@@ -230,8 +232,15 @@ class Lease:
                 it = iter(loader)
                 yield next(it)
 
-    def _progress(self, began: float, parked_s: float, at_end: bool = False) -> dict[str, Any]:
-        elapsed = (time.monotonic() - began - parked_s) * self.time_scale
+    def stepping_s(self) -> float:
+        """Wall seconds this process has been stepping: since its lease's init, less the
+        time parked waiting for round decisions (what its reports count, unscaled)."""
+        if self._began is None:
+            return 0.0
+        return time.monotonic() - self._began - self._parked_s
+
+    def _progress(self, at_end: bool = False) -> dict[str, Any]:
+        elapsed = self.stepping_s() * self.time_scale
         return {"steps": self.position, "elapsed_s": elapsed, "at_end": at_end}
 
     # ---- checkpoints ---------------------------------------------------------------

@@ -5,7 +5,8 @@
 placement, round length, resolve interval, seed and placement target, replay the
 workload on it as emulated jobs (``live/rounds/replay.py``), then simulate the same
 description on the live cluster's own ``ClusterSpec`` with the launch latency the live
-run measured (``RoundSimulator(launch_latency_s=...)``; the median, in job time) and
+run measured (``RoundSimulator(launch_latency_s=...)``; the mean over its new leases, in
+job time: the mean, because the work a round loses is the sum of its latencies) and
 compare the two: average JCT, makespan, per-job JCT differences, and the rounds whose
 plan is the simulator's.
 
@@ -83,7 +84,7 @@ class Comparison:
     rounds_identical: int
     time_scale: float
     wall_s: float  # the live run's wall time
-    launch_latency_s: float  # median, job time (what the simulator was given)
+    launch_latency_s: float  # mean, job time (what the simulator was given)
     launch_latency_wall_s: float
     round_s: float
     live_finished: bool
@@ -114,7 +115,7 @@ class Comparison:
         sim = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
         live = {
             **self.live.to_json(),
-            "launch_latency_median_s": self.launch_latency_s,
+            "launch_latency_mean_s": self.launch_latency_s,
             "launch_latency_wall_s": self.launch_latency_wall_s,
             "launches": self.launches,
             "extensions": self.extensions,
@@ -176,9 +177,9 @@ def compare(
         _write_target(parts.workload.target_sample(), target_path)
         live = _run_live(description, counts, cluster, jobs, scale, limit, root, target_path, say)
     latencies = sorted(live.launch_latency_s)
-    latency = statistics.median(latencies) if latencies else 0.0
+    latency = statistics.fmean(latencies) if latencies else 0.0
     say(
-        f"launch latency (round start -> first lease call), median of {len(latencies)}: "
+        f"launch latency (round start -> first lease call), mean of {len(latencies)}: "
         f"{latency / scale:.3f} s wall = {latency:.1f} s job time = "
         f"{100 * latency / description.round_s:.1f}% of a {description.round_s:g} s round"
     )
@@ -334,10 +335,13 @@ def _job_diffs(sim: SimResult, live: SimResult) -> tuple[JobDiff, ...]:
 
 
 def _plan_key(plan: RoundPlan, id_of: dict[int, int] | None) -> frozenset[object]:
+    """Which jobs run, on which GPU type and node(s), with what share. The GPU indices
+    within a node are left out: two GPUs of one node are the same to a job, and which of
+    them a job gets is a placement tie broken by the order of near-equal priorities."""
     keys = []
     for e in plan.entries:
         ids = tuple(sorted(id_of.get(i, -1) if id_of is not None else i for i in e.job_ids))
-        where = tuple((p.node, tuple(p.gpus), p.gpu_milli) for p in e.parts)
+        where = tuple(sorted((p.node, len(p.gpus), p.gpu_milli) for p in e.parts))
         keys.append((ids, e.gpu_type, where))
     return frozenset(keys)
 

@@ -5,9 +5,9 @@ It uses ``gpumosaic.lease`` exactly as a training loop does (load the checkpoint
 throughput table gives for its job type, on the GPU model it was placed on
 (``GPUMOSAIC_GPU_MODEL``) with its number of GPUs (``GPUMOSAIC_WORLD_SIZE``, the scale
 factor), times the service's time scale (``GPUMOSAIC_TIME_SCALE``). A "step" is a sleep
-until its due time on a fixed schedule, so a late wake-up is made up by the next steps
-(the rate holds on a loaded machine) and a pause (a parked lease waiting for its round
-decision) restarts the schedule instead of being caught up.
+until its due time on the lease's own stepping clock (``Lease.stepping_s``: the clock its
+reports count, without the time parked waiting for a round decision), so a late wake-up
+is made up by the next steps and the rate the service measures is the table's.
 
 Run as ``gpumosaic emulate --job-type TYPE`` or, with fewer imports at start-up,
 ``python -m gpumosaic.live.emulate --job-type TYPE`` (what ``sim-vs-live`` submits).
@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from gpumosaic.lease import Lease, LeaseError
 
 ENV_GPU_MODEL = "GPUMOSAIC_GPU_MODEL"
-# A wait longer than this between two steps is a pause (parked lease), not a late step.
-PAUSE_S = 0.25
+ENV_TABLE_COLUMN = "GPUMOSAIC_GPU_TABLE_COLUMN"  # "v100:1.0", set by the service
 
 
 class EmulationError(ValueError):
@@ -65,23 +64,52 @@ def table_rate(job_type: str, gpu_model_name: str, scale_factor: int) -> Emulate
     return EmulatedRate(job_type, gpu.name, scale_factor, float(rate))
 
 
+def column_rate(
+    job_type: str, column: str, factor: float, scale_factor: int, gpu_name: str
+) -> EmulatedRate:
+    """The rate from the table's JSON, read with the standard library only (a job's
+    start-up is launch latency: no numpy, no full table parse)."""
+    import ast
+    import json
+    from importlib import resources
+
+    ref = resources.files("gpumosaic") / "data" / "gavel" / "simulation_throughputs.json"
+    entries = json.loads(ref.read_text()).get(column, {})
+    for key_text, entry in entries.items():
+        if ast.literal_eval(key_text) == (job_type, scale_factor):
+            return EmulatedRate(job_type, gpu_name, scale_factor, factor * float(entry["null"]))
+    raise EmulationError(
+        f"Gavel's table has no rate for job type {job_type!r} on {scale_factor} "
+        f"{gpu_name} GPU(s)"
+    )
+
+
+def rate_of(job_type: str, env: dict[str, str], scale_factor: int) -> EmulatedRate:
+    gpu_name = env.get(ENV_GPU_MODEL, "")
+    column, sep, factor = env.get(ENV_TABLE_COLUMN, "").partition(":")
+    if column and sep:
+        return column_rate(job_type, column, float(factor), scale_factor, gpu_name)
+    return table_rate(job_type, gpu_name, scale_factor)
+
+
 def run(job_type: str, steps: float | None = None, environ: dict[str, str] | None = None) -> int:
     """Emulate one lease of the job (the process the service launched); exit code."""
     env = dict(os.environ if environ is None else environ)
     lease = Lease.from_env(env)
     if steps is not None:
         lease.total_steps = min(lease.total_steps, steps)
-    rate = table_rate(job_type, env.get(ENV_GPU_MODEL, ""), max(lease.world_size, 1))
+    rate = rate_of(job_type, env, max(lease.world_size, 1))
     wall_rate = rate.steps_per_s * lease.time_scale
     state = lease.load() or {"step": 0}
-    due = time.monotonic()
+    first: int | None = None
     for step in lease.steps(start=int(state["step"]), save=lambda: state):
-        now = time.monotonic()
-        if now - due > PAUSE_S:
-            due = now  # the lease was parked (or the loop saved): no catching up
-        if due > now:
-            time.sleep(due - now)
-        due += 1.0 / wall_rate
+        if first is None:
+            first = step
+        # Step ``step`` ends when the lease's stepping clock (its reports' clock: parked
+        # time excluded, saves and reports included) reaches its due time.
+        lag = (step - first + 1) / wall_rate - lease.stepping_s()
+        if lag > 0:
+            time.sleep(lag)
         state["step"] = step + 1
     lease.save(state)
     print(

@@ -57,6 +57,10 @@ class DriverConfig:
     grace_s: float = 10.0  # SIGTERM -> SIGKILL
     max_retries: int = 2  # a failing job runs at most 1 + max_retries times
     poll_s: float = 0.05
+    # At the round's end, wait up to this long (wall seconds) for the plan's running
+    # leases to park: their grants end at the round's end, and their last report carries
+    # the round's last steps (without it they would be credited to the next round).
+    park_wait_s: float = 1.0
     server_url: str = "http://127.0.0.1:8470"
     token: str = ""
     data_dir: str = "."  # logs/ and checkpoints/ live under it
@@ -280,11 +284,14 @@ class RoundDriver:
             self._launch(self.pending.pop(job_id), now)
 
     def round_over(self, now: float) -> bool:
-        """The round ends at its end time, or once every planned lease has used its grant
-        (parked) or exited; an idle service starts a round as soon as a job arrives."""
-        if now >= self.round_end:
+        """The round ends once every planned lease has used its grant (parked), reported
+        its last step or exited (at the latest ``park_wait_s`` after its end time); an
+        idle service starts a round as soon as a job arrives."""
+        if now >= self.round_end + self.config.park_wait_s * self.config.time_scale:
             return True
         if self.plan is None:
+            if now >= self.round_end:
+                return True
             return self._unadmitted() or (self.decider.has_active_jobs and not self.lease_of)
         if self.pending:
             return False
@@ -294,15 +301,18 @@ class RoundDriver:
                 if lease_id is None or lease_id in self.stopping:
                     continue
                 lease = self.table.get(lease_id)
-                if lease is not None and not lease.parked and lease.finished_at is None:
-                    return False
+                if lease is None or lease.parked or lease.finished_at is not None:
+                    continue
+                if now >= self.round_end and not lease.contacted:
+                    continue  # never started: nothing to wait for
+                return False
         return True
 
     def wait(self, poll_s: float) -> None:
         """Sleep until a lease parks, finishes or ends, the round's end, or ``poll_s``
         (wall seconds), whichever comes first."""
         to_end = (self.round_end - self.clock()) / self.config.time_scale
-        timeout = max(min(poll_s, to_end), 0.0)
+        timeout = min(poll_s, to_end) if to_end > 0 else poll_s
         if self.table.changed.wait(timeout):
             self.table.changed.clear()
 

@@ -201,7 +201,7 @@ class Service:
         if executor_factory is None and config.warm_launchers:
             from gpumosaic.live.rounds.warm_executor import WarmRayExecutor
 
-            warm = WarmRayExecutor()
+            warm = WarmRayExecutor(wake=self.table.changed)
             warm.warm(sorted({(s.ray_node_id, s.ip) for s in cluster.slots}))
             self.executor: Executor = warm
         elif executor_factory is None:

@@ -115,7 +115,9 @@ class _Lease:
 class WarmRayExecutor:
     """Leases as processes of per-node launcher actors (see module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wake: threading.Event | None = None) -> None:
+        """``wake``: set whenever a launcher reports exits (the driver's loop waits on
+        it, so a job's exit is handled at once, not at the next poll)."""
         import ray
 
         self.ray = ray
@@ -125,6 +127,13 @@ class WarmRayExecutor:
         self._leases: dict[str, _Lease] = {}
         self._owner: dict[str, tuple[str, int]] = {}  # process key -> (lease, rank)
         self._port = 29500
+        self._wake = wake
+
+    def _ask_exits(self, launcher: _Launcher) -> None:
+        launcher.pending = launcher.actor.exits.remote(EXITS_WAIT_S)
+        wake = self._wake
+        if wake is not None:
+            launcher.pending.future().add_done_callback(lambda _: wake.set())
 
     def warm(self, nodes: list[tuple[str, str]]) -> None:
         """Start the launchers of ``nodes`` ((ray node id, ip)) now, not at first use."""
@@ -182,7 +191,7 @@ class WarmRayExecutor:
         ray = self.ray
         for node, launcher in list(self._launchers.items()):
             if launcher.pending is None:
-                launcher.pending = launcher.actor.exits.remote(EXITS_WAIT_S)
+                self._ask_exits(launcher)
                 continue
             done, _ = ray.wait([launcher.pending], timeout=0)
             if not done:
@@ -193,7 +202,7 @@ class WarmRayExecutor:
                 del self._launchers[node]
                 self._lose(node, type(err).__name__)
                 continue
-            launcher.pending = launcher.actor.exits.remote(EXITS_WAIT_S)
+            self._ask_exits(launcher)
             for key, code, tail, detail in exits:
                 owner = self._owner.pop(key, None)
                 if owner is None:
