@@ -34,6 +34,7 @@ knows (a previous run's, after a restart) is fenced: it stops and never writes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -110,6 +111,7 @@ class Lease:
     time_scale: float = 1.0  # job seconds per wall second (serve --time-scale)
     checkpoint_every_s: float = CHECKPOINT_EVERY_S  # job time; with ``steps(save=...)``
     checkpoints: int = 0  # saves written by this process
+    chunk: int = 1  # steps the current iteration of ``steps`` covers (``stride``)
     _began: float | None = field(default=None, repr=False)  # monotonic, after init
     _parked_s: float = field(default=0.0, repr=False)  # waiting for round decisions
     position: int = 0  # steps done (the index of the next step)
@@ -155,11 +157,14 @@ class Lease:
 
     # ---- the iterator --------------------------------------------------------------
 
-    def steps(self, start: int = 0, save: Callable[[], Any] | None = None) -> Iterator[int]:
+    def steps(
+        self, start: int = 0, save: Callable[[], Any] | None = None, stride: int = 1
+    ) -> Iterator[int]:
         """Step indices from ``start``; stops at the lease's end, at preemption, when the
         lease is fenced, or when all the job's steps are done. ``save``: returns the state
         to checkpoint; called every ``checkpoint_every_s`` (job time) and at every
-        extension, always between two steps."""
+        extension, always between two steps. ``stride``: steps the loop's body does per
+        iteration (``chunk`` says how many this one covers: fewer at a grant's end)."""
         self.position = int(start)
         grant = self._call("init", {"steps": self.position})
         if grant is None:
@@ -216,12 +221,14 @@ class Lease:
                 deadline = last_report + grant.seconds_left / scale
                 if grant.stop or self.position >= grant.until_step:
                     continue  # the checks above end or park the lease
+            limit = min(grant.until_step, self.total_steps) - self.position
+            self.chunk = max(1, min(int(stride), math.ceil(limit)))
             yield self.position
-            self.position += 1
+            self.position += self.chunk
 
     def wrap(
         self, loader: Iterable[T], start: int = 0, save: Callable[[], Any] | None = None
-    ) -> Iterator[T]:
+    ) -> Iterator[T]:  # one batch per step (stride 1)
         """``steps`` around any data loader: one batch per step, re-iterating the loader
         (epochs) as needed."""
         it = iter(loader)

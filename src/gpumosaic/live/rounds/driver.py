@@ -61,6 +61,12 @@ class DriverConfig:
     # leases to park: their grants end at the round's end, and their last report carries
     # the round's last steps (without it they would be credited to the next round).
     park_wait_s: float = 1.0
+    # A lease's process is a failed attempt (stopped, then retried or failed) when it
+    # makes no lease call within ``start_grace_s`` of its launch, or none for
+    # ``report_grace_s`` while it runs (jobs report at least once a second; a parked
+    # lease waiting for its round decision is not silent). Wall seconds.
+    start_grace_s: float = 300.0
+    report_grace_s: float = 120.0
     server_url: str = "http://127.0.0.1:8470"
     token: str = ""
     data_dir: str = "."  # logs/ and checkpoints/ live under it
@@ -122,6 +128,8 @@ class RoundDriver:
         self.lease_of: dict[int, str] = {}  # job -> its live lease (processes exist)
         self.job_of_lease: dict[str, int] = {}
         self.stopping: set[str] = set()
+        self.failing: dict[str, str] = {}  # lease -> why it was stopped as a failed attempt
+        self._silence_checked = -1.0
         self.pending: dict[int, LaunchSpec] = {}  # launches waiting for the old process
         self.plan: RoundPlan | None = None
         self.round_idx = store.last_round()
@@ -282,6 +290,36 @@ class RoundDriver:
                     self._cancel(job, now)
         for job_id in [j for j in self.pending if j not in self.lease_of]:
             self._launch(self.pending.pop(job_id), now)
+        if now - self._silence_checked >= self.config.time_scale:  # about once a second
+            self._silence_checked = now
+            self._stop_silent(now)
+
+    def _stop_silent(self, now: float) -> None:
+        """Stop, as failed attempts, leases whose process never called the lease API in
+        time or stopped calling it (see ``DriverConfig.start_grace_s``)."""
+        scale = self.config.time_scale
+        for job_id, lease_id in list(self.lease_of.items()):
+            lease = self.table.get(lease_id)
+            if lease is None or lease_id in self.stopping or lease.parked:
+                continue
+            if lease.last_call_at is None:
+                silent, grace = (now - lease.launched_at) / scale, self.config.start_grace_s
+                why = f"no lease call within {grace:g} s of its start"
+            else:
+                silent, grace = (now - lease.last_call_at) / scale, self.config.report_grace_s
+                why = f"no lease call for {grace:g} s"
+            if silent > grace:
+                self.failing[lease_id] = why
+                self._note_in_log(job_id, f"lease {lease_id} stopped: {why}")
+                self._stop(job_id, lease_id)
+
+    def _note_in_log(self, job_id: int, line: str) -> None:
+        """A line in the job's log (``gpumosaic logs``), where the log is on this machine."""
+        try:
+            with open(self._log_root / f"job-{job_id}.log", "a") as log:
+                log.write(f"gpumosaic: {line}\n")
+        except OSError:
+            pass
 
     def round_over(self, now: float) -> bool:
         """The round ends once every planned lease has used its grant (parked), reported
@@ -433,6 +471,7 @@ class RoundDriver:
         lease = self.table.end(report.lease_id)  # from now on its calls are fenced
         stopped = report.lease_id in self.stopping
         self.stopping.discard(report.lease_id)
+        failure = self.failing.pop(report.lease_id, "")
         if self.lease_of.get(job_id) == report.lease_id:
             del self.lease_of[job_id]
         self.meter.lease_ended(job_id, report.lease_id, lease, now)
@@ -449,6 +488,7 @@ class RoundDriver:
             base=lease.steps_at_launch if lease is not None else job.steps_done,
             contacted=lease is not None and lease.contacted,
             all_steps_reported=row is not None and not self.decider.jobs.is_active[row],
+            failure=failure,
         )
         if report.lost and not job.cancel_requested:
             self.counters.lost += 1

@@ -65,6 +65,7 @@ class LiveLease:
     iter_s: float = 0.0  # seconds the job spent stepping in this lease (its own clock)
     contacted: bool = False
     contacted_at: float | None = None  # first call of the job (service clock)
+    last_call_at: float | None = None  # its latest call (service clock)
     parked: bool = False
     finished_at: float | None = None  # rank 0 reported all the job's steps (service clock)
     stop: bool = False
@@ -149,6 +150,7 @@ class LeaseTable:
             lease.contacted = True
             if lease.contacted_at is None:
                 lease.contacted_at = self.clock()
+            lease.last_call_at = self.clock()
             lease.ranks_seen.add(rank)
             record = rank == 0 and lease.pid != pid
             if rank == 0:
@@ -170,6 +172,7 @@ class LeaseTable:
             lease.contacted = True
             if lease.contacted_at is None:
                 lease.contacted_at = self.clock()
+            lease.last_call_at = self.clock()
             if rank == 0:
                 lease.steps = max(lease.steps, steps)
                 lease.iter_s = max(elapsed_s, 0.0)
@@ -198,6 +201,7 @@ class LeaseTable:
             if lease is None:
                 return False
             job_id = lease.job_id
+            lease.last_call_at = self.clock()
             if rank == 0:
                 lease.steps = max(lease.steps, steps)
         if rank == 0:

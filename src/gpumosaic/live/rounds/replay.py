@@ -44,7 +44,11 @@ def emulate_command(job_type: str, python: str = sys.executable) -> str:
     return f"{shlex.quote(python)} -m gpumosaic.live.emulate --job-type {shlex.quote(job_type)}"
 
 
-def submission(job: JobSpec, python: str = sys.executable) -> JobSubmission:
+def submission(
+    job: JobSpec, checkpoint_every_s: float, python: str = sys.executable
+) -> JobSubmission:
+    """``checkpoint_every_s``: the job's save cadence (job time; it also saves at every
+    extension), given to it as ``GPUMOSAIC_CHECKPOINT_EVERY_S``."""
     return JobSubmission(
         command=emulate_command(job.job_type, python),
         steps=float(job.work),
@@ -54,6 +58,7 @@ def submission(job: JobSpec, python: str = sys.executable) -> JobSubmission:
         priority_weight=job.priority_weight,
         name=job.name or f"w{job.id}",
         job_type=job.job_type,
+        env={"GPUMOSAIC_CHECKPOINT_EVERY_S": repr(float(checkpoint_every_s))},
     )
 
 
@@ -72,10 +77,13 @@ def replay(
     store, clock = service.store, service.clock
     ordered = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
     id_of: dict[int, int] = {}
+    # Saves every half round: under a time scale of hundreds, the default minute of job
+    # time would be several fsyncs a second per job on a 2-core machine.
+    cadence = max(config.round_s / 2, 60.0)
     first = 0
     while first < len(ordered) and ordered[first].arrival_s <= 0:
         job = ordered[first]
-        id_of[store.add_job(submission(job), clock(), config.max_retries)] = job.id
+        id_of[store.add_job(submission(job, cadence), clock(), config.max_retries)] = job.id
         first += 1
     started = time.monotonic()
     service.start()
@@ -91,7 +99,7 @@ def replay(
             now = clock() - driver.epoch
             while nxt < len(ordered) and ordered[nxt].arrival_s <= now:
                 job = ordered[nxt]
-                id_of[store.add_job(submission(job), clock(), config.max_retries)] = job.id
+                id_of[store.add_job(submission(job, cadence), clock(), config.max_retries)] = job.id
                 nxt += 1
             done = sum(1 for j in store.jobs() if j.terminal)
             if progress is not None:
@@ -110,7 +118,6 @@ def replay(
     driver = service.driver
     assert driver is not None
     decider = service.decider
-    epoch = driver.epoch
     records = tuple(
         _as_workload_job(r, id_of) for r in job_records(decider.jobs, decider.type_names)
     )
@@ -132,7 +139,6 @@ def replay(
         end_s=end,
         fallbacks=decider.fallbacks(),
     )
-    del epoch
     return LiveReplay(
         result=result,
         plans=tuple(plans),

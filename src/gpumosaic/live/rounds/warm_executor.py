@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpumosaic.live.rounds.executor import ExitReport, LaunchSpec, rank_env
-from gpumosaic.live.rounds.ray_executor import NAMESPACE, LeaseProcess, log_tail
+from gpumosaic.live.rounds.ray_executor import (
+    CANNOT_START_CODE,
+    NAMESPACE,
+    LeaseProcess,
+    log_tail,
+)
 
 EXITS_WAIT_S = 2.0  # a launcher's ``exits`` call returns at the latest after this
 
@@ -49,8 +54,12 @@ class NodeLauncher:
             key, command, workdir, env, log_path, reply = self._spawn.get()
             try:
                 proc = LeaseProcess(command, workdir, env, log_path)
-            except (OSError, ValueError) as err:  # cannot start: a failed attempt
-                self._finish(key, 127, log_tail(log_path), f"cannot start: {err}")
+            except OSError as err:  # the log itself cannot be written
+                self._finish(key, CANNOT_START_CODE, "", f"cannot start: {err.strerror}")
+                reply.put(None)
+                continue
+            if proc.failure():  # cannot start: a failed attempt, reason in its log
+                self._finish(key, CANNOT_START_CODE, log_tail(log_path), proc.failure())
                 reply.put(None)
                 continue
             with self._cond:
