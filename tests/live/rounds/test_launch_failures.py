@@ -30,9 +30,10 @@ ENV = {"GPUMOSAIC_LEASE_ID": "L", "GPUMOSAIC_RANK": "0"}
         ("exit 3", "", "No such file"),  # a shell builtin without a shell
         ("true", "/no/such/workdir", "No such file"),
         ("echo a\0b", "", "null byte"),
-        ("echo " + "x" * 10_000_000, "", "Argument list too long"),
-        ("python 'unbalanced", "", "closing quotation"),
+        ("echo " + "x" * 10_000_000, "", "over the 131,072-byte limit"),
+        ("/tmp", "", "Permission denied"),  # a directory
     ],
+    ids=["no-binary", "builtin", "no-workdir", "nul-byte", "10mb", "directory"],
 )
 def test_a_command_that_cannot_start_answers_127_with_its_reason_in_the_log(
     tmp_path: Path, command: str, workdir: str, why: str

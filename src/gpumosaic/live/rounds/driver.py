@@ -316,6 +316,7 @@ class RoundDriver:
     def _note_in_log(self, job_id: int, line: str) -> None:
         """A line in the job's log (``gpumosaic logs``), where the log is on this machine."""
         try:
+            self._log_root.mkdir(parents=True, exist_ok=True)
             with open(self._log_root / f"job-{job_id}.log", "a") as log:
                 log.write(f"gpumosaic: {line}\n")
         except OSError:

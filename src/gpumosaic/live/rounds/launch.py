@@ -56,7 +56,7 @@ def launch_spec(
             "GPUMOSAIC_CHECKPOINT_DIR": str(checkpoint_dir),  # made by the executor
             "GPUMOSAIC_GPU_MILLI": str(job.gpu_milli),
             "GPUMOSAIC_GPU_MODEL": entry.gpu_type,
-            "GPUMOSAIC_TOTAL_STEPS": f"{job.steps:g}",
+            "GPUMOSAIC_TOTAL_STEPS": repr(float(job.steps)),  # every digit (%g kept six)
             "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, inherited) if p),
         }
     )

@@ -68,6 +68,9 @@ def log_tail(path: str, size: int = LOG_TAIL_BYTES) -> str:
 
 
 CANNOT_START_CODE = 127  # what a shell answers for a command it cannot run
+# Linux's MAX_ARG_STRLEN: no single argument (``sh -c``'s command) may be longer, so a
+# longer command cannot start; refused before it is parsed (shlex is slow on megabytes).
+MAX_COMMAND_BYTES = 131_072
 
 
 def _start_failure(tail: str) -> str:
@@ -98,6 +101,12 @@ class LeaseProcess:
             )
             log.flush()
             try:
+                size = len(command.encode("utf-8", "surrogateescape"))
+                if size > MAX_COMMAND_BYTES:
+                    raise ValueError(
+                        f"the command is {size:,} bytes, over the {MAX_COMMAND_BYTES:,}-byte "
+                        "limit of one argument"
+                    )
                 if env.get("GPUMOSAIC_CHECKPOINT_DIR"):
                     os.makedirs(env["GPUMOSAIC_CHECKPOINT_DIR"], exist_ok=True)
                 self.proc = subprocess.Popen(
