@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpumosaic.cli.app import app, check_out_dir, check_seed, err_console, user_errors
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.sim_vs_live import Comparison
 
 WORKLOAD_HELP = "any workload simulate takes (gavel:jobs=N,rate=R,..., a job list, ...)"
 
@@ -77,7 +80,7 @@ def _pct(x: float) -> str:
     return "-" if math.isnan(x) else f"{100 * x:+.2f}%"
 
 
-def _print_table(c) -> None:  # type: ignore[no-untyped-def]
+def _print_table(c: Comparison) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,10 @@ from gpumosaic.run.build import build_run
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms.base import RunParts
 from gpumosaic.sim.result import JobStatus, SimResult
+
+if TYPE_CHECKING:
+    from gpumosaic.live.rounds.cluster import LiveCluster
+    from gpumosaic.live.rounds.replay import LiveReplay
 
 MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
 BUDGET_SHARE = 0.8  # of --wall-budget-s given to the live run's job-time makespan
@@ -234,19 +239,17 @@ def _simulate(parts: RunParts, latency_s: float) -> tuple[SimResult, list[RoundP
 def _run_live(
     description: RunDescription,
     counts: Sequence[tuple[str, int]],
-    cluster: object,
+    cluster: LiveCluster,
     jobs: Sequence[JobSpec],
     scale: float,
     limit_s: float,
     root: Path,
     target_path: Path,
     say: Callable[[str], None],
-):  # type: ignore[no-untyped-def]
-    from gpumosaic.live.rounds.cluster import LiveCluster
+) -> LiveReplay:
     from gpumosaic.live.rounds.replay import replay
     from gpumosaic.live.rounds.service import ServiceConfig
 
-    assert isinstance(cluster, LiveCluster)
     config = ServiceConfig(
         policy=description.policy,
         placement=description.resolved_placement(),
@@ -272,7 +275,7 @@ def _run_live(
     return replay(jobs, config, cluster, wall_limit_s=limit_s, progress=progress)
 
 
-def _live_cluster(counts: Sequence[tuple[str, int]]):  # type: ignore[no-untyped-def]
+def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
     """Join the Ray this process already runs (tests) or start a local one."""
     import ray
 

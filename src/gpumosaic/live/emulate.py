@@ -81,8 +81,7 @@ def column_rate(
         if ast.literal_eval(key_text) == (job_type, scale_factor):
             return EmulatedRate(job_type, gpu_name, scale_factor, factor * float(entry["null"]))
     raise EmulationError(
-        f"Gavel's table has no rate for job type {job_type!r} on {scale_factor} "
-        f"{gpu_name} GPU(s)"
+        f"Gavel's table has no rate for job type {job_type!r} on {scale_factor} {gpu_name} GPU(s)"
     )
 
 

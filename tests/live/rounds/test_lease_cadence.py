@@ -106,9 +106,7 @@ def test_an_extension_saves_before_the_process_goes_on(service: Service, tmp_pat
 
 
 def test_under_a_time_scale_grants_and_stepping_time_are_job_time(tmp_path: Path) -> None:
-    config = ServiceConfig(
-        state=str(tmp_path / "state.db"), port=0, round_s=60.0, time_scale=100.0
-    )
+    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, round_s=60.0, time_scale=100.0)
     svc = Service(
         config,
         cluster("v100:1"),

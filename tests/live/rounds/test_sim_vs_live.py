@@ -1,7 +1,8 @@
 """``sim-vs-live`` end to end on the test run's Ray: six Gavel jobs at t = 0 on 2 V100 +
 2 K80, time scale 50 (rounds of 360 s in 7.2 s of wall time), emulated jobs on warm
-launchers. docs/live.md states what this size agrees to: average JCT and makespan within
-15 %, the median job within 15 %, and the first rounds identical."""
+launchers. docs/live.md states what this size agrees to: average JCT and the median job
+within 20 %, the makespan within two rounds (with six jobs it is one job's last rounds),
+and the first rounds identical."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def test_the_live_service_agrees_with_the_simulator(ray_cluster: object, tmp_pat
     )
     assert c.live_finished, lines
     assert c.sim.completed == c.live.completed == 6
-    assert abs(c.avg_jct_rel_diff) <= 0.15, c.to_json()
-    assert abs(c.makespan_rel_diff) <= 0.15, c.to_json()
-    assert c.per_job_quantile(0.5) <= 0.15, c.to_json()
+    assert abs(c.avg_jct_rel_diff) <= 0.20, c.to_json()
+    assert abs(c.live.makespan_s - c.sim.makespan_s) <= 2 * 360.0, c.to_json()
+    assert c.per_job_quantile(0.5) <= 0.20, c.to_json()
     assert c.rounds_identical >= 2  # the first rounds are decided alike
     assert 0 < c.launch_latency_s < 360.0 and c.launches >= 6
     data = c.to_json()
