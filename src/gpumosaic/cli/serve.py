@@ -56,6 +56,13 @@ def serve(
             "faster while every record stays in job time (docs/live.md, Time scale)"
         ),
     ] = 1.0,
+    warm_launchers: Annotated[
+        bool,
+        typer.Option(
+            help="one launcher actor per Ray node starts the jobs (a process start per lease, "
+            "not an actor start; docs/live.md, Warm launchers)"
+        ),
+    ] = False,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     from gpumosaic.live.rounds.service import Service, ServiceConfig, check_names, connect_ray
@@ -77,6 +84,7 @@ def serve(
         target_workload=target_workload,
         start_timeout_s=start_timeout_s,
         time_scale=time_scale,
+        warm_launchers=warm_launchers,
     )
     check_names(config)
     import ray
