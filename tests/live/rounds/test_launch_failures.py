@@ -148,3 +148,12 @@ def test_a_lease_that_stops_reporting_is_a_failed_attempt(tmp_path: Path) -> Non
     row = store.job(job)
     assert row is not None and row.state == "failed"
     assert "no lease call for 20 s after 1 attempt(s)" in row.reason
+
+
+def test_a_stop_that_overtakes_the_start_still_stops_the_process(tmp_path: Path) -> None:
+    launcher = NodeLauncher()
+    launcher.terminate("L/0", 5.0)  # the service stopped the lease before its start ran
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(60)'"
+    assert launcher.start("L/0", sleeper, "", dict(ENV), str(tmp_path / "j.log")) is not None
+    exits = launcher.exits(10.0)
+    assert [(k, c) for k, c, _, _ in exits] == [("L/0", -15)]

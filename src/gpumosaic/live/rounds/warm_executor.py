@@ -42,6 +42,7 @@ class NodeLauncher:
         self._procs: dict[str, LeaseProcess] = {}
         self._done: list[tuple[str, int | None, str, str]] = []  # key, code, tail, detail
         self._cond = threading.Condition()
+        self._early: dict[str, float] = {}  # stopped before its process started: grace
         self._spawn: queue.Queue[tuple[str, str, str, dict[str, str], str, queue.Queue[Any]]]
         self._spawn = queue.Queue()
         threading.Thread(target=self._spawner, name="spawner", daemon=True).start()
@@ -64,6 +65,9 @@ class NodeLauncher:
                 continue
             with self._cond:
                 self._procs[key] = proc
+                early = self._early.pop(key, None)
+            if early is not None:  # its stop arrived while it was being started
+                proc.terminate(early)
             threading.Thread(target=self._waiter, args=(key, proc), daemon=True).start()
             reply.put(proc.pid())
 
@@ -88,14 +92,13 @@ class NodeLauncher:
     def terminate(self, key: str, grace_s: float) -> None:
         with self._cond:
             proc = self._procs.get(key)
+            if proc is None and not any(k == key for k, *_ in self._done):
+                self._early[key] = grace_s  # not started yet: stopped once it is
         if proc is not None:
             proc.terminate(grace_s)
 
     def kill(self, key: str) -> None:
-        with self._cond:
-            proc = self._procs.get(key)
-        if proc is not None:
-            proc.terminate(0.0)
+        self.terminate(key, 0.0)
 
     def exits(self, timeout_s: float) -> list[tuple[str, int | None, str, str]]:
         """Exits since the last call; waits up to ``timeout_s`` for the first."""
