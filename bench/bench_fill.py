@@ -12,7 +12,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.sim.fill import run_fill
+from gpumosaic.run.fill import fill_replay
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 DEFAULT_PLACEMENTS = (
@@ -40,7 +40,7 @@ def main() -> None:
     for column in ("placement", "tasks", "wall s", "cpu s", "allocation % at end"):
         table.add_column(column, justify="right")
     for placement in placements:
-        result = run_fill(nodes, tasks, placement, args.seed)
+        result = fill_replay(nodes, tasks, placement, args.seed)
         table.add_row(
             result.placement,
             str(result.num_tasks),

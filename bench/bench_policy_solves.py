@@ -74,23 +74,22 @@ def record_run(args: argparse.Namespace) -> tuple[RecordingPolicy, float]:
 
 
 def run_gavel(args: argparse.Namespace) -> float:
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, summarize
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, repro_figures
     from gpumosaic.model.cluster import ClusterSpec
-    from gpumosaic.sim.rounds import run_rounds
+    from gpumosaic.run.rounds import round_simulator
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     start, _, end = args.window.partition("-")
     workload = gavel_stream_workload(args.rate, (int(start), int(end)), args.seed)
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
-    result = run_rounds(cluster, workload, args.policy, args.placement, seed=args.seed)
-    return float(summarize(result)[0])
+    result = round_simulator(cluster, workload, args.policy, args.placement, args.seed).run()
+    return float(repro_figures(result)[0])
 
 
 def run_openb(args: argparse.Namespace) -> float:
-    from gpumosaic.experiments.reproductions.gavel import summarize
+    from gpumosaic.experiments.reproductions.gavel import repro_figures
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig
-    from gpumosaic.sim.rounds import RoundSimulator
+    from gpumosaic.run.rounds import round_simulator
     from gpumosaic.traces.openb import load_openb_nodes
 
     class _Stop(Exception):
@@ -105,17 +104,12 @@ def run_openb(args: argparse.Namespace) -> float:
 
     start, _, end = args.window.partition("-")
     workload = openb_workload(args.rate, (int(start), int(end)), args.seed)
-    sim = RoundSimulator(
-        load_openb_nodes("openb:gpu"),
-        workload,
-        args.policy,
-        args.placement,
-        args.seed,
-        RoundConfig(),
+    sim = round_simulator(
+        load_openb_nodes("openb:gpu"), workload, args.policy, args.placement, args.seed,
         on_plan=count,
-    )
+    )  # fmt: skip
     try:
-        return float(summarize(sim.run())[0])
+        return float(repro_figures(sim.run())[0])
     except _Stop:
         return float("nan")
 

@@ -25,10 +25,10 @@ from inspect import signature
 from gpumosaic.experiments.reproductions.gavel import (
     CONTINUOUS_CLUSTER,
     continuous_workload,
-    summarize,
+    repro_figures,
 )
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.sim.rounds import run_rounds
+from gpumosaic.run.rounds import round_simulator
 from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
 
@@ -54,10 +54,11 @@ def main() -> None:
         workload = continuous_workload(args.rate, args.seed, "gpumosaic")
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    result = run_rounds(cluster, workload, args.policy, args.placement, seed=args.seed)
+    result = round_simulator(cluster, workload, args.policy, args.placement, args.seed).run()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    jct_h, _makespan_h, completed = summarize(result)
-    extra = dict(result.extra)
+    jct_h, _makespan_h, completed = repro_figures(result)
+    assert result.leases is not None
+    placement_s = result.leases.placement_s
     stats = result.stats
     print(
         json.dumps(
@@ -72,8 +73,8 @@ def main() -> None:
                 "rounds": stats.rounds,
                 "policy_solves": stats.policy_solves,
                 "policy_solve_s": round(stats.policy_solve_s, 2),
-                "placement_s": round(extra["placement_s"], 2),
-                "other_s": round(wall - stats.policy_solve_s - extra["placement_s"], 2),
+                "placement_s": round(placement_s, 2),
+                "other_s": round(wall - stats.policy_solve_s - placement_s, 2),
                 "us_per_round_without_solves": round(
                     1e6 * (wall - stats.policy_solve_s) / max(stats.rounds, 1), 1
                 ),
@@ -85,7 +86,6 @@ def main() -> None:
 
 def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig
     from gpumosaic.sim.rounds import RoundSimulator
     from gpumosaic.traces.openb import load_openb_nodes
 
@@ -105,14 +105,13 @@ def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
     # As `gpumosaic simulate`, plans without values: the hook only counts rounds (a
     # commit from before the `describe` switch builds them, and pays for it).
     quiet = {"describe": False} if "describe" in signature(RoundSimulator).parameters else {}
-    sim = RoundSimulator(
-        cluster, workload, args.policy, args.placement, args.seed, RoundConfig(), on_plan=count,
-        **quiet,
-    )  # fmt: skip
+    sim = round_simulator(
+        cluster, workload, args.policy, args.placement, args.seed, on_plan=count, **quiet
+    )
     jct_h = float("nan")
     try:
         result = sim.run()
-        jct_h = summarize(result)[0]
+        jct_h = repro_figures(result)[0]
     except _Stop:
         pass
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0

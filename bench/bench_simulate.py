@@ -12,7 +12,8 @@ import argparse
 import time
 
 from gpumosaic.metrics.summary import summarize
-from gpumosaic.sim.simulator import simulate
+from gpumosaic.run.build import build_parts, run_parts
+from gpumosaic.run.description import RunDescription
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
 
@@ -30,7 +31,13 @@ def main() -> None:
     spec = f"gavel:jobs={args.jobs},rate={args.rate},milli=spatial,multigpu=on"
     workload = parse_workload(spec, args.seed).workload
     wall = time.perf_counter()
-    result = simulate(cluster, workload, placement=args.placement, order="fifo", seed=args.seed)
+    description = RunDescription(
+        cluster=f"v100:{args.gpus}", gpus_per_node=args.gpus_per_node, workload=spec,
+        policy="fifo", placement=args.placement, seed=args.seed,
+    )  # fmt: skip
+    # Through the road, with the cluster and workload already parsed (not timed).
+    parts = build_parts(description, cluster=cluster, workload=workload)
+    result = run_parts(parts).result
     elapsed = time.perf_counter() - wall
     summary = summarize(result)
     print(f"workload         {spec} on v100:{args.gpus} ({len(cluster.nodes)} nodes)")

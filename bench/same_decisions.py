@@ -10,7 +10,10 @@ failure arrays. ``rounds N P1:P2``: the openb round run (860 jobs/h, jobs 4000-5
 seed 0) for its first N rounds with each placement, a hash of every round's plan
 (entities, types, rows, steps, extensions, and each assignment's job, node, GPUs,
 milli). ``gavel``: the same hash for every round of Gavel's 36:36:36 run (3.0 jobs/h, jobs
-4000-5000, ``max_min_fairness_perf``, strided, seed 0). Timings go to stderr.
+4000-5000, ``max_min_fairness_perf``, strided, seed 0). ``gandiva``: for the quick
+Gandiva reproduction's 3 scenarios x 5 variants (seed 0), a hash of every decision (the
+time and typed actions of each of the decider's steps) and of each job's start and
+finish. Timings go to stderr.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ FILL_PLACEMENTS = (
 
 
 def fill_hashes() -> dict[str, str]:
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_tasks
 
     nodes = load_openb_nodes("openb:gpu")
@@ -47,7 +50,7 @@ def fill_hashes() -> dict[str, str]:
                 h.update(repr((i, where)).encode())
 
             cpu = time.process_time()
-            r = run_fill(nodes, tasks, placement, seed, 1.3, on_task=on_task)
+            r = fill_replay(nodes, tasks, placement, seed, 1.3, on_task=on_task)
             for arr in (
                 r.allocation_rate_pct,
                 r.fragmentation_rate_pct,
@@ -64,8 +67,8 @@ def fill_hashes() -> dict[str, str]:
 
 def round_hashes(rounds: int, placements: list[str]) -> dict[str, str]:
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
-    from gpumosaic.sim.rounds import RoundSimulator
+    from gpumosaic.mechanisms.rounds.decision import RoundPlan
+    from gpumosaic.run.rounds import round_simulator
 
     class _Stop(Exception):
         pass
@@ -89,8 +92,8 @@ def round_hashes(rounds: int, placements: list[str]) -> dict[str, str]:
 
         cpu = time.process_time()
         workload = openb_workload(860, (4000, 5000), 0)
-        sim = RoundSimulator(
-            cluster, workload, "max_min_fairness_perf", placement, 0, RoundConfig(), on_plan=on_plan
+        sim = round_simulator(
+            cluster, workload, "max_min_fairness_perf", placement, 0, on_plan=on_plan
         )
         with contextlib.suppress(_Stop):
             sim.run()
@@ -101,9 +104,9 @@ def round_hashes(rounds: int, placements: list[str]) -> dict[str, str]:
 
 def gavel_round_hashes() -> dict[str, str]:
     from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER
-    from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+    from gpumosaic.mechanisms.rounds.decision import RoundPlan
     from gpumosaic.model.cluster import ClusterSpec
-    from gpumosaic.sim.rounds import RoundSimulator
+    from gpumosaic.run.rounds import round_simulator
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     h = hashlib.sha256()
@@ -120,12 +123,41 @@ def gavel_round_hashes() -> dict[str, str]:
     cpu = time.process_time()
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     workload = gavel_stream_workload(3.0, (4000, 5000), 0)
-    sim = RoundSimulator(
-        cluster, workload, "max_min_fairness_perf", "strided", 0, RoundConfig(), on_plan=on_plan
-    )
+    sim = round_simulator(cluster, workload, "max_min_fairness_perf", "strided", 0, on_plan=on_plan)
     sim.run()
     print(f"gavel {seen[0]} rounds, {time.process_time() - cpu:.1f} s CPU", file=sys.stderr)
     return {f"gavel/rounds/{seen[0]}": h.hexdigest()[:16]}
+
+
+def gandiva_hashes() -> dict[str, str]:
+    from gpumosaic.experiments.reproductions.gandiva import QUICK_SCENARIOS, VARIANTS, build
+    from gpumosaic.mechanisms.gandiva import GandivaConfig, Step
+    from gpumosaic.sim.gandiva import GandivaSimulator
+    from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+    table = GavelThroughputTable.load()
+    out = {}
+    for scenario in QUICK_SCENARIOS:
+        for variant in VARIANTS:
+            h = hashlib.sha256()
+
+            def on_step(now: float, step: Step, h: hashlib._Hash = h) -> None:
+                h.update(repr((now, step.actions)).encode())
+
+            cluster, workload = build(scenario, table, 0)
+            config = GandivaConfig(
+                packing=variant.packing,
+                migration=variant.migration,
+                time_slicing=variant.time_slicing,
+            )
+            cpu = time.process_time()
+            result = GandivaSimulator(cluster, workload, config, 0, on_step=on_step).run()
+            for r in result.records:
+                h.update(repr((r.job_id, r.start_s, r.finish_s)).encode())
+            out[f"gandiva/{scenario.name}/{variant.name}"] = h.hexdigest()[:16]
+            name = f"{scenario.name} / {variant.name}"
+            print(name, f"{time.process_time() - cpu:.2f} s CPU", file=sys.stderr)
+    return out
 
 
 def main() -> None:
@@ -138,8 +170,10 @@ def main() -> None:
         result = round_hashes(rounds, placements)
     elif what == "gavel":
         result = gavel_round_hashes()
+    elif what == "gandiva":
+        result = gandiva_hashes()
     else:
-        raise SystemExit("usage: same_decisions.py fill | rounds N [P1:P2] | gavel")
+        raise SystemExit("usage: same_decisions.py fill | rounds N [P1:P2] | gavel | gandiva")
     print(json.dumps(result, indent=1))
 
 

@@ -49,6 +49,28 @@ def test_round_placement_failures_are_fallbacks() -> None:
         seed=1,
     )
     outcome = run(description)
-    failures = dict(outcome.result.extra)["placement_failures"]
+    assert outcome.result.leases is not None
+    failures = outcome.result.leases.placement_failures
     assert failures > 0
     assert outcome.summary.fallbacks.count(Fallback.PLACEMENT_FAILED) == failures
+
+
+def test_packed_policy_on_a_model_without_packed_rates_counts_a_fallback() -> None:
+    """``*_packed`` needs Gavel's packed rates on every GPU model; T4 has none, so every
+    solve runs without pairs (as ``*_perf``): counted, in --json and one stderr line."""
+    args = ["simulate", "--cluster", "v100:2,t4:2", "--workload", "gavel:jobs=12,rate=0"]
+    packed = runner.invoke(app, [*args, "--policy", "max_min_fairness_packed", "--json"])
+    assert packed.exit_code == 0, packed.output
+    summary = json.loads(packed.stdout)
+    # Every solve with two or more jobs (the last ones have one job: no pair to miss).
+    missing = summary["fallbacks"]["packed_rates_missing"]
+    assert summary["fallbacks"].keys() == {"packed_rates_missing"}
+    assert 0 < missing <= summary["policy_solves"]
+    lines = [line for line in packed.stderr.splitlines() if "fallbacks" in line]
+    assert len(lines) == 1 and "packed_rates_missing" in lines[0]
+    perf = runner.invoke(app, [*args, "--policy", "max_min_fairness_perf", "--json"])
+    assert json.loads(perf.stdout)["fallbacks"] == {}
+    # On measured models only, the packed policy packs and counts nothing.
+    measured = ["simulate", "--cluster", "v100:2,k80:2", "--workload", "gavel:jobs=12,rate=0"]
+    ok = runner.invoke(app, [*measured, "--policy", "max_min_fairness_packed", "--json"])
+    assert json.loads(ok.stdout)["fallbacks"] == {}

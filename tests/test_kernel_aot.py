@@ -86,11 +86,11 @@ def test_a_kernel_outside_the_library_runs_through_numba() -> None:
 
 
 def _fill(placement: str, tasks: int) -> Any:
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     nodes = load_openb_nodes("openb:gpu")
-    return run_fill(nodes, load_openb_tasks("openb:default")[:tasks], placement, 7, 1.3)
+    return fill_replay(nodes, load_openb_tasks("openb:default")[:tasks], placement, 7, 1.3)
 
 
 FILL_ARRAYS = (
@@ -160,15 +160,19 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
 def _gavel_rounds() -> tuple[object, ...]:
     """Gavel's continuous run (another seed and window than the build learned from): the
     JCT, makespan, jobs done, rounds and solves."""
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, summarize
+    from gpumosaic.experiments.reproductions.gavel import (
+        CONTINUOUS_CLUSTER,
+        repro_figures,
+        simulate_rounds,
+    )
     from gpumosaic.model.cluster import ClusterSpec
-    from gpumosaic.sim.rounds import run_rounds
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     workload = gavel_stream_workload(3.0, (100, 200), 1)
-    result = run_rounds(cluster, workload, "max_min_fairness_perf", "strided", seed=1)
-    return (*summarize(result), result.stats.rounds, result.stats.policy_solves)
+    policy = "max_min_fairness_perf"
+    result = simulate_rounds(cluster, CONTINUOUS_CLUSTER, workload, policy, "strided", 1)
+    return (*repro_figures(result), result.stats.rounds, result.stats.policy_solves)
 
 
 def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -> None:
@@ -179,3 +183,49 @@ def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -
         assert kernel_aot.load_library(tmp_path) == {}
     exports.write_text(json.dumps({"host": "another CPU", "exports": []}))
     assert kernel_aot.load_library(tmp_path) == {}  # built elsewhere: not tried
+
+
+def test_a_failed_build_exits_1_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import gpumosaic.cli.kernels as kernels_command
+    from gpumosaic.cli import app
+
+    def fail(_directory: object) -> None:
+        raise OSError("no C compiler")
+
+    monkeypatch.setattr(kernels_command, "build_library", fail)
+    result = CliRunner().invoke(app, ["kernels"])
+    assert result.exit_code == 1
+    assert "was not built" in result.stderr and "no C compiler" in result.stderr
+
+
+def test_json_says_whether_the_aot_library_or_the_jit_ran() -> None:
+    """``kernels_ran``: the JIT when the library is kept out (``use_aot_library({})``)."""
+    from gpumosaic.run.fill import fill_replay
+    from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+    kernel_aot.use_aot_library({})
+    try:
+        for kernel in kernel_cache.kernels():
+            kernel.forget_aot()
+        tasks = load_openb_tasks("openb:default")[:50]
+        fill_replay(load_openb_nodes("openb:gpu"), tasks, "fgd", 1, 1.0)
+        assert kernel_aot.kernels_ran() == "jit"
+    finally:
+        kernel_aot.use_aot_library(None)
+
+
+def test_simulate_and_fill_json_name_what_ran_the_kernels() -> None:
+    from typer.testing import CliRunner
+
+    from gpumosaic.cli import app
+
+    runner = CliRunner()
+    simulate = runner.invoke(
+        app, ["simulate", "--cluster", "v100:2", "--workload", "gavel:jobs=4,rate=0", "--json"]
+    )
+    assert json.loads(simulate.stdout)["kernels"] in ("aot", "jit", "aot+jit")
+    fill = runner.invoke(app, ["fill", "--placement", "bestfit", "--inflate", "0.05", "--json"])
+    assert fill.exit_code == 0, fill.output
+    assert json.loads(fill.stdout)["kernels"] in ("aot", "jit", "aot+jit")

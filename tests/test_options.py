@@ -3,13 +3,20 @@ name the key."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
 
 from gpumosaic.errors import InputError
-from gpumosaic.options import OFF_WORDS, ON_WORDS, OptionError, parse_on_off, parse_options
+from gpumosaic.options import (
+    INFINITY_ALLOWED,
+    OFF_WORDS,
+    ON_WORDS,
+    OptionError,
+    parse_on_off,
+    parse_options,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +27,7 @@ class Knobs:
     mode: Literal["fast", "slow"] = "fast"
     window: tuple[int, int] | None = None
     limit: int | None = None
+    cap: float = field(default=1.0, metadata={INFINITY_ALLOWED: True})  # inf: no cap
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -28,9 +36,9 @@ class Knobs:
 
 def test_every_field_type_converts() -> None:
     knobs = parse_options(
-        Knobs, "flag=YES, count=3,size=inf,mode=Slow,window=10-20,limit=7", what="knob"
+        Knobs, "flag=YES, count=3,size=2.5,mode=Slow,window=10-20,limit=7,cap=inf", what="knob"
     )
-    assert knobs == Knobs(True, 3, float("inf"), "slow", (10, 20), 7)
+    assert knobs == Knobs(True, 3, 2.5, "slow", (10, 20), 7, float("inf"))
 
 
 @pytest.mark.parametrize("word", ON_WORDS + tuple(w.upper() for w in ON_WORDS))
@@ -55,6 +63,11 @@ def test_off_words(word: str) -> None:
         ("mode=medium", "knob mode: expected one of fast, slow, got 'medium'"),
         ("window=10", "knob window: expected a range A-B"),
         ("colour=red", "knob 'colour' is not an option"),
+        ("sise=1", r"knob 'sise' is not an option \(did you mean 'size'\?\)"),
+        ("size=inf", "knob size: expected a finite number, got 'inf'"),
+        ("size=nan", "knob size: expected a finite number, got 'nan'"),
+        ("cap=nan", "knob cap: expected a finite number, got 'nan'"),
+        ("cap=-inf", "knob cap: expected a finite number, got '-inf'"),
         ("flag", "knob 'flag': expected key=value"),
         ("count=-1", "knob: count must be >= 0"),
     ],

@@ -20,6 +20,7 @@ class Fallback(Enum):
     SLO_JOBS_LEFT_OUT = "slo_jobs_left_out"  # jobs already past their deadline left out
     UNMEASURED_PAIR = "unmeasured_pair"  # interference: no measured rate, parametric used
     PLACEMENT_FAILED = "placement_failed"  # an entity chosen for a round found no GPUs
+    PACKED_RATES_MISSING = "packed_rates_missing"  # a packing policy solved without pairs
 
     @property
     def text(self) -> str:
@@ -33,6 +34,9 @@ _TEXT = {
     Fallback.SLO_JOBS_LEFT_OUT: "jobs past their SLO deadline left out of the SLO solve",
     Fallback.UNMEASURED_PAIR: "co-located jobs not measured, parametric interference used",
     Fallback.PLACEMENT_FAILED: "job chosen for a round found no GPUs",
+    Fallback.PACKED_RATES_MISSING: (
+        "packing policy solved without pairs: a GPU model has no measured packed rates"
+    ),
 }
 
 

@@ -167,3 +167,15 @@ def _expression(spec: Any, value: str, names: dict[str, Any]) -> str:
         names[name] = scalar
         checks.append(f"type({value}) is {name}")
     return "(" + " or ".join(checks) + ")"
+
+
+def kernels_ran() -> str:
+    """What ran the compiled kernels in this process so far, for a command's ``--json``:
+    ``aot`` (the ahead-of-time library's exports), ``jit`` (numba compiled or loaded
+    them), ``aot+jit`` (both: some calls' argument types are not exported) or ``none``.
+    Read from the kernels' state, not counted on the call path."""
+    aot = any(kernel._aot for kernel in kernel_cache.kernels())
+    jit = any(kernel.compiled() for kernel in kernel_cache.kernels())
+    return {(True, True): "aot+jit", (True, False): "aot", (False, True): "jit"}.get(
+        (aot, jit), "none"
+    )

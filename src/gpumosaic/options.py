@@ -7,12 +7,15 @@ and the value is converted by the field's type:
 
 - ``bool``: one on/off vocabulary everywhere -- ``on``/``off``, ``true``/``false``,
   ``yes``/``no``, ``1``/``0`` (any case); anything else (``maybe``) is an error;
-- ``int``, ``float`` (``inf`` allowed), ``str``;
+- ``int``, ``float`` (finite: ``nan`` and ``inf`` are errors, except ``inf`` in a field
+  whose metadata says ``INFINITY_ALLOWED``, e.g. ``dataclasses.field(default=1.0,
+  metadata={INFINITY_ALLOWED: True})``), ``str``;
 - ``Literal["a", "b"]``: one of the listed words;
 - ``tuple[int, int]``: a range ``A-B`` (e.g. ``window=4000-5000``);
 - ``X | None``: as ``X``.
 
-A bad key or value raises ``OptionError`` (an InputError) whose message names the key,
+A bad key or value raises ``OptionError`` (an InputError) whose message names the key
+(an unknown key with the nearest known one: "did you mean"),
 e.g. ``gandiva option packing: expected on or off (or true/false, yes/no, 1/0), got
 'maybe'``; a value the dataclass itself refuses (its ``__post_init__``) names its field.
 """
@@ -20,6 +23,8 @@ e.g. ``gandiva option packing: expected on or off (or true/false, yes/no, 1/0), 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -32,6 +37,9 @@ OFF_WORDS = ("off", "false", "no", "0")
 ON_OFF_HELP = "on or off (or true/false, yes/no, 1/0)"
 
 T = TypeVar("T")
+
+# Field metadata: this float option may be ``inf`` (it means "no limit" there).
+INFINITY_ALLOWED = "gpumosaic.options.infinity_allowed"
 
 
 class OptionError(InputError):
@@ -77,7 +85,9 @@ def parse_options(
     command-line flag they came from; ``aliases`` maps short keys to field names (every
     field name is a key too)."""
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    names = [f.name for f in fields]
+    infinite = {f.name for f in fields if f.metadata.get(INFINITY_ALLOWED)}
     keys = dict(aliases or {})
     keys.update({name: name for name in names})
     changes: dict[str, Any] = {}
@@ -86,8 +96,10 @@ def parse_options(
             name = keys.get(key)
             if name is None:
                 known = ", ".join(sorted(keys))
-                raise OptionError(f"{_label(what)}{key!r} is not an option (keys: {known})")
-            changes[name] = convert(hints[name], value, key, what)
+                close = difflib.get_close_matches(key, list(keys), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise OptionError(f"{_label(what)}{key!r} is not an option{hint} (keys: {known})")
+            changes[name] = convert(hints[name], value, key, what, name in infinite)
     except OptionError as err:
         raise error(err.message, field=flag) from None
     try:
@@ -99,21 +111,24 @@ def parse_options(
         raise error(f"{what}: {message}" if what else message, field=flag) from None
 
 
-def convert(kind: Any, value: str, key: str, what: str = "") -> Any:
+def convert(kind: Any, value: str, key: str, what: str = "", infinity_allowed: bool = False) -> Any:
     """``value`` as the type ``kind`` (see the module doc); OptionError naming ``key``."""
     origin = typing.get_origin(kind)
     if origin in (Union, types.UnionType):
         members = [a for a in typing.get_args(kind) if a is not type(None)]
         if len(members) == 1:
-            return convert(members[0], value, key, what)
+            return convert(members[0], value, key, what, infinity_allowed)
     if kind is bool:
         return parse_on_off(value, key, what)
     if kind is int or kind is float:
         try:
-            return kind(value)
+            number = kind(value)
         except ValueError:
             noun = "a whole number" if kind is int else "a number"
             raise OptionError(f"{_label(what)}{key}: expected {noun}, got {value!r}") from None
+        if kind is float and not (math.isfinite(number) or (infinity_allowed and number > 0)):
+            raise OptionError(f"{_label(what)}{key}: expected a finite number, got {value!r}")
+        return number
     if kind is str:
         return value
     if origin is Literal:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 import gpumosaic.cli.reproduce  # noqa: F401  registers the command
@@ -44,6 +45,7 @@ def test_bad_tq_is_one_line_and_exit_2() -> None:
         assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_reproduce_gavel_static_shipped_gandiva_within_5_percent() -> None:
     import gpumosaic.cli.reproduce_gavel  # noqa: F401  registers the command
 

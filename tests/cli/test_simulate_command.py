@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
@@ -119,6 +120,7 @@ def test_unknown_placement_and_model_are_user_errors() -> None:
     assert unmeasured.exit_code == 2 and "no rates for T4" in unmeasured.output
 
 
+@pytest.mark.slow
 def test_compare_writes_table_csv_and_figure(tmp_path: Path) -> None:
     result = runner.invoke(
         app,
@@ -151,6 +153,7 @@ def test_split_placements_keeps_weighted_combinations_whole() -> None:
     assert split_placements("fgd,pwr=200,fgd=800,bestfit") == ["fgd", "pwr=200,fgd=800", "bestfit"]
 
 
+@pytest.mark.slow
 def test_sharing_models_from_the_command_line() -> None:
     common = ["simulate", "--cluster", "v100:8", "--gpus-per-node", "4", "--json"]
     gandiva = runner.invoke(
@@ -181,6 +184,7 @@ def test_sharing_models_from_the_command_line() -> None:
     assert bad.exit_code == 2 and "--sharing" in bad.output
 
 
+@pytest.mark.slow
 def test_gandiva_takes_any_queue_order_and_any_placement() -> None:
     common = [
         "simulate",

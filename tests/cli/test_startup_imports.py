@@ -55,7 +55,7 @@ NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\nn1,64000,65536,
 TASKS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,1024,1,500\np1,8000,1024,2,1000\n"
 
 
-def loaded(tmp_path: Path, *argv: str) -> set[str]:
+def loaded(tmp_path: Path, *argv: str, code: int = 0) -> set[str]:
     report = tmp_path / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(report), *argv],
@@ -66,7 +66,7 @@ def loaded(tmp_path: Path, *argv: str) -> set[str]:
     )
     assert report.exists(), done.stderr
     result = json.loads(report.read_text())
-    assert result["code"] in (0, None), done.stdout + done.stderr
+    assert result["code"] in ((0, None) if code == 0 else (code,)), done.stdout + done.stderr
     return set(result["modules"])
 
 
@@ -77,9 +77,36 @@ def top_level(modules: set[str], names: tuple[str, ...]) -> list[str]:
 def test_help_lists_commands_without_running_them(tmp_path: Path) -> None:
     modules = loaded(tmp_path, "--help")
     assert top_level(modules, HEAVY + SIMULATOR) == []
-    assert "gpumosaic.cli.fill" in modules  # every command is listed with its own help
+    # Commands are listed from COMMAND_HELP: no command module, not even numpy, is loaded.
+    commands = [m for m in modules if m.startswith("gpumosaic.cli.")]
+    assert sorted(commands) == ["gpumosaic.cli.app"], commands
+    assert "numpy" not in modules
 
 
+def test_a_misspelt_command_imports_no_command(tmp_path: Path) -> None:
+    # "Did you mean 'simulate'?" comes from the command names alone.
+    modules = loaded(tmp_path, "simulte", code=2)
+    assert sorted(m for m in modules if m.startswith("gpumosaic.cli.")) == ["gpumosaic.cli.app"]
+
+
+def test_the_listed_help_line_is_the_commands_own() -> None:
+    # COMMAND_HELP stands for each command's help in `gpumosaic --help`: it must say what
+    # the command itself says (the first paragraph of its help).
+    import click
+    import typer.main
+
+    from gpumosaic.cli.app import COMMAND_HELP, COMMAND_MODULES, app
+
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    for name in COMMAND_MODULES:
+        group.resolve_command(ctx, [name])  # imports the command's module
+        command = group.commands[name]
+        own = (command.short_help or command.help or "").split("\n\n")[0]
+        assert COMMAND_HELP.get(name) == " ".join(own.split()), name
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("placement", ["fgd", "random"])
 def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
     (tmp_path / "nodes.csv").write_text(NODES)

@@ -42,7 +42,9 @@ class StrictFifo:
 
     def simulate(self, parts: RunParts, progress):  # type: ignore[no-untyped-def]
         order, placement = parts.policy, parts.placement
-        sim = EventSimulator(parts.cluster, parts.workload, placement, order, backfill=False)
+        sim = EventSimulator(
+            parts.cluster, parts.workload, placement, order, rng=parts.rng, backfill=False
+        )
         return sim.run()
 
 
@@ -98,6 +100,7 @@ def test_fifo_under_rounds_follows_the_seed(tmp_path: Path) -> None:
                 "--json",
                 "--seed",
                 str(seed),
+                "--allow-rejects",  # job 9 asks for 4 GPUs of one model: never fits
             ],
         )
         assert result.exit_code == 0, result.output

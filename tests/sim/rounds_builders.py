@@ -12,6 +12,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import feasible_nodes
 from gpumosaic.policies.base import Allocation, PolicyInput, PolicyTraits, TypeOrder
+from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload
 
@@ -90,3 +91,26 @@ def workload(jobs: list[JobSpec], window: tuple[int, int] | None = None) -> Work
 
 def v100s(count: int, per_node: int = 1) -> ClusterSpec:
     return ClusterSpec.from_counts([("v100", count)], gpus_per_node=per_node)
+
+
+def run_rounds(
+    cluster: ClusterSpec,
+    workload: Workload,
+    policy: object,
+    placement: object = "strided",
+    seed: int = 0,
+    **options: object,
+) -> SimResult:
+    """``sim.rounds.run_rounds`` with the run's Generator seeded from ``seed``; a policy or
+    placement given by name is built through the road (``run/parts.py``), as a run's is."""
+    from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.run.parts import build_allocation_policy, build_placement_for
+    from gpumosaic.sim.rounds import run_rounds as simulate_rounds
+
+    rng = np.random.default_rng(seed)
+    if isinstance(policy, str):
+        policy = build_allocation_policy(policy, rng)
+    if isinstance(placement, str):
+        target = TargetWorkload.from_jobs(workload.target_sample())
+        placement = build_placement_for(placement, target)
+    return simulate_rounds(cluster, workload, policy, placement, rng, **options)  # type: ignore[arg-type]

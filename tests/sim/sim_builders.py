@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from gpumosaic.model import ClusterSpec, JobSpec, NodeSpec, gpu_model
+from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload
 
@@ -46,3 +50,27 @@ def job(
 def workload(jobs: Sequence[JobSpec], measure: tuple[int, int] | None = None) -> Workload:
     ordered = tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.id)))
     return Workload("test", ordered, ConstantThroughputs(), measure)
+
+
+def simulate(
+    cluster: ClusterSpec,
+    workload: Workload,
+    placement: str = "fgd",
+    order: str = "fifo",
+    seed: int = 0,
+    **options: Any,
+) -> SimResult:
+    """The event simulator with a placement and a queue order built by name through the
+    road (``run/parts.py``) against the workload's target, and the Generator of ``seed``."""
+    from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.policies.ordering import build_queue_order
+    from gpumosaic.run.parts import build_placement_for
+    from gpumosaic.sim.event.simulator import EventSimulator
+
+    target = TargetWorkload.from_jobs(workload.target_sample())
+    strategy = build_placement_for(placement, target)
+    rng = np.random.default_rng(seed)
+    sim = EventSimulator(
+        cluster, workload, strategy, build_queue_order(order), rng=rng, target=target, **options
+    )
+    return sim.run()

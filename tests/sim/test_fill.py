@@ -14,7 +14,8 @@ from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.fragmentation import FragmentationTracker
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.sim.fill import fill_order, run_fill
+from gpumosaic.run.fill import fill_replay
+from gpumosaic.sim.fill import fill_order
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 ONE_T4_NODE = ClusterSpec((NodeSpec("n0", gpu_model("T4"), 2, 32_000, 1 << 20),))
@@ -30,7 +31,7 @@ def task(i: int, num_gpu: int = 1, milli: int = 600, models: str | None = None) 
 def test_fill_by_hand() -> None:
     # Three identical tasks of 600 milli on one T4 node with 2 GPUs (2000 milli).
     # Trace total 1800 < 1.0 x 2000, so one sampled copy is appended: 4 tasks.
-    result = run_fill(ONE_T4_NODE, [task(0), task(1), task(2)], "bestfit", seed=1, inflate=1.0)
+    result = fill_replay(ONE_T4_NODE, [task(0), task(1), task(2)], "bestfit", seed=1, inflate=1.0)
     assert result.num_tasks == 4
     # arrived: 600, 1200, 1800, 2400 of 2000 milli
     np.testing.assert_allclose(result.arrived_pct, [30, 60, 90, 120])
@@ -61,7 +62,7 @@ def test_failure_reasons() -> None:
         task(2, milli=500, models="V100M16"),
     ]
     # requests 500 + 4000 + 500 = 5000 milli = exactly 2.5 x 2000: the trace, no samples
-    result = run_fill(ONE_T4_NODE, tasks, "fgd", seed=0, inflate=2.5)
+    result = fill_replay(ONE_T4_NODE, tasks, "fgd", seed=0, inflate=2.5)
     assert result.num_tasks == 3
     assert result.failed_by_reason() == ((Reason.NEVER_FITS, 2),)
     assert result.failed_by_kind() == (("sharing", 1), ("4-gpu", 1))
@@ -78,8 +79,8 @@ def test_fill_order_inflation_rule() -> None:
 
 def test_deterministic_per_seed() -> None:
     tasks = [task(i, milli=m) for i, m in enumerate([100, 250, 600, 999, 1000, 300])]
-    a = run_fill(ONE_T4_NODE, tasks, "fgd", seed=5, inflate=1.3)
-    b = run_fill(ONE_T4_NODE, tasks, "fgd", seed=5, inflate=1.3)
+    a = fill_replay(ONE_T4_NODE, tasks, "fgd", seed=5, inflate=1.3)
+    b = fill_replay(ONE_T4_NODE, tasks, "fgd", seed=5, inflate=1.3)
     np.testing.assert_array_equal(a.allocation_rate_pct, b.allocation_rate_pct)
     np.testing.assert_array_equal(a.fragmentation_rate_pct, b.fragmentation_rate_pct)
 
@@ -87,7 +88,9 @@ def test_deterministic_per_seed() -> None:
 def test_openb_fgd_seed42_regression_snapshot() -> None:
     # Regression snapshot, not the reproduction (that is the ten-seed test below): one
     # full default-trace replay (about 1 CPU-second), FGD, seed 42, gives 95.24 here.
-    result = run_fill(load_openb_nodes("openb:gpu"), load_openb_tasks("openb:default"), "fgd", 42)
+    result = fill_replay(
+        load_openb_nodes("openb:gpu"), load_openb_tasks("openb:default"), "fgd", 42
+    )
     assert result.num_tasks == 10_826
     assert result.final.allocation_rate_pct == pytest.approx(95.244, abs=0.01)
     assert result.at_arrived(90).fragmentation_rate_pct == pytest.approx(49.58, abs=0.05)
@@ -103,7 +106,7 @@ REPRODUCTION_TOLERANCE_PP = 0.15
 def test_openb_fgd_ten_seed_mean_matches_reference() -> None:
     nodes, tasks = load_openb_nodes("openb:gpu"), load_openb_tasks("openb:default")
     finals = [
-        run_fill(nodes, tasks, "fgd", seed, inflate=1.3).final.allocation_rate_pct
+        fill_replay(nodes, tasks, "fgd", seed, inflate=1.3).final.allocation_rate_pct
         for seed in range(42, 52)
     ]
     assert np.mean(finals) == pytest.approx(FGD_REFERENCE_MEAN_PCT, abs=REPRODUCTION_TOLERANCE_PP)
@@ -144,7 +147,7 @@ def test_curves_equal_the_cluster_after_every_task(placement: str) -> None:
         code = -1 if placed is not None else list(Reason).index(explain(state, job).reason)
         seen.append((frag, float(gpu_w.sum()), float(cpu_w.sum()), code))
 
-    result = run_fill(nodes, tasks, placement, seed=5, inflate=3.0, on_task=check)
+    result = fill_replay(nodes, tasks, placement, seed=5, inflate=3.0, on_task=check)
     frag, gpu_w, cpu_w, codes = (np.array(column) for column in zip(*seen, strict=True))
     assert result.num_tasks == len(seen) > len(tasks)
     assert result.failed.any() and not result.failed.all()

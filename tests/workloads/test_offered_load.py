@@ -1,4 +1,5 @@
-"""Offered load by hand: arrival rate x GPU-hours per job against the cluster's GPUs."""
+"""Offered load by hand: the jobs' GPU-hours against the cluster's GPU-hours from the
+first arrival to the last job's finish without waiting (load.py's module doc)."""
 
 import pytest
 
@@ -13,25 +14,47 @@ def jobs(arrivals: list[float], num_gpu: int = 1, milli: int = 1000) -> tuple[Jo
     return tuple(JobSpec(i, t, "t", num_gpu, milli, 3600.0) for i, t in enumerate(arrivals))
 
 
-def test_two_jobs_per_hour_of_one_gpu_hour_on_four_gpus_is_half_load() -> None:
-    # Arrivals 0, 1800, 3600 s: 2 gaps in an hour = 2 jobs/h; each 1 GPU for 1 h.
+def test_three_one_hour_jobs_over_an_hour_on_four_gpus() -> None:
+    # Arrivals 0, 1800, 3600 s, each 1 GPU for 1 h: 3 GPU-h by t = 2 h (the last one's
+    # finish), on 4 GPUs: 3 / (4 x 2) = 37.5%.
     load = offered_load(
         Workload("w", jobs([0, 1800, 3600]), ConstantThroughputs()),
         ClusterSpec.from_counts([("v100", 4)]),
     )
     assert load is not None
-    assert load.jobs_per_hour == pytest.approx(2.0)
-    assert load.gpu_hours_per_job == pytest.approx(1.0)
-    assert load.fraction == pytest.approx(0.5)
+    assert load.jobs == 3 and load.gpu_hours == pytest.approx(3.0)
+    assert load.arrival_span_h == pytest.approx(1.0) and load.horizon_h == pytest.approx(2.0)
+    assert load.fraction == pytest.approx(0.375)
+
+
+def test_a_long_stream_is_rate_times_gpu_hours_per_job() -> None:
+    # 2 jobs/h of 1 GPU-hour for 1,000 h on 4 GPUs: the usual figure, 2 x 1 / 4 = 50%.
+    load = offered_load(
+        Workload("w", jobs([1800.0 * i for i in range(2001)]), ConstantThroughputs()),
+        ClusterSpec.from_counts([("v100", 4)]),
+    )
+    assert load is not None and load.fraction == pytest.approx(0.5, rel=1e-3)
+
+
+def test_two_jobs_seconds_apart_are_not_a_huge_load() -> None:
+    # Issue 28: 2 one-hour jobs 10 s apart were 360 jobs/h, a load of thousands of
+    # percent. They ask for 2 GPU-h by 1 h 10 s: on 12 GPUs 17%, on one GPU 200% (one
+    # of them must wait: that load is real).
+    workload = Workload("w", jobs([0, 10]), ConstantThroughputs())
+    twelve = offered_load(workload, ClusterSpec.from_counts([("v100", 12)]))
+    one = offered_load(workload, ClusterSpec.from_counts([("v100", 1)]))
+    assert twelve is not None and twelve.fraction == pytest.approx(2 / 12 / (3610 / 3600))
+    assert one is not None and one.fraction == pytest.approx(2 / (3610 / 3600))
 
 
 def test_fractional_and_gang_demand() -> None:
-    # 2 jobs/h of half a GPU for an hour fill one GPU; 1 job/h of 4 GPUs fills four.
+    # Half a GPU for an hour, at 0, 1800 and 3600 s: 1.5 GPU-h by 2 h on one GPU = 75%;
+    # 4 GPUs for an hour at 0 and 3600 s: 8 GPU-h by 2 h on 8 GPUs = 50%.
     half = offered_load(
         Workload("w", jobs([0, 1800, 3600], milli=500), ConstantThroughputs()),
         ClusterSpec.from_counts([("v100", 1)]),
     )
-    assert half is not None and half.fraction == pytest.approx(1.0)
+    assert half is not None and half.fraction == pytest.approx(0.75)
     gang = offered_load(
         Workload("w", jobs([0, 3600], num_gpu=4), ConstantThroughputs()),
         ClusterSpec.from_counts([("v100", 8)]),

@@ -13,9 +13,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
+from gpumosaic.cli.app import (
+    MAX_INFLATE,
+    MAX_WORKERS,
+    app,
+    check_number,
+    check_out_dir,
+    err_console,
+    user_errors,
+)
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.runner import RunRequest
@@ -102,9 +110,13 @@ def compare(
             "(see simulate --help)"
         ),
     ] = None,
-    out: Annotated[Path, typer.Option(help="folder for the CSV and figures")] = Path(
-        "runs/compare"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder for the CSV and figures (default: runs/compare, runs/compare-fill "
+            "or runs/compare-policies, by mode)"
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes (default: all cores)")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print results as JSON")] = False,
     executor: Annotated[
@@ -118,21 +130,42 @@ def compare(
         str | None,
         typer.Option(help="with --executor ray: the cluster to join (default: a local Ray)"),
     ] = None,
+    ray_timeout_s: Annotated[
+        float,
+        typer.Option(help="with --ray-address: give up joining the Ray cluster after this long"),
+    ] = 30.0,
+    common_jobs: Annotated[
+        bool,
+        typer.Option(
+            "--common-jobs",
+            help="average JCTs over the jobs that every compared run (same seed) completed",
+        ),
+    ] = False,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
     from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
 
     if executor not in ("local", "ray"):
-        raise InputError("must be local or ray", field="--executor", value=executor)
+        raise unknown_name("executor", executor, ("local", "ray"), field="--executor")
+    if mode not in ("sim", "fill"):  # before the experiment file is written
+        raise unknown_name("mode", mode, ("sim", "fill"), field="--mode")
     if ray_address is not None and executor != "ray":
         raise InputError("--ray-address needs --executor ray", field="--ray-address")
+    check_number(ray_timeout_s, "--ray-timeout-s", above=0, at_most=3600)
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as err:
         raise InputError(str(err), field="--seeds", value=seeds) from None
-    if workers < 0:
-        raise InputError("must be >= 1, or 0 for one per core", field="--workers", value=workers)
+    if workers < 0 or workers > MAX_WORKERS:
+        raise InputError(
+            f"must be 1..{MAX_WORKERS}, or 0 for one per core", field="--workers", value=workers
+        )
     n_workers = workers if workers > 0 else default_workers()
+    check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
+    for rate in _split(rates):
+        if _number(rate):
+            check_number(float(rate), "--rates", above=0)
+    out = out if out is not None else default_out(mode, policies)
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
@@ -173,8 +206,14 @@ def compare(
         sharing=sharings,
         mechanism=mechanism,
     )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
+    if common_jobs and (mode == "fill" or policies is not None or executor == "ray"):
+        raise InputError(
+            "averages over common jobs are for placement comparisons run here (not the fill "
+            "mode, a policy sweep or --executor ray)",
+            field="--common-jobs",
+        )
     if executor == "ray":
-        _compare_on_ray(written, out, n_workers, ray_address, json_out)
+        _compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
         return
     if mode == "fill":
         from gpumosaic.cli.compare_fill import compare_fill
@@ -229,7 +268,12 @@ def compare(
     # The simulator's comparison: its imports only now (the fill mode and --help skip them).
     from rich.console import Console
 
-    from gpumosaic.cli.compare_table import identical_notes, print_table, table_rows
+    from gpumosaic.cli.compare_table import (
+        different_jobs_warning,
+        identical_notes,
+        print_table,
+        table_rows,
+    )
     from gpumosaic.experiments.runner import RunRequest, is_gandiva
     from gpumosaic.experiments.sweeps.runs import write_runs_csv
     from gpumosaic.fallbacks import Fallbacks
@@ -268,7 +312,9 @@ def compare(
         label_of[cell]: [r for r in runs if (r.request.placement, r.request.sharing) == cell]
         for cell in cells
     }
-    rows = table_rows(by_label)
+    rows = table_rows(by_label, common_jobs)
+    if differ := different_jobs_warning(by_label):
+        err_console.print(f"[yellow]warning:[/yellow] {differ}", highlight=False, soft_wrap=True)
     write_runs_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in by_label[p]] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
@@ -290,20 +336,33 @@ def compare(
     )
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     if json_out:
-        print(json.dumps({"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}))
+        kernels = sorted({r.kernels for r in runs})  # aot, jit, aot+jit or none, per run
+        payload = {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
+        print(json.dumps({**payload, "kernels": kernels}))
     else:
-        print_table(rows, f"{policy} on {cluster}, {workload}, seeds {seeds}")
+        title = f"{policy} on {cluster}, {workload}, seeds {seeds}"
+        if common_jobs:
+            title += " (JCTs over the jobs every run completed)"
+        print_table(rows, title)
         for note in identical_notes(by_label, parse_cluster(cluster, gpus_per_node)):
             Console().print(note, highlight=False, soft_wrap=True)
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
+def default_out(mode: str, policies: str | None) -> Path:
+    """Each kind of comparison its own default folder: a fill comparison must not write
+    over (or mix its runs into) a placement comparison's."""
+    if policies is not None:
+        return Path("runs/compare-policies")
+    return Path("runs/compare-fill") if mode == "fill" else Path("runs/compare")
+
+
 def _check_placement(name: str, gandiva: bool) -> None:
     """Fail before any run starts if a placement name is unknown."""
+    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
     from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva.ranking import is_affinity
+    from gpumosaic.run.parts import build_placement_for
 
     if is_affinity(name):
         if gandiva:
@@ -313,10 +372,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
             field="--placements",
         )
     probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    try:
-        build_placement(name, probe)
-    except ValueError as err:
-        raise InputError(str(err), field="--placements") from None
+    build_placement_for(name, probe, field="--placements")
 
 
 def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
@@ -328,7 +384,13 @@ def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) 
 
 
 def _compare_on_ray(
-    experiment: Path, out: Path, workers: int, address: str | None, json_out: bool
+    experiment: Path,
+    out: Path,
+    workers: int,
+    address: str | None,
+    timeout_s: float,
+    json_out: bool,
+    seeds_text: str,
 ) -> None:
     """The comparison as the study it wrote (``experiment``), through the study executor:
     a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
@@ -350,7 +412,7 @@ def _compare_on_ray(
                 "--executor ray needs Ray: pip install 'gpumosaic[ray]'", field="--executor"
             ) from None
         if not ray.is_initialized():
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            join_ray(address, timeout_s)
             joined = True
     try:
         with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
@@ -358,7 +420,13 @@ def _compare_on_ray(
     finally:
         if joined:
             ray.shutdown()
+    shown: dict[str, object] = {}
+    if study.kind.name == "simulate":  # the table and figures of the local executor
+        from gpumosaic.cli.compare_ray import show_stored_comparison
+
+        shown = show_stored_comparison(study, out, seeds_text, json_out)
     payload = {
+        **shown,
         "out": str(out),
         "planned": outcome.planned,
         "skipped": outcome.skipped,
@@ -378,3 +446,73 @@ def _compare_on_ray(
         for error in dict.fromkeys(f.error for f in outcome.failed):
             err_console.print(f"[red]error:[/red] run(s) failed: {error}", highlight=False)
         raise typer.Exit(1)
+
+
+def join_ray(address: str, timeout_s: float) -> None:
+    """``ray.init(address)``, bounded and interruptible: Ray retries an unreachable head
+    for many minutes and does not hear SIGTERM meanwhile. A line says what it waits for;
+    a head that does not answer in ``timeout_s`` (or Ctrl-C / SIGTERM) ends the command
+    with one line (exit 2; interrupted: 130 / 143)."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    import ray
+
+    err_console.print(
+        f"joining the Ray cluster at {address} (up to {timeout_s:g} s; --ray-timeout-s; "
+        "Ctrl-C stops) ...",
+        highlight=False,
+        soft_wrap=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if host and port.isdigit():  # a plain HOST:PORT: nothing listening fails at once
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise InputError(
+                f"cannot reach a Ray head there ({reason})", field="--ray-address", value=address
+            ) from None
+    failure: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except BaseException as err:  # reported by the waiting thread
+            failure.append(err)
+
+    # A daemon thread: one that never returns cannot hold the process at exit.
+    thread = threading.Thread(target=connect, name="ray-join", daemon=True)
+    stop: list[int] = []
+    previous = signal.getsignal(signal.SIGTERM)
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
+    try:
+        thread.start()
+        while thread.is_alive() and not stop and time.monotonic() < deadline:
+            thread.join(0.2)  # short waits: Ctrl-C (KeyboardInterrupt) is heard at once
+    except KeyboardInterrupt:
+        stop.append(signal.SIGINT)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    if stop:
+        err_console.print("[red]error:[/red] --ray-address: interrupted while joining Ray")
+        raise typer.Exit(128 + stop[0])
+    if thread.is_alive():
+        raise InputError(
+            f"no Ray head answered within {timeout_s:g} s (is it running? is this its GCS "
+            "address, HOST:6379 by default?)",
+            field="--ray-address",
+            value=address,
+        )
+    if failure:
+        raise InputError(
+            f"cannot join the Ray cluster: {type(failure[0]).__name__}: {failure[0]}",
+            field="--ray-address",
+            value=address,
+        )

@@ -27,8 +27,8 @@ from gpumosaic.experiments.sweeps.fill import (
     run_fill_sweep,
     summarize,
 )
-from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.run.parts import build_placement_for
 from gpumosaic.sim.fill import FillResult
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
@@ -53,7 +53,7 @@ def compare_fill(
     jobs = load_openb_tasks(tasks)
     workload = TargetWorkload.from_jobs(jobs)
     for placement in placements:
-        build_placement(placement, workload)
+        build_placement_for(placement, workload, field="--placements")
     specs = [FillRunSpec(p, s, tasks, nodes, inflate) for p in placements for s in seeds]
     # This process waits while the workers run: load the figure and table libraries then
     # (matplotlib and pandas, ~1 s of CPU) instead of after the last run.

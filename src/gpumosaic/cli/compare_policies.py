@@ -19,6 +19,7 @@ from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
+    PolicyRatePoint,
     SweepPoint,
     aggregate,
     plot_jct_vs_rate,
@@ -65,7 +66,8 @@ def compare_policies(
         return
     console = Console()
     grid = Table(
-        title=f"avg JCT (h) ± sd, [max finish-time fairness rho] over seeds {seeds}: "
+        title=f"avg JCT (h) ± sd, [max finish-time fairness rho], (jobs completed / "
+        f"rejected / unfinished) over seeds {seeds}: "
         f"{workload} on {cluster}, {placement}"
     )
     grid.add_column("policy")
@@ -77,7 +79,7 @@ def compare_policies(
             match = [p for p in summary if p.policy == policy and p.rate_per_hour == rate]
             cells.append(
                 f"{match[0].avg_jct_h:.2f} ± {match[0].std_jct_h:.2f} "
-                f"[{match[0].ftf_rho_max_mean:.2f}]"
+                f"[{match[0].ftf_rho_max_mean:.2f}] ({_ends(match[0])})"
                 if match
                 else "-"
             )
@@ -86,17 +88,21 @@ def compare_policies(
     console.print(f"wrote {csv_path}, {figure}")
 
 
+def _ends(point: PolicyRatePoint) -> str:
+    counts = (point.completed_mean, point.rejected_mean, point.unfinished_mean)
+    return " / ".join(f"{c:.0f}" if c == round(c) else f"{c:.1f}" for c in counts)
+
+
 def _check(policies: list[str], cluster: str, workload: str, placement: str) -> None:
     """Fail fast, before any process starts, on a bad name."""
-    from gpumosaic.policies.registry import build_policy
+    import numpy as np
+
+    from gpumosaic.run.parts import build_allocation_policy
 
     if not policies:
         raise InputError("no policies given", field="--policies")
     for name in policies:
-        try:
-            build_policy(name)
-        except ValueError as err:
-            raise InputError(str(err), field="--policies") from None
+        build_allocation_policy(name, np.random.default_rng(0), field="--policies")
     if workload.partition(":")[0] not in ("gavel", "gavel-stream"):
         raise InputError(
             "a policy sweep needs a generated workload (gavel:... or gavel-stream:...)",

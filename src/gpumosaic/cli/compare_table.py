@@ -14,34 +14,81 @@ from gpumosaic.experiments.sweeps.runs import SweepRun
 from gpumosaic.model.cluster import ClusterSpec
 
 
-def table_rows(by_label: dict[str, list[SweepRun]]) -> list[dict[str, float | str | int]]:
+def common_job_ids(by_label: dict[str, list[SweepRun]]) -> list[frozenset[int]]:
+    """Per seed (the i-th run of every label): the jobs that every compared run completed."""
+    runs = list(by_label.values())
+    return [
+        frozenset.intersection(*(mine[i].completed_ids for mine in runs))
+        for i in range(len(runs[0]))
+    ]
+
+
+def table_rows(
+    by_label: dict[str, list[SweepRun]], common_jobs: bool = False
+) -> list[dict[str, float | str | int]]:
+    """One row per label, means over its seeds. ``common_jobs``: the JCT columns average
+    over the jobs that every compared run of the same seed completed (``--common-jobs``)."""
     labels = list(by_label)
-    base = [r.summary.avg_jct_s for r in by_label[labels[0]]]
-    base_mean = float(np.mean(base))
+    common = common_job_ids(by_label) if common_jobs else None
+
+    def avg_jcts(mine: list[SweepRun]) -> np.ndarray:
+        if common is None:
+            return np.array([r.summary.avg_jct_s for r in mine])
+        return np.array(
+            [
+                float(np.mean(j)) if len(j := r.jct_of(c)) else math.nan
+                for r, c in zip(mine, common, strict=True)
+            ]
+        )
+
+    base_mean = float(np.mean(avg_jcts(by_label[labels[0]])))
     rows: list[dict[str, float | str | int]] = []
     for label, mine in by_label.items():
-        avg = np.array([r.summary.avg_jct_s for r in mine])
+        avg = avg_jcts(mine)
 
         def mean(key: str, mine: list[SweepRun] = mine) -> float:
             values = np.array([getattr(r.summary, key) for r in mine], dtype=float)
             return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
 
-        rows.append(
-            {
-                "placement": label,
-                "seeds": len(mine),
-                "avg_jct_s_mean": float(avg.mean()),
-                "avg_jct_s_sd": float(avg.std(ddof=1)) if len(avg) > 1 else 0.0,
-                "p99_jct_s_mean": mean("p99_jct_s"),
-                "makespan_s_mean": mean("makespan_s"),
-                "utilization_mean": mean("utilization"),
-                "fragmentation_rate_mean": mean("fragmentation_rate_mean"),
-                "ftf_rho_max_mean": mean("ftf_rho_max"),
-                "jain_index_mean": mean("jain_index"),
-                f"vs_{labels[0]}_pct": 100.0 * (float(avg.mean()) - base_mean) / base_mean,
-            }
-        )
+        row: dict[str, float | str | int] = {
+            "placement": label,
+            "seeds": len(mine),
+            "completed_mean": mean("completed"),
+            "rejected_mean": mean("rejected"),
+            "unfinished_mean": mean("unfinished"),
+            "avg_jct_s_mean": float(avg.mean()),
+            "avg_jct_s_sd": float(avg.std(ddof=1)) if len(avg) > 1 else 0.0,
+            "p99_jct_s_mean": mean("p99_jct_s"),
+            "makespan_s_mean": mean("makespan_s"),
+            "utilization_mean": mean("utilization"),
+            "fragmentation_rate_mean": mean("fragmentation_rate_mean"),
+            "ftf_rho_max_mean": mean("ftf_rho_max"),
+            "jain_index_mean": mean("jain_index"),
+            f"vs_{labels[0]}_pct": 100.0 * (float(avg.mean()) - base_mean) / base_mean,
+        }
+        if common is not None:
+            row["common_jobs_mean"] = float(np.mean([len(c) for c in common]))
+        rows.append(row)
     return rows
+
+
+def different_jobs_warning(by_label: dict[str, list[SweepRun]]) -> str:
+    """One line when runs of the same seed completed different jobs: their averages are
+    then over different job sets (a placement that never starts the big jobs looks fast)."""
+    runs = list(by_label.items())
+    seeds = len(runs[0][1])
+    differ = [i for i in range(seeds) if len({mine[i].completed_ids for _, mine in runs}) > 1]
+    if not differ:
+        return ""
+    i = differ[0]
+    counts = ", ".join(f"{label} {len(mine[i].completed_ids)}" for label, mine in runs)
+    common = len(common_job_ids(by_label)[i])
+    return (
+        f"the compared runs completed different jobs ({len(differ)} of {seeds} seeds; "
+        f"seed {runs[0][1][i].request.seed}: {counts} measured jobs completed, {common} by "
+        "all): each average is over its own jobs; --common-jobs averages over the jobs "
+        "every run completed"
+    )
 
 
 def identical_notes(by_label: dict[str, list[SweepRun]], cluster: ClusterSpec) -> list[str]:
@@ -75,6 +122,9 @@ def print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
     for column in (
         "placement",
         "seeds",
+        "done",
+        "rejected",
+        "unfinished",
         "avg JCT (h)",
         "sd (h)",
         "p99 JCT (h)",
@@ -94,6 +144,9 @@ def print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
         table.add_row(
             str(row["placement"]),
             str(row["seeds"]),
+            _count(row["completed_mean"]),
+            _count(row["rejected_mean"]),
+            _count(row["unfinished_mean"]),
             h(row["avg_jct_s_mean"]),
             h(row["avg_jct_s_sd"]),
             h(row["p99_jct_s_mean"]),
@@ -105,4 +158,10 @@ def print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
         )
     console = Console()
     # Wide enough for the whole table even when stdout is not a terminal (make demo | tee).
-    Console(width=max(console.width, 120)).print(table)
+    Console(width=max(console.width, 150)).print(table)
+
+
+def _count(value: float | str | int) -> str:
+    """A mean count over seeds: whole when it is."""
+    v = float(value)
+    return f"{v:,.0f}" if v == round(v) else f"{v:,.1f}"

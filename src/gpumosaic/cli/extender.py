@@ -23,6 +23,7 @@ extender_app = typer.Typer(
 )
 app.add_typer(extender_app, name="extender")
 
+SWITCH_INTERVAL_S = 0.001  # see extender(): the loop's wait for the GIL
 KUBE_MODULES = ("fastapi", "uvicorn", "httpx", "kubernetes", "prometheus_client", "orjson")
 
 
@@ -70,6 +71,14 @@ def extender(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8888,
     tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate (PEM)")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM)")] = None,
+    token: Annotated[
+        str,
+        typer.Option(
+            envvar="GPUMOSAIC_EXTENDER_TOKEN",
+            help="bearer token for every route but /healthz and the verbs (kube-scheduler "
+            "sends none): /state, /metrics, DELETE /pods, /docs, /redoc, /openapi.json",
+        ),
+    ] = "",
     seed: Annotated[int, typer.Option(help="seed of the tie-break order and random choices")] = 0,
     window: Annotated[int, typer.Option(help="pods in the learned target workload")] = 2000,
     refresh: Annotated[int, typer.Option(help="new pods between window rebuilds")] = 100,
@@ -83,6 +92,8 @@ def extender(
     if ctx.invoked_subcommand is not None:
         return
     require_kube_extra()
+    if token and not (token.isascii() and token.isprintable() and " " not in token):
+        raise InputError("must be printable ASCII without spaces", field="--token")
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
     import uvicorn
@@ -114,8 +125,13 @@ def extender(
         watcher = Watcher(backend, service)
         watcher.start()
     verbs = Verbs(url_prefix, filter_verb, prioritize_verb, bind_verb)
-    app_ = create_app(service, verbs)
+    app_ = create_app(service, verbs, token=token)
     settle_heap()
+    # The verbs run on the event loop; binds and releases in threads. When a thread holds
+    # the GIL, the loop waits for it up to the switch interval (5 ms by default) before
+    # it can answer the next filter; 1 ms bounds that wait (a choice, not a calibration).
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         uvicorn.run(
             app_,
@@ -127,6 +143,7 @@ def extender(
             access_log=False,
         )
     finally:
+        sys.setswitchinterval(previous_interval)
         if watcher is not None:
             watcher.stop()
 
@@ -168,7 +185,7 @@ def replay_command(
     if url is not None and restart_at is not None:
         raise InputError("--restart-at needs the local extender (no --url)", field="--restart-at")
     from gpumosaic.live.extender.replay import replay
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     cluster = load_openb_nodes(nodes)
@@ -189,7 +206,7 @@ def replay_command(
         )
     summary = {"tasks_spec": tasks, "nodes": nodes, **result.to_json()}
     if compare_fill:
-        fill = run_fill(cluster, jobs, placement, seed, inflate)
+        fill = fill_replay(cluster, jobs, placement, seed, inflate)
         summary["fill_allocation_rate_pct"] = round(fill.final.allocation_rate_pct, 4)
         summary["same_decisions"] = bool(
             fill.num_tasks == result.tasks and (result.placed == ~fill.failed).all()

@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpumosaic.cli.app import app, check_out_dir, check_seed, user_errors
-from gpumosaic.errors import InputError
+from gpumosaic.cli.app import (
+    MAX_INFLATE,
+    app,
+    check_number,
+    check_out_dir,
+    check_seed,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -105,22 +111,24 @@ def fill(
     Records allocation, fragmentation and power against the arrived workload."""
     check_seed(seed)
     check_out_dir(out)
-    if not inflate > 0:
-        raise InputError("must be > 0", field="--inflate")
+    check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
     from gpumosaic.cli.progress import counter_bar
-    from gpumosaic.sim.fill import run_fill
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
     cluster = load_openb_nodes(nodes)
     jobs = load_openb_tasks(tasks)
     with counter_bar(not json_out and sys.stderr.isatty(), "filling", 100.0) as update:
-        result = run_fill(
+        result = fill_replay(
             cluster, jobs, placement, seed, inflate, progress=lambda f: update(100.0 * f)
         )
     summary = result_json(result, tasks, nodes)
     if out is not None:
         write_fill_outputs(result, summary, out)
     if json_out:
+        from gpumosaic.kernel_aot import kernels_ran
+
+        summary = {**summary, "kernels": kernels_ran()}  # aot, jit, aot+jit or none
         sys.stdout.write(json.dumps(summary) + "\n")
         return
     from rich.console import Console

@@ -57,7 +57,10 @@ def submit(
     token: TokenOpt = "",
     json_out: JsonOpt = False,
 ) -> None:
-    """Submit a job (or a job list); prints the id(s)."""
+    """Submit a job (or a job list: every row checked first, then all or none); prints
+    the id(s)."""
+    from gpumosaic.live.rounds.admission import check_job
+
     if command is None:
         raise InputError("give the job's command line", field="--command")
     environ: dict[str, str] = {}
@@ -82,26 +85,44 @@ def submit(
     if file is None:
         if steps is None:
             raise InputError("give the job's total steps", field="--steps")
-        ids = [client.submit({**base, "steps": steps})]
+        job = {**base, "steps": steps}
+        check_job(job, flags=True)  # the service's own rules, before anything is sent
+        ids = [client.submit(job)]
     else:
-        ids = [client.submit(job) for job in _from_job_list(file, base)]
+        jobs, rows = _from_job_list(file, base)
+        for job, row in zip(jobs, rows, strict=True):
+            check_job(job, path=str(file), row=row)
+        try:
+            ids = client.submit_batch(jobs)
+        except InputError as err:
+            if err.row is None:
+                raise
+            raise InputError(
+                err.message, path=file, row=rows[err.row - 1], field=err.field
+            ) from None
     if json_out:
         print(json.dumps({"id": ids[0]} if file is None else {"ids": ids}))
     else:
         print("\n".join(str(i) for i in ids))
 
 
-def _from_job_list(path: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
-    """Jobs of a simulate job list: shapes, steps (or duration_s as steps), models, weight,
-    name and job type from the file; the command from the --command template. Arrival
-    times are not replayed: every job is submitted now."""
+def _from_job_list(path: Path, base: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """Jobs of a simulate job list and the row each came from: shapes, steps (or
+    duration_s as steps), models, weight, name and job type from the file; the command
+    from the --command template. Arrival times are not replayed: every job is submitted
+    now."""
     from gpumosaic.traces.joblist import load_job_list
 
-    out = []
-    for spec in load_job_list(path).jobs:
+    job_list = load_job_list(path)
+    out, rows = [], []
+    for index, spec in enumerate(job_list.jobs):
+        row = job_list.row(spec.id) or index + 1
         if spec.num_gpu < 1:
             raise InputError(
-                "the round service runs GPU jobs; num_gpu must be >= 1", path=path, field="num_gpu"
+                "the round service runs GPU jobs; num_gpu must be >= 1",
+                path=path,
+                row=row,
+                field="num_gpu",
             )
         fields = {
             "id": spec.id,
@@ -111,9 +132,9 @@ def _from_job_list(path: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
         }
         try:
             command = str(base["command"]).format(**fields)
-        except (KeyError, IndexError) as err:
+        except (KeyError, IndexError, ValueError) as err:
             raise InputError(
-                f"unknown placeholder {err} (known: {', '.join(fields)})", field="--command"
+                f"bad placeholder {err} (known: {', '.join(fields)})", field="--command"
             ) from None
         out.append(
             {
@@ -128,7 +149,15 @@ def _from_job_list(path: Path, base: dict[str, Any]) -> list[dict[str, Any]]:
                 "priority_weight": spec.priority_weight,
             }
         )
-    return out
+        rows.append(row)
+    return out, rows
+
+
+def _check_id(job_id: int) -> None:
+    from gpumosaic.live.rounds.admission import MAX_ID
+
+    if not 1 <= job_id <= MAX_ID:
+        raise InputError(f"a job id is from 1 to {MAX_ID}", field="JOB_ID", value=job_id)
 
 
 def _num(v: Any, fmt: str = "{:,.0f}") -> str:
@@ -178,6 +207,7 @@ def job(
     json_out: JsonOpt = False,
 ) -> None:
     """One job in full (with the tail of its log)."""
+    _check_id(job_id)
     row = ServiceClient(server, token).job(job_id)
     if json_out:
         print(json.dumps(row))
@@ -198,9 +228,14 @@ def logs(
     job_id: Annotated[int, typer.Argument(help="job id")],
     server: ServerOpt = DEFAULT_SERVER,
     token: TokenOpt = "",
-    tail: Annotated[int, typer.Option(help="bytes from the end")] = 20000,
+    tail: Annotated[int, typer.Option(help="bytes from the end (at most 16 MiB)")] = 20000,
 ) -> None:
     """The job's output (all its leases, newest last)."""
+    from gpumosaic.live.rounds.admission import MAX_LOG_TAIL_BYTES
+
+    if not 0 <= tail <= MAX_LOG_TAIL_BYTES:
+        raise InputError(f"must be from 0 to {MAX_LOG_TAIL_BYTES}", field="--tail", value=tail)
+    _check_id(job_id)
     print(ServiceClient(server, token).logs(job_id, tail), end="")
 
 
@@ -214,5 +249,6 @@ def cancel(
     token: TokenOpt = "",
 ) -> None:
     """Cancel a job: a running one gets SIGTERM (it checkpoints), then the grace period."""
+    _check_id(job_id)
     answer = ServiceClient(server, token).cancel(job_id)
     print(f"job {answer['id']}: {answer['state']}")

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from gpumosaic import kernel_aot, kernel_cache
-from gpumosaic.cli.app import app, err_console
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 
 # Tasks of openb's default trace each placement fills with to learn the signatures.
 LEARNING_TASKS = 400
@@ -41,21 +41,21 @@ ROUND_POLICIES = ("max_min_fairness_perf", "max_min_fairness", "fifo")
 def learn_signatures() -> list[tuple[kernel_cache.Kernel, Any]]:
     """(kernel, numba signature) of every kernel a fill or Gavel's round mechanism calls
     from Python, in a stable order."""
-    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER
+    from gpumosaic.experiments.reproductions.gavel import CONTINUOUS_CLUSTER, simulate_rounds
     from gpumosaic.model.cluster import ClusterSpec
     from gpumosaic.placement.registry import placement_names
-    from gpumosaic.sim.fill import run_fill
-    from gpumosaic.sim.rounds import run_rounds
+    from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
     from gpumosaic.workloads.gavel_stream import gavel_stream_workload
 
     nodes = load_openb_nodes("openb:gpu")
     tasks = load_openb_tasks("openb:default")[:LEARNING_TASKS]
     for placement in (*placement_names(), COMBINATION):
-        run_fill(nodes, tasks, placement, seed=0, inflate=1.3)
+        fill_replay(nodes, tasks, placement, seed=0, inflate=1.3)
     cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
     for policy in ROUND_POLICIES:
-        run_rounds(cluster, gavel_stream_workload(3.0, ROUND_WINDOW, 0), policy, "strided", 0)
+        workload = gavel_stream_workload(3.0, ROUND_WINDOW, 0)
+        simulate_rounds(cluster, CONTINUOUS_CLUSTER, workload, policy, "strided", 0)
     found: list[tuple[kernel_cache.Kernel, Any]] = []
     for kernel in kernel_cache.kernels():
         if kernel.called_from_python:  # its callees are compiled into it
@@ -142,16 +142,21 @@ def _compile(module_name: str, extension: Path, entries: list[tuple[str, Any, An
 
 
 @app.command(epilog="Example: gpumosaic kernels   (make runs it after installing)")
+@user_errors
 def kernels(
     out: Annotated[
         Path | None, typer.Option(help="folder for the library (default: the kernel cache)")
     ] = None,
     strict: Annotated[
-        bool, typer.Option("--strict", help="exit 1 when the library cannot be built")
-    ] = False,
+        bool, typer.Option("--strict", help="(the default now: a failed build exits 1)")
+    ] = True,
 ) -> None:
     """Build the ahead-of-time kernel library: the fill's kernels without numba's ~0.6 s
-    start-up (numba's JIT runs them, with the same results, where it is missing)."""
+    start-up (numba's JIT runs them, with the same results, where it is missing).
+
+    A build that fails says why and exits 1 (``make`` then goes on with the JIT and tries again
+    next time)."""
+    check_out_dir(out)
     started = time.perf_counter()
     try:
         extension, count, left = build_library(out)
@@ -163,8 +168,6 @@ def kernels(
             highlight=False,
             soft_wrap=True,
         )
-        if strict:
-            sys.exit(1)
-        return
+        sys.exit(1)
     also = f"; {left} signature(s) with types it cannot take stay on numba's JIT" if left else ""
     print(f"built {extension} ({count} exports{also}) in {time.perf_counter() - started:.0f} s")

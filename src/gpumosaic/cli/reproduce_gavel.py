@@ -67,7 +67,8 @@ def gavel(
             on_done=update,
         )
     if json_out:
-        print(json.dumps({"rows": [asdict(r) for r in rows]}, indent=1))
+        kernels = sorted({r.kernels for r in rows})  # what ran them: aot, jit, aot+jit
+        print(json.dumps({"rows": [asdict(r) for r in rows], "kernels": kernels}, indent=1))
         return
     Console().print(_table(rows))
 

@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, unknown_name
 
 
 @app.command()
@@ -44,6 +44,8 @@ def run(
     from gpumosaic.experiments.study.file import load_experiment
     from gpumosaic.experiments.study.presets import preset_path
 
+    if executor not in ("local", "ray"):
+        raise unknown_name("executor", executor, ("local", "ray"), field="--executor")
     if list_presets:
         _list(json_out)
         return
@@ -53,6 +55,7 @@ def run(
     assert path is not None
     study = load_experiment(path)
     folder = out or Path("runs") / study.name
+    check_out_dir(folder)
     n_workers = workers if workers > 0 else default_workers()
     with counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update:
         outcome = execute(

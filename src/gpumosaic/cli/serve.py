@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import app, err_console, user_errors
 
 
 @app.command(
@@ -63,9 +66,24 @@ def serve(
             "not an actor start; docs/live.md, Warm launchers)"
         ),
     ] = False,
+    ray_timeout_s: Annotated[
+        float, typer.Option(help="give up connecting to (or starting) Ray after this long")
+    ] = 30.0,
+    ray_token_file: Annotated[
+        str | None,
+        typer.Option(help="the Ray cluster's auth token (a head with RAY_AUTH_MODE=token)"),
+    ] = None,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
-    from gpumosaic.live.rounds.service import Service, ServiceConfig, check_names, connect_ray
+    from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
+    from gpumosaic.live.rounds.service import (
+        Service,
+        ServiceConfig,
+        bind_api,
+        check_names,
+        connect_ray,
+        open_state,
+    )
 
     config = ServiceConfig(
         policy=policy,
@@ -85,13 +103,33 @@ def serve(
         start_timeout_s=start_timeout_s,
         time_scale=time_scale,
         warm_launchers=warm_launchers,
+        ray_timeout_s=ray_timeout_s,
+        ray_token_file=ray_token_file,
     )
     check_names(config)
+    state_held = open_state(config)  # one service per state file: refused here, at once
+    listener = bind_api(config)  # a port in use: refused here, before Ray starts
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # honoured while Ray connects too
+        signal.signal(sig, lambda *_: stop.set())
     import ray
 
     embedded = not ray.is_initialized() and ray_address is None
-    live = connect_ray(config)
-    service = Service(config, live)
+    try:
+        live = connect_ray(config, stop)
+    except ConnectInterrupted as err:
+        err_console.print(f"gpumosaic serve: {err}", highlight=False, soft_wrap=True)
+        sys.stderr.flush()
+        os._exit(130)  # Ray's half-made connection must not hold the exit
+    except Exception as err:
+        from gpumosaic.errors import InputError
+
+        if isinstance(err, InputError):
+            err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+            sys.stderr.flush()
+            os._exit(2)
+        raise
+    service = Service(config, live, state=state_held, listener=listener)
     service.start()
     models = ", ".join(f"{n} x{c}" for n, c in live.spec.gpus_per_model().items())
     Console(stderr=True).print(
@@ -103,9 +141,21 @@ def serve(
     print(service.url, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
         signal.signal(sig, lambda *_: service.request_stop())
+    if stop.is_set():
+        service.request_stop()
+    failed: BaseException | None = None
     try:
         service.wait()
+    except Exception as err:  # the round loop died: one line, not a traceback
+        failed = err
     finally:
         service.stop()
         if embedded:
             ray.shutdown()
+    if failed is not None:
+        err_console.print(
+            f"[red]gpumosaic serve stopped:[/red] {type(failed).__name__}: {failed}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)

@@ -15,10 +15,11 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.errors import InputError
-from gpumosaic.live.share import client
-from gpumosaic.live.share.daemon import ShareDaemon, default_socket_dir, socket_path
-from gpumosaic.live.share.lock import DEFAULT_TQ_S, AntiThrashing
+from gpumosaic.live.share import client, limits
+from gpumosaic.live.share.daemon import ShareDaemon
 from gpumosaic.live.share.native import ShareError, check_loadable, library_path
+from gpumosaic.live.share.sockets import default_socket_dir, socket_path
+from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing
 
 share_app = typer.Typer(
     help="Time-share GPUs between unmodified processes (an nvshare-style runtime).",
@@ -30,6 +31,7 @@ SocketDir = Annotated[
     Path | None,
     typer.Option("--socket-dir", help="Directory of the per-GPU sockets [default: run-time dir]"),
 ]
+TQ_HELP = f"Time quantum, seconds ({limits.TQ_MIN_S:g} to {limits.TQ_MAX_S:g})"
 MODE_HELP = "on (serialize), off (run together), auto (serialize only while working sets overflow)"
 
 
@@ -45,13 +47,24 @@ def _mode(text: str) -> AntiThrashing:
 
 
 def _gpus(text: str) -> list[int]:
+    if len(text) > 10_000:
+        raise InputError("--gpus is too long")
     try:
         gpus = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise InputError(f"--gpus must be GPU indices like 0,1, got {text!r}") from None
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
+    if not gpus or len(set(gpus)) != len(gpus):
         raise InputError(f"--gpus must be distinct GPU indices >= 0, got {text!r}")
+    for g in gpus:
+        _gpu(g, "--gpus")
     return gpus
+
+
+def _gpu(value: int, flag: str = "--gpu") -> int:
+    try:
+        return limits.gpu_index(value)
+    except ValueError as err:
+        raise InputError(str(err), field=flag, value=value) from None
 
 
 @share_app.command(
@@ -61,8 +74,21 @@ def _gpus(text: str) -> list[int]:
 def daemon_cmd(
     socket_dir: SocketDir = None,
     gpus: Annotated[str, typer.Option("--gpus", help="GPU indices, one socket each")] = "0",
-    tq: Annotated[float, typer.Option("--tq", help="Time quantum, seconds")] = DEFAULT_TQ_S,
+    tq: Annotated[float, typer.Option("--tq", help=TQ_HELP)] = DEFAULT_TQ_S,
     anti_thrashing: Annotated[str, typer.Option("--anti-thrashing", help=MODE_HELP)] = "auto",
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            help="Seconds a holder has beyond TQ, after DROP_LOCK, before its lock is revoked",
+        ),
+    ] = limits.DEFAULT_REVOKE_GRACE_S,
+    allow_group: Annotated[
+        bool,
+        typer.Option(
+            "--allow-group", help="Let the daemon's group use the sockets (0660, dir 0750)"
+        ),
+    ] = False,
     memory_mib: Annotated[
         float | None, typer.Option("--memory-mib", help="GPU memory for auto [default: reported]")
     ] = None,
@@ -74,8 +100,6 @@ def daemon_cmd(
     ] = None,
 ) -> None:
     """Serve one lock per GPU until interrupted."""
-    if tq <= 0:
-        raise InputError(f"--tq must be > 0, got {tq}")
     daemon = ShareDaemon(
         _dir(socket_dir),
         _gpus(gpus),
@@ -84,9 +108,14 @@ def daemon_cmd(
         memory_mib,
         metrics_port,
         event_log,
+        revoke_grace_s=grace,
+        allow_group=allow_group,
     )
     where = ", ".join(str(socket_path(daemon.socket_dir, g)) for g in daemon.locks)
-    banner = f"share daemon: {where} (TQ {tq:g} s, anti-thrashing {anti_thrashing})"
+    banner = (
+        f"share daemon: {where} (TQ {tq:g} s, revoke grace {grace:g} s, "
+        f"anti-thrashing {anti_thrashing})"
+    )
     asyncio.run(daemon.run(lambda: Console(stderr=True).print(banner, highlight=False)))
 
 
@@ -105,7 +134,7 @@ def run_cmd(
     command = list(ctx.args)
     if not command:
         raise InputError("give the command to run after --, e.g. share run -- python train.py")
-    path = socket_path(_dir(socket_dir), gpu)
+    path = socket_path(_dir(socket_dir), _gpu(gpu))
     client.check_daemon(path)
     lib = library_path("interposer")
     check_loadable(lib)
@@ -125,14 +154,14 @@ def run_cmd(
 def ctl_cmd(
     socket_dir: SocketDir = None,
     gpu: Annotated[int | None, typer.Option("--gpu", help="Only this GPU [default: all]")] = None,
-    tq: Annotated[float | None, typer.Option("--tq", help="New time quantum, seconds")] = None,
+    tq: Annotated[float | None, typer.Option("--tq", help=TQ_HELP)] = None,
     anti_thrashing: Annotated[str | None, typer.Option("--anti-thrashing", help=MODE_HELP)] = None,
 ) -> None:
     """Change the TQ or the anti-thrashing mode of a running daemon (nvsharectl)."""
     if tq is None and anti_thrashing is None:
         raise InputError("give --tq and/or --anti-thrashing")
     mode = None if anti_thrashing is None else _mode(anti_thrashing)
-    changed = client.control(_dir(socket_dir), gpu, tq, mode)
+    changed = client.control(_dir(socket_dir), None if gpu is None else _gpu(gpu), tq, mode)
     print(f"updated GPU {', '.join(map(str, changed))}")
 
 
@@ -221,8 +250,8 @@ def device_plugin_cmd(
     """Advertise SLOTS gpumosaic.io/share slots per GPU to the kubelet (gRPC device plugin)."""
     from gpumosaic.live.share.deviceplugin import SharePlugin, SlotPlan
 
-    if slots < 1:
-        raise InputError(f"--slots must be >= 1, got {slots}")
+    if not 1 <= slots <= limits.SLOTS_MAX:
+        raise InputError(f"--slots must be between 1 and {limits.SLOTS_MAX}, got {slots}")
     plan = SlotPlan(tuple(_gpus(gpus)), slots, _dir(socket_dir), lib or library_path())
     plugin = SharePlugin(plan, plugin_dir, resource)
     banner = f"device plugin: {slots} x {len(plan.gpus)} {resource} slots via {plugin_dir}"

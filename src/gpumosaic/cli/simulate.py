@@ -106,13 +106,9 @@ def simulate(
             value=table_format,
         )
     check_out_dir(out)
-    # The simulator (and what it pulls in) only once a run is asked for: --help stays cheap.
-    from rich.console import Console
-
-    from gpumosaic.cli.progress import progress_bar
-    from gpumosaic.run.build import run
+    # The options' own checks first (a mistake's one line without the simulator's imports);
+    # the simulator (and what it pulls in) only once a run is asked for.
     from gpumosaic.run.description import RunDescription
-    from gpumosaic.sim.background import BackgroundSpec
 
     request = RunDescription(
         cluster=cluster,
@@ -128,6 +124,11 @@ def simulate(
         sharing=sharing,
         background=background,
     )
+    from rich.console import Console
+
+    from gpumosaic.cli.progress import progress_bar
+    from gpumosaic.run.build import run
+
     with progress_bar(enabled=not json_out and sys.stderr.isatty()) as progress:
         outcome = run(request, progress=progress)
     summary = outcome.summary
@@ -137,8 +138,11 @@ def simulate(
         write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     load = outcome.offered_load
     if json_out:
+        from gpumosaic.kernel_aot import kernels_ran
+
         fraction = None if load is None else round(load.fraction, 4)
-        background_json = dict(outcome.result.extra).get("background_allocation")
+        background_load = outcome.result.background
+        background_json = None if background_load is None else background_load.fraction
         print(
             json.dumps(
                 {
@@ -146,6 +150,7 @@ def simulate(
                     **summary.to_json(),
                     "offered_load": fraction,
                     "background_allocation": background_json,
+                    "kernels": kernels_ran(),  # aot, jit, aot+jit or none
                 }
             )
         )
@@ -153,13 +158,11 @@ def simulate(
         _print_summary(summary, request)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
-    extra = dict(outcome.result.extra)
-    if "background_tasks" in extra and not json_out:
+    prefilled = outcome.result.background
+    if prefilled is not None and not json_out:
         err_console.print(
-            f"background: {int(extra['background_tasks']):,} tasks of "
-            f"{BackgroundSpec.parse(request.background or '').source} hold "
-            f"{extra['background_allocation']:.1%} of GPU capacity "
-            f"({int(extra['background_skipped']):,} found no place)",
+            f"background: {prefilled.placed:,} tasks of {prefilled.source} hold "
+            f"{prefilled.fraction:.1%} of GPU capacity ({prefilled.skipped:,} found no place)",
             highlight=False,
             soft_wrap=True,
         )
@@ -167,10 +170,7 @@ def simulate(
         err_console.print(load.line(), highlight=False, soft_wrap=True)
     if load is not None and load.fraction > 1.0:
         err_console.print(
-            f"[yellow]warning:[/yellow] offered load {load.fraction:.0%} of capacity: the "
-            "queue grows for the whole run (lower the rate or add GPUs)",
-            highlight=False,
-            soft_wrap=True,
+            f"[yellow]warning:[/yellow] {load.warning()}", highlight=False, soft_wrap=True
         )
     if summary.fallbacks:
         warning = summary.fallbacks.warning()
@@ -215,8 +215,8 @@ def _print_summary(summary: Summary, request: RunDescription) -> None:
 
     rows = [
         (
-            "jobs (completed / rejected)",
-            f"{summary.jobs} ({summary.completed} / {summary.rejected})",
+            "jobs (completed / rejected / unfinished)",
+            f"{summary.jobs} ({summary.completed} / {summary.rejected} / {summary.unfinished})",
         ),
         ("avg JCT", hours(summary.avg_jct_s)),
         ("p50 / p99 JCT", f"{hours(summary.p50_jct_s)} / {hours(summary.p99_jct_s)}"),

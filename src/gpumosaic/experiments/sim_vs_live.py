@@ -1,7 +1,7 @@
 """The live round service measured against the simulator on one run description.
 
 ``compare(options)``: build the run as ``simulate --mechanism rounds`` does
-(``run.build_run``), start a local service on Ray (loopback) with the same policy,
+(``run.build.build_parts``), start a local service on Ray (loopback) with the same policy,
 placement, round length, resolve interval, seed and placement target, replay the
 workload on it as emulated jobs (``live/rounds/replay.py``), then simulate the same
 description on the live cluster's own ``ClusterSpec`` with the launch latency the live
@@ -24,7 +24,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +36,7 @@ from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.metrics.summary import Summary, summarize
 from gpumosaic.model.job import JobSpec
-from gpumosaic.run.build import build_run
+from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms.base import RunParts
 from gpumosaic.sim.result import JobStatus, SimResult
@@ -156,7 +156,7 @@ def compare(
     state_dir: Path | None = None,
 ) -> Comparison:
     description = rounds_description(options.description)
-    parts = build_run(description)
+    parts = build_parts(description)
     traits = getattr(parts.policy, "traits", None)  # a rounds run: an allocation policy
     if traits is not None and traits.uses_pairs:
         raise InputError(
@@ -168,7 +168,7 @@ def compare(
     jobs = _finite_jobs(parts)
     counts = _model_counts(parts)
     cluster = _live_cluster(counts)
-    sim_parts = replace(parts, cluster=cluster.spec)
+    sim_parts = build_parts(description, cluster=cluster.spec)
 
     scale = options.time_scale
     if scale is None:
@@ -180,7 +180,7 @@ def compare(
             f"time scale {scale:.4g}: the simulator's makespan {span:,.0f} s in about "
             f"{span / scale:,.0f} s of wall time (budget {options.wall_budget_s:g} s)"
         )
-        sim_parts = replace(build_run(description), cluster=cluster.spec)
+        sim_parts = build_parts(description, cluster=cluster.spec)
     limit = options.wall_limit_s or 3 * options.wall_budget_s
 
     with tempfile.TemporaryDirectory(prefix="gpumosaic-sim-vs-live-") as tmp:
@@ -196,9 +196,7 @@ def compare(
         f"{latency / scale:.3f} s wall = {latency:.1f} s job time = "
         f"{100 * latency / description.round_s:.1f}% of a {description.round_s:g} s round"
     )
-    sim_result, sim_plans = _simulate(
-        replace(build_run(description), cluster=cluster.spec), latency
-    )
+    sim_result, sim_plans = _simulate(build_parts(description, cluster=cluster.spec), latency)
     sim_summary = summarize(sim_result)
     live_summary = summarize(live.result)
     return Comparison(
@@ -234,7 +232,6 @@ def _simulate(parts: RunParts, latency_s: float) -> tuple[SimResult, list[RoundP
         parts.workload,
         cast(Policy, parts.policy),
         parts.placement,
-        d.seed,
         RoundConfig(d.round_s, d.resolve_interval_s),
         on_plan=plans.append,
         rng=parts.rng,

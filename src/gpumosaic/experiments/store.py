@@ -10,21 +10,14 @@ from typing import Any
 import pandas as pd
 
 from gpumosaic.errors import InputError
-from gpumosaic.metrics.columns import job_table_fields
+from gpumosaic.metrics.columns import job_table
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.sim.result import SimResult
 
 
 def jobs_frame(result: SimResult) -> pd.DataFrame:
-    before, after = job_table_fields(result.records)
-    records = result.records
-    # Where it ran (the event mechanism records it): node indices into the cluster and
-    # the GPU slots on each, "-" between the parts of a gang.
-    where = {
-        "node": ["-".join(str(node) for node, _ in r.placement) for r in records],
-        "gpus": ["-".join(" ".join(map(str, gpus)) for _, gpus in r.placement) for r in records],
-    }
-    return pd.DataFrame({**before, **after, **where})
+    """The one per-job table (``metrics.columns.job_table``)."""
+    return pd.DataFrame(job_table(result.records))
 
 
 def timeline_frame(result: SimResult) -> pd.DataFrame:

@@ -21,8 +21,10 @@ class Summary:
     jobs: int
     completed: int
     running: int
-    queued: int
+    queued: int  # unfinished jobs waiting when the run stopped (never_started included)
     rejected: int
+    unfinished: int  # running + queued: arrived, neither completed nor rejected
+    never_started: int  # unfinished jobs that never ran
     measured_jobs: int
     avg_jct_s: float
     p50_jct_s: float
@@ -70,12 +72,20 @@ def jct_values(records: tuple[JobRecord, ...]) -> npt.NDArray[np.float64]:
     )
 
 
-def makespan_s(records: tuple[JobRecord, ...]) -> float:
-    """Last completion minus first arrival, over all jobs (NaN if none completed)."""
-    finishes = [r.finish_s for r in records if r.status is JobStatus.COMPLETED]
-    if not finishes:
+def completed_job_ids(records: tuple[JobRecord, ...]) -> npt.NDArray[np.int64]:
+    """Ids of measured, completed jobs, in the order of ``jct_values``."""
+    return np.array(
+        [r.job_id for r in records if r.measured and r.status is JobStatus.COMPLETED],
+        dtype=np.int64,
+    )
+
+
+def makespan_s(jobs: JobColumns) -> float:
+    """The one makespan (docs/metrics.md): the last completion minus the first arrival,
+    over every job that arrived (measured or not); NaN if none completed."""
+    if not jobs.completed.any():
         return math.nan
-    return max(finishes) - min(r.arrival_s for r in records)
+    return float(jobs.finish_s[jobs.completed].max() - jobs.arrival_s.min())
 
 
 def time_average(timeline: Timeline, values: npt.NDArray[np.float64], end_s: float) -> float:
@@ -107,11 +117,7 @@ def summarize(result: SimResult) -> Summary:
     measured = jobs.measured
     started = measured & ~np.isnan(jobs.start_s)
     queueing = (jobs.start_s - jobs.arrival_s)[started]
-    span = (
-        float(jobs.finish_s[jobs.completed].max() - jobs.arrival_s.min())
-        if jobs.completed.any()
-        else math.nan
-    )
+    span = makespan_s(jobs)
     timeline = result.timeline
     start = float(timeline.time_s[0]) if len(timeline.time_s) else 0.0
     end = start + span if not math.isnan(span) else result.end_s
@@ -132,6 +138,8 @@ def summarize(result: SimResult) -> Summary:
         running=count[JobStatus.RUNNING],
         queued=count[JobStatus.QUEUED],
         rejected=count[JobStatus.REJECTED],
+        unfinished=count[JobStatus.RUNNING] + count[JobStatus.QUEUED],
+        never_started=jobs.never_started,
         measured_jobs=int(measured.sum()),
         avg_jct_s=float(jcts.mean()) if len(jcts) else math.nan,
         p50_jct_s=pct(50),

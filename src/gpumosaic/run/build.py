@@ -1,11 +1,15 @@
-"""The one place where a run description becomes objects, and where a run is run.
+"""The one road from a description to objects, and where a run is run.
 
-``build_run(description) -> RunParts``: parse the cluster and the workload, make the
+``build_parts(description) -> RunParts``: parse the cluster and the workload, make the
 run's root ``numpy.random.Generator`` from ``--seed``, build the policy (a queue order or
 a Gavel allocation policy, by the mechanism's policy kind; a policy that draws at random
 gets the Generator), the placement strategy against the mechanism's target workload, and
 the mechanism's sharing object. ``run(description)`` hands those objects to the
 mechanism (``run/mechanisms``) and summarizes the result. Simulators never see a string.
+
+The live services take the same road for their decision objects (``run/parts.py``:
+light to import, no simulator). This package sits below ``live/`` and ``experiments/``
+in the import layers (pyproject.toml), so every caller can.
 """
 
 from __future__ import annotations
@@ -13,34 +17,54 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.metrics.summary import summarize
+from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.registry import build_placement
 from gpumosaic.policies.base import Policy
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
-from gpumosaic.policies.registry import build_policy
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms import PolicyKind, RunParts, get_mechanism
 from gpumosaic.run.mechanisms.base import ProgressCallback
 from gpumosaic.run.outcome import RunOutcome, never_fit_lines
+from gpumosaic.run.parts import build_allocation_policy, build_placement_for
 from gpumosaic.workloads.load import offered_load
-from gpumosaic.workloads.spec import parse_cluster, parse_workload
+from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
+from gpumosaic.workloads.workload import Workload
 
 
-def build_run(description: RunDescription) -> RunParts:
+def build_parts(
+    description: RunDescription,
+    *,
+    cluster: ClusterSpec | None = None,
+    workload: Workload | None = None,
+    policy: Policy | QueueOrder | None = None,
+) -> RunParts:
+    """Every object of one run, built once from its validated description.
+
+    A study may hand over what a description cannot name: a ``cluster`` or ``workload``
+    object it built itself (Gavel's reproductions: a trace, Gavel's own job stream), or a
+    ``policy`` object outside the registry (Gavel's policies as shipped,
+    ``reproductions/gavel_quirks.py``); it replaces the named one and everything else is
+    built as for ``simulate`` (the Generator from ``--seed``, the target workload, the
+    placement, the sharing object)."""
     mechanism = get_mechanism(description.resolved_mechanism())
-    cluster = parse_cluster(description.cluster, description.gpus_per_node)
-    parsed = parse_workload(description.workload, description.seed)
+    if cluster is None:
+        cluster = parse_cluster(description.cluster, description.gpus_per_node)
+    parsed = (
+        parse_workload(description.workload, description.seed)
+        if workload is None
+        else ParsedWorkload(workload)
+    )
     rng = np.random.default_rng(description.seed)
-    policy: Policy | QueueOrder
-    if mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
+    # A caller's policy object draws from its own seeded Generator, if at all.
+    if policy is None and mechanism.policy_kind is PolicyKind.QUEUE_ORDER:
         policy = build_queue_order(description.policy)
-    else:
-        policy = build_policy(description.policy, rng=rng)
+    elif policy is None:
+        policy = build_allocation_policy(description.policy, rng)
     target = mechanism.target(parsed.workload)
     name = description.resolved_placement()
     placement: PlacementStrategy | None = None  # None: the mechanism's own server order
     if name.strip().lower() != mechanism.own_placement:
-        placement = build_placement(name, target)
+        placement = build_placement_for(name, target)
     return RunParts(
         description=description,
         cluster=cluster,
@@ -56,8 +80,12 @@ def build_run(description: RunDescription) -> RunParts:
 def run(description: RunDescription, progress: ProgressCallback | None = None) -> RunOutcome:
     """Build and run ``description``: the result, its summary, and one line per job that
     can never fit (naming the file, row and field when the jobs came from a job list)."""
-    parts = build_run(description)
-    mechanism = get_mechanism(description.resolved_mechanism())
+    return run_parts(build_parts(description), progress)
+
+
+def run_parts(parts: RunParts, progress: ProgressCallback | None = None) -> RunOutcome:
+    """Run built parts (``build_parts``) with their mechanism and summarize the result."""
+    mechanism = get_mechanism(parts.description.resolved_mechanism())
     result = mechanism.simulate(parts, progress)
     return RunOutcome(
         result,

@@ -5,7 +5,7 @@ experiment files (TOML): its field names are the CLI's long option names with
 underscores (``--round-s`` -> ``round_s``), and every error names the option
 (``InputError(field="--round-s")``), whichever way the model was built
 (``RunDescription(**values)``, ``RunDescription.model_validate(mapping)``,
-``RunDescription.from_values(mapping)``). ``run.build.build_run`` turns it into objects.
+``RunDescription.from_values(mapping)``). ``run.build.build_parts`` turns it into objects.
 
 Field checks happen here (ranges, known names); what needs the parsed inputs (a cluster
 file, a workload) is checked when the run is built, with the same kind of error.
@@ -13,6 +13,7 @@ file, a workload) is checked when the run is built, with the same kind of error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,15 +109,15 @@ class RunDescription(BaseModel):
     @field_validator("round_s")
     @classmethod
     def _round_s(cls, value: float) -> float:
-        if not value > 0:
-            raise ValueError("must be > 0 seconds")
+        if not 0 < value < math.inf:
+            raise ValueError("must be a finite number > 0 of seconds")
         return value
 
     @field_validator("resolve_interval_s")
     @classmethod
     def _resolve_interval_s(cls, value: float) -> float:
-        if not value >= 0:
-            raise ValueError("must be >= 0 seconds")
+        if not 0 <= value < math.inf:
+            raise ValueError("must be a finite number >= 0 of seconds")
         return value
 
     @field_validator("background")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.outcome import RejectReason
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import explain
 from gpumosaic.sim.result import SimResult
@@ -26,7 +27,7 @@ def never_fit_lines(
     result: SimResult, parsed: ParsedWorkload, cluster: ClusterSpec
 ) -> tuple[str, ...]:
     """One line per job rejected as never fitting, naming file, row and field if known."""
-    rejected = [r for r in result.records if r.reason.startswith("never_fits")]
+    rejected = [r for r in result.records if r.rejection is RejectReason.NEVER_FITS]
     if not rejected:
         return ()
     state = ClusterState(cluster)

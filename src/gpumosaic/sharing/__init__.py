@@ -1,4 +1,5 @@
-"""Sharing a GPU by time and by packing: interference models and nvshare time-slicing."""
+"""Sharing a GPU by time and by packing: interference models, nvshare time-slicing and the
+clock-free GPU lock that the nvshare model and the live share daemon both drive."""
 
 from gpumosaic.sharing.interference import (
     CoLocatedJob,
@@ -9,12 +10,15 @@ from gpumosaic.sharing.interference import (
     build_interference,
 )
 from gpumosaic.sharing.jobs import Phase, SharedJob
+from gpumosaic.sharing.lock import AntiThrashing, GpuLock
 from gpumosaic.sharing.nvshare import NvshareModel
 from gpumosaic.sharing.outcome import JobOutcome, SharingOutcome
 from gpumosaic.sharing.paging import PagingModel
 
 __all__ = [
+    "AntiThrashing",
     "CoLocatedJob",
+    "GpuLock",
     "InterferenceModel",
     "JobOutcome",
     "MeasuredInterference",

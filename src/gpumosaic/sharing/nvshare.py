@@ -30,6 +30,15 @@ import numpy.typing as npt
 
 from gpumosaic.sharing.interference import GPU_PHASE_BUSY
 from gpumosaic.sharing.jobs import Phase, SharedJob
+from gpumosaic.sharing.lock import (
+    AntiThrashing,
+    Decision,
+    GpuLock,
+    Grant,
+    Revoke,
+    Schedule,
+    check_tq,
+)
 from gpumosaic.sharing.outcome import JobOutcome, SharingOutcome
 from gpumosaic.sharing.paging import PagingModel
 
@@ -39,6 +48,11 @@ NVSHARE_IDLE_RELEASE_S = 5.0
 # drain of in-flight kernels, a fraction of a second.
 HANDOVER_SYNC_S = 0.1
 _MAX_EVENTS = 10_000_000
+_BYTES_PER_MIB = 2**20
+
+
+def _bytes(mib: float) -> int:
+    return round(mib * _BYTES_PER_MIB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,19 +60,29 @@ class NvshareModel:
     """Parameters of nvshare on one GPU; ``simulate`` runs jobs on it."""
 
     tq_s: float = 30.0
-    anti_thrashing: bool = True
+    # on / off / auto (serialize only while the working sets overflow); True / False (kept
+    # as given) mean on / off. ``mode`` is the value as an AntiThrashing.
+    anti_thrashing: AntiThrashing | bool = True
     paging: PagingModel = field(default_factory=PagingModel)
     handover_s: float = HANDOVER_SYNC_S
     idle_release_s: float = NVSHARE_IDLE_RELEASE_S
     gpu_busy: float = GPU_PHASE_BUSY
 
     def __post_init__(self) -> None:
-        if self.tq_s <= 0:
-            raise ValueError(f"tq_s must be > 0, got {self.tq_s}")
+        check_tq(self.tq_s)
+        if not isinstance(self.anti_thrashing, bool):
+            object.__setattr__(self, "anti_thrashing", AntiThrashing(self.anti_thrashing))
         if self.handover_s < 0 or self.idle_release_s < 0:
             raise ValueError("handover_s and idle_release_s must be >= 0")
         if not 0.0 < self.gpu_busy <= 1.0:
             raise ValueError("gpu_busy must be in (0, 1]")
+
+    @property
+    def mode(self) -> AntiThrashing:
+        mode = self.anti_thrashing
+        if isinstance(mode, bool):
+            return AntiThrashing.ON if mode else AntiThrashing.OFF
+        return mode
 
     def simulate(self, jobs: Sequence[SharedJob], gpu_memory_mib: float) -> SharingOutcome:
         """Run ``jobs`` on one GPU with ``gpu_memory_mib`` of memory until all finish."""
@@ -133,44 +157,56 @@ class _JobState:
 
 
 class _Run:
-    """One simulation: the lock, the queue, memory residency and the clock."""
+    """One simulation: the jobs' progress, memory residency and the clock. Who holds the
+    GPU is the shared ``GpuLock``'s decision (the daemon's lock), driven with simulated
+    time; this class plays the clients: it requests when a job enters a GPU phase,
+    releases early when the holder idles, and releases after a drop once the in-flight
+    iteration is done."""
 
     def __init__(self, model: NvshareModel, specs: Sequence[SharedJob], memory: float) -> None:
         self.model = model
         self.memory = memory
         self.jobs = [_JobState(s, i) for i, s in enumerate(specs)]
         self.now = 0.0
-        self.holder: _JobState | None = None
-        self.last_holder: _JobState | None = None
-        self.queue: deque[_JobState] = deque()
-        self.grant_at = 0.0
+        self.lock = GpuLock(0, model.tq_s, model.mode, memory_bytes=_bytes(memory))
         self.idle_since: float | None = None
         self.running: tuple[_JobState, ...] = ()
-        self.handovers = 0
 
-    # --- the lock (anti-thrashing mode only) ------------------------------------------
+    # --- the lock's clients -------------------------------------------------------------
 
-    def request(self, job: _JobState) -> None:
-        if self.model.anti_thrashing and job is not self.holder and job not in self.queue:
-            self.queue.append(job)
+    @property
+    def holder(self) -> _JobState | None:
+        h = self.lock.holder
+        return None if h is None else self.jobs[h]
 
-    def release(self) -> None:
-        self.holder = None
+    def apply(self, decisions: list[Decision]) -> None:
+        """Act on the lock's decisions as the clients would (in order; acting may ask
+        the lock again, whose answers are acted on in turn)."""
+        todo = deque(decisions)
+        while todo:
+            d = todo.popleft()
+            if isinstance(d, Grant):
+                job = self.jobs[d.client_id]
+                self.idle_since = None
+                job.computed_since_grant = 0.0
+                if d.handover:
+                    job.handovers_in += 1
+                    job.stall += self.model.handover_s
+            elif isinstance(d, Schedule):
+                # SCHED_ON: every client with GPU work asks; SCHED_OFF: nobody needs to.
+                if d.serialized and self.jobs[d.client_id].on_gpu_phase:
+                    todo.extend(self.lock.request(d.client_id, self.now))
+            elif isinstance(d, Revoke):
+                # Not from the model's lock (no revoke grace: its clients always release);
+                # handled as the interposer does: ask again for the next GPU call.
+                self.idle_since = None
+                if self.jobs[d.client_id].on_gpu_phase:
+                    todo.extend(self.lock.request(d.client_id, self.now))
+            # Drop: the holder releases in ``settle`` once its in-flight iteration is done.
+
+    def release(self, job: _JobState) -> None:
         self.idle_since = None
-
-    def grant(self) -> None:
-        if self.holder is not None or not self.queue:
-            return
-        job = self.queue.popleft()
-        self.holder = job
-        self.grant_at = self.now
-        self.idle_since = None
-        job.computed_since_grant = 0.0
-        if self.last_holder is not None and self.last_holder is not job:
-            self.handovers += 1
-            job.handovers_in += 1
-            job.stall += self.model.handover_s
-        self.last_holder = job
+        self.apply(self.lock.released(job.index, self.now))
 
     def may_drop(self, holder: _JobState) -> bool:
         """The drop's synchronize waits for the in-flight iteration, so a holder always
@@ -185,7 +221,7 @@ class _Run:
 
     def update_running(self) -> None:
         """Recompute who is on the GPU; price refills or thrashing when that changes."""
-        if self.model.anti_thrashing:
+        if self.lock.serialized:
             h = self.holder
             running: tuple[_JobState, ...] = (h,) if h is not None and h.on_gpu_phase else ()
         else:
@@ -265,13 +301,13 @@ class _Run:
             elif j.index in rates:
                 candidates.append(j.left / rates[j.index])
                 need = min(self.model.paging.sweep_s, j.left) - j.computed_since_grant
-                if j is self.holder and self.queue and need > 0:
+                if j is self.holder and self.lock.queue and need > 0:
                     candidates.append(need / rates[j.index])
-        h = self.holder
-        if h is not None:
-            candidates.append(self.grant_at + self.model.tq_s - self.now)
-            if self.idle_since is not None:
-                candidates.append(self.idle_since + self.model.idle_release_s - self.now)
+        deadline = self.lock.next_deadline()
+        if deadline is not None:
+            candidates.append(deadline - self.now)
+        if self.holder is not None and self.idle_since is not None:
+            candidates.append(self.idle_since + self.model.idle_release_s - self.now)
         positive = [c for c in candidates if c > 0]
         return min(positive) if positive else 0.0
 
@@ -302,6 +338,10 @@ class _Run:
         eps = 1e-9 * max(1.0, self.now)
         for j in self.jobs:
             if not j.arrived and j.finish is None and j.spec.arrival_s <= self.now + eps:
+                # A client registers and reports its working set (the interposer's MEM).
+                self.apply(self.lock.register(j.index, 0, j.spec.name, self.now))
+                used = _bytes(j.spec.working_set_mib)
+                self.apply(self.lock.memory(j.index, used, 0, self.now))
                 j.arrived = True
                 self.enter_phase(j)
         for j in self.jobs:
@@ -309,17 +349,19 @@ class _Run:
                 j.phase += 1
                 self.enter_phase(j)
         idle_since = self.idle_since
-        if idle_since is not None and self.now >= idle_since + self.model.idle_release_s - eps:
-            self.release()
         h = self.holder
-        if h is not None and self.now >= self.grant_at + self.model.tq_s - eps:
-            if not self.queue:
-                self.grant_at = self.now  # nobody waits: the holder is simply re-granted
-            elif self.may_drop(h):
-                self.release()
-                if h.on_gpu_phase:
-                    self.queue.append(h)
-        self.grant()
+        if (
+            h is not None
+            and idle_since is not None
+            and self.now >= idle_since + self.model.idle_release_s - eps
+        ):
+            self.release(h)  # early release: the holder has had no GPU work for a while
+        self.apply(self.lock.tick(self.now))
+        h = self.holder
+        if h is not None and self.lock.dropping == h.index and self.may_drop(h):
+            self.release(h)
+            if h.on_gpu_phase:  # it still has GPU work: back of the line
+                self.apply(self.lock.request(h.index, self.now))
 
     def enter_phase(self, j: _JobState) -> None:
         while j.phase < len(j.phases) and j.phases[j.phase].duration_s <= 0:
@@ -328,16 +370,15 @@ class _Run:
             j.finish = self.now
             j.left = 0.0
             if self.holder is j:
-                self.release()
-            if j in self.queue:
-                self.queue.remove(j)
+                self.idle_since = None
+            self.apply(self.lock.disconnect(j.index, self.now))
             return
         j.left = j.phases[j.phase].duration_s
         if j.phases[j.phase].on_gpu:
             if self.holder is j:
                 self.idle_since = None
             else:
-                self.request(j)
+                self.apply(self.lock.request(j.index, self.now))
         elif self.holder is j:
             self.idle_since = self.now
 
@@ -367,4 +408,4 @@ class _Run:
             )
             for j in self.jobs
         )
-        return SharingOutcome(outcomes, self.handovers, pressure)
+        return SharingOutcome(outcomes, self.lock.handovers, pressure)

@@ -25,8 +25,8 @@ import numpy.typing as npt
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import FilterKey, Reason, explain, filter_key
-from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.sim.timeline.log import TimelineLog
 
@@ -228,13 +228,18 @@ def fill_order(
 def run_fill(
     nodes: ClusterSpec,
     tasks: Sequence[JobSpec],
-    placement: str,
+    strategy: PlacementStrategy,
+    workload: TargetWorkload,
+    rng: np.random.Generator,
     seed: int,
     inflate: float = 1.3,
     progress: Callable[[float], None] | None = None,
     on_task: Callable[[int, JobSpec, Assignment | None], None] | None = None,
 ) -> FillResult:
-    """One fill replay; deterministic for a given (nodes, tasks, placement, seed, inflate).
+    """One fill replay with built objects (``run.fill.fill_replay`` builds them from names):
+    ``strategy`` scoring against ``workload`` (the target workload of the task list),
+    ``rng`` the run's Generator seeded from ``seed`` (the order, then the placement's
+    draws); deterministic for a given (nodes, tasks, placement, seed, inflate).
 
     ``on_task(i, task, assignment)`` sees every task of the replay (i: its index, the id
     it is placed under) and where it went (None: it failed), for stores that keep
@@ -242,12 +247,9 @@ def run_fill(
     start, start_cpu = time.perf_counter(), time.process_time()
     if inflate <= 0:
         raise ValueError(f"inflate must be > 0, got {inflate}")
-    workload = TargetWorkload.from_jobs(tasks)
     state = ClusterState(nodes)
     capacity = state.total_gpu_milli
-    rng = np.random.default_rng(seed)
     order = fill_order(tasks, capacity, inflate, rng)
-    strategy = build_placement(placement, workload)
     n = len(order)
     demand = np.array([t.total_gpu_milli for t in tasks], dtype=np.int64)
     kinds = np.array([task_kind(t) for t in tasks], dtype=np.int8)

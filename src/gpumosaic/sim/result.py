@@ -14,9 +14,14 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.model.outcome import Outcome, RejectReason
+from gpumosaic.sim.background import BackgroundLoad
 
 
 class JobStatus(StrEnum):
+    """What a driver knows of a job when the run stops; ``JobRecord.outcome`` refines it
+    (a queued job that never ran is ``Outcome.NEVER_STARTED``)."""
+
     COMPLETED = "completed"
     RUNNING = "running"
     QUEUED = "queued"
@@ -36,7 +41,8 @@ class JobRecord:
     num_gpu: int
     gpu_milli: int
     status: JobStatus
-    reason: str = ""  # why rejected (or why still queued at the end)
+    reason: str = ""  # for people: why rejected (or why still queued at the end)
+    rejection: RejectReason | None = None  # the typed reason of a rejected job
     gpu_model: str = ""  # GPU model of its first placement
     measured: bool = True  # inside the measurement window
     gpu_milli_seconds: float = 0.0  # milli-GPU held x seconds held
@@ -50,12 +56,28 @@ class JobRecord:
     placement: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
+    def outcome(self) -> Outcome:
+        """How the job ended, typed: completed, rejected, or unfinished (running, queued
+        after it had run, never started)."""
+        status = self.status
+        if status is JobStatus.QUEUED:
+            return Outcome.QUEUED if self.start_s == self.start_s else Outcome.NEVER_STARTED
+        return _OUTCOME[status]
+
+    @property
     def jct_s(self) -> float:
         return self.finish_s - self.arrival_s
 
     @property
     def queueing_s(self) -> float:
         return self.start_s - self.arrival_s
+
+
+_OUTCOME = {
+    JobStatus.COMPLETED: Outcome.COMPLETED,
+    JobStatus.RUNNING: Outcome.RUNNING,
+    JobStatus.REJECTED: Outcome.REJECTED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +104,31 @@ class RunStats:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseCounts:
+    """The round mechanism's leases over a run (``mechanisms/rounds/leases.py``)."""
+
+    extensions: int = 0  # a job kept its GPUs into the next round
+    opportunities: int = 0  # rounds where it could have
+    placement_failures: int = 0  # an entity chosen for a round found no GPUs (fallbacks)
+    placement_s: float = 0.0  # CPU seconds spent placing
+    fast_placements: int = 0  # placements by the identical-one-GPU-node shortcut
+
+
+@dataclass(frozen=True, slots=True)
 class SimResult:
     records: tuple[JobRecord, ...]
     timeline: Timeline
     stats: RunStats
     total_gpu_milli: int
     end_s: float  # simulated time when the run stopped
-    extra: tuple[tuple[str, float], ...] = field(default=())  # model-specific counters
+    # Gandiva's counters, by name, until its decider types them (issue 25, helper gandiva);
+    # the other mechanisms' are the typed fields below.
+    extra: tuple[tuple[str, float], ...] = field(default=())
     fallbacks: Fallbacks = field(
         default_factory=Fallbacks
     )  # what the run did other than asked, by kind
+    leases: LeaseCounts | None = None  # the round mechanism's
+    background: BackgroundLoad | None = None  # the event mechanism's pre-filled load
 
 
 class TimelineRecorder:

@@ -1,6 +1,6 @@
 """The event simulator's old module path, kept for code that imports it:
-``EventSimulator`` and ``simulate`` live in ``sim/event/simulator.py``."""
+``EventSimulator`` lives in ``sim/event/simulator.py``."""
 
-from gpumosaic.sim.event.simulator import EventSimulator, simulate
+from gpumosaic.sim.event.simulator import EventSimulator
 
-__all__ = ["EventSimulator", "simulate"]
+__all__ = ["EventSimulator"]

@@ -17,33 +17,44 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.model.gpu import UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
 from gpumosaic.traces.text import read_user_text
 
+# Sanity bounds of a job list's numbers (not calibrated: far beyond any real job, small
+# enough that sums and int64 arrays of them stay exact): times up to ~31.7 years, a
+# job's GPUs up to a cluster's limit, CPU and memory up to a million cores / 10 PiB.
+MAX_SECONDS = 1e9
+MAX_STEPS = 1e15
+MAX_GPUS = 100_000
+MAX_CPU_MILLI = 10**9
+MAX_MEMORY_MIB = 10**10
+MAX_PRIORITY_WEIGHT = 1e6
+
 
 class JobRow(BaseModel):
-    """One job as written in the file. Field names are the column names."""
+    """One job as written in the file. Field names are the column names. Every number is
+    finite (``nan``, ``inf`` are errors) and within the bounds above."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, allow_inf_nan=False)
 
-    id: int | None = Field(default=None, ge=0)
+    id: int | None = Field(default=None, ge=0, le=2**62)
     name: str = ""
     job_type: str = ""
-    arrival_s: float = Field(ge=0)
-    num_gpu: int = Field(ge=0)
+    arrival_s: float = Field(ge=0, le=MAX_SECONDS)
+    num_gpu: int = Field(ge=0, le=MAX_GPUS)
     gpu_milli: int = Field(default=1000, ge=0, le=1000)
-    duration_s: float | None = Field(default=None, gt=0)
-    steps: float | None = Field(default=None, gt=0)
-    cpu_milli: int = Field(default=0, ge=0)
-    memory_mib: int = Field(default=0, ge=0)
-    gpu_memory_mib: int | None = Field(default=None, ge=0)
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    steps: float | None = Field(default=None, gt=0, le=MAX_STEPS)
+    cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    gpu_memory_mib: int | None = Field(default=None, ge=0, le=MAX_MEMORY_MIB)
     gpu_time_fraction: float = Field(default=1.0, gt=0, le=1)
     gpu_spec: str = ""
-    priority_weight: float = Field(default=1.0, gt=0)
+    priority_weight: float = Field(default=1.0, gt=0, le=MAX_PRIORITY_WEIGHT)
     entity: str = ""
-    slo_s: float | None = Field(default=None, gt=0)
+    slo_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     may_span_nodes: bool = False  # a multi-GPU job may use GPUs of several servers
 
     @field_validator("gpu_spec")
@@ -85,7 +96,10 @@ def load_job_list(path: str | Path) -> JobList:
         except ValidationError as err:
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or None
-            raise InputError(first["msg"], path=file, row=row_no, field=field) from None
+            message = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden" and field is not None:  # a YAML key
+                message = f"unknown key{did_you_mean(field, JobRow.model_fields)}"
+            raise InputError(message, path=file, row=row_no, field=field) from None
         jobs.append(_to_job(row, offset, file, row_no, modes))
         row_of.append((jobs[-1].id, row_no))
     if not jobs:
@@ -145,7 +159,8 @@ def _read_rows(file: Path) -> tuple[Sequence[Mapping[str, Any]], int]:
         known = set(JobRow.model_fields)
         for name in fields:
             if name.strip() not in known:
-                raise InputError(f"unknown column {name!r}", path=file, row=1, field=name)
+                hint = did_you_mean(name.strip(), known)
+                raise InputError(f"unknown column {name!r}{hint}", path=file, row=1, field=name)
         missing = [c for c in ("arrival_s", "num_gpu") if c not in fields]
         if missing:
             raise InputError("missing column", path=file, row=1, field=missing[0])

@@ -1,11 +1,21 @@
-"""Offered load: how much GPU time a workload asks for per hour against what the cluster
-has, so that a first guess of 1 job/h on 12 GPUs is not silently a 148-day run.
+"""Offered load: how much GPU time a workload asks for against what the cluster has in
+the time the jobs are offered, so that a first guess of 1 job/h on 12 GPUs is not
+silently a 148-day run.
 
-offered load = arrival rate (jobs/h) x mean GPU-hours per job / cluster GPUs, where a
-job's GPU-hours are its GPU demand (num_gpu x gpu_milli / 1000) times its run time alone
-on a GPU drawn from the cluster's mix (models weighted by GPU count; models the job
-cannot run on are skipped). Above 100% the queue can only grow: the run measures a
-backlog, not a steady state.
+A job's GPU-hours are its GPU demand (num_gpu x gpu_milli / 1000) times its run time
+alone on a GPU drawn from the cluster's mix (models weighted by GPU count; models the
+job cannot run on are skipped). The jobs are offered over their *horizon*: from the
+first arrival to the time the last job would finish if none ever waited (the latest
+arrival + run time). Then
+
+    offered load = total GPU-hours / (cluster GPUs x horizon hours)
+
+Above 100% even a perfect scheduler makes jobs wait: the cluster has less GPU time in
+the horizon than the jobs ask for. For a long stream (many jobs, arrivals far longer
+than a job) the horizon is the arrival span and this is the usual arrival rate x mean
+GPU-hours per job / GPUs; for a short list it stays meaningful: two 1-hour jobs 10 s
+apart ask for 2 GPU-hours in about an hour (where the rate alone, 360 jobs/h, made it
+tens of thousands of percent).
 """
 
 from __future__ import annotations
@@ -24,14 +34,16 @@ from gpumosaic.workloads.workload import Workload
 
 @dataclass(frozen=True, slots=True)
 class OfferedLoad:
-    jobs_per_hour: float
-    gpu_hours_per_job: float
+    jobs: int  # jobs that can run on the cluster (the others are not counted)
+    gpu_hours: float  # their GPU-hours, in total
+    arrival_span_h: float  # first to last arrival
+    horizon_h: float  # first arrival to the last job's finish without waiting
     cluster_gpus: float
 
     @property
     def busy_gpus(self) -> float:
-        """GPUs the arrivals keep busy on average (GPU-hours per hour)."""
-        return self.jobs_per_hour * self.gpu_hours_per_job
+        """GPUs the jobs keep busy on average over the horizon (GPU-hours per hour)."""
+        return self.gpu_hours / self.horizon_h
 
     @property
     def fraction(self) -> float:
@@ -39,9 +51,20 @@ class OfferedLoad:
 
     def line(self) -> str:
         return (
-            f"offered load: {self.jobs_per_hour:,.2f} jobs/h x {self.gpu_hours_per_job:,.2f} "
-            f"GPU-h per job = {self.busy_gpus:,.1f} of {self.cluster_gpus:,.0f} GPUs busy "
-            f"({self.fraction:.0%} of capacity)"
+            f"offered load: {self.jobs:,} jobs arriving over {self.arrival_span_h:,.1f} h ask "
+            f"for {self.gpu_hours:,.1f} GPU-h by {self.horizon_h:,.1f} h (the last one's "
+            f"finish if none waited) = {self.busy_gpus:,.1f} of {self.cluster_gpus:,.0f} GPUs "
+            f"busy ({self.fraction:.0%} of capacity)"
+        )
+
+    def warning(self) -> str:
+        """Why jobs must wait, when the load is over 100%."""
+        least_h = self.gpu_hours / self.cluster_gpus
+        return (
+            f"offered load {self.fraction:.0%} of capacity: the jobs ask for more GPU time "
+            f"than the cluster has before the last one could finish, so jobs queue (all "
+            f"their work takes at least {least_h:,.1f} h on every GPU; lower the rate or "
+            "add GPUs)"
         )
 
 
@@ -64,8 +87,9 @@ _DEMAND = attrgetter(
 
 
 def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None:
-    """The workload's offered load on ``cluster``; None when jobs do not arrive over time
-    (all at once: a batch, whose length is its makespan) or no job can run anywhere."""
+    """The workload's offered load on ``cluster`` (see the module doc); None when jobs do
+    not arrive over time (all at once: a batch, whose length is its makespan) or no job
+    can run anywhere."""
     jobs: Sequence[JobSpec] = workload.target_sample()
     if len(jobs) < 2:
         return None
@@ -87,12 +111,27 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
             k = position[key] = len(distinct)
             distinct.append(job)
         which.append(k)
-    hours = _gpu_hours(distinct, workload, counts, by_name)
-    gpu_hours = [h for h in map(hours.__getitem__, which) if h is not None]
-    if not gpu_hours:
+    run_hours = _run_hours(distinct, workload, counts, by_name)
+    nan = float("nan")
+    per_job_run = np.array([nan if h is None else h for h in run_hours])[which]
+    per_job_gpu_h = np.array([_demand(j) for j in distinct])[which] * per_job_run
+    usable = ~np.isnan(per_job_run)
+    if not usable.any():
         return None
-    jobs_per_hour = (len(jobs) - 1) / span * 3600.0
-    return OfferedLoad(jobs_per_hour, float(np.mean(gpu_hours)), float(sum(counts.values())))
+    ends = arrivals[usable] + per_job_run[usable] * 3600.0
+    horizon_h = (float(ends.max()) - float(arrivals.min())) / 3600.0
+    return OfferedLoad(
+        jobs=int(usable.sum()),
+        gpu_hours=float(per_job_gpu_h[usable].sum()),
+        arrival_span_h=span / 3600.0,
+        horizon_h=horizon_h,
+        cluster_gpus=float(sum(counts.values())),
+    )
+
+
+def _demand(job: JobSpec) -> float:
+    """GPUs a job holds (a fraction for milli-GPU jobs)."""
+    return job.num_gpu * job.gpu_milli / MILLI_PER_GPU
 
 
 def _gpu_hours(
@@ -101,7 +140,19 @@ def _gpu_hours(
     counts: dict[str, int],
     by_name: dict[str, GpuModel],
 ) -> list[float | None]:
-    """GPU-hours of each job alone on the cluster's mix (its run time on each model it can
+    """GPU-hours of each job alone on the cluster's mix (``_run_hours`` x its demand);
+    None where it runs on no model."""
+    run_hours = _run_hours(jobs, workload, counts, by_name)
+    return [_demand(j) * h if h is not None else None for j, h in zip(jobs, run_hours, strict=True)]
+
+
+def _run_hours(
+    jobs: Sequence[JobSpec],
+    workload: Workload,
+    counts: dict[str, int],
+    by_name: dict[str, GpuModel],
+) -> list[float | None]:
+    """Hours each job runs alone on the cluster's mix (its run time on each model it can
     use, averaged with the models' GPU counts as weights); None where it runs on no model.
 
     Jobs whose usable models are the same share one ``np.average`` computation, a row per
@@ -129,6 +180,5 @@ def _gpu_hours(
             np.average(table[0], weights=wgt)  # raises np.average's own error
         average = np.multiply(table, wgt, dtype=np.float64).sum(axis=1) / scale
         for (k, _), value in zip(members, average.tolist(), strict=True):
-            job = jobs[k]
-            out[k] = job.num_gpu * job.gpu_milli / MILLI_PER_GPU * (value / 3600.0)
+            out[k] = value / 3600.0
     return out

@@ -93,8 +93,7 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     if path.suffix.lower() in (".csv", ".yaml", ".yml"):
         job_list = load_job_list(path)
         throughputs = GavelThroughputTable.load() if job_list.uses_steps else ConstantThroughputs()
-        if job_list.uses_steps:
-            _check_job_types(job_list, throughputs)  # type: ignore[arg-type]
+        _check_job_types(job_list)
         return ParsedWorkload(Workload(path.name, job_list.jobs, throughputs), job_list)
     hint = did_you_mean(kind, ("gavel", "gavel-trace", "gavel-stream", "openb")) if sep else ""
     raise InputError(
@@ -105,15 +104,33 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     )
 
 
-def _check_job_types(job_list: JobList, table: GavelThroughputTable) -> None:
+def _check_job_types(job_list: JobList) -> None:
+    """Every job type a job list names is one of Gavel's table (steps need its rates; a
+    label the table lacks would silently get none, e.g. under measured sharing). A job
+    without one (duration_s, no job_type column) is ``job``."""
     for job in job_list.jobs:
-        if job.job_type not in table.job_types:
-            raise InputError(
-                f"job type {job.job_type!r} is not in Gavel's throughput table",
-                path=job_list.path,
-                row=job_list.row(job.id),
-                field="job_type",
-            )
+        if job.job_type != "job" or job_list.uses_steps:
+            try:
+                check_job_type(job.job_type)
+            except InputError as err:
+                raise InputError(
+                    err.message, path=job_list.path, row=job_list.row(job.id), field="job_type"
+                ) from None
+
+
+def check_job_type(name: str, field: str | None = None) -> None:
+    """A job type must be one of Gavel's throughput table (its speeds come from there):
+    an unknown one is an InputError with the nearest known name (``field``: the flag or
+    column it came from)."""
+    known = GavelThroughputTable.load().job_types
+    if name not in known:
+        hint = did_you_mean(name, known)
+        raise InputError(
+            f"unknown job type {name!r}{hint}; Gavel's throughput table lists them "
+            "(docs/joblist.md)",
+            field=field,
+            value=name if field is not None and field.startswith("-") else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

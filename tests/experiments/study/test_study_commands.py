@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from study_builders import TINY_NVSHARE, write
 from typer.testing import CliRunner
@@ -117,12 +120,28 @@ def test_report_has_its_tables_and_figures(tiny_store: Path) -> None:
     mosaic = next(f for f in figures if f["id"] == "mosaic-plot")
     z = mosaic["spec"]["data"][0]["z"]
     assert len(z) == 2 and max(max(row) for row in z) <= 1000  # 2 GPUs, never over 1000
+    # Names and units as the CLI prints them: hours, %.
+    grid = html.split('id="grid-table"')[1].split("</table>")[0]
+    assert '<th title="avg_jct_s">avg JCT (h)</th>' in grid
+    assert '<th title="utilization">GPU utilization (%)</th>' in grid
+    bars = next(f for f in figures if f["id"] == "bars-avg_jct_s")["spec"]
+    assert bars["layout"]["yaxis"]["title"]["text"] == "avg JCT (h)"
+    runs = pd.read_parquet(tiny_store / "runs.parquet")
+    strided = runs.loc[runs["placement"] == "strided", "avg_jct_s"].mean() / 3600
+    assert math.isclose(bars["data"][0]["y"][0], strided, rel_tol=1e-3)
+    util = next(f for f in figures if f["id"] == "time-allocation_rate")["spec"]
+    assert util["layout"]["yaxis"]["range"] == [0, 100]
+    assert 1 < max(y for t in util["data"] for y in t["y"] if y is not None) <= 100
+    for figure in figures:  # axis titles stand off the tick labels, however long
+        axes = figure["spec"]["layout"]
+        assert axes["xaxis"]["automargin"] and axes["yaxis"]["automargin"], figure["id"]
 
 
 @pytest.mark.skipif(
     shutil.which("chromium") is None,
     reason="Debian's chromium is not installed (apt-get install -y chromium, or make browser)",
 )
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium_without_console_errors(tiny_store: Path) -> None:
     runner.invoke(app, ["report", str(tiny_store)])
     page = (tiny_store / "report.html").resolve()
@@ -145,3 +164,66 @@ def test_report_renders_in_headless_chromium_without_console_errors(tiny_store: 
         assert drawn, figure["id"]
     for table in ("grid-table", "reference-table", "reasons-table"):
         assert f'id="{table}"' in done.stdout
+
+
+# Every axis title's box against every tick label's box of its axis, as drawn.
+_OVERLAPS = """(function(){var bad = [];
+document.querySelectorAll('.js-plotly-plot').forEach(function(p){['x','y'].forEach(function(a){
+  var t = p.querySelector('.' + a + 'title'); if (!t) return; var r = t.getBoundingClientRect();
+  p.querySelectorAll('.' + a + 'tick text').forEach(function(k){var q = k.getBoundingClientRect();
+    if (q.width && r.left < q.right && q.left < r.right && r.top < q.bottom && q.top < r.bottom)
+      bad.push(p.id + ' ' + a + ': ' + k.textContent);});});});
+return [document.querySelectorAll('.js-plotly-plot').length, bad];})()"""
+
+
+def _stress_page(path: Path) -> None:
+    """Bar charts as the report lays them out, with what pushes axis titles onto tick
+    labels: long category names (drawn at an angle) and eight-digit values."""
+    from plotly.offline import get_plotlyjs
+
+    from gpumosaic.experiments.report.figures import category_layout
+
+    specs = []
+    # (8, 12): eight 12-character names on a 560 px figure (the page's narrowest) put
+    # plotly's auto-rotated tick labels on the x title of a layout without automargin.
+    for n, width in ((3, 30), (12, 18), (8, 12), (4, 8)):
+        labels = [f"placement=fgd sharing=interference {i}"[: width - 1] + str(i) for i in range(n)]
+        layout = category_layout("stress", labels, "placement, sharing", "energy (kWh)")
+        bars = {"type": "bar", "x": labels, "y": [12_345_678.0 + i for i in range(n)]}
+        specs.append({"data": [bars], "layout": layout})
+    divs = "".join(f'<div id="p{i}"></div>' for i in range(len(specs)))
+    draw = "".join(
+        f"Plotly.newPlot('p{i}', {json.dumps(s['data'])}, {json.dumps(s['layout'])});"
+        for i, s in enumerate(specs)
+    )
+    path.write_text(
+        f"<html><head><script>{get_plotlyjs()}</script></head><body style='width:560px'>"
+        f"{divs}<script>{draw}</script></body></html>"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="Debian's chromium is not installed (apt-get install -y chromium, or make browser)",
+)
+def test_no_axis_title_overlaps_its_tick_labels(tiny_store: Path) -> None:
+    pytest.importorskip("websocket")
+    sys.path.insert(0, str(Path(__file__).parents[2] / "live" / "ui"))
+    from browser import Browser
+
+    runner.invoke(app, ["report", str(tiny_store)])
+    stress = tiny_store.parent / "axes-stress.html"
+    _stress_page(stress)
+    browser = Browser(width=1300, height=900)
+    try:
+        browser.open((tiny_store / "report.html").resolve().as_uri())
+        browser.wait_for("document.querySelectorAll('.js-plotly-plot').length > 5", 60, "plots")
+        plots, overlaps = browser.js(_OVERLAPS)
+        assert plots > 5 and overlaps == []
+        browser.open(stress.resolve().as_uri())
+        browser.wait_for("document.querySelectorAll('.js-plotly-plot').length === 4", 60, "plots")
+        plots, overlaps = browser.js(_OVERLAPS)
+        assert plots == 4 and overlaps == []
+    finally:
+        browser.close()

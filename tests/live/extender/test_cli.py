@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
@@ -46,6 +47,7 @@ def test_a_missing_extra_is_named(monkeypatch) -> None:
     assert out.exit_code == 2 and "needs the 'kube' extra (fastapi is not installed)" in out.output
 
 
+@pytest.mark.slow
 def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) -> None:
     """The command wires flags through to uvicorn; the app it built answers the verbs."""
     import uvicorn
@@ -70,3 +72,19 @@ def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) ->
     r = client.post("/x/filter", json=args(pod, ["v100-0000", "v100-0001"]))
     assert r.json()["NodeNames"] == ["v100-0000", "v100-0001"]
     assert client.get("/state").json()["placement"] == "pwr"
+
+
+def test_the_token_is_wired_and_checked(tmp_path, monkeypatch) -> None:
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    out = _run("--cluster", "v100:2", "--db", str(tmp_path / "a.db"), "--token", "bad token")
+    assert out.exit_code == 2 and "--token" in out.output and "printable ASCII" in out.output
+    served: dict = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app))
+    monkeypatch.setenv("GPUMOSAIC_EXTENDER_TOKEN", "t0k")
+    out = _run("--cluster", "v100:2", "--db", str(tmp_path / "b.db"))
+    assert out.exit_code == 0, out.output
+    client = TestClient(served["app"])
+    assert client.get("/state").status_code == 401
+    assert client.get("/state", headers={"Authorization": "Bearer t0k"}).status_code == 200

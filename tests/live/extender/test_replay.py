@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gpumosaic.cli import app
 from gpumosaic.live.extender.replay import replay
-from gpumosaic.sim.fill import run_fill
+from gpumosaic.run.fill import fill_replay
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 NODES = load_openb_nodes("openb:gpu")
@@ -35,10 +35,11 @@ def small_nodes(tmp_path_factory) -> Path:
     ("placement", "node_cache_capable", "restart_at"),
     [("fgd", True, 120), ("pwr=200,fgd=800", False, None)],
 )
+@pytest.mark.slow
 def test_replay_makes_fills_decisions(small_nodes, placement, node_cache_capable, restart_at):
     cluster = load_openb_nodes(str(small_nodes))
     tasks = load_openb_tasks("openb:default")
-    fill = run_fill(cluster, tasks, placement, seed=42)
+    fill = fill_replay(cluster, tasks, placement, seed=42)
     result = replay(
         cluster,
         str(small_nodes),
@@ -55,6 +56,7 @@ def test_replay_makes_fills_decisions(small_nodes, placement, node_cache_capable
     assert result.latency_ms["filter"]["count"] > 0 and result.latency_ms["bind"]["count"] > 0
 
 
+@pytest.mark.slow
 def test_replay_command_prints_the_interface_keys(small_nodes) -> None:
     out = CliRunner().invoke(
         app,

@@ -46,7 +46,7 @@ def test_full_nodes_filter_returns_the_passing_node_objects_unchanged(svc) -> No
     assert r.status_code == 200 and body["NodeNames"] is None
     assert body["Nodes"]["items"] == [nodes[1], nodes[2]]
     assert body["FailedAndUnresolvableNodes"] == {
-        "n0": "gpu_model: the node's GPU model is not in {A100|T4}"
+        "n0": "never_fits: the node's GPU model is not in {A100|T4}"
     }
 
 
@@ -79,15 +79,21 @@ def test_bind_writes_gpu_index_and_answers_an_empty_error(svc) -> None:
     assert c.get("/state").json()["gpu_milli_allocated"] == 500
 
 
-def test_logical_failures_are_200_with_a_named_error(svc) -> None:
+def test_an_unreadable_pod_is_422_in_the_filter_result_shape(svc) -> None:
     c = app_client(svc)
     bad = v1_pod(milli=500, count=2)
     r = c.post("/filter", json=args(bad, ["n0"]))
-    assert r.status_code == 200
+    assert r.status_code == 422 and set(r.json()) == FILTER_RESULT_KEYS
     assert (
         "gpu-milli=500 below 1000 is only allowed with alibabacloud.com/gpu-count=1"
         in r.json()["Error"]
     )
+    r = c.post("/prioritize", json=args(bad, ["n0"]))
+    assert r.status_code == 422 and "gpu-count=1" in r.json()["Error"]
+
+
+def test_logical_failures_are_200_with_a_named_error(svc) -> None:
+    c = app_client(svc)
     unknown = v1_pod(milli=500)
     r = c.post("/bind", json=binding(unknown, "n0"))
     assert r.status_code == 200 and "was not filtered by this extender" in r.json()["Error"]

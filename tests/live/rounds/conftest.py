@@ -85,3 +85,36 @@ def running_per_round(store) -> dict[int, set[int]]:  # type: ignore[no-untyped-
         for r in range(lease.round, lease.round + lease.extensions + 1):
             out.setdefault(r, set()).add(lease.job_id)
     return out
+
+
+@pytest.fixture
+def api_factory(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Round services without Ray (the in-process executor: virtual jobs stepping at 50
+    steps/s), started on a free port; all are stopped at the test's end."""
+    from builders import cluster
+
+    from gpumosaic.live.rounds.executor import InProcessExecutor
+    from gpumosaic.live.rounds.service import Service, ServiceConfig
+
+    started: list[Service] = []
+
+    def start(**options: object) -> Service:
+        defaults: dict[str, object] = {
+            "state": str(tmp_path / f"api{len(started)}" / "state.db"),
+            "port": 0,
+            "round_s": 1.0,
+            "grace_s": 0.5,
+        }
+        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        service = Service(
+            config,
+            cluster("v100:2,k80:2"),
+            executor_factory=lambda table: InProcessExecutor(table, time.time, lambda j, m: 50.0),
+        )
+        service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()

@@ -16,9 +16,12 @@ from conftest import explain, job_body, running_per_round, wait_for
 from gpumosaic.cli import app
 from gpumosaic.errors import InputError
 from gpumosaic.lease import read_checkpoint_steps
+from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.client import ServiceClient
 from gpumosaic.live.rounds.executor import LaunchSpec, RankLaunch, rank_env
 from gpumosaic.live.rounds.service import ServiceConfig
+
+pytestmark = pytest.mark.slow  # a Ray service per test: ~90 s in all (issue 25)
 
 runner = CliRunner()
 
@@ -132,7 +135,9 @@ def test_a_lost_actor_sends_its_job_back_to_the_queue(service_factory) -> None: 
 def test_bad_submissions_name_the_field(service_factory) -> None:  # type: ignore[no-untyped-def]
     service = service_factory(cluster="v100:2")
     base = ["submit", "--server", service.url, "--command", "python x.py", "--steps", "60"]
-    for extra, field in ((["--gpu-milli", "1500"], "gpu_milli"), (["--gpus", "9"], "gpus")):
+    # The CLI checks the service's own rules first (the flag is named); fitting the
+    # cluster is the service's check (the field is named).
+    for extra, field in ((["--gpu-milli", "1500"], "--gpu-milli"), (["--gpus", "9"], "gpus")):
         result = runner.invoke(app, base + extra)
         assert result.exit_code == 2
         lines = result.output.strip().splitlines()
@@ -165,7 +170,17 @@ def test_token_required_off_loopback_and_enforced(service_factory) -> None:  # t
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(service.url + "/v1/jobs")
     assert err.value.code == 401
-    assert ServiceClient(service.url, token="s3cret").jobs() == []
+    client = ServiceClient(service.url, token="s3cret")
+    assert client.jobs() == []
+    # A real job under the token: it runs on its own token (its leases only), never sees
+    # the service's, and finishes.
+    body = job_body(30)
+    body["command"] = f"echo token=$GPUMOSAIC_TOKEN; exec {body['command']}"
+    job = client.submit(body)
+    wait_for(lambda: all_done(client), 120, "the job to finish", explain(service))
+    assert client.job(job)["state"] == "done"
+    log = logs_of(service, job)
+    assert f"token={job_token('s3cret', job)}" in log and "s3cret" not in log
 
 
 def test_a_cpu_only_rank_sees_no_gpu() -> None:

@@ -10,6 +10,9 @@ from gpumosaic.live.rounds.launch import table_column
 from gpumosaic.live.rounds.timescale import ScaledClock
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
+from gpumosaic.placement.registry import build_placement
+from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.policies.registry import build_policy
 from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
@@ -52,13 +55,16 @@ def simulate(latency_s: float) -> tuple[float, float]:
             return 2.0
 
     workload = Workload("one", [job], Two())  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    target = TargetWorkload.from_jobs([job])
     sim = RoundSimulator(
         ClusterSpec.from_counts([("v100", 1)]),
         workload,
-        "max_min_fairness_perf",
-        "strided",
-        0,
+        build_policy("max_min_fairness_perf", rng=rng),
+        build_placement("strided", target),
         RoundConfig(600.0, 1920.0),
+        rng=rng,
+        target=target,
         launch_latency_s=latency_s,
     )
     result = sim.run()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -15,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gpumosaic.live.share.daemon import ShareDaemon, socket_path
-from gpumosaic.live.share.lock import AntiThrashing
+from gpumosaic.live.share.daemon import ShareDaemon
 from gpumosaic.live.share.native import library_path
+from gpumosaic.live.share.sockets import socket_path
+from gpumosaic.sharing.lock import AntiThrashing
 
 WORKER = Path(__file__).with_name("worker.py")
 
@@ -61,6 +63,8 @@ class DaemonThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop = None
+            # A stop that hangs (the quantum timer missing its cancellation) is a failure.
+            assert not self.thread.is_alive(), "the daemon did not stop"
 
     def call(self, fn):  # run fn() on the daemon's loop, return its result
         assert self.loop is not None
@@ -137,8 +141,12 @@ def share_factory(libs, tmp_path) -> Iterator:
         mode: str = "on",
         memory_mib: float | None = None,
         metrics_port: int | None = None,
+        grace_s: float = 5.0,
         **env: str,
     ):
+        # The grace is generous by default: a drop here drains up to ~1 s of queued 1 ms
+        # kernels, and a revocation would let two clients overlap; the revocation tests
+        # set it short on purpose.
         sock_dir = tmp_path / f"sock{len(made)}"
         daemon = DaemonThread(
             sock_dir,
@@ -146,6 +154,7 @@ def share_factory(libs, tmp_path) -> Iterator:
             anti_thrashing=AntiThrashing(mode),
             memory_mib=memory_mib,
             metrics_port=metrics_port,
+            revoke_grace_s=grace_s,
         )
         daemon.start()
         log = tmp_path / f"cuda{len(made)}.log"
@@ -170,3 +179,54 @@ def share_factory(libs, tmp_path) -> Iterator:
                 proc.kill()
             proc.communicate(timeout=10)
         share.daemon.stop()
+
+
+class Raw:
+    """A client that speaks the wire format by hand (no interposer)."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(5)
+        self.sock.connect(str(path))
+        self.buf = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self, timeout_s: float = 5.0) -> bytes:
+        self.sock.settimeout(timeout_s)
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return b""
+            self.buf += chunk
+        out, _, self.buf = self.buf.partition(b"\n")
+        return out
+
+    def ask(self, data: bytes) -> bytes:
+        self.send(data)
+        return self.line()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    made = []
+
+    def start(socket_dir: Path | None = None, **kwargs) -> DaemonThread:
+        d = DaemonThread(socket_dir or tmp_path / f"s{len(made)}", **kwargs)
+        d.start()
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        d.stop()
+
+
+@pytest.fixture
+def raw() -> type[Raw]:
+    """The hand-speaking client class: ``raw(path)`` connects."""
+    return Raw

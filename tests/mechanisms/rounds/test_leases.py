@@ -2,6 +2,7 @@
 the same leases extended, released and placed, the same counters and the same state."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,6 +77,7 @@ JOB = st.tuples(
     ),
     st.sampled_from(["strided", "bestfit", "random"]),
 )
+@pytest.mark.slow
 def test_one_pass_round_is_the_general_path(
     shapes: list[tuple[int, int, int]],
     rounds: list[tuple[list[int], list[int]]],

@@ -16,6 +16,7 @@ from gpumosaic.mechanisms.rounds import RoundConfig, RoundDecider, RoundPlan, Ro
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.registry import build_policy
+from gpumosaic.run.parts import build_allocation_policy, build_placement_for
 from gpumosaic.sim.rounds import RoundSimulator
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 from gpumosaic.workloads.workload import Workload
@@ -89,14 +90,16 @@ def hand_driven(workload: Workload, cluster_spec: str, policy: str, seed: int) -
 
 def simulated(workload: Workload, cluster_spec: str, policy: str, seed: int) -> list[Lease]:
     seen: list[Lease] = []
+    rng = np.random.default_rng(seed)  # the run's Generator, as run/build.py makes it
+    target = TargetWorkload.from_jobs(workload.target_sample())
     sim = RoundSimulator(
         parse_cluster(cluster_spec, gpus_per_node=2),
         workload,
-        policy,
-        "fgd",
-        seed,
+        build_allocation_policy(policy, rng),
+        build_placement_for("fgd", target),
         RoundConfig(round_s=360.0),
         on_plan=lambda plan: seen.extend(leases(plan)),
+        rng=rng,
     )
     sim.run()
     return seen

@@ -3,11 +3,10 @@
 import math
 
 import pytest
-from sim_builders import cluster, job, node, workload
+from sim_builders import cluster, job, node, simulate, workload
 
 from gpumosaic.metrics.summary import summarize
 from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.simulator import simulate
 
 # Two one-GPU V100 servers; durations in seconds (ConstantThroughputs: 1 step/s).
 GOLDEN = [

@@ -13,8 +13,8 @@ from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import Fifo
+from gpumosaic.sim.event.simulator import EventSimulator
 from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.simulator import EventSimulator
 
 PLACEMENTS = [
     "fgd",
@@ -85,7 +85,9 @@ def test_every_job_is_accounted_for_and_capacity_holds(
     w = workload(jobs)
     target = TargetWorkload.from_jobs(jobs)
     checked = CheckedPlacement(build_placement(placement, target))
-    sim = EventSimulator(spec, w, checked, Fifo(), seed=seed, backfill=backfill, target=target)
+    sim = EventSimulator(
+        spec, w, checked, Fifo(), rng=np.random.default_rng(seed), backfill=backfill, target=target
+    )
     result = sim.run()
     sim.state.check_invariants()
     assert len(result.records) == len(jobs)
@@ -142,7 +144,13 @@ def test_skipping_shapes_no_released_node_can_hold_changes_no_decision(
     for told in (True, False):
         strategy = build_placement(placement, target)
         sim = EventSimulator(
-            spec, workload(jobs), strategy, Fifo(), seed=seed, backfill=backfill, target=target
+            spec,
+            workload(jobs),
+            strategy,
+            Fifo(),
+            rng=np.random.default_rng(seed),
+            backfill=backfill,
+            target=target,
         )
         if not told:
             sim.scheduling.released = lambda state, nodes: None  # type: ignore[method-assign]

@@ -1,12 +1,11 @@
 """Sharing models inside the event simulator: speeds change as co-location changes."""
 
 import pytest
-from sim_builders import cluster, job, node, workload
+from sim_builders import cluster, job, node, simulate, workload
 
 from gpumosaic.errors import InputError
 from gpumosaic.model import JobSpec
 from gpumosaic.sharing.speed import build_speed_model
-from gpumosaic.sim.simulator import simulate
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 

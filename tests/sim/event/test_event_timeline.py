@@ -19,6 +19,8 @@ from gpumosaic.policies.ordering import Fifo
 from gpumosaic.sim.event.simulator import EventSimulator
 from gpumosaic.sim.result import Timeline
 
+RNG = np.random.default_rng(0)  # bestfit draws nothing: one Generator serves every run
+
 # A small golden trace that queues: fractional and whole-GPU jobs, one that needs two
 # GPUs, departures that free room for the queue, and same-instant arrivals.
 JOBS = [
@@ -85,7 +87,9 @@ def test_every_timeline_sample_equals_the_state_evaluated_from_scratch(placement
     spec = cluster(node("a", gpus=2, cpu=32000), node("b", gpus=1, model="T4"))
     target = TargetWorkload.from_jobs(JOBS)
     strategy = build_placement(placement, target)
-    sim = CheckedSimulator(spec, workload(JOBS), strategy, Fifo(), seed=3, target=target)
+    sim = CheckedSimulator(
+        spec, workload(JOBS), strategy, Fifo(), rng=np.random.default_rng(3), target=target
+    )
     result = sim.run()
     sim.check(result.timeline)
     assert len(sim.fresh) > len(JOBS) / 2  # a sample per instant with a pass
@@ -96,7 +100,9 @@ def test_every_timeline_sample_equals_the_state_evaluated_from_scratch(placement
 
 def test_without_a_target_workload_fragmentation_is_nan_and_power_still_tracked() -> None:
     spec = cluster(node("a", gpus=2))
-    sim = EventSimulator(spec, workload(JOBS[:2]), build_placement("bestfit", None), Fifo())
+    sim = EventSimulator(
+        spec, workload(JOBS[:2]), build_placement("bestfit", None), Fifo(), rng=RNG
+    )
     result = sim.run()
     assert all(math.isnan(x) for x in result.timeline.fragmentation_rate)
     # Two V100s at full power while both jobs run on different GPUs... or one shared GPU.
@@ -109,7 +115,9 @@ def test_arrivals_out_of_order_are_an_error() -> None:
     from gpumosaic.workloads.workload import Workload
 
     unsorted = Workload("x", (job(0, arrival=10.0), job(1, arrival=5.0)), ConstantThroughputs())
-    sim = EventSimulator(cluster(node("a")), unsorted, build_placement("bestfit", None), Fifo())
+    sim = EventSimulator(
+        cluster(node("a")), unsorted, build_placement("bestfit", None), Fifo(), rng=RNG
+    )
     with pytest.raises(ValueError, match="sorted by arrival"):
         sim.run()
 
@@ -121,7 +129,9 @@ def test_the_run_leaves_the_cyclic_collector_as_it_found_it() -> None:
     for enabled in (True, False):
         (gc.enable if enabled else gc.disable)()
         try:
-            sim = EventSimulator(spec, workload(JOBS[:2]), build_placement("bestfit", None), Fifo())
+            sim = EventSimulator(
+                spec, workload(JOBS[:2]), build_placement("bestfit", None), Fifo(), rng=RNG
+            )
             sim.run()
             assert gc.isenabled() is enabled
         finally:

@@ -8,9 +8,15 @@ from gandiva_builders import BAD, GOOD, constant_workload, job, table_workload, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpumosaic.mechanisms.gandiva.migration import (
+    DefragPlan,
+    GroupSlots,
+    Move,
+    NodeSlots,
+    plan_defrag,
+)
 from gpumosaic.model import ClusterSpec
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva.migration import DefragPlan, GroupSlots, Move, NodeSlots, plan_defrag
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from gandiva_builders import BAD, GOOD, job, table_workload, v100s
 
+from gpumosaic.mechanisms.gandiva.rates import RateModel
 from gpumosaic.model import gpu_model
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva.rates import RateModel
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

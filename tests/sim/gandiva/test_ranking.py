@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from gandiva_builders import constant_workload, job, v100s
 
+from gpumosaic.mechanisms.gandiva.affinity import Choice, ChoiceKind, ServerView, choose_server
+from gpumosaic.mechanisms.gandiva.ranking import TierRanker, as_group_job
 from gpumosaic.model import ClusterSpec, JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.sim.gandiva import run_gandiva
-from gpumosaic.sim.gandiva.affinity import Choice, ChoiceKind, ServerView, choose_server
-from gpumosaic.sim.gandiva.ranking import TierRanker, as_group_job
 
 S = ServerView
 

@@ -161,7 +161,7 @@ def test_no_backfill_keeps_a_later_small_job_behind_a_blocked_big_one() -> None:
 def test_counters_add_field_by_field() -> None:
     from dataclasses import fields
 
-    from gpumosaic.sim.gandiva.counters import GandivaCounters
+    from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
 
     names = [f.name for f in fields(GandivaCounters)]
     a = GandivaCounters(*range(1, len(names) + 1))

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rounds_builders import FixedPolicy, WorstFit, equal_share, job, v100s, workload
+from rounds_builders import FixedPolicy, WorstFit, equal_share, job, run_rounds, v100s, workload
 
+from gpumosaic.model.outcome import RejectReason
 from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.rounds import run_rounds
-
-
-def extra(result, key: str) -> float:
-    return dict(result.extra)[key]
 
 
 def test_job_runs_int_rate_times_round_steps_and_jct_is_last_step():
@@ -21,7 +17,7 @@ def test_job_runs_int_rate_times_round_steps_and_jct_is_last_step():
     assert rec.status is JobStatus.COMPLETED
     assert rec.jct_s == pytest.approx(1000.0)
     assert res.stats.rounds == 3
-    assert extra(res, "lease_extensions") == 2.0
+    assert res.leases is not None and res.leases.extensions == 2
 
 
 def test_gpu_freed_only_at_round_end():
@@ -116,7 +112,8 @@ def test_job_that_never_fits_is_rejected_with_reason():
         span_nodes=False,
     )
     (rec,) = res.records
-    assert rec.status is JobStatus.REJECTED and "never fits" in rec.reason
+    assert rec.status is JobStatus.REJECTED and rec.rejection is RejectReason.NEVER_FITS
+    assert rec.reason.startswith("never_fits: no node can ever hold num_gpu=4")
 
 
 def test_symmetric_fast_path_changes_nothing_observable():
@@ -135,7 +132,8 @@ def test_symmetric_fast_path_changes_nothing_observable():
     slow, fast = once(False), once(True)
     assert slow.records == fast.records
     np.testing.assert_array_equal(slow.timeline.allocated_milli, fast.timeline.allocated_milli)
-    assert extra(fast, "fast_placements") > 0 and extra(slow, "fast_placements") == 0
+    assert fast.leases is not None and slow.leases is not None
+    assert fast.leases.fast_placements > 0 and slow.leases.fast_placements == 0
 
 
 def test_progress_reports_fraction_done_up_to_one():

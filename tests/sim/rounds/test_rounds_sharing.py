@@ -1,10 +1,10 @@
 """Sharing models inside Gavel's round mechanism."""
 
 import pytest
+from rounds_builders import run_rounds
 
 from gpumosaic.model import ClusterSpec, JobSpec
 from gpumosaic.sharing.speed import build_speed_model
-from gpumosaic.sim.rounds import run_rounds
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 

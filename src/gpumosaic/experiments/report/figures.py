@@ -16,7 +16,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from gpumosaic.experiments.plots.style import display_labels, identical_note, identical_to
 from gpumosaic.experiments.report.stats import band, mean_ci
+from gpumosaic.experiments.report.units import display
 from gpumosaic.experiments.report.view import StudyView
 from gpumosaic.experiments.study.kinds.base import ARRIVED_AXIS
 
@@ -34,17 +36,46 @@ class Figure:
 
 
 def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
+    # automargin + standoff: the axis title sits beyond the tick labels, however long
+    # they are (a 143,047 on y, category names at an angle on x), never on them.
     return {
         "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"},
-        "xaxis": {"title": {"text": x}, "zeroline": False},
-        "yaxis": {"title": {"text": y}, "zeroline": False},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "xaxis": {"title": {"text": x, "standoff": 12}, "zeroline": False, "automargin": True},
+        "yaxis": {"title": {"text": y, "standoff": 12}, "zeroline": False, "automargin": True},
+        "margin": {"l": 20, "r": 20, "t": 40, "b": 20},
         "height": 380,
         "legend": {"orientation": "v"},
         "hovermode": "closest",
         "template": None,
         **extra,
     }
+
+
+# Dashes for a series whose data equal an earlier one's (as the PNGs, plots/style.py):
+# drawn over each other, both stay visible, and the legend says which it equals.
+_SAME_DASH = "dash"
+
+
+def _mark_identical(
+    traces: dict[str, list[dict[str, Any]]], series: dict[str, tuple[npt.ArrayLike, ...]]
+) -> str:
+    """Rename and dash the traces of labels whose series equal an earlier label's; returns
+    the note for the caption ("" when every series differs)."""
+    same = identical_to(series)
+    names = display_labels(list(traces), same)
+    for label, group in traces.items():
+        for trace in group:
+            if trace.get("showlegend", True) and "name" in trace:
+                trace["name"] = trace["name"].replace(label, names[label], 1)
+            if label in same:
+                line = trace.setdefault("line", {})
+                line["dash"] = _SAME_DASH
+                line["width"] = max(1.0, float(line.get("width", 2)) - 0.5)
+    return identical_note(same)
+
+
+def _caption(text: str, note: str) -> str:
+    return f"{text} {note[0].upper()}{note[1:]}." if note else text
 
 
 def _r(values: npt.ArrayLike, digits: int = 4) -> list[float | None]:
@@ -75,10 +106,11 @@ def figures(view: StudyView) -> list[Figure]:
 # -- fill replays: the FGD paper's figures -------------------------------------------------
 
 _FILL_CURVES = (
-    ("allocation_rate_pct", "GPU allocation rate vs arrived workload", "allocated, % of GPUs"),
-    ("fragmentation_rate_pct", "Fragmentation rate vs arrived workload", "% of free GPU milli"),
-    ("power_w", "Cluster power vs arrived workload", "kW"),
-)
+    ("allocation_rate_pct", "GPU allocation rate vs arrived workload", "allocated (% of GPUs)"),
+    ("fragmentation_rate_pct", "Fragmentation rate vs arrived workload",
+     "fragmentation rate (% of free GPU milli)"),
+    ("power_w", "Cluster power vs arrived workload", "power (kW)"),
+)  # fmt: skip
 
 
 _FILL_COLUMNS = [
@@ -109,20 +141,27 @@ def _fill_curves(view: StudyView) -> list[Figure]:
         curves[group] = per
     out = []
     for column, title, unit in _FILL_CURVES:
-        data: list[dict[str, Any]] = []
+        traces: dict[str, list[dict[str, Any]]] = {}
+        series: dict[str, tuple[npt.ArrayLike, ...]] = {}
         for i, (group, per) in enumerate(curves.items()):
             if not per[column]:
                 continue
             color = PALETTE[i % len(PALETTE)]
             mean, low, high = band(np.vstack(per[column]))
             n = len(per[column])
-            data += _band_traces(group, grid, mean, low, high, color, n)
+            traces[group] = _band_traces(group, grid, mean, low, high, color, n)
+            series[group] = (np.round(mean, 9),)
+        note = _mark_identical(traces, series)
+        data = [t for group in traces.values() for t in group]
         out.append(
             Figure(
                 f"fill-{column}",
                 title,
-                "Mean over seeds; the band is the 95% interval of the mean. Click a legend "
-                "entry to hide a placement, double-click to show it alone.",
+                _caption(
+                    "Mean over seeds; the band is the 95% interval of the mean. Click a "
+                    "legend entry to hide a placement, double-click to show it alone.",
+                    note,
+                ),
                 {
                     "data": data,
                     "layout": _layout(title, "arrived workload, % of cluster GPUs", unit),
@@ -165,7 +204,11 @@ def _metric_bars(view: StudyView) -> list[Figure]:
     groups = view.groups()
     out = []
     for metric in view.metrics[:4]:
-        means = [mean_ci(runs[metric]) if metric in runs else mean_ci([]) for _, runs in groups]
+        shown = display(metric)
+        means = [
+            (mean_ci(runs[metric]) if metric in runs else mean_ci([])).scaled(shown.scale)
+            for _, runs in groups
+        ]
         labels = [g for g, _ in groups]
         data: list[dict[str, Any]] = [
             {
@@ -187,7 +230,7 @@ def _metric_bars(view: StudyView) -> list[Figure]:
             for group, runs in groups:
                 if _matches(runs, ref.where):
                     ref_x.append(group)
-                    ref_y.append(ref.value)
+                    ref_y.append(shown.value(ref.value))
                     ref_text.append(ref.source)
         if ref_x:
             data.append(
@@ -196,13 +239,8 @@ def _metric_bars(view: StudyView) -> list[Figure]:
                                                  "color": "#d62728"},
                  "hovertemplate": "%{x}<br>reference %{y}<br>%{text}<extra></extra>"}
             )  # fmt: skip
-        title = f"{metric} per {', '.join(view.group_axes) or 'study'}"
-        layout = _layout(title, ", ".join(view.group_axes), metric, barmode="group")
-        longest = max(len(label) for label in labels)
-        if len(groups) > 8 or longest > 14:
-            layout["xaxis"]["tickangle"] = -30
-            layout["xaxis"]["automargin"] = True
-            layout["height"] = 380 + min(200, 6 * longest)
+        title = f"{shown.words} per {', '.join(view.group_axes) or 'study'}"
+        layout = category_layout(title, labels, ", ".join(view.group_axes), shown.label)
         out.append(
             Figure(
                 f"bars-{metric}",
@@ -213,6 +251,16 @@ def _metric_bars(view: StudyView) -> list[Figure]:
             )
         )
     return out
+
+
+def category_layout(title: str, labels: list[str], x: str, y: str) -> dict[str, Any]:
+    """A bar chart's layout: many or long category names are drawn at an angle, with room."""
+    layout = _layout(title, x, y, barmode="group")
+    longest = max((len(label) for label in labels), default=0)
+    if len(labels) > 8 or longest > 14:
+        layout["xaxis"]["tickangle"] = -30
+        layout["height"] = 380 + min(200, 6 * longest)
+    return layout
 
 
 def _matches(runs: pd.DataFrame, where: dict[str, Any]) -> bool:
@@ -238,24 +286,29 @@ def _versus_load(view: StudyView) -> Figure | None:
     if not x or x not in view.runs:
         return None
     metric = next((m for m in view.metrics if "jct" in m), view.metrics[0])
+    shown = display(metric)
     series_axes = tuple(a for a in view.group_axes if a != x)
-    data = []
+    traces: dict[str, list[dict[str, Any]]] = {}
+    series: dict[str, tuple[npt.ArrayLike, ...]] = {}
     for i, (name, runs) in enumerate(view.groups(series_axes)):
         points = sorted(runs[x].dropna().unique())
-        stats_ = [mean_ci(runs.loc[runs[x] == v, metric]) for v in points]
-        data.append(
+        stats_ = [mean_ci(runs.loc[runs[x] == v, metric]).scaled(shown.scale) for v in points]
+        means = [s.mean for s in stats_]
+        traces[name] = [
             {"type": "scatter", "mode": "lines+markers", "name": name, "x": _r(points),
-             "y": _r([s.mean for s in stats_]),
+             "y": _r(means),
              "error_y": {"type": "data", "array": _r([s.half_width for s in stats_]),
                          "visible": True},
-             "line": {"color": PALETTE[i % len(PALETTE)]}}
-        )  # fmt: skip
-    title = f"{metric} vs {x}"
+             "line": {"color": PALETTE[i % len(PALETTE)], "width": 2}}
+        ]  # fmt: skip
+        series[name] = (np.asarray(points, dtype=float), np.asarray(means))
+    note = _mark_identical(traces, series)
+    title = f"{shown.words} vs {x}"
     return Figure(
         f"vs-{x}",
         title,
-        "Mean over seeds at each load with its 95% interval.",
-        {"data": data, "layout": _layout(title, x, metric)},
+        _caption("Mean over seeds at each load with its 95% interval.", note),
+        {"data": [t for g in traces.values() for t in g], "layout": _layout(title, x, shown.label)},
     )
 
 
@@ -263,7 +316,8 @@ def _versus_load(view: StudyView) -> Figure | None:
 
 
 def _jct_cdf(view: StudyView) -> Figure | None:
-    data = []
+    traces: dict[str, list[dict[str, Any]]] = {}
+    series: dict[str, tuple[npt.ArrayLike, ...]] = {}
     spread = 1.0  # longest / median JCT
     for i, (group, runs) in enumerate(view.groups()):
         jcts = []
@@ -285,33 +339,42 @@ def _jct_cdf(view: StudyView) -> Figure | None:
         spread = max(spread, float(values[-1] / np.median(values)))
         q = np.linspace(0, 1, min(len(values), 300))
         xs = np.quantile(values, q)
-        data.append(
+        traces[group] = [
             {"type": "scatter", "mode": "lines", "name": f"{group} ({len(values)} jobs)",
-             "x": _r(xs), "y": _r(q), "line": {"shape": "hv", "color": PALETTE[i % 10]}}
-        )  # fmt: skip
-    if not data:
+             "x": _r(xs), "y": _r(q),
+             "line": {"shape": "hv", "color": PALETTE[i % 10], "width": 2}}
+        ]  # fmt: skip
+        series[group] = (values,)
+    if not traces:
         return None
+    note = _mark_identical(traces, series)
     layout = _layout("JCT CDF", "JCT (h)", "fraction of jobs")
     if spread > 100:  # a heavy tail: a log axis keeps the short jobs readable
         layout["xaxis"]["type"] = "log"
     return Figure(
         "jct-cdf",
         "JCT distribution",
-        "Completed jobs of the group's runs (those measured, where a window is set), pooled.",
-        {"data": data, "layout": layout},
+        _caption(
+            "Completed jobs of the group's runs (those measured, where a window is set), pooled.",
+            note,
+        ),
+        {"data": [t for g in traces.values() for t in g], "layout": layout},
     )
 
 
 _OVER_TIME = (
-    ("allocation_rate", "Utilization over time", "allocated, share of GPU milli", 1.0),
-    ("fragmentation_rate", "Fragmentation rate over time", "share of free GPU milli", 1.0),
-    ("power_w", "Cluster power over time", "kW", 1e-3),
-)
+    ("allocation_rate", "Utilization over time", "allocated (% of GPU milli)", 100.0),
+    ("fragmentation_rate", "Fragmentation rate over time",
+     "fragmentation rate (% of free GPU milli)", 100.0),
+    ("power_w", "Cluster power over time", "power (kW)", 1e-3),
+)  # fmt: skip
+_PERCENT_AXIS = {"range": [0, 100], "dtick": 20}  # a rate: always 0-100%, as the PNGs
 
 
 def _over_time(view: StudyView) -> list[Figure]:
     """One run per group (its first seed): seeds differ only in their draws."""
-    lines: dict[str, list[dict[str, Any]]] = {c: [] for c, _, _, _ in _OVER_TIME}
+    lines: dict[str, dict[str, list[dict[str, Any]]]] = {c: {} for c, _, _, _ in _OVER_TIME}
+    series: dict[str, dict[str, tuple[npt.ArrayLike, ...]]] = {c: {} for c, _, _, _ in _OVER_TIME}
     for i, (group, runs) in enumerate(view.groups()):
         t = view.table(str(runs["run_id"].iloc[0]), "timeline")
         if t is None or t.empty or "time_s" not in t:
@@ -325,19 +388,30 @@ def _over_time(view: StudyView) -> list[Figure]:
                 continue
             y = t[column].to_numpy(dtype=float) * scale
             seed = runs["seed"].iloc[0] if "seed" in runs else ""
-            lines[column].append(
+            lines[column][group] = [
                 {"type": "scatter", "mode": "lines", "x": _r(hours), "y": _r(y),
                  "name": f"{group}" + (f" (seed {seed})" if seed != "" else ""),
                  "line": {"shape": "hv", "width": 1.5, "color": PALETTE[i % 10]},
                  "connectgaps": True}
-            )  # fmt: skip
-    return [
-        Figure(
-            f"time-{column}",
-            title,
-            "One run per group (its first seed); step lines, sampled at every change.",
-            {"data": lines[column], "layout": _layout(title, "time (h)", unit)},
+            ]  # fmt: skip
+            series[column][group] = (hours, y)
+    out = []
+    for column, title, unit, scale in _OVER_TIME:
+        if not lines[column]:
+            continue
+        note = _mark_identical(lines[column], series[column])
+        layout = _layout(title, "time (h)", unit)
+        if scale == 100.0:
+            layout["yaxis"].update(_PERCENT_AXIS)
+        out.append(
+            Figure(
+                f"time-{column}",
+                title,
+                _caption(
+                    "One run per group (its first seed); step lines, sampled at every change.",
+                    note,
+                ),
+                {"data": [t for g in lines[column].values() for t in g], "layout": layout},
+            )
         )
-        for column, title, unit, _ in _OVER_TIME
-        if lines[column]
-    ]
+    return out

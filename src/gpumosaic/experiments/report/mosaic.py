@@ -78,7 +78,7 @@ def mosaic_figure(view: StudyView) -> Figure | None:
                 "zmax": 1000,
                 "colorscale": "Viridis",
                 "colorbar": {"title": {"text": "milli"}},
-                "hovertemplate": "GPU %{y}<br>x %{x}<br>%{z} milli<extra></extra>",
+                "hovertemplate": f"GPU %{{y}}<br>{x_title} %{{x}}<br>%{{z}} milli<extra></extra>",
             }
         ],
         "layout": _layout(
@@ -89,6 +89,10 @@ def mosaic_figure(view: StudyView) -> Figure | None:
         ),
     }
     spec["layout"]["yaxis"]["autorange"] = "reversed"
+    # GPUs are whole: integer ticks (plotly would put some at 0.5 on a few rows).
+    spec["layout"]["yaxis"].update(
+        {"tickmode": "auto", "tickformat": "d", "dtick": max(1, gpus // 10)}
+    )
     return Figure(
         "mosaic-plot",
         f"GPU occupancy mosaic ({name})",

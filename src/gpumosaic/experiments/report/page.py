@@ -16,6 +16,7 @@ from gpumosaic.experiments.report.figures import Figure, figures
 from gpumosaic.experiments.report.mosaic import mosaic_figure
 from gpumosaic.experiments.report.stats import number
 from gpumosaic.experiments.report.tables import grid_rows, reason_table, reference_rows
+from gpumosaic.experiments.report.units import display
 from gpumosaic.experiments.report.view import StudyView, load_view
 
 REPORT_FILE = "report.html"
@@ -59,13 +60,20 @@ def _num(value: float) -> str:
     return number(value)
 
 
+def _metric_head(metric: str) -> str:
+    """The CLI's words and unit; the stored name (for ``gpumosaic query``) on hover."""
+    return f'<th title="{_e(metric)}">{_e(display(metric).label)}</th>'
+
+
 def _grid_section(view: StudyView) -> str:
     rows = grid_rows(view)
-    head = "".join(f"<th>{_e(a)}</th>" for a in ("group", "runs", *view.metrics))
+    shown = [display(m) for m in view.metrics]
+    head = "<th>group</th><th>runs</th>" + "".join(_metric_head(m) for m in view.metrics)
     body = []
     for row in rows:
         cells = "".join(
-            f'<td class="num" data-v="{c.mean}">{_e(c.text(4))}</td>' for c in row.cells
+            f'<td class="num" data-v="{d.value(c.mean)}">{_e(c.scaled(d.scale).text(4))}</td>'
+            for c, d in zip(row.cells, shown, strict=True)
         )
         body.append(f"<tr><td>{_e(row.group)}</td><td class='num'>{row.runs}</td>{cells}</tr>")
     grouped = ", ".join(view.group_axes) or "nothing (one group)"
@@ -78,28 +86,49 @@ def _grid_section(view: StudyView) -> str:
     )
 
 
+def _error_cell(err: float) -> str:
+    cls = "" if math.isnan(err) else ("good" if abs(err) <= 2 else "off")
+    return f"<td class='num {cls}'>{'-' if math.isnan(err) else f'{err:+.2f}%'}</td>"
+
+
 def _reference_section(view: StudyView) -> str:
     rows = reference_rows(view)
     if not rows:
         return ""
+    ratios = any(r.ratio is not None for r in rows)
     body = []
     for r in rows:
-        err = r.error_pct
-        cls = "" if math.isnan(err) else ("good" if abs(err) <= 2 else "off")
-        body.append(
-            f"<tr><td>{_e(r.where)}</td><td>{_e(r.metric)}</td>"
-            f"<td class='num'>{_e(r.ours.text(4))}</td><td class='num'>{r.ours.n}</td>"
-            f"<td class='num'>{_num(r.reference)}</td>"
-            f"<td class='num {cls}'>{'-' if math.isnan(err) else f'{err:+.2f}%'}</td>"
-            f"<td>{_e(r.source)}</td></tr>"
+        d = display(r.metric)
+        cells = (
+            f"<tr><td>{_e(r.where)}</td><td title='{_e(r.metric)}'>{_e(d.label)}</td>"
+            f"<td class='num'>{_e(r.ours.scaled(d.scale).text(4))}</td><td class='num'>{r.ours.n}"
+            f"</td><td class='num'>{_num(d.value(r.reference))}</td>{_error_cell(r.error_pct)}"
         )
-    head = "".join(
-        f"<th>{h}</th>" for h in ("runs", "metric", "ours", "n", "reference", "error", "source")
-    )
+        if ratios:
+            q = r.ratio
+            if q is None:
+                cells += "<td></td><td></td><td></td><td></td>"
+            else:
+                cells += (
+                    f"<td>{_e(q.base)}</td><td class='num'>{_num(q.ours)}</td>"
+                    f"<td class='num'>{_num(q.reference)}</td>{_error_cell(q.error_pct)}"
+                )
+        body.append(cells + f"<td>{_e(r.source)}</td></tr>")
+    names = ["runs", "metric", "ours", "n", "reference", "error"]
+    if ratios:
+        names += ["ratio to", "ours, ratio", "reference, ratio", "ratio error"]
+    head = "".join(f"<th>{h}</th>" for h in (*names, "source"))
+    note = "Ours: mean ± 95% interval over the matching runs; error = ours / reference - 1."
+    if ratios:
+        note += (
+            " Where references come as a set (one metric, one source), each row after the "
+            "first also has its ratio to that first row, ours and the reference's: the "
+            "comparison that carries over when absolute values cannot (another job draw, "
+            "another machine)."
+        )
     return (
         '<section id="reference"><h2>Ours beside the reference</h2>'
-        "<p class='note'>Ours: mean ± 95% interval over the matching runs; error = ours / "
-        "reference - 1.</p>"
+        f"<p class='note'>{note}</p>"
         f'<table class="sortable" id="reference-table"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></section>"
     )
@@ -245,7 +274,8 @@ def _page(view: StudyView, figs: list[Figure], mosaic: Figure | None, plotly_js:
 {_reasons_section(view)}
 {_notes_section(view)}
 <section id="experiment"><h2>Experiment file</h2><details><summary>{_e(exp.path.name)}
- (rerun: gpumosaic run {_e(view.root / "experiment.toml")})</summary>
+ (rerun: gpumosaic run {_e(view.root / "experiment.toml")} --out {_e(view.root)}: into
+ this folder, skipping the runs it holds)</summary>
 <pre>{_e(exp.text)}</pre></details></section>
 </main>
 <script type="application/json" id="figure-data">{data}</script>

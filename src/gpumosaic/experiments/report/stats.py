@@ -16,6 +16,10 @@ class MeanCI:
     half_width: float  # of the 95% interval; NaN with fewer than two values
     n: int
 
+    def scaled(self, factor: float) -> MeanCI:
+        """The same in another unit (hours from seconds, % from a fraction)."""
+        return MeanCI(self.mean * factor, self.half_width * factor, self.n)
+
     def text(self, digits: int = 4) -> str:
         if math.isnan(self.mean):
             return "-"
@@ -30,6 +34,8 @@ def number(value: float, digits: int = 4) -> str:
         return "-"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
+    if abs(value) >= 10.0 ** (digits - 1):  # 140 with 2 digits: 140, not 1.4e+02
+        return f"{value:.0f}"
     return f"{value:.{digits}g}"
 
 

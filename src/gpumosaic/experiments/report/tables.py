@@ -30,12 +30,29 @@ def grid_rows(view: StudyView) -> list[GridRow]:
 
 
 @dataclass(frozen=True, slots=True)
+class Ratio:
+    """A reference row against the first row of its set (same metric and source): what
+    carries over when the absolute values cannot (another job draw, another machine)."""
+
+    base: str  # the first row's ``where``
+    ours: float  # ours / ours of the base row
+    reference: float  # reference / reference of the base row
+
+    @property
+    def error_pct(self) -> float:
+        if not (math.isfinite(self.ours) and math.isfinite(self.reference)) or not self.reference:
+            return math.nan
+        return 100.0 * (self.ours / self.reference - 1.0)
+
+
+@dataclass(frozen=True, slots=True)
 class ReferenceRow:
     where: str
     metric: str
     ours: MeanCI
     reference: float
     source: str
+    ratio: Ratio | None = None  # None for the first row of its set, or a set of one
 
     @property
     def error_pct(self) -> float:
@@ -45,6 +62,26 @@ class ReferenceRow:
 
 
 def reference_rows(view: StudyView) -> list[ReferenceRow]:
+    """Ours beside each reference; a row whose reference shares its metric and source with
+    an earlier row also gets the ratio of both to that first row."""
+    rows = _absolute_rows(view)
+    first: dict[tuple[str, str], ReferenceRow] = {}
+    out = []
+    for row in rows:
+        base = first.setdefault((row.metric, row.source), row)
+        if base is row:
+            out.append(row)
+            continue
+        ours = row.ours.mean / base.ours.mean if base.ours.n and base.ours.mean else math.nan
+        reference = row.reference / base.reference if base.reference else math.nan
+        out.append(
+            ReferenceRow(row.where, row.metric, row.ours, row.reference, row.source,
+                         Ratio(base.where, ours, reference))
+        )  # fmt: skip
+    return out
+
+
+def _absolute_rows(view: StudyView) -> list[ReferenceRow]:
     out = []
     runs = view.runs
     for ref in view.experiment.reference:
@@ -80,16 +117,23 @@ def reason_category(reason: str) -> str:
 def reason_table(view: StudyView) -> ReasonTable:
     per_run: list[tuple[str, int, dict[str, int]]] = []
     for _, row in view.runs.iterrows():
-        jobs = view.table(str(row["run_id"]), "jobs", ["status", "reason", "queueing_s", "start_s"])
+        columns = ["status", "rejection", "reason", "queueing_s", "start_s"]
+        jobs = view.table(str(row["run_id"]), "jobs", columns)
         if jobs is None:
             continue
         counts: dict[str, int] = {}
         if "reason" in jobs:
             failed = jobs.loc[(jobs["reason"] != "") & (jobs["status"] != "completed")]
+            typed = "rejection" in jobs  # stores written since issue 25
+            keys = ["status", "reason", "rejection"] if typed else ["status", "reason"]
             # Count (status, reason) first: a run has few distinct verdicts.
-            pairs = failed.value_counts(["status", "reason"])
-            for (status, reason), n in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
-                key = f"{status}: {reason_category(str(reason))}"
+            pairs = failed.value_counts(keys)
+            for found, n in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
+                status, reason = found[0], found[1]
+                code = found[2] if typed else ""
+                # A rejection by its typed reason; other verdicts by the words' head.
+                verdict = code if code else reason_category(str(reason))
+                key = f"{status}: {verdict}"
                 counts[key] = counts.get(key, 0) + int(n)
         if "queueing_s" in jobs:
             waited = (jobs["queueing_s"] > 0) & jobs["start_s"].notna()

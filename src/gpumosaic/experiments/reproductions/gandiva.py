@@ -153,8 +153,8 @@ def run_variant(
 ) -> EvalRow:
     cluster, workload = build(scenario, table, seed)
     # Gandiva's simulator only when a run starts (the command's --help lists this module).
+    from gpumosaic.mechanisms.gandiva.config import GandivaConfig
     from gpumosaic.sim.gandiva import simulate_gandiva
-    from gpumosaic.sim.gandiva.config import GandivaConfig
 
     config = GandivaConfig(
         packing=variant.packing, migration=variant.migration, time_slicing=variant.time_slicing

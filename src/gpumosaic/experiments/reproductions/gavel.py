@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import numpy as np
-
 from gpumosaic.errors import InputError
+from gpumosaic.kernel_aot import kernels_ran
+from gpumosaic.metrics.summary import jct_values, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
-from gpumosaic.sim.result import JobStatus, SimResult
-from gpumosaic.sim.rounds import run_rounds
+from gpumosaic.run.build import build_parts, run_parts
+from gpumosaic.run.description import RunDescription
+from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable
@@ -77,6 +78,7 @@ class ReproRow:
     policy_solve_s: float
     elapsed_s: float
     cpu_s: float
+    kernels: str = "none"  # what ran the compiled kernels: aot, jit, aot+jit, none
 
     @property
     def jct_error(self) -> float:
@@ -104,15 +106,11 @@ def continuous_workload(rate: float, seed: int, jobs_source: str = "gavel") -> W
     return Workload(f"gavel:rate={rate:g}", GavelGenerator(config, table, seed), table, WINDOW)
 
 
-def summarize(result: SimResult) -> tuple[float, float, int]:
-    """(avg JCT h over measured completed jobs, makespan h, completed measured jobs)."""
-    done = [r for r in result.records if r.measured and r.status is JobStatus.COMPLETED]
-    if not done:
-        return float("nan"), float("nan"), 0
-    jct = float(np.mean([r.jct_s for r in done])) / 3600.0
-    start = min(r.arrival_s for r in result.records if r.measured)
-    makespan = (max(r.finish_s for r in done) - start) / 3600.0
-    return jct, makespan, len(done)
+def repro_figures(result: SimResult) -> tuple[float, float, int]:
+    """(avg JCT h over measured completed jobs, makespan h, completed measured jobs): the
+    run summary's own figures (``metrics.summary``; one makespan, docs/metrics.md)."""
+    summary = summarize(result)
+    return summary.avg_jct_s / 3600.0, summary.makespan_s / 3600.0, len(jct_values(result.records))
 
 
 def run_static(policy: str, placement: str = "strided", seed: int = 0) -> ReproRow:
@@ -120,7 +118,8 @@ def run_static(policy: str, placement: str = "strided", seed: int = 0) -> ReproR
     return _row("static", policy, 0.0, seed, "trace", cluster, static_workload(), placement)
 
 
-def _policy_object(policy: str, seed: int) -> Policy | str:
+def _policy_object(policy: str, seed: int) -> Policy | None:
+    """Gavel's policies as shipped (outside the registry); None: the registry's."""
     from gpumosaic.experiments.reproductions.gavel_quirks import (
         GavelShippedFifo,
         GavelShippedGandiva,
@@ -130,7 +129,33 @@ def _policy_object(policy: str, seed: int) -> Policy | str:
         return GavelShippedFifo(seed)
     if policy == SHIPPED_GANDIVA:
         return GavelShippedGandiva(seed)
-    return policy
+    return None
+
+
+def simulate_rounds(
+    cluster: ClusterSpec,
+    counts: Sequence[tuple[str, int]] | str,
+    workload: Workload,
+    policy: str,
+    placement: str,
+    seed: int,
+) -> SimResult:
+    """One round-mechanism run of a reproduction, through the road (``run.build``): a
+    description of the run, with the cluster and workload objects the study built and
+    Gavel's as-shipped policies, which the registry does not name."""
+    spelled = counts if isinstance(counts, str) else ",".join(f"{m}:{n}" for m, n in counts)
+    description = RunDescription(
+        cluster=spelled,
+        workload=workload.name,
+        policy=SHIPPED.get(policy, policy),
+        placement=placement,
+        seed=seed,
+        mechanism="rounds",
+    )
+    parts = build_parts(
+        description, cluster=cluster, workload=workload, policy=_policy_object(policy, seed)
+    )
+    return run_parts(parts).result
 
 
 def run_continuous(
@@ -152,9 +177,10 @@ def _row(
     placement: str,
 ) -> ReproRow:
     cpu0 = time.process_time()
-    result = run_rounds(cluster, workload, _policy_object(policy, seed), placement, seed=seed)
+    counts = STATIC_CLUSTER if experiment == "static" else CONTINUOUS_CLUSTER
+    result = simulate_rounds(cluster, counts, workload, policy, placement, seed)
     cpu = time.process_time() - cpu0
-    jct, makespan, completed = summarize(result)
+    jct, makespan, completed = repro_figures(result)
     if experiment == "static":
         ref_key = SHIPPED.get(policy, policy)
         ref_jct, ref_makespan = STATIC_REFERENCE.get(ref_key, (float("nan"), float("nan")))
@@ -178,6 +204,7 @@ def _row(
         policy_solve_s=stats.policy_solve_s,
         elapsed_s=stats.elapsed_s,
         cpu_s=cpu,
+        kernels=kernels_ran(),
     )
 
 

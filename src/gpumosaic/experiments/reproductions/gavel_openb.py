@@ -36,7 +36,6 @@ import numpy as np
 
 from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.sim.result import JobStatus
-from gpumosaic.sim.rounds import run_rounds
 from gpumosaic.workloads.workload import Workload
 
 
@@ -66,11 +65,13 @@ def openb_workload(rate: float, window: tuple[int, int], seed: int) -> Workload:
 
 
 def run_openb(placement: str, rate: float, window: tuple[int, int], seed: int) -> OpenbRun:
+    from gpumosaic.experiments.reproductions.gavel import simulate_rounds
     from gpumosaic.traces.openb import load_openb_nodes
 
     cluster = load_openb_nodes("openb:gpu")
-    result = run_rounds(
-        cluster, openb_workload(rate, window, seed), "max_min_fairness_perf", placement, seed=seed
+    workload = openb_workload(rate, window, seed)
+    result = simulate_rounds(
+        cluster, "openb:gpu", workload, "max_min_fairness_perf", placement, seed
     )
     measured = [r for r in result.records if r.measured]
     done = [r for r in measured if r.status is JobStatus.COMPLETED]
@@ -95,7 +96,7 @@ def run_openb(placement: str, rate: float, window: tuple[int, int], seed: int) -
         policy_solves=result.stats.policy_solves,
         policy_solve_s=result.stats.policy_solve_s,
         elapsed_s=result.stats.elapsed_s,
-        placement_failures=int(dict(result.extra).get("placement_failures", 0)),
+        placement_failures=result.leases.placement_failures if result.leases else 0,
     )
 
 

@@ -97,7 +97,8 @@ def _t(seconds: float) -> str:
 
 
 def _where(job: Any) -> str:
-    gpus = list(job["gpus"]) if "gpus" in job and job["gpus"] is not None else []
+    slots = job["gpus"] if "gpus" in job and job["gpus"] is not None else ""
+    gpus = slots.split() if isinstance(slots, str) else list(slots)  # older stores: a list
     node = int(job["node"]) if "node" in job and not pd.isna(job["node"]) else -1
     model = f" ({job['gpu_model']})" if job.get("gpu_model") else ""
     if node < 0:

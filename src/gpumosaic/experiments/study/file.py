@@ -27,6 +27,7 @@ names the file, the line and the key.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.experiments.study.kinds.base import GridError, RunKind, field_names, run_id
 from gpumosaic.experiments.study.locate import KeyLines, Loc, dotted
 
@@ -122,9 +123,11 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"not valid TOML: {err}", path=path) from None
+    _finite_numbers(raw, (), fail)
     model = _validate(ExperimentModel, raw, (), fail)
     if model.experiment.kind not in KINDS:
-        raise fail(("experiment", "kind"), f"unknown kind (known: {', '.join(KINDS)})")
+        hint = did_you_mean(model.experiment.kind, KINDS)
+        raise fail(("experiment", "kind"), f"unknown kind{hint} (known: {', '.join(KINDS)})")
     kind = run_kind(model.experiment.kind)
     grid = _validate(kind.grid_model, model.grid, ("grid",), fail)
     try:
@@ -139,7 +142,10 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
     report = model.report
     for i, name in enumerate(report.metrics):
         if name not in metrics:
-            raise fail(("report", "metrics", i), f"unknown metric {name!r} ({', '.join(metrics)})")
+            hint = did_you_mean(name, metrics)
+            raise fail(
+                ("report", "metrics", i), f"unknown metric {name!r}{hint} ({', '.join(metrics)})"
+            )
     for i, name in enumerate(report.group_by):
         if name not in axes:
             raise fail(("report", "group_by", i), f"not a grid axis ({', '.join(axes)})")
@@ -150,7 +156,8 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
             raise fail(("report", "mosaic", key), f"not a grid axis ({', '.join(axes)})")
     for i, ref in enumerate(model.reference):
         if ref.metric not in metrics:
-            raise fail(("reference", i, "metric"), f"unknown metric {ref.metric!r}")
+            hint = did_you_mean(ref.metric, metrics)
+            raise fail(("reference", i, "metric"), f"unknown metric {ref.metric!r}{hint}")
         for key in ref.where:
             if key not in axes:
                 raise fail(("reference", i, "where", key), f"not a grid axis ({', '.join(axes)})")
@@ -166,15 +173,31 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
     )
 
 
+def _finite_numbers(value: Any, loc: Loc, fail: Any) -> None:
+    """TOML spells ``nan`` and ``inf``: no study has a use for either."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise fail(loc, f"must be a finite number (got {value!r})")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _finite_numbers(item, (*loc, key), fail)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _finite_numbers(item, (*loc, i), fail)
+
+
 def _validate(model: type[BaseModel], data: Any, prefix: tuple[str, ...], fail: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
+        # An unknown key first: a misspelt key is also the reason a required one is missing.
+        errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        first = errors[0]
         loc = (*prefix, *first["loc"])
         message = first["msg"]
         if first["type"] == "extra_forbidden":
-            message = f"unknown key (known: {', '.join(_known(model, first['loc'][:-1]))})"
+            known = _known(model, first["loc"][:-1])
+            hint = did_you_mean(str(first["loc"][-1]), known)
+            message = f"unknown key{hint} (known: {', '.join(known)})"
         elif first["type"] == "missing":
             message = "missing: this key is required"
         elif "input" in first and not isinstance(first["input"], dict | list):

@@ -16,7 +16,8 @@ import numpy.typing as npt
 from gpumosaic.experiments.parallel import default_workers, parallel_map
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.sim.fill import FillResult, run_fill
+from gpumosaic.run.fill import fill_replay
+from gpumosaic.sim.fill import FillResult
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 TABLE_POINTS_PCT = (90.0, 100.0, 110.0, 130.0)
@@ -53,7 +54,7 @@ def _inputs(nodes: str, tasks: str) -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
 
 def run_one(spec: FillRunSpec) -> FillResult:
     cluster, jobs = _inputs(spec.nodes, spec.tasks)
-    return run_fill(cluster, jobs, spec.placement, spec.seed, spec.inflate)
+    return fill_replay(cluster, jobs, spec.placement, spec.seed, spec.inflate)
 
 
 def run_fill_sweep(

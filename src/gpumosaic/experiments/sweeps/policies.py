@@ -57,6 +57,9 @@ class PolicyRatePoint:
     avg_jct_s_sd: float
     ftf_rho_max_mean: float
     elapsed_s: float
+    completed_mean: float = math.nan  # how the jobs ended, means over seeds
+    rejected_mean: float = math.nan
+    unfinished_mean: float = math.nan
 
     @property
     def avg_jct_h(self) -> float:
@@ -116,6 +119,9 @@ def aggregate(points: Sequence[SweepPoint], runs: Sequence[SweepRun]) -> list[Po
                 avg_jct_s_sd=float(np.nanstd(jct, ddof=1)) if len(group) > 1 else 0.0,
                 ftf_rho_max_mean=float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
                 elapsed_s=float(sum(r.summary.elapsed_s for r in group)),
+                completed_mean=float(np.mean([r.summary.completed for r in group])),
+                rejected_mean=float(np.mean([r.summary.rejected for r in group])),
+                unfinished_mean=float(np.mean([r.summary.unfinished for r in group])),
             )
         )
     return sorted(out, key=lambda p: (p.policy, p.rate_per_hour))

@@ -30,17 +30,39 @@ __all__ = ["SweepRun", "default_workers", "parse_seeds", "run_one", "run_sweep",
 class SweepRun:
     request: RunRequest
     summary: Summary
-    jcts_s: npt.NDArray[np.float64]
+    jcts_s: npt.NDArray[np.float64]  # measured, completed jobs, in record order
     timeline: Timeline
+    job_ids: npt.NDArray[np.int64]  # the job of each entry of ``jcts_s``
+    kernels: str = "none"  # what ran the compiled kernels in its process (kernel_aot)
+
+    def jct_of(self, ids: frozenset[int]) -> npt.NDArray[np.float64]:
+        """The JCTs of the jobs ``ids`` (which this run completed), in record order."""
+        import numpy as np
+
+        keep = np.fromiter((int(i) in ids for i in self.job_ids), bool, len(self.job_ids))
+        return self.jcts_s[keep]
+
+    @property
+    def completed_ids(self) -> frozenset[int]:
+        return frozenset(self.job_ids.tolist())
 
 
 def run_one(request: RunRequest) -> SweepRun:
     from gpumosaic.experiments.runner import run_request
-    from gpumosaic.metrics.summary import jct_values
+    from gpumosaic.kernel_aot import kernels_ran
+    from gpumosaic.metrics.summary import completed_job_ids, jct_values
 
     outcome = run_request(request)
     result = outcome.result
-    return SweepRun(request, outcome.summary, jct_values(result.records), result.timeline)
+    records = result.records
+    return SweepRun(
+        request,
+        outcome.summary,
+        jct_values(records),
+        result.timeline,
+        completed_job_ids(records),
+        kernels_ran(),
+    )
 
 
 def run_sweep(

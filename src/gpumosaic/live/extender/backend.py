@@ -18,7 +18,13 @@ RngState = Mapping[str, Any]  # numpy's bit_generator.state (JSON-able)
 
 
 class BindError(RuntimeError):
-    """The bind could not be recorded (API error, database error); the message says why."""
+    """The bind could not be recorded (API error, no room in the recorded state); the
+    message says why. Answered as a logical failure (200 with ``Error``)."""
+
+
+class StateUnavailable(BindError):
+    """The state cannot be written at all (database read-only, disk full, locked): the
+    service is unhealthy until a write succeeds again. Answered with HTTP 503."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +56,13 @@ class Backend(Protocol):
         """Write ``annotations`` on the pod, then bind it to ``node``; BindError if not."""
         ...
 
-    def release(self, key: str) -> None: ...
+    def release(self, key: str) -> None:
+        """Forget a pod's share; StateUnavailable if that cannot be recorded."""
+        ...
+
+    def health(self) -> str:
+        """'' while the state can be written, else why not (for /healthz)."""
+        ...
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as API JSON, for a bind of a pod this process never filtered."""

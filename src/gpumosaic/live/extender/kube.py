@@ -160,6 +160,9 @@ class KubeBackend:
     def release(self, key: str) -> None:
         return None  # the API server already forgot the pod
 
+    def health(self) -> str:
+        return ""  # the API server holds the state; a failed bind is answered per pod
+
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             pod = self.core.read_namespaced_pod(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)

@@ -167,13 +167,15 @@ class SchedulerStandIn:
     def close(self) -> None:
         self.client.close()
 
-    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+    def _post(self, verb: str, body: dict[str, Any]) -> tuple[bool, Any]:
+        """(answered 200, the JSON). A 4xx is kube-scheduler's "failed with extender"
+        for this pod; a 5xx breaks the extender's contract and stops the replay."""
         start = time.perf_counter()
         response = self.client.post("/" + verb, json=body)
         self.latency[verb].append(time.perf_counter() - start)
-        if response.status_code != 200:
+        if response.status_code >= 500:
             raise RuntimeError(f"{verb}: HTTP {response.status_code}: {response.text[:200]}")
-        return response.json()
+        return response.status_code == 200, response.json()
 
     @staticmethod
     def interested(pod: dict[str, Any]) -> bool:
@@ -198,8 +200,8 @@ class SchedulerStandIn:
             args["NodeNames"] = [self.names[i] for i in fits]
         else:
             args["Nodes"] = {"metadata": {}, "items": [self.node_objects[i] for i in fits]}
-        result = self._post("filter", args)
-        if result.get("Error"):
+        ok, result = self._post("filter", args)
+        if not ok or result.get("Error"):
             return "filter_error"
         if self.node_cache_capable:
             names = list(result.get("NodeNames") or [])
@@ -213,7 +215,9 @@ class SchedulerStandIn:
                 args["NodeNames"] = names
             else:
                 args["Nodes"] = result["Nodes"]
-            scores = self._post("prioritize", args)
+            ok, scores = self._post("prioritize", args)
+            if not ok:
+                scores = []  # kube-scheduler logs a prioritize error and goes on without it
             totals = {n: 0 for n in names}
             for entry in scores:
                 if entry["Host"] in totals:
@@ -228,7 +232,8 @@ class SchedulerStandIn:
             "PodUID": meta["uid"],
             "Node": host,
         }
-        if self._post("bind", binding).get("Error"):
+        ok, answer = self._post("bind", binding)
+        if not ok or answer.get("Error"):
             return "bind"
         node = self.index[host]
         self.cpu_free[node] -= job.cpu_milli

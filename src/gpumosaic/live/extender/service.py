@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from gpumosaic.live.extender.backend import Backend, BindError, RngState
+from gpumosaic.live.extender.backend import Backend, BindError, RngState, StateUnavailable
 from gpumosaic.live.extender.decision import bind_strategy, decide, gpu_assignment, warm_scores
 from gpumosaic.live.extender.nodes import NodeTable
 from gpumosaic.live.extender.target import TargetSource
@@ -35,12 +36,10 @@ from gpumosaic.live.extender.vocabulary import (
     bound_pod,
     gpu_index_annotation,
     pod_request,
-    quantity,
 )
 from gpumosaic.live.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
-    error_filter_result,
     filter_result,
     host_priority_list,
 )
@@ -48,8 +47,8 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, BookkeepingError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import feasible_nodes
-from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.run.parts import build_placement_for
 
 CACHE_SIZE = 20_000  # pods remembered between filter and bind (bounded: memory stays flat)
 # Returned by _reserve for a pod already bound to the same node (a retried bind).
@@ -95,8 +94,7 @@ class ExtenderService:
         seed: int = 0,
         rng: np.random.Generator | None = None,
     ) -> None:
-        build_placement(placement, target.workload or TargetWorkload.from_jobs([PROBE]))
-        quantity("1", "warm-up")  # imports the quantity parser now, not in the first request
+        build_placement_for(placement, target.workload or TargetWorkload.from_jobs([PROBE]))
         self.backend = backend
         self.placement = placement
         self.target = target
@@ -148,7 +146,7 @@ class ExtenderService:
     def _build_strategy(self) -> None:
         if self.target.workload is None:
             return  # learned target and no pod seen yet: built at the first pod
-        self._strategy = build_placement(self.placement, self.target.workload)
+        self._strategy = build_placement_for(self.placement, self.target.workload)
         bind_strategy(self._strategy, self.nodes.state, self.rng)
         warm_scores(self._strategy, self.nodes.state, self.target.workload)
 
@@ -218,10 +216,8 @@ class ExtenderService:
         self._rebuild(self.nodes.readings, kept)
 
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
-        try:
-            request = pod_request(args.Pod)
-        except PodError as err:
-            return error_filter_result(str(err))
+        """ExtenderFilterResult; PodError (HTTP 422) for a pod that cannot be read."""
+        request = pod_request(args.Pod)
         names = args.node_names()
         with self._lock:
             job = request.job(self._observe(request))
@@ -230,15 +226,25 @@ class ExtenderService:
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
         """Scores 0..10 for the named nodes; the strategy's choice gets 10 (decision.py).
-        A pod that cannot be read scores 0 everywhere (prioritize has no Error field)."""
+        PodError (HTTP 422) for a pod that cannot be read."""
+        names, _, scores = self._scores(args)
+        return host_priority_list(names, scores.tolist())
+
+    def prioritize_encoded(self, args: ExtenderArgs) -> bytes:
+        """``prioritize`` as the JSON bytes of the HostPriorityList (the HTTP path)."""
+        with self._lock:  # the table must not be rebuilt between scoring and encoding
+            names, idx, scores = self._scores(args)
+            return self.nodes.encode_priorities(names, idx, scores)
+
+    def _scores(
+        self, args: ExtenderArgs
+    ) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+        request = pod_request(args.Pod)
         names = args.node_names()
-        try:
-            request = pod_request(args.Pod)
-        except PodError:
-            return host_priority_list(names, [0] * len(names))
         with self._lock:
             job = request.job(self._observe(request))
-            candidates = self.nodes.feasible_among(job, names)
+            idx = self.nodes.indices(names)
+            candidates = self.nodes.feasible_at(job, idx)
             if self._strategy is None:
                 self._build_strategy()
             assert self._strategy is not None
@@ -251,8 +257,7 @@ class ExtenderService:
                 if len(self._pending) > CACHE_SIZE:
                     self._pending.popitem(last=False)
             by_node = decision.score_of(self.nodes.state.num_nodes + 1)  # [-1]: unknown
-            scores = by_node[self.nodes.indices(names)].tolist()
-            return host_priority_list(names, scores)
+            return names, idx, by_node[idx]
 
     def _node_lock(self, name: str) -> threading.Lock:
         with self._lock:
@@ -303,6 +308,8 @@ class ExtenderService:
                     self.counters.bind_errors += 1
                     if self._held.pop(request.key, None) is not None:
                         self.nodes.state.release(reserved.job_id)
+                if isinstance(err, StateUnavailable):
+                    raise  # HTTP 503: the state, not the pod, is the problem
                 return {"Error": f"bind {request.label} to {args.Node}: {err}"}
         return {"Error": ""}
 
@@ -348,14 +355,20 @@ class ExtenderService:
             return a
 
     def release(self, key: str) -> bool:
-        """Free a pod's share (pod deleted or finished); False if it held nothing."""
+        """Free a pod's share (pod deleted or finished); False if it held nothing. The
+        record goes first: if it cannot be written (StateUnavailable), the pod stays held
+        here too, so the answer, the memory and a restart all agree."""
         with self._lock:
-            held = self._held.pop(key, None)
-            if held is None:
-                return False
-            self.nodes.state.release(held.assignment.job_id)
-            self._seen.pop(key, None)
-        self.backend.release(key)
+            held = self._held.get(key)
+        if held is None:
+            return False
+        self.backend.release(key)  # outside the lock: a slow write stalls no filter
+        with self._lock:
+            current = self._held.get(key)  # a rebuild meanwhile holds it anew
+            if current is not None and current.request == held.request:
+                del self._held[key]
+                self.nodes.state.release(current.assignment.job_id)
+                self._seen.pop(key, None)
         return True
 
     def release_by_name(self, namespace: str, name: str) -> bool:

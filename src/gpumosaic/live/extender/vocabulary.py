@@ -17,13 +17,26 @@ both the extender's wire and the ``kubernetes`` client's serializer give.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from functools import lru_cache
+from decimal import Decimal
 from typing import Any
 
+from gpumosaic.live.extender.admission import (
+    MAX_ANNOTATION_CHARS,
+    MAX_CONTAINERS,
+    MAX_GPU_COUNT,
+    MAX_INT64,
+    MAX_NAME_CHARS,
+    MAX_UID_CHARS,
+    AdmissionError,
+    array,
+    count,
+    gpu_indices,
+    mapping,
+    scaled,
+    text,
+)
 from gpumosaic.model.cluster import NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
@@ -34,13 +47,14 @@ GPU_COUNT = PREFIX + "gpu-count"
 GPU_CARD_MODEL = PREFIX + "gpu-card-model"
 GPU_INDEX = PREFIX + "gpu-index"
 ASSUME_TIME = PREFIX + "assume-time"
-MIB = 1 << 20
+MIB = Decimal(1 << 20)
+MILLI = Decimal("0.001")
 # Phases of a pod that holds nothing any more.
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-class PodError(ValueError):
-    """A pod whose request cannot be understood; the message names the pod and the field."""
+# A pod or node that cannot be read: admission's error (HTTP 422), named for this module.
+PodError = AdmissionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,106 +100,69 @@ class BoundPod:
     gpus: tuple[int, ...] | None
 
 
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PodError(f"{where} must be an object")
-    return value
-
-
-def _int_annotation(annotations: Mapping[str, Any], name: str, label: str) -> int | None:
-    raw = annotations.get(name)
-    if raw is None:
-        return None
-    text = str(raw).strip()
-    if not text.isdigit():  # rejects signs, decimals, exponents and empty strings
-        raise PodError(f"pod {label}: annotation {name}={raw!r} is not a non-negative integer")
-    return int(text)
-
-
-def pod_request(pod: Mapping[str, Any]) -> PodRequest:
-    """The request of a pod given as API JSON; ``PodError`` names what is wrong."""
+def pod_request(pod: Any) -> PodRequest:
+    """The request of a pod given as API JSON; ``PodError`` names what is wrong. Every
+    value passes admission: bounded names, ASCII integers in range, quantities by the API's
+    grammar."""
     if not isinstance(pod, Mapping):
         raise PodError("Pod must be an object")
-    meta = _mapping(pod.get("metadata"), "Pod.metadata")
-    name = str(meta.get("name") or "")
-    namespace = str(meta.get("namespace") or "default")
-    uid = str(meta.get("uid") or "")
-    if not name:
-        raise PodError("Pod.metadata.name is missing")
+    meta = mapping(pod.get("metadata"), "Pod.metadata")
+    name = text(meta.get("name"), "Pod.metadata.name", MAX_NAME_CHARS, required=True)
+    namespace = text(meta.get("namespace"), "Pod.metadata.namespace", MAX_NAME_CHARS)
+    namespace = namespace or "default"
+    uid = text(meta.get("uid"), "Pod.metadata.uid", MAX_UID_CHARS)
     label = f"{namespace}/{name}"
-    annotations = _mapping(meta.get("annotations"), f"pod {label}: metadata.annotations")
-    milli = _int_annotation(annotations, GPU_MILLI, label)
-    count = _int_annotation(annotations, GPU_COUNT, label)
-    if milli is not None and milli > MILLI_PER_GPU:
-        raise PodError(f"pod {label}: annotation {GPU_MILLI}={milli} is over {MILLI_PER_GPU}")
-    if count is None:
-        count = 1 if milli else 0
+    annotations = mapping(meta.get("annotations"), f"pod {label}: metadata.annotations")
+    raw_milli, raw_count = annotations.get(GPU_MILLI), annotations.get(GPU_COUNT)
+    where = f"pod {label}: annotation "
+    milli = None if raw_milli is None else count(raw_milli, where + GPU_MILLI, MILLI_PER_GPU)
+    number = None if raw_count is None else count(raw_count, where + GPU_COUNT, MAX_GPU_COUNT)
+    if number is None:
+        number = 1 if milli else 0
     if milli is None:
-        milli = MILLI_PER_GPU if count else 0
-    if count and milli == 0:
-        raise PodError(f"pod {label}: {GPU_COUNT}={count} with {GPU_MILLI}=0")
-    if count > 1 and milli < MILLI_PER_GPU:
+        milli = MILLI_PER_GPU if number else 0
+    if number and milli == 0:
+        raise PodError(f"pod {label}: {GPU_COUNT}={number} with {GPU_MILLI}=0")
+    if number > 1 and milli < MILLI_PER_GPU:
         raise PodError(
             f"pod {label}: {GPU_MILLI}={milli} below {MILLI_PER_GPU} is only allowed with "
-            f"{GPU_COUNT}=1 (got {count}): a share of several GPUs is not supported"
+            f"{GPU_COUNT}=1 (got {number}): a share of several GPUs is not supported"
         )
-    models = annotations.get(GPU_CARD_MODEL)
+    models = text(annotations.get(GPU_CARD_MODEL), where + GPU_CARD_MODEL, MAX_ANNOTATION_CHARS)
     allowed: frozenset[str] | None = None
-    if models is not None and str(models).strip():
-        allowed = frozenset(m.strip().upper() for m in str(models).split("|") if m.strip())
+    if models.strip():
+        allowed = frozenset(m.strip().upper() for m in models.split("|") if m.strip())
     cpu, memory = pod_cpu_memory(pod, label)
     return PodRequest(
         key=uid or label,
         namespace=namespace,
         name=name,
         uid=uid,
-        num_gpu=count,
-        gpu_milli=milli if count else 0,
-        allowed_models=allowed if count else None,
+        num_gpu=number,
+        gpu_milli=milli if number else 0,
+        allowed_models=allowed if number else None,
         cpu_milli=cpu,
         memory_mib=memory,
     )
 
 
-@lru_cache(maxsize=4096)
-def _quantity(text: str) -> Decimal:
-    from kubernetes.utils.quantity import parse_quantity
-
-    return Decimal(parse_quantity(text))
-
-
-def quantity(value: Any, where: str) -> Decimal:
-    """A Kubernetes quantity (``500m``, ``16Gi``, ``2``) as a Decimal; PodError if not."""
-    try:
-        result = _quantity(str(value).strip())
-    except (ValueError, InvalidOperation, TypeError):
-        raise PodError(f"{where}={value!r} is not a Kubernetes quantity") from None
-    if result < 0 or not result.is_finite():
-        raise PodError(f"{where}={value!r} must be a finite quantity >= 0")
-    return result
-
-
 def _requests(container: Any, where: str) -> tuple[int, int]:
-    container = _mapping(container, where)
-    resources = _mapping(container.get("resources"), f"{where}.resources")
-    requests = _mapping(resources.get("requests"), f"{where}.resources.requests")
+    container = mapping(container, where)
+    resources = mapping(container.get("resources"), f"{where}.resources")
+    requests = mapping(resources.get("requests"), f"{where}.resources.requests")
     cpu = requests.get("cpu")
     memory = requests.get("memory")
-    cpu_milli = 0 if cpu is None else math.ceil(quantity(cpu, f"{where} cpu") * 1000)
-    memory_mib = 0 if memory is None else math.ceil(quantity(memory, f"{where} memory") / MIB)
+    cpu_milli = 0 if cpu is None else scaled(cpu, f"{where} cpu", MILLI, up=True)
+    memory_mib = 0 if memory is None else scaled(memory, f"{where} memory", MIB, up=True)
     return cpu_milli, memory_mib
 
 
 def pod_cpu_memory(pod: Mapping[str, Any], label: str) -> tuple[int, int]:
     """kube-scheduler's effective request: max(sum of containers, max of init containers)
     plus the pod overhead."""
-    spec = _mapping(pod.get("spec"), f"pod {label}: spec")
-    containers = spec.get("containers") or []
-    inits = spec.get("initContainers") or []
-    if not isinstance(containers, list) or not isinstance(inits, list):
-        raise PodError(f"pod {label}: spec.containers must be a list")
+    spec = mapping(pod.get("spec"), f"pod {label}: spec")
+    containers = array(spec.get("containers"), f"pod {label}: spec.containers", MAX_CONTAINERS)
+    inits = array(spec.get("initContainers"), f"pod {label}: spec.initContainers", MAX_CONTAINERS)
     cpu = memory = 0
     for i, c in enumerate(containers):
         dc, dm = _requests(c, f"pod {label}: containers[{i}]")
@@ -193,10 +170,12 @@ def pod_cpu_memory(pod: Mapping[str, Any], label: str) -> tuple[int, int]:
     for i, c in enumerate(inits):
         dc, dm = _requests(c, f"pod {label}: initContainers[{i}]")
         cpu, memory = max(cpu, dc), max(memory, dm)
-    overhead = _mapping(spec.get("overhead"), f"pod {label}: spec.overhead")
+    overhead = mapping(spec.get("overhead"), f"pod {label}: spec.overhead")
     if overhead:
         dc, dm = _requests({"resources": {"requests": overhead}}, f"pod {label}: overhead")
         cpu, memory = cpu + dc, memory + dm
+    if cpu > MAX_INT64 or memory > MAX_INT64:  # a thousand containers at the maximum each
+        raise PodError(f"pod {label}: the requests add up beyond int64")
     return cpu, memory
 
 
@@ -207,28 +186,25 @@ def gpu_index_annotation(gpus: tuple[int, ...]) -> str:
 def bound_pod(pod: Mapping[str, Any]) -> BoundPod | None:
     """The share a pod holds, from ``spec.nodeName`` and its annotations; None when it
     holds nothing (not bound, or finished). Raises PodError for unreadable annotations."""
-    spec = _mapping(pod.get("spec"), "Pod.spec")
-    node = spec.get("nodeName")
-    status = _mapping(pod.get("status"), "Pod.status")
+    spec = mapping(pod.get("spec"), "Pod.spec")
+    status = mapping(pod.get("status"), "Pod.status")
+    node = text(spec.get("nodeName"), "Pod.spec.nodeName", MAX_NAME_CHARS)
     if not node or status.get("phase") in FINISHED_PHASES:
         return None
     request = pod_request(pod)
     if request.num_gpu == 0:
-        return BoundPod(request, str(node), ())
-    meta = _mapping(pod.get("metadata"), "Pod.metadata")
-    raw = _mapping(meta.get("annotations"), "Pod.metadata.annotations").get(GPU_INDEX)
+        return BoundPod(request, node, ())
+    meta = mapping(pod.get("metadata"), "Pod.metadata")
+    raw = mapping(meta.get("annotations"), "Pod.metadata.annotations").get(GPU_INDEX)
     if raw is None:
-        return BoundPod(request, str(node), None)
-    parts = str(raw).split("-")
-    if not all(p.strip().isdigit() for p in parts):
-        raise PodError(f"pod {request.label}: annotation {GPU_INDEX}={raw!r} is not like 0-1-2")
-    gpus = tuple(int(p) for p in parts)
+        return BoundPod(request, node, None)
+    gpus = gpu_indices(raw, f"pod {request.label}: annotation {GPU_INDEX}")
     if len(gpus) != request.num_gpu:
         raise PodError(
             f"pod {request.label}: {GPU_INDEX}={raw!r} names {len(gpus)} GPUs, "
             f"{GPU_COUNT} asks for {request.num_gpu}"
         )
-    return BoundPod(request, str(node), gpus)
+    return BoundPod(request, node, gpus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,33 +221,38 @@ def unknown_model(name: str) -> GpuModel:
     return GpuModel(name.upper(), 0, 0.0, 0.0)
 
 
-def node_reading(node: Mapping[str, Any]) -> NodeReading:
+def node_reading(node: Any) -> NodeReading:
     """A Node object of the API -> NodeSpec (allocatable first, capacity as fallback)."""
-    meta = _mapping(node.get("metadata"), "Node.metadata")
-    name = str(meta.get("name") or "")
-    if not name:
-        raise PodError("Node.metadata.name is missing")
-    status = _mapping(node.get("status"), f"node {name}: status")
+    node = mapping(node, "Node")
+    meta = mapping(node.get("metadata"), "Node.metadata")
+    name = text(meta.get("name"), "Node.metadata.name", MAX_NAME_CHARS, required=True)
+    status = mapping(node.get("status"), f"node {name}: status")
     capacity = {
-        **_mapping(status.get("capacity"), f"node {name}: capacity"),
-        **_mapping(status.get("allocatable"), f"node {name}: allocatable"),
+        **mapping(status.get("capacity"), f"node {name}: capacity"),
+        **mapping(status.get("allocatable"), f"node {name}: allocatable"),
     }
-    count_raw = capacity.get(GPU_COUNT)
-    if count_raw is None and capacity.get(GPU_MILLI) is not None:
-        count_raw = int(quantity(capacity[GPU_MILLI], f"node {name}: {GPU_MILLI}")) // 1000
-    count = 0 if count_raw is None else int(quantity(count_raw, f"node {name}: {GPU_COUNT}"))
-    labels = _mapping(meta.get("labels"), f"node {name}: labels")
-    model_name = str(labels.get(GPU_CARD_MODEL) or "").strip()
-    if count and not model_name:
-        raise PodError(f"node {name}: {count} GPUs but no label {GPU_CARD_MODEL}")
+    where = f"node {name}: "
+    if capacity.get(GPU_COUNT) is not None:
+        gpus = scaled(capacity[GPU_COUNT], where + GPU_COUNT, Decimal(1), up=False)
+    elif capacity.get(GPU_MILLI) is not None:
+        gpus = scaled(capacity[GPU_MILLI], where + GPU_MILLI, Decimal(MILLI_PER_GPU), up=False)
+    else:
+        gpus = 0
+    if gpus > MAX_GPU_COUNT:
+        raise PodError(f"node {name}: {gpus} GPUs is over {MAX_GPU_COUNT}")
+    labels = mapping(meta.get("labels"), f"node {name}: labels")
+    model_name = text(labels.get(GPU_CARD_MODEL), where + GPU_CARD_MODEL, MAX_NAME_CHARS)
+    model_name = model_name.strip()
+    if gpus and not model_name:
+        raise PodError(f"node {name}: {gpus} GPUs but no label {GPU_CARD_MODEL}")
     missing = False
     try:
         model = gpu_model(model_name) if model_name else unknown_model("NONE")
     except UnknownGpuModelError:
         model, missing = unknown_model(model_name), True
-    cpu = math.floor(quantity(capacity.get("cpu", 0), f"node {name}: cpu") * 1000)
-    memory = math.floor(quantity(capacity.get("memory", 0), f"node {name}: memory") / MIB)
-    return NodeReading(NodeSpec(name, model, count, cpu, memory), missing)
+    cpu = scaled(capacity.get("cpu", 0), where + "cpu", MILLI, up=False)
+    memory = scaled(capacity.get("memory", 0), where + "memory", MIB, up=False)
+    return NodeReading(NodeSpec(name, model, gpus, cpu, memory), missing)
 
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:

@@ -6,31 +6,46 @@ the embedded Pod and Node objects keep their own camelCase keys. Go decodes keys
 case-insensitively but we emit and accept the exact names.
 
 Requests are parsed once (``parse_args``/``parse_binding``): bytes that are not JSON, or
-JSON that is not the struct, raise ``WireError`` (HTTP 400 with the message). Pod and Node
-bodies stay plain dicts here: ``vocabulary`` reads the few fields it needs, which keeps the
-full-Nodes mode (1,213 Node objects per call at openb scale) fast.
+JSON that is not the struct, raise ``WireError`` (HTTP 400 with the message); lists and
+names are bounded (``admission``). Pod and Node bodies stay plain dicts here:
+``vocabulary`` reads the few fields it needs through admission, which keeps the full-Nodes
+mode (1,213 Node objects per call at openb scale) fast.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from gpumosaic.live.extender.admission import (
+    MAX_NAME_CHARS,
+    MAX_NODES,
+    MAX_UID_CHARS,
+    AdmissionError,
+)
 
 # MaxExtenderPriority in extender/v1: prioritize scores are 0..10, and kube-scheduler
 # multiplies them by the extender's weight x (MaxNodeScore 100 / 10).
 MAX_EXTENDER_PRIORITY = 10
 
 
-class WireError(ValueError):
+class WireError(AdmissionError):
     """A request body that is not the extender/v1 struct (answered with HTTP 400)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=400)
+
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+Uid = Annotated[str, StringConstraints(max_length=MAX_UID_CHARS)]
 
 
 class NodeList(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    items: list[dict[str, Any]] = Field(default_factory=list)
+    items: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_NODES)
 
 
 class ExtenderArgs(BaseModel):
@@ -41,7 +56,7 @@ class ExtenderArgs(BaseModel):
 
     Pod: dict[str, Any]
     Nodes: NodeList | None = None
-    NodeNames: list[str] | None = None
+    NodeNames: list[Name] | None = Field(default=None, max_length=MAX_NODES)
 
     @property
     def node_cache_capable(self) -> bool:
@@ -50,6 +65,10 @@ class ExtenderArgs(BaseModel):
     def node_names(self) -> list[str]:
         if self.NodeNames is not None:
             return self.NodeNames
+        return self.node_object_names()
+
+    def node_object_names(self) -> list[str]:
+        """The names of the Node objects; WireError if one has none."""
         if self.Nodes is None:
             return []
         names = []
@@ -58,6 +77,8 @@ class ExtenderArgs(BaseModel):
             name = meta.get("name") if isinstance(meta, dict) else None
             if not isinstance(name, str) or not name:
                 raise WireError(f"Nodes.items[{i}].metadata.name is missing")
+            if len(name) > MAX_NAME_CHARS:
+                raise WireError(f"Nodes.items[{i}].metadata.name is too long")
             names.append(name)
         return names
 
@@ -65,10 +86,10 @@ class ExtenderArgs(BaseModel):
 class ExtenderBindingArgs(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    PodName: str
-    PodNamespace: str
-    PodUID: str
-    Node: str
+    PodName: Name
+    PodNamespace: Name
+    PodUID: Uid
+    Node: Name
 
 
 def _load(body: bytes) -> Any:
@@ -94,7 +115,7 @@ def parse_args(body: bytes) -> ExtenderArgs:
         raise _explain(err, "ExtenderArgs") from None
     if args.Nodes is None and args.NodeNames is None:
         raise WireError("ExtenderArgs: one of Nodes or NodeNames must be set")
-    args.node_names()  # every Node object must have a name
+    args.node_object_names()  # every Node object must have a name
     return args
 
 

@@ -1,32 +1,68 @@
 """The HTTP API of the round service (FastAPI; the OpenAPI schema is at ``/openapi.json``).
 
-Users: ``POST /v1/jobs``, ``GET /v1/jobs``, ``GET /v1/jobs/{id}``, ``GET /v1/jobs/{id}/logs``,
-``POST /v1/jobs/{id}/cancel``. Jobs (``gpumosaic.lease``): ``POST /v1/leases/{id}/init``,
-``/progress`` (steps; ``at_end`` waits for the round decision), ``/checkpoint``, and
-``GET /v1/leases/{id}`` (410 once the lease is over: the caller is fenced).
-Operators: ``/healthz`` and Prometheus text at ``/metrics``.
+Users: ``POST /v1/jobs``, ``POST /v1/jobs/batch`` (all or nothing), ``GET /v1/jobs``
+(paginated: ``limit``, ``after``, ``state``), ``GET /v1/jobs/{id}``,
+``GET /v1/jobs/{id}/logs`` (a bounded tail, streamed), ``POST /v1/jobs/{id}/cancel``.
+Jobs (``gpumosaic.lease``): ``POST /v1/leases/{id}/init``, ``/progress`` (steps;
+``at_end`` waits for the round decision), ``/checkpoint``, and ``GET /v1/leases/{id}``
+(410 once the lease is over: the caller is fenced). Operators: ``/healthz`` and
+Prometheus text at ``/metrics``.
 
-With a token (required off loopback), every route but ``/healthz`` wants
-``Authorization: Bearer <token>``.
+Every input is checked by ``admission``'s limits (422 naming the field, 413 for a body
+over its limit, before it is read); no input gives a 5xx. With a token (required off
+loopback), every route but ``/healthz`` wants ``Authorization: Bearer <token>``, the
+docs (``/docs``, ``/redoc``, ``/openapi.json``) included; a job's own token opens only
+its own leases (``auth``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
+import logging
+import os
 import resource
-from collections.abc import Callable
-from typing import Any, Protocol
+import sqlite3
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, Protocol
 
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, Field
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
+from gpumosaic.live.rounds.admission import (
+    DEFAULT_LOG_TAIL_BYTES,
+    DEFAULT_PAGE,
+    MAX_BATCH_BODY_BYTES,
+    MAX_BODY_BYTES,
+    MAX_ID,
+    MAX_LEASE_ID_CHARS,
+    MAX_LOG_TAIL_BYTES,
+    MAX_PAGE,
+    LeaseCheckpoint,
+    LeaseInit,
+    LeaseProgress,
+)
+from gpumosaic.live.rounds.auth import Authority, lease_job
+from gpumosaic.live.rounds.body_limit import BodyLimit
 from gpumosaic.live.rounds.leases import Grant, LeaseTable
 from gpumosaic.live.rounds.ray_executor import log_tail
 from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.store import Store
-from gpumosaic.live.rounds.submission import JOB_STATES, JobSubmission, JobView
+from gpumosaic.live.rounds.submission import (
+    JOB_STATES,
+    JobBatch,
+    JobSubmission,
+    JobView,
+)
+from gpumosaic.live.ui.rounds import ui_router
+
+log = logging.getLogger(__name__)
+BATCH_PATH = "/v1/jobs/batch"
+LOG_CHUNK_BYTES = 64 * 1024
+
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="a job id")]
+LeaseId = Annotated[str, Path(min_length=1, max_length=MAX_LEASE_ID_CHARS)]
 
 
 class ServiceView(Protocol):
@@ -34,10 +70,11 @@ class ServiceView(Protocol):
 
     store: Store
     table: LeaseTable
-    token: str
+    authority: Authority
     park_margin_s: float
     default_retries: int
-    driver_error: BaseException | None
+
+    def health_problem(self) -> str | None: ...
 
     def check_fits(self, sub: JobSubmission) -> tuple[str, str] | None: ...
 
@@ -50,29 +87,9 @@ class ServiceView(Protocol):
     def clock(self) -> float: ...
 
 
-class LeaseInit(BaseModel):
-    steps: float = Field(ge=0)
-    rank: int = Field(default=0, ge=0)
-    pid: int = Field(default=0, ge=0)
-
-
-class LeaseProgress(BaseModel):
-    steps: float = Field(ge=0)
-    elapsed_s: float = 0.0
-    at_end: bool = False
-    rank: int = Field(default=0, ge=0)
-    pid: int = Field(default=0, ge=0)
-
-
-class LeaseCheckpoint(BaseModel):
-    steps: float = Field(ge=0)
-    rank: int = Field(default=0, ge=0)
-    pid: int = Field(default=0, ge=0)
-
-
-def _unprocessable(field: str, message: str) -> JSONResponse:
+def _unprocessable(loc: list[str | int], message: str) -> JSONResponse:
     """The same shape as FastAPI's own validation errors, so clients read one format."""
-    detail = [{"loc": ["body", field], "msg": message, "type": "value_error"}]
+    detail = [{"loc": ["body", *loc], "msg": message, "type": "value_error"}]
     return JSONResponse(status_code=422, content={"detail": detail})
 
 
@@ -109,22 +126,76 @@ def job_view(job: JobRow, steps_done: float, rate: float | None, tail: str = "")
     )
 
 
+def body_limit_of(path: str) -> int:
+    return MAX_BATCH_BODY_BYTES if path.rstrip("/") == BATCH_PATH else MAX_BODY_BYTES
+
+
+def stream_tail(path: str, size: int) -> Iterator[bytes]:
+    """The last ``size`` bytes of a file as it is now, in chunks (never all in memory)."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the generator
+    except OSError:
+        return
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        f.seek(max(0, end - size))
+        left = min(size, end)
+        while left > 0:
+            chunk = f.read(min(LOG_CHUNK_BYTES, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+            yield chunk
+
+
 def create_app(service: ServiceView) -> FastAPI:
     app = FastAPI(
         title="gpumosaic round service",
         description="Gavel's round-based scheduler executing jobs on Ray (docs/live.md).",
         version="1",
+        docs_url=None,  # served below, behind the token
+        redoc_url=None,
+        openapi_url=None,
     )
-    store, table = service.store, service.table
+    app.add_middleware(BodyLimit, limit_of=body_limit_of)
+    store, table, authority = service.store, service.table, service.authority
 
-    def authorized(request: Request) -> None:
-        if not service.token:
-            return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given, f"Bearer {service.token}"):
-            raise HTTPException(401, "missing or wrong token (Authorization: Bearer ...)")
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input, which may be NaN (not JSON) or huge.
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e["type"])}
+            for e in exc.errors()[:20]
+        ]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
-    auth = [Depends(authorized)]
+    @app.exception_handler(sqlite3.Error)
+    async def state_error(request: Request, exc: sqlite3.Error) -> JSONResponse:
+        log.error("state write failed: %s", exc)
+        return JSONResponse(
+            status_code=503, content={"detail": f"the service's state cannot be written: {exc}"}
+        )
+
+    def user(request: Request) -> None:
+        if not authority.is_user(request.headers.get("authorization")):
+            raise HTTPException(
+                401,
+                "missing or wrong token (Authorization: Bearer <the service's token>)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    def lease_holder(request: Request, lease_id: LeaseId) -> None:
+        lease = table.get(lease_id)
+        job_id = lease.job_id if lease is not None else lease_job(lease_id)
+        if not authority.may_use_lease(request.headers.get("authorization"), job_id):
+            raise HTTPException(
+                401,
+                "missing or wrong token for this lease (the job's GPUMOSAIC_TOKEN)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    users = [Depends(user)]
+    holders = [Depends(lease_holder)]
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
@@ -136,19 +207,19 @@ def create_app(service: ServiceView) -> FastAPI:
             raise HTTPException(404, f"no job {job_id}")
         return job
 
+    # ---- operators -----------------------------------------------------------------
+
     @app.get("/healthz", response_model=None)
     def healthz() -> dict[str, Any] | JSONResponse:
-        err = service.driver_error
-        if err is not None:  # the round loop died: say so instead of looking healthy
-            body = {"ok": False, "error": f"{type(err).__name__}: {err}"}
-            return JSONResponse(status_code=503, content=body)
+        problem = service.health_problem()
+        if problem is not None:  # the round loop died or the state is unwritable
+            return JSONResponse(status_code=503, content={"ok": False, "error": problem})
         return {"ok": True}
 
-    @app.get("/metrics", dependencies=auth, response_class=PlainTextResponse)
+    @app.get("/metrics", dependencies=users, response_class=PlainTextResponse)
     def metrics() -> str:
         counts = dict.fromkeys(JOB_STATES, 0)
-        for job in store.jobs():
-            counts[job.state] = counts.get(job.state, 0) + 1
+        counts.update(store.counts_by_state())
         lines = ["# TYPE gpumosaic_jobs gauge"]
         lines += [f'gpumosaic_jobs{{state="{s}"}} {n}' for s, n in counts.items()]
         for name, value in service.metrics().items():
@@ -161,31 +232,70 @@ def create_app(service: ServiceView) -> FastAPI:
         ]
         return "\n".join(lines) + "\n"
 
-    @app.post("/v1/jobs", dependencies=auth, status_code=201, response_model=None)
+    @app.get("/openapi.json", dependencies=users, include_in_schema=False)
+    def openapi() -> dict[str, Any]:
+        return app.openapi()
+
+    @app.get("/docs", dependencies=users, include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+
+    @app.get("/redoc", dependencies=users, include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=app.title)
+
+    # ---- users ---------------------------------------------------------------------
+
+    @app.post("/v1/jobs", dependencies=users, status_code=201, response_model=None)
     def submit(sub: JobSubmission) -> dict[str, int] | JSONResponse:
         problem = service.check_fits(sub)
         if problem is not None:
-            return _unprocessable(*problem)
+            return _unprocessable([problem[0]], problem[1])
         job_id = store.add_job(sub, service.clock(), default_retries=service.default_retries)
         return {"id": job_id}
 
-    @app.get("/v1/jobs", dependencies=auth)
-    def jobs() -> list[JobView]:
-        return [view(j) for j in store.jobs()]
+    @app.post(BATCH_PATH, dependencies=users, status_code=201, response_model=None)
+    def submit_batch(batch: JobBatch) -> dict[str, list[int]] | JSONResponse:
+        """Every job is checked first; then all are admitted in one transaction, or none."""
+        for i, sub in enumerate(batch.jobs):
+            problem = service.check_fits(sub)
+            if problem is not None:
+                return _unprocessable(["jobs", i, problem[0]], problem[1])
+        ids = store.add_jobs(batch.jobs, service.clock(), service.default_retries)
+        return {"ids": ids}
 
-    @app.get("/v1/jobs/{job_id}", dependencies=auth)
-    def job(job_id: int) -> JobView:
+    @app.get("/v1/jobs", dependencies=users)
+    def jobs(
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+        after: Annotated[int, Query(ge=0, le=MAX_ID, description="ids above this")] = 0,
+        state: Annotated[str | None, Query(max_length=16)] = None,
+    ) -> JSONResponse:
+        if state is not None and state not in JOB_STATES:
+            raise HTTPException(422, f"state must be one of {', '.join(JOB_STATES)}")
+        rows = store.jobs_page(after, limit, state)
+        headers = {"X-Next-After": str(rows[-1].id)} if len(rows) == limit else {}
+        body = [view(j).model_dump() for j in rows]
+        return JSONResponse(content=body, headers=headers)
+
+    @app.get("/v1/jobs/{job_id}", dependencies=users)
+    def job(job_id: JobId) -> JobView:
         row = find(job_id)
         tail = row.log_tail or log_tail(service.log_path(job_id), 2000)
         return view(row, tail)
 
-    @app.get("/v1/jobs/{job_id}/logs", dependencies=auth, response_class=PlainTextResponse)
-    def logs(job_id: int, tail: int = 20000) -> str:
+    @app.get("/v1/jobs/{job_id}/logs", dependencies=users, response_class=PlainTextResponse)
+    def logs(
+        job_id: JobId,
+        tail: Annotated[
+            int, Query(ge=0, le=MAX_LOG_TAIL_BYTES, description="bytes from the end")
+        ] = DEFAULT_LOG_TAIL_BYTES,
+    ) -> StreamingResponse:
         find(job_id)
-        return log_tail(service.log_path(job_id), max(tail, 0))
+        chunks = stream_tail(service.log_path(job_id), tail)
+        return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
 
-    @app.post("/v1/jobs/{job_id}/cancel", dependencies=auth)
-    def cancel(job_id: int) -> dict[str, Any]:
+    @app.post("/v1/jobs/{job_id}/cancel", dependencies=users)
+    def cancel(job_id: JobId) -> dict[str, Any]:
         row = find(job_id)
         if row.terminal:
             raise HTTPException(409, f"job {job_id} is already {row.state}")
@@ -199,16 +309,16 @@ def create_app(service: ServiceView) -> FastAPI:
             raise _gone(lease_id)
         return grant.to_json()
 
-    @app.get("/v1/leases/{lease_id}", dependencies=auth)
-    def lease(lease_id: str) -> dict[str, object]:
+    @app.get("/v1/leases/{lease_id}", dependencies=holders)
+    def lease(lease_id: LeaseId) -> dict[str, object]:
         return grant_json(table.current(lease_id), lease_id)
 
-    @app.post("/v1/leases/{lease_id}/init", dependencies=auth)
-    def init(lease_id: str, body: LeaseInit) -> dict[str, object]:
+    @app.post("/v1/leases/{lease_id}/init", dependencies=holders)
+    def init(lease_id: LeaseId, body: LeaseInit) -> dict[str, object]:
         return grant_json(table.init(lease_id, body.rank, body.pid), lease_id)
 
-    @app.post("/v1/leases/{lease_id}/progress", dependencies=auth)
-    async def progress(lease_id: str, body: LeaseProgress) -> dict[str, object]:
+    @app.post("/v1/leases/{lease_id}/progress", dependencies=holders)
+    async def progress(lease_id: LeaseId, body: LeaseProgress) -> dict[str, object]:
         grant = table.report(lease_id, body.rank, body.steps, body.elapsed_s, body.at_end)
         if grant is None:
             raise _gone(lease_id)
@@ -218,12 +328,13 @@ def create_app(service: ServiceView) -> FastAPI:
             )
         return grant_json(grant, lease_id)
 
-    @app.post("/v1/leases/{lease_id}/checkpoint", dependencies=auth)
-    def checkpoint(lease_id: str, body: LeaseCheckpoint) -> dict[str, object]:
+    @app.post("/v1/leases/{lease_id}/checkpoint", dependencies=holders)
+    def checkpoint(lease_id: LeaseId, body: LeaseCheckpoint) -> dict[str, object]:
         if not table.checkpoint(lease_id, body.rank, body.steps):
             raise _gone(lease_id)
         return {"ok": True, "steps": body.steps}
 
+    app.include_router(ui_router(service))  # /ui, /ui/stream (live/ui/rounds.py)
     return app
 
 

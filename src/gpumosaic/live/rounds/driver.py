@@ -380,7 +380,7 @@ class RoundDriver:
             self._static[job.id] = job
             self.total_of[job.id] = job.steps
             if row in self.decider.jobs.rejected:
-                self.store.finish(job.id, "rejected", self.decider.jobs.rejected[row], now)
+                self.store.finish(job.id, "rejected", str(self.decider.jobs.rejected[row]), now)
                 continue
             self.durable[job.id] = job.steps_done
             if job.steps_done > 0:

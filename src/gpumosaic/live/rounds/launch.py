@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.executor import LaunchSpec, RankLaunch
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
@@ -65,8 +66,8 @@ def launch_spec(
         env["GPUMOSAIC_GPU_TABLE_COLUMN"] = f"{column}:{factor!r}"
     if time_scale != 1.0:
         env["GPUMOSAIC_TIME_SCALE"] = repr(float(time_scale))
-    if token:
-        env["GPUMOSAIC_TOKEN"] = token
+    if token:  # the job's own token (its leases only), never the service's (auth.py)
+        env["GPUMOSAIC_TOKEN"] = job_token(token, job.id)
     return LaunchSpec(
         lease_id=lease_id,
         job_id=job.id,

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 import resource
+import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -20,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.errors import InputError
+from gpumosaic.live.rounds.auth import Authority
 from gpumosaic.live.rounds.cluster import (
     LiveCluster,
     discover,
@@ -33,18 +35,21 @@ from gpumosaic.live.rounds.cluster import (
 from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
 from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
 from gpumosaic.live.rounds.executor import Executor
+from gpumosaic.live.rounds.fencing import StateLock
 from gpumosaic.live.rounds.leases import LeaseTable
 from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.live.rounds.submission import JobSubmission
-from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.run.parts import RoundParts, build_round_parts
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # FGD needs the workload it should keep room for. Without --target-workload the service
 # assumes an even mix of the shapes users submit most (a whole GPU, half, a quarter, two
 # GPUs): an assumption, not a measurement; pass a job list to use your own mix.
+LOCAL_RAY_START_S = 120.0  # the least time a local Ray may take to start (not a measurement)
 DEFAULT_TARGET = (
     (1, 1000),
     (1, 500),
@@ -73,6 +78,8 @@ class ServiceConfig:
     park_margin_s: float = 30.0
     time_scale: float = 1.0  # job seconds per wall second (live/rounds/timescale.py)
     warm_launchers: bool = False  # one launcher actor per node (live/rounds/warm_executor.py)
+    ray_timeout_s: float = 30.0  # connecting to Ray (docs/live.md, "Ray connection")
+    ray_token_file: str | None = None
 
     def __post_init__(self) -> None:
         from gpumosaic.live.rounds.timescale import check_time_scale
@@ -81,17 +88,26 @@ class ServiceConfig:
             check_time_scale(self.time_scale)
         except ValueError as err:
             raise InputError(str(err), field="--time-scale", value=self.time_scale) from None
-        if self.round_s <= 0:
-            raise InputError("must be > 0", field="--round-s")
-        if self.grace_s < 0:
-            raise InputError("must be >= 0", field="--grace-s")
-        if self.max_retries < 0:
-            raise InputError("must be >= 0", field="--max-retries")
+        _in_range("--round-s", self.round_s, 0.001, 86_400.0)
+        _in_range("--grace-s", self.grace_s, 0.0, 3_600.0)
+        _in_range("--resolve-interval-s", self.resolve_interval_s, 0.0, 86_400.0)
+        _in_range("--start-timeout-s", self.start_timeout_s, 0.001, 86_400.0)
+        _in_range("--ray-timeout-s", self.ray_timeout_s, 0.1, 3_600.0)
+        _in_range("park margin", self.park_margin_s, 0.0, 3_600.0)
+        _in_range("--max-retries", self.max_retries, 0, 100)
+        _in_range("--port", self.port, 0, 65_535)
+        _in_range("--seed", self.seed, 0, 2**63 - 1)
         if not is_loopback(self.host) and not self.token:
             raise InputError(
                 f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
                 field="--host",
             )
+
+
+def _in_range(flag: str, value: float, low: float, high: float) -> None:
+    """Every number of the configuration is finite and inside its documented range."""
+    if not math.isfinite(value) or not low <= value <= high:
+        raise InputError(f"must be a number from {low:g} to {high:g}", field=flag, value=value)
 
 
 def is_loopback(host: str) -> bool:
@@ -103,15 +119,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def connect_ray(config: ServiceConfig) -> LiveCluster:
+def connect_ray(config: ServiceConfig, stop: threading.Event | None = None) -> LiveCluster:
     """Join ``--ray-address``, use an already connected Ray, or start a local one with
-    the ``--cluster`` models as logical GPUs; then read the cluster off Ray."""
+    the ``--cluster`` models as logical GPUs; then read the cluster off Ray. Bounded by
+    ``--ray-timeout-s`` and ended early by ``stop`` (``ray_connect``)."""
     import ray
+
+    from gpumosaic.live.rounds.ray_connect import bounded_init, use_token_file
 
     declared = parse_counts(config.cluster) if config.cluster else None
     if not ray.is_initialized():
+        if config.ray_token_file:
+            use_token_file(config.ray_token_file)
         if config.ray_address:
-            ray.init(address=config.ray_address, logging_level=logging.ERROR, log_to_driver=False)
+            address = config.ray_address
+
+            def init() -> None:
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         else:
             if declared is None:
                 raise InputError(
@@ -119,14 +143,72 @@ def connect_ray(config: ServiceConfig) -> LiveCluster:
                     field="--cluster",
                 )
             num_gpus, resources = local_ray_resources(declared)
-            ray.init(
-                num_gpus=num_gpus,
-                resources=resources,
-                include_dashboard=False,
-                logging_level=logging.ERROR,
-                log_to_driver=False,
-            )
+
+            def init() -> None:
+                ray.init(
+                    num_gpus=num_gpus,
+                    resources=resources,
+                    include_dashboard=False,
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                )
+
+        bounded_init(
+            init,
+            address=config.ray_address,
+            # Starting a local Ray takes ~10 s on an idle laptop, far more on a loaded one.
+            timeout_s=config.ray_timeout_s
+            if config.ray_address
+            else max(config.ray_timeout_s, LOCAL_RAY_START_S),
+            stop=stop or threading.Event(),
+            log_path=state_dir(config) / "ray-connect.log",
+            shutdown=ray.shutdown,
+        )
     return discover(ray_nodes(ray.nodes()), declared)
+
+
+def state_dir(config: ServiceConfig) -> Path:
+    state = Path(config.state)
+    return state.parent if state.parent != Path("") else Path(".")
+
+
+def open_state(config: ServiceConfig) -> tuple[StateLock, Store]:
+    """The state file, locked for this process and checked writable; a second service,
+    a damaged or a read-only file is one ``InputError`` line naming ``--state``."""
+    path = Path(config.state)
+    if path.exists() and not path.is_file():
+        raise InputError("is not a file", field="--state", value=config.state)
+    lock = StateLock.acquire(path)
+    try:
+        store = Store(path)
+    except sqlite3.Error as err:
+        lock.release()
+        raise InputError(
+            f"cannot open it as a gpumosaic state file: {err}", field="--state", value=config.state
+        ) from None
+    try:
+        store.probe_write()
+    except sqlite3.Error as err:
+        store.close()
+        lock.release()
+        raise InputError(f"cannot write it: {err}", field="--state", value=config.state) from None
+    return lock, store
+
+
+def bind_api(config: ServiceConfig) -> socket.socket:
+    """The API's listening socket, bound now (before Ray starts), so that a port in use
+    is one line and no work is done."""
+    try:
+        return socket.create_server((config.host, config.port))
+    except OSError as err:
+        why = err.strerror or str(err)
+        if err.errno == 98:  # EADDRINUSE
+            why = "address already in use (another gpumosaic serve? pick --port)"
+        raise InputError(
+            f"cannot listen on {config.host}:{config.port}: {why}",
+            field="--port",
+            value=config.port,
+        ) from None
 
 
 def target_workload(path: str | None) -> TargetWorkload:
@@ -143,12 +225,7 @@ def target_workload(path: str | None) -> TargetWorkload:
 
 def check_names(config: ServiceConfig) -> None:
     """Fail on a policy, placement or cluster mistake before Ray is started."""
-    from gpumosaic.placement.registry import build_placement
-    from gpumosaic.policies.registry import POLICY_NAMES
-
-    if config.policy not in POLICY_NAMES:
-        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
-    build_placement(config.placement, target_workload(config.target_workload))
+    build_parts_of(config)
     if config.cluster:
         parse_counts(config.cluster)
 
@@ -156,21 +233,32 @@ def check_names(config: ServiceConfig) -> None:
 def build_decider(
     config: ServiceConfig, cluster: LiveCluster
 ) -> tuple[LiveRoundDecider, PriorThroughputs]:
-    """The policy, placement and decider, built as ``sim/rounds.py`` builds them."""
-    from gpumosaic.placement.registry import build_placement
-    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
-
-    if config.policy not in POLICY_NAMES:
-        raise unknown_name("policy", config.policy, POLICY_NAMES, field="--policy")
-    policy = build_policy(config.policy, rng=np.random.default_rng(config.seed))
-    placement = build_placement(config.placement, target_workload(config.target_workload))
+    """The policy, placement and decider, built by the road the simulator takes
+    (``run.parts.build_round_parts``)."""
+    parts = build_parts_of(config)
     priors = PriorThroughputs(GavelThroughputTable.load())
-    round_config = RoundConfig(config.round_s, config.resolve_interval_s)
-    shuffle_rng, place_rng = np.random.default_rng(config.seed).spawn(2)
     decider = LiveRoundDecider(
-        cluster.spec, policy, placement, priors, round_config, shuffle_rng, place_rng
+        cluster.spec,
+        parts.policy,
+        parts.placement,
+        priors,
+        parts.config,
+        parts.shuffle_rng,
+        parts.place_rng,
     )
     return decider, priors
+
+
+def build_parts_of(config: ServiceConfig) -> RoundParts:
+    target = target_workload(config.target_workload)
+    return build_round_parts(
+        config.policy,
+        config.placement,
+        target,
+        config.seed,
+        config.round_s,
+        config.resolve_interval_s,
+    )
 
 
 class Service:
@@ -183,6 +271,8 @@ class Service:
         executor_factory: Callable[[LeaseTable], Executor] | None = None,
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[RoundPlan], None] | None = None,
+        state: tuple[StateLock, Store] | None = None,
+        listener: socket.socket | None = None,
     ) -> None:
         from gpumosaic.live.rounds.timescale import ScaledClock
 
@@ -191,12 +281,14 @@ class Service:
         self.config = config
         self.cluster = cluster
         self.clock = clock
-        self.token = config.token
+        self.authority = Authority(config.token)
         self.park_margin_s = config.park_margin_s * config.time_scale  # wall seconds kept
         self.default_retries = config.max_retries
-        state = Path(config.state)
-        self.data_dir = state.parent if state.parent != Path("") else Path(".")
-        self.store = Store(state)
+        self.data_dir = state_dir(config)
+        self.lock, self.store = state if state is not None else open_state(config)
+        self._listener = listener
+        self._probed_at = -1.0
+        self._state_problem: str | None = None
         self.table = LeaseTable(self.store, clock)
         if executor_factory is None and config.warm_launchers:
             from gpumosaic.live.rounds.warm_executor import WarmRayExecutor
@@ -236,6 +328,22 @@ class Service:
             return "gpus", f"asks for {sub.gpus} GPUs; at most {most} of one allowed model exist"
         return None
 
+    def health_problem(self) -> str | None:
+        """Why the service is not healthy (its round loop died, its state cannot be
+        written), or None. The state is probed with a real write at most once a second."""
+        err = self.driver_error
+        if err is not None:
+            return f"round loop stopped: {type(err).__name__}: {err}"
+        now = time.monotonic()
+        if now - self._probed_at >= 1.0:
+            self._probed_at = now
+            try:
+                self.store.probe_write()
+                self._state_problem = None
+            except sqlite3.Error as err:
+                self._state_problem = f"state {self.config.state} cannot be written: {err}"
+        return self._state_problem
+
     def live_steps(self, job: JobRow) -> float:
         if job.lease_id is not None:
             lease = self.table.get(job.lease_id)
@@ -264,6 +372,8 @@ class Service:
             "unmeasured_grants_total": c.unmeasured_grants,
             "placement_failures_total": self.decider.leases.failures,
             "policy_solves_total": book.solves,
+            "fallbacks_total": sum(n for _, n in book.fallbacks.counts),
+            **{f"fallback_{kind.value}_total": n for kind, n in book.fallbacks.counts},
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
@@ -278,6 +388,8 @@ class Service:
         from gpumosaic.live.rounds.timescale import ScaledClock
 
         app = create_app(self)
+        listener = self._listener if self._listener is not None else bind_api(self.config)
+        self._listener = None
         uv_config = uvicorn.Config(
             app,
             host=self.config.host,
@@ -287,7 +399,10 @@ class Service:
         )
         self._server = uvicorn.Server(uv_config)
         self._server.install_signal_handlers = lambda: None
-        server_thread = threading.Thread(target=self._server.run, name="gpumosaic-api", daemon=True)
+        server = self._server
+        server_thread = threading.Thread(
+            target=lambda: server.run(sockets=[listener]), name="gpumosaic-api", daemon=True
+        )
         server_thread.start()
         self._threads.append(server_thread)
         give_up = time.monotonic() + 30
@@ -300,6 +415,7 @@ class Service:
         port = self._server.servers[0].sockets[0].getsockname()[1]
         host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
         self.url = f"http://{host}:{port}"
+        self.lock.describe(self.url)
         driver_config = DriverConfig(
             round_s=self.config.round_s,
             grace_s=self.config.grace_s,
@@ -357,6 +473,7 @@ class Service:
             t.join(timeout=10)
         self.executor.shutdown()
         self.store.close()
+        self.lock.release()
 
     def request_stop(self) -> None:
         self._stop.set()

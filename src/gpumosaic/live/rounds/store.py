@@ -81,33 +81,40 @@ class Store:
     # ---- jobs ----------------------------------------------------------------------
 
     def add_job(self, sub: JobSubmission, now: float, default_retries: int) -> int:
-        retries = default_retries if sub.max_retries is None else sub.max_retries
+        return self.add_jobs([sub], now, default_retries)[0]
+
+    def add_jobs(self, subs: list[JobSubmission], now: float, default_retries: int) -> list[int]:
+        """Jobs admitted in one transaction: all of them, or (on any error) none."""
+        ids = []
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT INTO jobs (name, command, steps, num_gpu, gpu_milli, gpu_models, "
-                "priority_weight, job_type, workdir, env, max_retries, state, submitted_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
-                (
-                    sub.name,
-                    sub.command,
-                    sub.steps,
-                    sub.gpus,
-                    sub.gpu_milli,
-                    "|".join(m.upper() for m in sub.gpu_models),
-                    sub.priority_weight,
-                    sub.job_type,
-                    sub.workdir,
-                    json.dumps(sub.env, sort_keys=True),
-                    retries,
-                    now,
-                ),
-            )
-            job_id = int(cur.lastrowid or 0)
+            for sub in subs:
+                retries = default_retries if sub.max_retries is None else sub.max_retries
+                cur = db.execute(
+                    "INSERT INTO jobs (name, command, steps, num_gpu, gpu_milli, gpu_models, "
+                    "priority_weight, job_type, workdir, env, max_retries, state, submitted_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                    (
+                        sub.name,
+                        sub.command,
+                        sub.steps,
+                        sub.gpus,
+                        sub.gpu_milli,
+                        "|".join(m.upper() for m in sub.gpu_models),
+                        sub.priority_weight,
+                        sub.job_type,
+                        sub.workdir,
+                        json.dumps(sub.env, sort_keys=True),
+                        retries,
+                        now,
+                    ),
+                )
+                job_id = int(cur.lastrowid or 0)
+                if not sub.name:
+                    db.execute("UPDATE jobs SET name = ? WHERE id = ?", (f"job{job_id}", job_id))
+                self._event(db, now, job_id, "submitted", sub.command[:200])
+                ids.append(job_id)
             self.jobs_version += 1
-            if not sub.name:
-                db.execute("UPDATE jobs SET name = ? WHERE id = ?", (f"job{job_id}", job_id))
-            self._event(db, now, job_id, "submitted", sub.command)
-        return job_id
+        return ids
 
     def job(self, job_id: int) -> JobRow | None:
         with self._lock:
@@ -121,6 +128,28 @@ class Store:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY id").fetchall()
         return [job_row(r) for r in rows]
+
+    def jobs_page(self, after: int, limit: int, state: str | None = None) -> list[JobRow]:
+        """At most ``limit`` jobs with ids above ``after``, in id order (``GET /v1/jobs``)."""
+        query = "SELECT * FROM jobs WHERE id > ?"
+        args: list[object] = [after]
+        if state is not None:
+            query += " AND state = ?"
+            args.append(state)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
+        return [job_row(r) for r in rows]
+
+    def counts_by_state(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+            return {str(r["state"]): int(r["n"]) for r in rows.fetchall()}
+
+    def probe_write(self) -> None:
+        """A real write (rewrites the one service row): raises ``sqlite3.Error`` when the
+        state can no longer be written (read-only, disk full, I/O error)."""
+        with self._tx() as db:
+            db.execute("UPDATE service SET epoch_s = epoch_s")
 
     def mark_running(
         self, job_id: int, lease_id: str, gpu_type: str, gpu_index: str, now: float

@@ -1,32 +1,86 @@
 """What a user submits (validated, so a mistake is a 422 naming the field) and what the
-service shows back."""
+service shows back. The limits are ``admission``'s (documented in docs/live.md)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Annotated
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from gpumosaic.live.rounds.admission import (
+    ENV_KEY_PATTERN,
+    MAX_BATCH_JOBS,
+    MAX_COMMAND_CHARS,
+    MAX_ENV_KEY_CHARS,
+    MAX_ENV_VALUE_CHARS,
+    MAX_ENV_VARS,
+    MAX_GPU_MODELS,
+    MAX_GPUS,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_PRIORITY_WEIGHT,
+    MAX_RETRIES,
+    MAX_STEPS,
+    MIN_PRIORITY_WEIGHT,
+    no_nul,
+)
 from gpumosaic.model.gpu import MILLI_PER_GPU, UnknownGpuModelError, gpu_model
 
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "rejected")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "rejected"})
 
+EnvKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ENV_KEY_CHARS, pattern=ENV_KEY_PATTERN)
+]
+EnvValue = Annotated[str, StringConstraints(max_length=MAX_ENV_VALUE_CHARS)]
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+
 
 class JobSubmission(BaseModel):
     """One job: a command line run as a subprocess, and what it needs."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, allow_inf_nan=False)
 
-    command: str = Field(min_length=1, description="shell command line of the job")
-    steps: float = Field(gt=0, description="total training steps")
-    gpus: int = Field(default=1, ge=1, le=1024, description="GPUs (a gang if > 1)")
+    command: str = Field(
+        min_length=1, max_length=MAX_COMMAND_CHARS, description="shell command line of the job"
+    )
+    steps: float = Field(gt=0, le=MAX_STEPS, description="total training steps")
+    gpus: int = Field(default=1, ge=1, le=MAX_GPUS, description="GPUs (a gang if > 1)")
     gpu_milli: int = Field(default=MILLI_PER_GPU, ge=1, le=MILLI_PER_GPU)
-    gpu_models: list[str] = Field(default_factory=list, description="allowed models; [] = any")
-    priority_weight: float = Field(default=1.0, gt=0)
-    name: str = ""
-    job_type: str = Field(default="", description="a Gavel job type: its table rate is the prior")
-    workdir: str = Field(default="", description="working directory ('' = the service's)")
-    env: dict[str, str] = Field(default_factory=dict)
-    max_retries: int | None = Field(default=None, ge=0, le=100)
+    gpu_models: list[ModelName] = Field(
+        default_factory=list, max_length=MAX_GPU_MODELS, description="allowed models; [] = any"
+    )
+    priority_weight: float = Field(default=1.0, ge=MIN_PRIORITY_WEIGHT, le=MAX_PRIORITY_WEIGHT)
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
+    job_type: str = Field(
+        default="",
+        max_length=MAX_NAME_CHARS,
+        description="a Gavel job type: its table rate is the prior",
+    )
+    workdir: str = Field(
+        default="", max_length=MAX_PATH_CHARS, description="working directory ('' = the service's)"
+    )
+    env: dict[EnvKey, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV_VARS)
+    max_retries: int | None = Field(default=None, ge=0, le=MAX_RETRIES)
+
+    @field_validator("command", "name", "job_type", "workdir")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        return no_nul(value, "the text")
+
+    @field_validator("env")
+    @classmethod
+    def _env_no_nul(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            no_nul(item, f"the value of {key}")
+        return value
 
     @field_validator("gpu_models")
     @classmethod
@@ -39,11 +93,32 @@ class JobSubmission(BaseModel):
                 raise ValueError(str(err)) from None
         return out
 
+    @field_validator("job_type")
+    @classmethod
+    def _known_job_type(cls, value: str) -> str:
+        if value:  # a name the table lacks gave no prior, silently (issue 28)
+            from gpumosaic.errors import InputError
+            from gpumosaic.workloads.spec import check_job_type
+
+            try:
+                check_job_type(value)
+            except InputError as err:
+                raise ValueError(err.message) from None
+        return value
+
     @model_validator(mode="after")
     def _whole_gpus_for_gangs(self) -> JobSubmission:
         if self.gpus > 1 and self.gpu_milli != MILLI_PER_GPU:
             raise ValueError("a multi-GPU job must ask for whole GPUs (gpu_milli 1000)")
         return self
+
+
+class JobBatch(BaseModel):
+    """Several jobs submitted together: all are admitted, or none (``submit --file``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobSubmission] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
 
 
 class JobView(BaseModel):

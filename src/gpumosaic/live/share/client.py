@@ -4,20 +4,46 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
-from gpumosaic.live.share.daemon import socket_path
-from gpumosaic.live.share.lock import AntiThrashing
+from gpumosaic.live.share import limits
 from gpumosaic.live.share.native import ShareError
+from gpumosaic.live.share.sockets import default_socket_dir, socket_path
+from gpumosaic.sharing.lock import AntiThrashing
 
 _SOCKET_NAME = re.compile(r"^gpu(\d+)\.sock$")
 
 
+def check_trusted(socket_dir: Path) -> None:
+    """Refuse to talk through a directory that someone else could have put a socket in:
+    one writable by group or others, or -- the default directory, whose name carries this
+    user's id -- one that neither this user nor root owns."""
+    try:
+        st = os.lstat(socket_dir)
+    except OSError:
+        return  # nothing there: the caller says "no share daemon"
+    if not stat.S_ISDIR(st.st_mode):
+        raise ShareError(f"socket dir {socket_dir} is not a directory (a link or a file)")
+    if st.st_mode & 0o022:
+        raise ShareError(
+            f"socket dir {socket_dir} is writable by group or others (mode "
+            f"{stat.S_IMODE(st.st_mode):o}): not trusting a daemon there"
+        )
+    if socket_dir == default_socket_dir() and st.st_uid not in (0, os.geteuid()):
+        raise ShareError(
+            f"socket dir {socket_dir} belongs to uid {st.st_uid}, not to this user or root: "
+            "not trusting a daemon there"
+        )
+
+
 def daemon_sockets(socket_dir: Path, gpu: int | None = None) -> list[tuple[int, Path]]:
     """The GPU sockets under ``socket_dir`` (only ``gpu``'s when given), by GPU index."""
+    check_trusted(socket_dir)
     hint = f"start one with `gpumosaic share daemon --socket-dir {socket_dir}`"
     if gpu is not None:
         path = socket_path(socket_dir, gpu)
@@ -71,6 +97,7 @@ def request(path: Path, line: str, timeout_s: float = 5.0) -> str:
 
 def check_daemon(path: Path) -> None:
     """Raise a one-line ShareError unless a daemon answers at ``path``."""
+    check_trusted(path.parent)
     if not path.exists():
         raise ShareError(
             f"no share daemon at {path} (start one with "
@@ -97,12 +124,15 @@ def control(
     anti_thrashing: AntiThrashing | None = None,
 ) -> list[int]:
     """Set the TQ and/or the anti-thrashing mode on every GPU (or one); the GPUs changed."""
-    if tq_s is not None and tq_s <= 0:
-        raise ShareError(f"--tq must be > 0, got {tq_s}")
+    if tq_s is not None:
+        try:
+            tq_s = limits.tq_seconds(tq_s)
+        except ValueError as err:
+            raise ShareError(f"--tq: {err}") from None
     changed = []
     for index, path in daemon_sockets(socket_dir, gpu):
         if tq_s is not None:
-            request(path, f"SET_TQ tq={tq_s:g}")
+            request(path, f"SET_TQ tq={tq_s!r}")
         if anti_thrashing is not None:
             request(path, f"SET_MODE anti_thrashing={anti_thrashing.value}")
         changed.append(index)

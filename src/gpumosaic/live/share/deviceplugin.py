@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from gpumosaic.live.share import deviceplugin_api as api
-from gpumosaic.live.share.daemon import socket_path
 from gpumosaic.live.share.native import ShareError
+from gpumosaic.live.share.sockets import socket_path
 
 RESOURCE = "gpumosaic.io/share"
 PLUGIN_SOCKET = "gpumosaic-share.sock"

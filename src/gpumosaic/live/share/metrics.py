@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpumosaic.live.share.lock import GpuStatus
+from gpumosaic.sharing.lock import GpuStatus
 
 
 def _label(value: object) -> str:
@@ -33,6 +33,14 @@ def prometheus_text(
     lines += [f'gpumosaic_share_waiting{{gpu="{s.gpu}"}} {len(s.waiting)}' for s in statuses]
     family("gpumosaic_share_handovers_total", "counter", "Lock hand-overs between clients.")
     lines += [f'gpumosaic_share_handovers_total{{gpu="{s.gpu}"}} {s.handovers}' for s in statuses]
+    family(
+        "gpumosaic_share_revocations_total",
+        "counter",
+        "Locks taken back from a holder that did not release TQ + grace after DROP_LOCK.",
+    )
+    lines += [
+        f'gpumosaic_share_revocations_total{{gpu="{s.gpu}"}} {s.revocations}' for s in statuses
+    ]
     family("gpumosaic_share_working_set_bytes", "gauge", "Summed managed allocations.")
     lines += [
         f'gpumosaic_share_working_set_bytes{{gpu="{s.gpu}"}} {s.working_set_bytes}'
@@ -54,7 +62,7 @@ def prometheus_text(
     family(
         "gpumosaic_share_handover_latency_seconds",
         "summary",
-        "DROP_LOCK sent to LOCK_RELEASED received (the holder's drain and sync).",
+        "DROP_LOCK sent to LOCK_RELEASED received (the holder's drain and sync) or to revocation.",
     )
     for s, (total, count) in zip(statuses, latency_sums, strict=True):
         if s.handover_latencies_s:

@@ -9,18 +9,24 @@ the policy, and turn the Allocation into entities with a fresh accounting period
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs
 from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
 from gpumosaic.model.gpu import GpuModel
-from gpumosaic.policies.base import Allocation, PairCandidates, Policy
+from gpumosaic.policies.base import Allocation, PairCandidates, Policy, PolicyInput
+from gpumosaic.policies.isolated import Isolated
+from gpumosaic.policies.lp_solve import PolicySolveError
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
+
+log = logging.getLogger(__name__)
 
 
 class AllocationBook:
@@ -40,6 +46,8 @@ class AllocationBook:
         self.credit_s = round_s / 2.0
         self.pair_partners = pair_partners
         self.pairs = policy.traits.pairs
+        # Gavel measured packed rates only on its own models (V100, P100, K80).
+        self.packed_rates = all(m.throughput_key is not None for m in self.models)
         self.entities: EntityTable | None = None
         # Deficits carried into the next table: sorted entity keys and their (K, T) rows.
         self.deficits: tuple[np.ndarray, np.ndarray] = (
@@ -62,24 +70,44 @@ class AllocationBook:
             pairs is not PairCandidates.NONE
             and isinstance(throughputs, GavelThroughputTable)
             and len(rows) > 1
-            # Packed rates exist only for measured models (none are borrowed).
-            and all(m.throughput_key is not None for m in self.models)
         ):
-            keys = [m.throughput_key for m in self.models]
-            specs = [jobs.specs[r] for r in rows.tolist()]
-            top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
-            packed = candidate_pairs(specs, throughputs, keys, top_k)
+            if self.packed_rates:
+                keys = [m.throughput_key for m in self.models]
+                specs = [jobs.specs[r] for r in rows.tolist()]
+                top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
+                packed = candidate_pairs(specs, throughputs, keys, top_k)
+            else:
+                # Packed rates exist only for measured models (none are borrowed): this
+                # solve runs without pairs, as ``*_perf`` would; counted, never silent.
+                self.fallbacks += Fallbacks.of(Fallback.PACKED_RATES_MISSING)
         inp = build_policy_input(
             rows, jobs.columns(), self.type_names, self.capacity_gpus, now, packed
         )
         t0 = time.perf_counter()
-        allocation = self.policy.allocate(inp)
+        allocation = self._allocate(inp)
         self.solve_s += time.perf_counter() - t0
         self.solves += 1
         if allocation.fallbacks:
             self.fallbacks += allocation.fallbacks
         self.entities = self._entity_table(rows, allocation, jobs)
         self.last_reset_s = now
+
+    def _allocate(self, inp: PolicyInput) -> Allocation:
+        """The policy's allocation; if its solve fails (a solver error, numerical trouble),
+        Gavel's isolated shares instead: always feasible, counted as a fallback and logged
+        once, so one bad solve never stops a simulation or the live service."""
+        try:
+            return self.policy.allocate(inp)
+        except PolicySolveError as err:
+            if not self.fallbacks.count(Fallback.POLICY_SOLVE_FAILED):
+                log.warning(
+                    "%s: %s; isolated shares used (counted in fallbacks)", self.policy.name, err
+                )
+            fallback = Isolated().allocate(inp)
+            note = f"{self.policy.name}: {err}; used the isolated allocation"
+            return replace(
+                fallback, notes=(note,), fallbacks=Fallbacks.of(Fallback.POLICY_SOLVE_FAILED)
+            )
 
     def _carry_deficits(self, now: float, jobs: JobStore) -> None:
         ent = self.entities

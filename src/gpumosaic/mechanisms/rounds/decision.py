@@ -39,14 +39,18 @@ from gpumosaic.mechanisms.rounds.priorities import EntityTable, select_entity_ar
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.outcome import Rejection, RejectReason
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.filter import explain
 from gpumosaic.policies.base import Policy, TypeOrder
 from gpumosaic.types import BoolArray, FloatArray, IntArray
 from gpumosaic.workloads.throughputs import Throughputs
 
 # Steps below this are a finished job (the arithmetic of float step counts).
 STEP_EPS = 1e-6
+_CPU_ONLY = "the rounds schedule GPU jobs only (num_gpu=0)"
+_NO_THROUGHPUT = "no GPU model of the cluster gives it a throughput"
 
 # ``plan_arrays``' result: entity, type, rows a and b, rates a and b, steps a and b, and
 # whether any entity is a pair.
@@ -223,10 +227,13 @@ class RoundDecider:
         runnable: list[bool] = list(np.any(rates > 0, axis=1).tolist())
         admitted: list[int] = []
         for i, (row, job) in enumerate(zip(rows.tolist(), jobs, strict=True)):
-            if job.num_gpu == 0 or not self._could_ever_fit(job, rates[i]):
-                self.jobs.reject(row, "never fits: no node can hold it (or it asks for no GPU)")
+            if job.num_gpu == 0:
+                self.jobs.reject(row, Rejection(RejectReason.CPU_ONLY, _CPU_ONLY))
+            elif not self._could_ever_fit(job, rates[i]):
+                detail = explain(self.state, job).detail  # the filter's own words
+                self.jobs.reject(row, Rejection(RejectReason.NEVER_FITS, detail))
             elif not runnable[i]:
-                self.jobs.reject(row, "no throughput on any GPU model of the cluster")
+                self.jobs.reject(row, Rejection(RejectReason.NO_THROUGHPUT, _NO_THROUGHPUT))
             else:
                 admitted.append(row)
         if admitted:

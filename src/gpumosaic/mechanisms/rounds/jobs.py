@@ -13,6 +13,7 @@ import numpy as np
 
 from gpumosaic.mechanisms.rounds.policy_input import JobColumns
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.outcome import Rejection
 from gpumosaic.types import FloatArray, IntArray
 
 _INITIAL_ROWS = 256
@@ -41,7 +42,7 @@ class JobStore:
         self._bind_spec_columns()
         self.job_type: list[str] = []
         self.entity: list[str] = []
-        self.rejected: dict[int, str] = {}  # row -> reason
+        self.rejected: dict[int, Rejection] = {}  # row -> typed reason
         # Active rows in arrival order (a dict: a completion removes its row in O(1)).
         self._active: dict[int, None] = {}
 
@@ -135,8 +136,8 @@ class JobStore:
         self.is_active[rows] = True
         self._active.update(dict.fromkeys(rows.tolist() if isinstance(rows, np.ndarray) else rows))
 
-    def reject(self, row: int, reason: str) -> None:
-        self.rejected[row] = reason
+    def reject(self, row: int, rejection: Rejection) -> None:
+        self.rejected[row] = rejection
 
     def complete(self, rows: list[int], finish: list[float]) -> None:
         for row, t in zip(rows, finish, strict=True):

@@ -105,7 +105,7 @@ def check_placement(placement: str | None, own_order: str | None = None) -> None
     """Fail early (``--placement``) on a placement name no strategy has; ``own_order`` is
     a mechanism's own server order (Gandiva's ``affinity``), allowed only there."""
     from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.registry import build_placement
+    from gpumosaic.run.parts import build_placement_for
 
     if placement is None:
         return
@@ -118,9 +118,4 @@ def check_placement(placement: str | None, own_order: str | None = None) -> None
             field="--placement",
         )
     probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    try:
-        build_placement(placement, probe)
-    except InputError as err:
-        raise InputError(err.message, field="--placement", value=placement) from None
-    except ValueError as err:
-        raise InputError(str(err), field="--placement", value=placement) from None
+    build_placement_for(placement, probe)

@@ -69,12 +69,7 @@ class EventMechanism:
         result = simulator.run()
         if background is None:
             return result
-        extra = (
-            ("background_tasks", float(background.placed)),
-            ("background_skipped", float(background.skipped)),
-            ("background_allocation", background.fraction),
-        )
-        return replace(result, extra=(*result.extra, *extra))
+        return replace(result, background=background)
 
     @staticmethod
     def _background(parts: RunParts) -> tuple[ClusterState | None, BackgroundLoad | None]:

@@ -1,12 +1,15 @@
-"""``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler
-(``sim/gandiva/``: affinity, suspend-resume time slicing, packing, migration);
-``--policy`` is a queue order, ``--sharing gandiva:key=value,...`` its options."""
+"""``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler, the
+clock-free ``GandivaDecider`` (``mechanisms/gandiva/``: affinity, suspend-resume time
+slicing, packing, migration) driven by ``sim/gandiva/``; ``--policy`` is a queue order,
+``--sharing gandiva:key=value,...`` its options."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
+from gpumosaic.mechanisms.gandiva.config import GandivaConfig, parse_gandiva_options
+from gpumosaic.mechanisms.gandiva.ranking import AFFINITY, gandiva_target
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
 from gpumosaic.run.mechanisms.base import (
@@ -17,8 +20,6 @@ from gpumosaic.run.mechanisms.base import (
     refuse_background,
 )
 from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.gandiva.config import GandivaConfig, parse_gandiva_options
-from gpumosaic.sim.gandiva.ranking import AFFINITY, gandiva_target
 from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.workload import Workload
 

@@ -73,7 +73,6 @@ class RoundsMechanism:
             parts.workload,
             cast(Policy, parts.policy),  # an allocation policy (policy_kind)
             parts.placement,
-            d.seed,
             RoundConfig(d.round_s, d.resolve_interval_s),
             progress,
             cast(SpeedModel | None, parts.sharing),

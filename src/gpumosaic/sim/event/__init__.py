@@ -2,6 +2,6 @@
 progress under sharing models, around the clock-free ``mechanisms.event.SchedulingPass``)
 and ``tracker`` (cluster-wide figures kept current as nodes change)."""
 
-from gpumosaic.sim.event.simulator import EventSimulator, simulate
+from gpumosaic.sim.event.simulator import EventSimulator
 
-__all__ = ["EventSimulator", "simulate"]
+__all__ = ["EventSimulator"]

@@ -34,11 +34,12 @@ from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, jo
 from gpumosaic.mechanisms.gang import could_span
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.outcome import RejectReason
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.ordering import QueueOrder, build_queue_order
+from gpumosaic.policies.ordering import QueueOrder
 from gpumosaic.sharing.interference import NoInterference
 from gpumosaic.sharing.speed import InterferenceSpeed, SpeedModel
 from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult
@@ -83,24 +84,25 @@ class EventSimulator:
         workload: Workload,
         placement: PlacementStrategy,
         order: QueueOrder,
-        seed: int = 0,
+        *,
+        rng: np.random.Generator,
         backfill: bool = True,
         target: TargetWorkload | None = None,
         until_s: float = math.inf,
         progress: ProgressCallback | None = None,
         speed: SpeedModel | None = None,
-        rng: np.random.Generator | None = None,
         initial_state: ClusterState | None = None,
     ) -> None:
-        """``rng``: the run's Generator (placement ties, random placement); when None,
-        one seeded from ``seed``. ``initial_state``: a state of ``cluster`` that already
-        holds background load (``sim/background.py``); a fresh one when None."""
+        """Built objects only (``run.build`` builds them from a description). ``rng``: the
+        run's Generator (placement ties, random placement). ``initial_state``: a state of
+        ``cluster`` that already holds background load (``sim/background.py``); a fresh
+        one when None."""
         self.state = initial_state if initial_state is not None else ClusterState(cluster)
         self.speed: SpeedModel = speed or InterferenceSpeed(NoInterference())
         self.workload = workload
         self.placement = placement
         self.order = order
-        self.rng = rng if rng is not None else np.random.default_rng(seed)
+        self.rng = rng
         self.backfill = backfill
         self.until_s = until_s
         self.progress = progress
@@ -169,8 +171,8 @@ class EventSimulator:
             self.scheduling.add(job, shape)
             self._pass_pending = True
             return
-        verdict = explain(self.state, job)
-        reason = f"{verdict.reason.value}: {verdict.detail}"
+        verdict = explain(self.state, job)  # never fits: the job fits no empty node
+        reason = f"{RejectReason.NEVER_FITS.value}: {verdict.detail}"
         if job.may_span_nodes and could_span(self.state, job):
             reason += f" (spanning servers is not modelled under --sharing {self.speed.name})"
         self._status.append(_REJECTED)
@@ -411,6 +413,9 @@ class EventSimulator:
                 "gpu_milli": [job.gpu_milli for job in chunk],
                 "status": status[part],
                 "reason": reasons[part],
+                "rejection": [
+                    _NEVER_FITS if state is _REJECTED else None for state in status[part]
+                ],
                 "gpu_model": list(map(self._gpu_model.__getitem__, by_id[part])),
                 "measured": [is_measured(job_id) for job_id in ids],
                 "gpu_milli_seconds": milli_seconds[part].tolist(),
@@ -425,6 +430,7 @@ class EventSimulator:
         return tuple(records)
 
 
+_NEVER_FITS = RejectReason.NEVER_FITS  # the event mechanism's only rejection
 _RECORD_CHUNK = 8192
 # JobRecord's fields in order (its constructor is called positionally, column-wise).
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
@@ -435,38 +441,3 @@ def _pending_reason(state: ClusterState, job: JobSpec) -> str:
     if verdict.reason is Reason.GPU:
         return f"waiting: {verdict.detail}"
     return f"waiting ({verdict.reason.value}): {verdict.detail}"
-
-
-def simulate(
-    cluster: ClusterSpec,
-    workload: Workload,
-    placement: PlacementStrategy | str = "fgd",
-    order: QueueOrder | str = "fifo",
-    seed: int = 0,
-    backfill: bool = True,
-    until_s: float = math.inf,
-    progress: ProgressCallback | None = None,
-    speed: SpeedModel | None = None,
-) -> SimResult:
-    """Run the event-driven simulator. String placements are built with the target
-    workload taken from the workload's jobs (what FGD needs)."""
-    target = TargetWorkload.from_jobs(workload.target_sample())
-    if isinstance(placement, str):
-        from gpumosaic.placement.registry import build_placement
-
-        placement = build_placement(placement, target)
-    if isinstance(order, str):
-        order = build_queue_order(order)
-    sim = EventSimulator(
-        cluster,
-        workload,
-        placement,
-        order,
-        seed=seed,
-        backfill=backfill,
-        target=target,
-        until_s=until_s,
-        progress=progress,
-        speed=speed,
-    )
-    return sim.run()

@@ -1,15 +1,16 @@
-"""Gandiva (OSDI'18): affinity placement, suspend-resume time-slicing, introspective
-packing and migration, as one simulator over the event engine and ClusterState.
+"""Gandiva (OSDI'18) simulated: the clock-free ``GandivaDecider``
+(``mechanisms/gandiva``: affinity placement, suspend-resume time-slicing, introspective
+packing and migration) driven by the event engine, with progress from modelled rates.
 
-Modules, by concept: ``simulator`` (the driver and its events), ``servers`` (who holds
-which GPU sets on which server), ``group`` (one GPU set's time-slicing and progress),
-``affinity`` (the affinity order, pure), ``ranking`` (a named placement inside a tier),
-``rates`` (speeds, utilization, working sets), ``packing`` (whom to pack), ``migration``
-(the defragmentation planner, pure), ``moves`` (migrations and spreading), ``counters``
-(what happened, one value), ``records`` (the SimResult), ``config`` (the knobs).
+Modules: ``simulator`` (the driver: clock, arrivals, timers), ``progress`` (the modelled
+progress and the GPU-seconds ledger, the decider's ``Meter``), ``records`` (the SimResult).
 """
 
-from gpumosaic.sim.gandiva.config import GandivaConfig, GandivaOptionError, parse_gandiva_options
+from gpumosaic.mechanisms.gandiva.config import (
+    GandivaConfig,
+    GandivaOptionError,
+    parse_gandiva_options,
+)
 from gpumosaic.sim.gandiva.simulator import GandivaSimulator, run_gandiva, simulate_gandiva
 
 __all__ = [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
+from gpumosaic.mechanisms.gandiva.group import GandivaJob
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.sim.gandiva.counters import GandivaCounters
-from gpumosaic.sim.gandiva.group import JobRun, Ledger
+from gpumosaic.model.outcome import Rejection
+from gpumosaic.sim.gandiva.progress import JobProgress, Ledger
 from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, Timeline
 
 # (time, ledger then, held GPU-seconds then) at each end of a measurement window.
@@ -16,9 +18,10 @@ Snapshot = tuple[float, Ledger, float]
 
 def build_result(
     *,
-    runs: Iterable[JobRun],
-    queued: Iterable[JobRun],
-    rejected: Mapping[int, str],
+    jobs: Mapping[int, GandivaJob],
+    progress: Mapping[int, JobProgress],
+    queued: Iterable[GandivaJob],
+    rejected: Mapping[int, Rejection],
     is_measured: Callable[[int], bool],
     counters: GandivaCounters,
     ledger: Ledger,
@@ -28,17 +31,19 @@ def build_result(
     total_gpu_milli: int,
     end_s: float,
     stats: RunStats,
+    fallbacks: Fallbacks,
 ) -> SimResult:
-    queued_ids = {r.spec.id for r in queued}
+    queued_ids = {j.id for j in queued}
     records = tuple(
         _record(
-            run,
+            job,
+            progress[job_id],
             end_s,
-            rejected.get(run.spec.id),
-            run.spec.id in queued_ids,
-            is_measured(run.spec.id),
+            rejected.get(job_id),
+            job_id in queued_ids,
+            is_measured(job_id),
         )
-        for run in runs
+        for job_id, job in jobs.items()
     )
     suspended = sum(r.suspended_s for r in records)
     extra: tuple[tuple[str, float], ...] = (
@@ -74,22 +79,28 @@ def build_result(
         total_gpu_milli=total_gpu_milli,
         end_s=end_s,
         extra=extra,
+        fallbacks=fallbacks,
     )
 
 
 def _record(
-    run: JobRun, end: float, rejected: str | None, queued: bool, measured: bool
+    job: GandivaJob,
+    run: JobProgress,
+    end: float,
+    rejected: Rejection | None,
+    queued: bool,
+    measured: bool,
 ) -> JobRecord:
     spec = run.spec
     if rejected is not None:
-        status, reason = JobStatus.REJECTED, rejected
+        status, reason = JobStatus.REJECTED, str(rejected)
     elif run.finished:
         status, reason = JobStatus.COMPLETED, ""
     elif queued:
         status, reason = JobStatus.QUEUED, "no free or shareable GPU set (gandiva)"
     else:
         status, reason = JobStatus.RUNNING, ""
-    started = not math.isnan(run.start_s)
+    started = run.started
     stop = run.finish_s if run.finished else end
     # Placed but not holding the GPUs: time-sliced out, hand-overs, migrations, queued again.
     suspended = max(0.0, stop - run.start_s - run.running_s) if started else 0.0
@@ -104,11 +115,12 @@ def _record(
         gpu_milli=MILLI_PER_GPU if spec.num_gpu else 0,
         status=status,
         reason=reason,
+        rejection=None if rejected is None else rejected.reason,
         gpu_model=run.first_model,
         measured=measured,
         gpu_milli_seconds=run.gpu_milli_s,
         alone_s=run.alone_s,
         suspended_s=suspended,
-        migrations=run.migrations,
-        handovers=run.handovers,
+        migrations=job.migrations,
+        handovers=job.handovers,
     )

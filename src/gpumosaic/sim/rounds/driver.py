@@ -45,7 +45,14 @@ from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
 from gpumosaic.sharing.speed import SpeedModel
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.sim.result import (
+    JobRecord,
+    JobStatus,
+    LeaseCounts,
+    RunStats,
+    SimResult,
+    TimelineRecorder,
+)
 from gpumosaic.sim.rounds.sharing import shared_rates
 from gpumosaic.sim.rounds.tracker import RoundTracker
 from gpumosaic.workloads.throughputs import KeyedThroughputs
@@ -57,9 +64,9 @@ __all__ = ["RoundConfig", "RoundSimulator", "run_rounds"]
 def run_rounds(
     cluster: ClusterSpec,
     workload: Workload,
-    policy: Policy | str,
-    placement: str | PlacementStrategy = "strided",
-    seed: int = 0,
+    policy: Policy,
+    placement: PlacementStrategy,
+    rng: np.random.Generator,
     round_s: float = 360.0,
     resolve_interval_s: float = 1920.0,
     progress: Callable[[float], None] | None = None,
@@ -69,12 +76,15 @@ def run_rounds(
     symmetric_fast_path: bool = True,
     speed: SpeedModel | None = None,
 ) -> SimResult:
-    """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc);
-    ``speed`` adds a sharing model (``sim/rounds/sharing.py``)."""
+    """Simulate ``workload`` on ``cluster`` with Gavel's round mechanism (see module doc)
+    and built objects (``run.build`` builds them from a description); ``speed`` adds a
+    sharing model (``sim/rounds/sharing.py``)."""
     config = RoundConfig(
         round_s, resolve_interval_s, span_nodes, pair_partners, symmetric_fast_path
     )
-    simulator = RoundSimulator(cluster, workload, policy, placement, seed, config, progress, speed)
+    simulator = RoundSimulator(
+        cluster, workload, policy, placement, config, progress, speed, rng=rng
+    )
     return simulator.run()
 
 
@@ -86,47 +96,39 @@ class RoundSimulator:
         self,
         cluster: ClusterSpec,
         workload: Workload,
-        policy: Policy | str,
-        placement: str | PlacementStrategy,
-        seed: int,
+        policy: Policy,
+        placement: PlacementStrategy,
         config: RoundConfig,
         progress: Callable[[float], None] | None = None,
         speed: SpeedModel | None = None,
         on_plan: Callable[[RoundPlan], None] | None = None,
         *,
-        rng: np.random.Generator | None = None,
+        rng: np.random.Generator,
         target: TargetWorkload | None = None,
         describe: bool | None = None,
         launch_latency_s: float = 0.0,
     ) -> None:
-        """``rng``: the run's Generator (a string policy draws from it, the decider's type
-        shuffle and placement from two streams spawned from it); when None, one seeded
-        from ``seed``. ``target``: the placement's target workload (default: the
-        workload's sample). ``describe``: plans carry their entries as values (default: when
-        ``on_plan`` is given; a hook that only counts rounds turns it off).
-        ``launch_latency_s``: a job given a new lease (not an extension) starts stepping
-        this long after the round starts and stops at the round's end (a live cluster's
-        process start; ``sim-vs-live`` passes the value it measured live, docs/live.md)."""
+        """Built objects only (``run.build`` builds them from names). ``rng``: the run's
+        Generator (the decider's type shuffle and placement draw from two streams
+        spawned from it; a policy that draws was built with it). ``target``: the
+        placement's target workload (default: the workload's sample). ``describe``:
+        plans carry their entries as values (default: when ``on_plan`` is given; a hook
+        that only counts rounds turns it off). ``launch_latency_s``: a job given a new lease
+        (not an extension) starts stepping this long after the round starts and stops at
+        the round's end (a live cluster's process start; ``sim-vs-live`` passes the value
+        it measured live, docs/live.md)."""
         if not 0.0 <= launch_latency_s < float("inf"):
             raise ValueError("launch_latency_s must be finite and >= 0")
         self.launch_latency_s = launch_latency_s
+
         self.speed = speed
         self.cluster = cluster
         self.workload = workload
         self.config = config
         self.progress = progress
         self.on_plan = on_plan
-        rng = rng if rng is not None else np.random.default_rng(seed)
-        if isinstance(policy, str):
-            from gpumosaic.policies.registry import build_policy
-
-            policy = build_policy(policy, rng=rng)
         if target is None:
             target = TargetWorkload.from_jobs(workload.target_sample())
-        if isinstance(placement, str):
-            from gpumosaic.placement.registry import build_placement
-
-            placement = build_placement(placement, target)
         shuffle_rng, place_rng = rng.spawn(2)
         self.models = cluster.gpu_models
         self.decider = RoundDecider(
@@ -198,12 +200,12 @@ class RoundSimulator:
             elapsed_s=time.perf_counter() - started,
         )
         counts = leases.counts()
-        extra = (
-            ("lease_extensions", float(counts.extensions)),
-            ("lease_opportunities", float(counts.opportunities)),
-            ("placement_failures", float(counts.failures)),
-            ("placement_s", leases.seconds),
-            ("fast_placements", float(leases.fast_placements)),
+        lease_counts = LeaseCounts(
+            extensions=counts.extensions,
+            opportunities=counts.opportunities,
+            placement_failures=counts.failures,
+            placement_s=leases.seconds,
+            fast_placements=leases.fast_placements,
         )
         return SimResult(
             records=job_records(self.jobs, decider.type_names),
@@ -211,8 +213,8 @@ class RoundSimulator:
             stats=stats,
             total_gpu_milli=decider.state.total_gpu_milli,
             end_s=now,
-            extra=extra,
             fallbacks=fallbacks,
+            leases=lease_counts,
         )
 
     def _finished(self) -> bool:
@@ -385,7 +387,8 @@ def job_records(jobs: JobStore, type_names: tuple[str, ...]) -> tuple[JobRecord,
             num_gpu=spec.num_gpu,
             gpu_milli=spec.gpu_milli,
             status=status_,
-            reason=rejected.get(row, ""),
+            reason=str(rejection) if (rejection := rejected.get(row)) else "",
+            rejection=rejection.reason if rejection else None,
             gpu_model=names[t],
             measured=measured,
             gpu_milli_seconds=milli_s,

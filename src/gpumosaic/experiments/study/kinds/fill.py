@@ -23,7 +23,8 @@ from gpumosaic.experiments.study.kinds.base import (
 from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT, _inputs
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
-from gpumosaic.sim.fill import FAIL_REASONS, FillResult, kind_label, run_fill
+from gpumosaic.run.fill import fill_replay
+from gpumosaic.sim.fill import FAIL_REASONS, FillResult, kind_label
 
 
 class FillGrid(GridModel):
@@ -108,8 +109,8 @@ class FillKind:
 
     def check(self, grid: Any) -> None:
         from gpumosaic.errors import InputError
-        from gpumosaic.placement.registry import build_placement
         from gpumosaic.placement.workload import TargetWorkload
+        from gpumosaic.run.parts import build_placement_for
 
         g: FillGrid = grid
         for nodes in g.nodes:
@@ -122,9 +123,9 @@ class FillKind:
                 workload = TargetWorkload.from_jobs(jobs)
                 for placement in g.placement:
                     try:
-                        build_placement(placement, workload)
-                    except ValueError as err:
-                        raise GridError("placement", str(err)) from None
+                        build_placement_for(placement, workload, field="placement")
+                    except InputError as err:
+                        raise GridError("placement", err.message) from None
 
     def batch_key(self, point: Any) -> Hashable:
         return point
@@ -142,7 +143,7 @@ def run_point(point: FillPoint) -> RunProduct:
         tasks.append(task)
         where.append(assignment)
 
-    result = run_fill(cluster, jobs, point.placement, point.seed, point.inflate, on_task=keep)
+    result = fill_replay(cluster, jobs, point.placement, point.seed, point.inflate, on_task=keep)
     offset = np.concatenate([[0], np.cumsum([n.num_gpus for n in cluster.nodes])])
     description = {"kind": "fill", "tasks": point.tasks, "nodes": point.nodes,
                    "placement": point.placement, "seed": point.seed, "inflate": point.inflate,

@@ -33,8 +33,8 @@ from gpumosaic.experiments.study.kinds.base import (
     unique,
 )
 from gpumosaic.experiments.study.kinds.simulate import jobs_table, timeline_table
+from gpumosaic.mechanisms.gandiva.config import GandivaConfig
 from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.gandiva.config import GandivaConfig
 from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

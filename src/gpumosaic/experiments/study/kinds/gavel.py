@@ -14,10 +14,10 @@ from gpumosaic.experiments.reproductions.gavel import (
     CONTINUOUS_CLUSTER,
     SHIPPED,
     STATIC_CLUSTER,
-    _policy_object,
     continuous_workload,
+    repro_figures,
+    simulate_rounds,
     static_workload,
-    summarize,
 )
 from gpumosaic.experiments.study.kinds.base import (
     TIME_AXIS,
@@ -29,7 +29,6 @@ from gpumosaic.experiments.study.kinds.base import (
 )
 from gpumosaic.experiments.study.kinds.simulate import jobs_table, timeline_table
 from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.sim.rounds import run_rounds
 
 
 class GavelGrid(GridModel):
@@ -111,10 +110,12 @@ def run_point(point: GavelPoint) -> RunProduct:
         cluster = ClusterSpec.from_counts(CONTINUOUS_CLUSTER, gpus_per_node=1)
         workload = continuous_workload(point.rate, point.seed, point.jobs_source)
     cpu0 = time.process_time()
-    policy = _policy_object(point.policy, point.seed)
-    result = run_rounds(cluster, workload, policy, point.placement, seed=point.seed)
+    model_counts = STATIC_CLUSTER if point.part == "static" else CONTINUOUS_CLUSTER
+    result = simulate_rounds(
+        cluster, model_counts, workload, point.policy, point.placement, point.seed
+    )
     cpu = time.process_time() - cpu0
-    jct, makespan, completed = summarize(result)
+    jct, makespan, completed = repro_figures(result)
     stats = result.stats
     metrics = GavelMetrics(
         avg_jct_h=jct,
@@ -127,8 +128,7 @@ def run_point(point: GavelPoint) -> RunProduct:
         elapsed_s=stats.elapsed_s,
         cpu_s=cpu,
     )
-    counts = ",".join(f"{m}:{n}" for m, n in (STATIC_CLUSTER if point.part == "static"
-                                               else CONTINUOUS_CLUSTER))  # fmt: skip
+    counts = ",".join(f"{m}:{n}" for m, n in model_counts)
     description = {"kind": "gavel", "cluster": counts, "workload": workload.name,
                    "part": point.part, "policy": point.policy, "rate": point.rate,
                    "seed": point.seed, "jobs_source": point.jobs_source,

@@ -26,7 +26,7 @@ from gpumosaic.experiments.study.kinds.base import (
     RunProduct,
     unique,
 )
-from gpumosaic.metrics.columns import job_table_fields
+from gpumosaic.metrics.columns import job_table
 from gpumosaic.metrics.summary import Summary
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
@@ -161,16 +161,17 @@ def _as_grid_error(axis: str, check: Any) -> None:
 
 
 def _check_placement(name: str, gandiva: bool) -> None:
+    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
     from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.registry import build_placement
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.sim.gandiva.ranking import is_affinity
+    from gpumosaic.run.parts import build_placement_for
 
     if is_affinity(name):
         if not gandiva:
             raise ValueError("affinity is Gandiva's own server order: only with sharing gandiva")
         return
-    build_placement(name, TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)]))
+    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
+    build_placement_for(name, probe, field="placement")
 
 
 def run_point(point: SimulatePoint) -> RunProduct:
@@ -193,18 +194,9 @@ def run_point(point: SimulatePoint) -> RunProduct:
 
 
 def jobs_table(result: SimResult) -> pa.Table:
-    before, after = job_table_fields(result.records)
-    records = result.records
-    # Where it ran: the first part's node and GPU slots, and how many parts (a gang spans
-    # nodes); placements.parquet has every part.
-    where = {
-        "node": [r.placement[0][0] if r.placement else -1 for r in records],
-        "gpus": [list(r.placement[0][1]) if r.placement else [] for r in records],
-        "parts": [len(r.placement) for r in records],
-    }
-    columns = {**before, **where, **after}
-    schema = {"gpus": pa.list_(pa.int32())}
-    return pa.table({k: pa.array(v, type=schema.get(k)) for k, v in columns.items()})
+    """The one per-job table (``metrics.columns.job_table``; placements.parquet has every
+    GPU each job held)."""
+    return pa.table(job_table(result.records))
 
 
 def timeline_table(result: SimResult) -> pa.Table:

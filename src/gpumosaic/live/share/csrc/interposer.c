@@ -7,7 +7,9 @@
  *   lock that the daemon (gpumosaic share daemon) grants first-come-first-served for a
  *   time quantum; on DROP_LOCK the process blocks new work, synchronizes its context and
  *   answers LOCK_RELEASED; an idle holder releases early; kernel launches are paced so
- *   that a drop drains quickly;
+ *   that a drop drains quickly; a holder whose drop took longer than TQ + grace gets
+ *   LOCK_REVOKED from the daemon and from then on waits like any other client (new
+ *   gated calls block until it holds the lock again);
  * - the hooks are reached by symbol interposition, through dlsym (ctypes, frameworks that
  *   dlopen libcuda) and through cuGetProcAddress / cuGetProcAddress_v2 (CUDA 12 runtimes).
  *
@@ -367,6 +369,18 @@ static void *client_thread(void *arg) {
         pthread_mutex_unlock(&mu);
       } else if (is_msg(line, "DROP_LOCK")) {
         drop_lock();
+      } else if (is_msg(line, "LOCK_REVOKED")) {
+        /* The daemon gave the GPU to the next in line: calls already in flight finish,
+         * new ones wait (and ask again) until LOCK_OK. */
+        pthread_mutex_lock(&mu);
+        own_lock = req_pending = 0;
+        pacing_pending = 0;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        static int told;
+        if (!told++)
+          say("the daemon took the GPU back: this process did not release it within TQ + "
+              "grace of being asked (said once); its next GPU calls wait for their turn");
       } else if (is_msg(line, "SCHED_ON") || is_msg(line, "SCHED_OFF")) {
         pthread_mutex_lock(&mu);
         sched_on = is_msg(line, "SCHED_ON");

@@ -1,0 +1,139 @@
+"""``gpumosaic compare --executor ray``: after the Ray tasks, the same table, notes,
+``runs.csv`` and figures as the local executor prints and writes, read back from the
+result store the tasks wrote (``OUT/runs/RUN_ID/``: the run description, the summary
+row, the jobs and the timeline of every run).
+
+The ``compare`` command (cli/compare.py) calls ``show_stored_comparison`` once the study
+has run; a run the store does not hold (it failed) is left out of the table and named.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpumosaic.experiments.study.file import Experiment
+from gpumosaic.experiments.sweeps.runs import SweepRun
+
+
+def stored_runs(study: Experiment, out: Path) -> list[SweepRun]:
+    """The study's runs as ``SweepRun`` values, from what the store holds, in the study's
+    order (runs the store lacks are skipped)."""
+    from gpumosaic.experiments.results.store import ROW_FILE, read_table, run_folder
+    from gpumosaic.run.description import RunDescription
+    from gpumosaic.sim.result import Timeline
+
+    runs: list[SweepRun] = []
+    for planned in study.runs():
+        folder = run_folder(out, planned.run_id)
+        if not (folder / ROW_FILE).is_file():
+            continue
+        row = json.loads((folder / ROW_FILE).read_text())
+        description = json.loads((folder / "run.json").read_text())
+        request = RunDescription.from_values(description["request"])
+        jobs = read_table(out, planned.run_id, "jobs")
+        timeline = read_table(out, planned.run_id, "timeline")
+        assert jobs is not None and timeline is not None, planned.run_id
+        measured = np.asarray(jobs.column("measured").to_pylist(), dtype=bool)
+        completed = np.asarray([s == "completed" for s in jobs.column("outcome").to_pylist()])
+        jct = np.asarray(jobs.column("jct_s").to_pylist(), dtype=np.float64)
+        ids = np.asarray(jobs.column("job_id").to_pylist(), dtype=np.int64)
+
+        def column(name: str, kind: Any, table: Any = timeline) -> Any:
+            return np.asarray(table.column(name).to_pylist(), dtype=kind)
+
+        runs.append(
+            SweepRun(
+                request=request,
+                summary=_summary(row),
+                jcts_s=jct[measured & completed],
+                job_ids=ids[measured & completed],
+                timeline=Timeline(
+                    time_s=column("time_s", np.float64),
+                    allocated_milli=column("allocated_milli", np.float64),
+                    running=column("running", np.int64),
+                    queued=column("queued", np.int64),
+                    fragmentation_rate=column("fragmentation_rate", np.float64),
+                    power_gpu_w=column("power_gpu_w", np.float64),
+                    power_cpu_w=column("power_cpu_w", np.float64),
+                ),
+            )
+        )
+    return runs
+
+
+def _summary(row: dict[str, Any]) -> Any:
+    """The run's Summary from its stored row (the store writes NaN as null)."""
+    from gpumosaic.fallbacks import Fallback, Fallbacks
+    from gpumosaic.metrics.summary import Summary
+
+    values: dict[str, Any] = {}
+    for field in fields(Summary):
+        if field.name == "fallbacks":
+            continue
+        value = row.get(field.name)
+        values[field.name] = math.nan if value is None else value
+    counts = []
+    for kind, count in (row.get("fallbacks") or {}).get("counts", []):
+        name = str(kind).rpartition(".")[2]
+        found = Fallback.__members__.get(name) or next(
+            (f for f in Fallback if f.value == kind), None
+        )
+        if found is not None:
+            counts.append((found, int(count)))
+    return Summary(**values, fallbacks=Fallbacks.total([Fallbacks(tuple(counts))]))
+
+
+def show_stored_comparison(
+    study: Experiment, out: Path, seeds_text: str, json_out: bool
+) -> dict[str, Any]:
+    """Print the table and notes and write runs.csv, table.json and the figures of the
+    stored runs, as the local executor does; returns what ``--json`` adds (rows, files)."""
+    from rich.console import Console
+
+    from gpumosaic.cli.compare_table import identical_notes, print_table, table_rows
+    from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines
+    from gpumosaic.experiments.sweeps.runs import write_runs_csv
+    from gpumosaic.workloads.spec import parse_cluster
+
+    runs = stored_runs(study, out)
+    if not runs:
+        return {}
+    first = runs[0].request
+    sharings = list(dict.fromkeys(r.request.sharing for r in runs))
+
+    def cell(run: SweepRun) -> tuple[str, str]:
+        return run.request.resolved_placement(), run.request.sharing
+
+    cells = list(dict.fromkeys(map(cell, runs)))
+    label_of = {c: c[0] if len(sharings) == 1 else f"{c[0]} + {c[1]}" for c in cells}
+    by_label = {label_of[c]: [r for r in runs if cell(r) == c] for c in cells}
+    rows = table_rows(by_label)
+    write_runs_csv(runs, out / "runs.csv")
+    (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
+    scenario = f"{first.policy} on {first.cluster}, {first.workload}"
+    if len(sharings) == 1 and sharings[0] != "none":
+        scenario += f", sharing {sharings[0]}"
+    seeds = sorted({r.request.seed for r in runs})
+    jcts = {label: [r.jcts_s for r in mine] for label, mine in by_label.items()}
+    avgs = {label: [r.summary.avg_jct_s for r in mine] for label, mine in by_label.items()}
+    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seeds)
+    cluster = parse_cluster(first.cluster, first.gpus_per_node)
+    plot_timelines(
+        {label: mine[0].timeline for label, mine in by_label.items()},
+        cluster.num_gpus * 1000.0,
+        out / "timeline.png",
+        title=scenario,
+        seed=seeds[0],
+    )
+    if not json_out:
+        print_table(rows, f"{scenario}, seeds {seeds_text}")
+        for note in identical_notes(by_label, cluster):
+            Console().print(note, highlight=False, soft_wrap=True)
+        Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
+    return {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}

@@ -1,0 +1,50 @@
+"""Gandiva (OSDI'18) without a clock: ``GandivaDecider`` (see ``decider``).
+
+Modules, by concept: ``decider`` (the calls a driver makes, and the scheduling pass),
+``actions`` (what a driver executes), ``sets`` (who holds which GPU sets on which
+server), ``group`` (one GPU set's time-slicing and pair trials), ``observations``
+(measured rates, the input of introspection), ``affinity`` (the affinity order, pure),
+``ranking`` (a named placement inside a tier), ``rates`` (the table's speeds,
+utilization, working sets), ``packing`` (whom to pack), ``migration`` (the
+defragmentation planner, pure), ``moves`` (migrations and spreading), ``counters``
+(what happened, one value), ``config`` (the knobs).
+"""
+
+from gpumosaic.mechanisms.gandiva.actions import (
+    Action,
+    Migrate,
+    MoveReason,
+    Pack,
+    Reject,
+    Resume,
+    Start,
+    Suspend,
+    Unpack,
+)
+from gpumosaic.mechanisms.gandiva.config import (
+    GandivaConfig,
+    GandivaOptionError,
+    parse_gandiva_options,
+)
+from gpumosaic.mechanisms.gandiva.decider import GandivaDecider, Step
+from gpumosaic.mechanisms.gandiva.group import GandivaJob, GpuGroup, Meter
+
+__all__ = [
+    "Action",
+    "GandivaConfig",
+    "GandivaDecider",
+    "GandivaJob",
+    "GandivaOptionError",
+    "GpuGroup",
+    "Meter",
+    "Migrate",
+    "MoveReason",
+    "Pack",
+    "Reject",
+    "Resume",
+    "Start",
+    "Step",
+    "Suspend",
+    "Unpack",
+    "parse_gandiva_options",
+]

@@ -1,0 +1,82 @@
+"""The road's decision objects from names, for every caller: the run's build
+(``run/build.py``), ``serve`` and the Kubernetes extender. Light to import (no simulator,
+no solver): the extender imports it at start-up.
+
+- ``build_placement_for(name, target)``: a placement strategy scoring against a target
+  workload; a bad name is one ``InputError`` naming the option;
+- ``build_allocation_policy(name, rng)``: a Gavel allocation policy drawing from the
+  run's Generator;
+- ``build_round_parts(...)``: the round mechanism's policy, placement, ``RoundConfig``
+  and the decider's two Generators, spawned from the seed's root Generator exactly as
+  ``sim/rounds`` spawns them for ``simulate --mechanism rounds``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.registry import build_placement
+from gpumosaic.placement.workload import TargetWorkload
+
+if TYPE_CHECKING:
+    from gpumosaic.mechanisms.rounds.decision import RoundConfig
+    from gpumosaic.policies.base import Policy
+
+
+def build_placement_for(
+    name: str, target: TargetWorkload, field: str = "--placement"
+) -> PlacementStrategy:
+    """A placement strategy from its name (``fgd``, ``pwr=200,fgd=800``, ...) scoring
+    against ``target``; a bad name is an ``InputError`` naming ``field``."""
+    try:
+        return build_placement(name, target)
+    except InputError as err:
+        raise InputError(err.message, field=field, value=name) from None
+    except ValueError as err:
+        raise InputError(str(err), field=field, value=name) from None
+
+
+def build_allocation_policy(name: str, rng: np.random.Generator, field: str = "--policy") -> Policy:
+    """A Gavel allocation policy by name; one that draws at random draws from ``rng``."""
+    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
+
+    if name not in POLICY_NAMES:
+        raise unknown_name("policy", name, POLICY_NAMES, field=field)
+    return build_policy(name, rng=rng)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundParts:
+    """What a round driver (simulated or live) hands ``RoundDecider``."""
+
+    policy: Policy
+    placement: PlacementStrategy
+    config: RoundConfig
+    shuffle_rng: np.random.Generator  # the decider's GPU-type shuffle
+    place_rng: np.random.Generator  # the placement's draws
+
+
+def build_round_parts(
+    policy: str,
+    placement: str,
+    target: TargetWorkload,
+    seed: int,
+    round_s: float,
+    resolve_interval_s: float,
+) -> RoundParts:
+    """The round mechanism's decision objects from names: the policy drawing from the
+    run's root Generator (``default_rng(seed)``), the decider's two streams spawned from
+    it, as ``sim/rounds`` does for ``simulate --mechanism rounds``."""
+    from gpumosaic.mechanisms.rounds.decision import RoundConfig
+
+    rng = np.random.default_rng(seed)
+    built = build_allocation_policy(policy, rng)
+    strategy = build_placement_for(placement, target)
+    shuffle_rng, place_rng = rng.spawn(2)
+    config = RoundConfig(round_s, resolve_interval_s)
+    return RoundParts(built, strategy, config, shuffle_rng, place_rng)

@@ -1,0 +1,59 @@
+"""``gpumosaic submit``: the service's own admission rules before anything is sent, and
+``--file`` all or nothing (issue 28, item 3): every row is checked first (file, row and
+field named), then the rows go in one batch, and the ids are printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpumosaic.cli import app
+
+runner = CliRunner()
+
+
+def test_a_non_finite_or_absurd_number_is_one_line(api_factory) -> None:  # type: ignore[no-untyped-def]
+    svc = api_factory(round_s=600.0)
+    for args, flag in (
+        (["--steps", "inf"], "--steps"),
+        (["--steps", "nan"], "--steps"),
+        (["--steps", "10", "--priority-weight", "1e-300"], "--priority-weight"),
+        (["--steps", "10", "--gpu-milli", "5000"], "--gpu-milli"),
+    ):
+        result = runner.invoke(app, ["submit", "--server", svc.url, "--command", "true", *args])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1 and flag in lines[0], result.output
+    assert svc.store.jobs() == []
+    for command in (["job", "9223372036854775808"], ["logs", "1", "--tail", str(10**12)]):
+        result = runner.invoke(app, [*command, "--server", svc.url])
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+
+
+def test_submit_file_is_all_or_nothing(api_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    svc = api_factory(round_s=600.0)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "arrival_s,num_gpu,gpu_milli,duration_s,priority_weight\n"
+        "0,1,500,100,1\n"
+        "0,1,1000,100,1\n"
+        "0,1,1000,100,0.0000001\n"  # row 4 of the file: a weight admission refuses
+    )
+    args = ["submit", "--server", svc.url, "--command", "echo {id}", "--file", str(jobs)]
+    result = runner.invoke(app, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "jobs.csv" in lines[0] and "row 4" in lines[0] and "priority_weight" in lines[0]
+    assert svc.store.jobs() == []  # rows 2-3 were not started
+
+    # Rows that pass the CLI but not the cluster (8 GPUs of a 4-GPU cluster): none go in.
+    jobs.write_text("arrival_s,num_gpu,duration_s\n0,1,100\n0,8,100\n")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "row 3" in result.output and "gpus" in result.output
+    assert svc.store.jobs() == []
+
+    jobs.write_text("arrival_s,num_gpu,duration_s\n0,1,100\n0,2,100\n0,1,50\n")
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == '{"ids": [1, 2, 3]}'
+    assert [j.command for j in svc.store.jobs()] == ["echo 0", "echo 1", "echo 2"]
