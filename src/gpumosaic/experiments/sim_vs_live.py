@@ -166,6 +166,7 @@ def compare(
             value=description.policy,
         )
     jobs = _finite_jobs(parts)
+    _check_emulable(jobs)
     counts = _model_counts(parts)
     cluster = _live_cluster(counts)
     sim_parts = build_parts(description, cluster=cluster.spec)
@@ -301,6 +302,23 @@ def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
 
 
 # ---- inputs ------------------------------------------------------------------------
+
+
+def _check_emulable(jobs: Sequence[JobSpec]) -> None:
+    """Emulated jobs step at Gavel's table rate for their job type: a workload whose jobs
+    have none (openb tasks, job lists in ``duration_s``) cannot run live yet."""
+    from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+    table = GavelThroughputTable.load()
+    for job in jobs:
+        scale = max(job.num_gpu, 1)
+        if not any(table.has(job.job_type, scale, column) for column in table.gpu_types):
+            raise InputError(
+                f"job {job.id} ({job.job_type!r} on {scale} GPU(s)) has no rate in Gavel's "
+                "table, so it cannot be emulated live: use a Gavel workload or a job list "
+                "with job_type and steps",
+                field="--workload",
+            )
 
 
 def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
