@@ -36,7 +36,18 @@ if "model" in state:
         group["lr"] = saved
 batch = int(os.environ.get("BATCH", "256"))
 loss = torch.tensor(0.0)
-for step in lease.steps(start=state["step"]):
+
+
+def snapshot() -> dict:
+    """The state to checkpoint (the lease saves it every minute and at each extension)."""
+    return {
+        **state,
+        "model": {k: v.detach().cpu().tolist() for k, v in model.state_dict().items()},
+        "lr": [g["lr"] for g in optimizer.param_groups],
+    }
+
+
+for step in lease.steps(start=state["step"], save=snapshot):
     x = torch.randn(batch, 256, device=device)
     y = (x[:, :10].argmax(dim=1)).to(device)
     loss = nn.functional.cross_entropy(model(x), y)
@@ -44,7 +55,5 @@ for step in lease.steps(start=state["step"]):
     loss.backward()
     optimizer.step()
     state["step"] = step + 1
-state["model"] = {k: v.detach().cpu().tolist() for k, v in model.state_dict().items()}
-state["lr"] = [g["lr"] for g in optimizer.param_groups]
-lease.save(state)
+lease.save(snapshot())
 print(f"lease over at step {state['step']}, loss {loss.item():.4f}", flush=True)

@@ -5,8 +5,8 @@ A process the service launched finds everything it needs in its environment::
     from gpumosaic.lease import Lease
     lease = Lease.from_env()                 # job id, server, lease, checkpoint dir
     state = lease.load() or {"step": 0}      # the last saved state, or None
-    for step in lease.steps(start=state["step"]):  # stops at lease end or when all steps are done
-        train_one_step()
+    for step in lease.steps(start=state["step"], save=lambda: state):
+        train_one_step()                     # stops at lease end or when all steps are done
         state["step"] = step + 1
     lease.save(state)                        # JSON-serialisable; the next lease resumes from it
 
@@ -17,6 +17,14 @@ decision: an extended lease goes on in the same process, otherwise iteration sto
 the script saves and exits. SIGTERM (the scheduler preempting the job) also ends the
 iteration at the next step. ``wrap(loader)`` does the same around any iterable.
 
+``save`` (a callable returning the state to checkpoint) makes ``steps`` save on a cadence,
+every ``checkpoint_every_s`` of job time (default 60) and at every lease extension, so a
+job whose lease is extended round after round never runs long without a checkpoint: a
+crash of the service costs at most one interval of steps.
+
+Under a time scale (``GPUMOSAIC_TIME_SCALE``, ``serve --time-scale``) the grant's seconds
+and the reported stepping time are job time: the loop divides and multiplies by the scale.
+
 The checkpoint is one JSON file written atomically (temporary file, then rename) in
 ``GPUMOSAIC_CHECKPOINT_DIR``; the scheduler records its step count, so a job's progress
 is never counted further back than its last checkpoint. A lease the scheduler no longer
@@ -26,6 +34,7 @@ knows (a previous run's, after a restart) is fenced: it stops and never writes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -33,7 +42,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,9 +56,12 @@ ENV_RANK = "GPUMOSAIC_RANK"
 ENV_WORLD_SIZE = "GPUMOSAIC_WORLD_SIZE"
 ENV_TOTAL_STEPS = "GPUMOSAIC_TOTAL_STEPS"
 ENV_TOKEN = "GPUMOSAIC_TOKEN"
+ENV_TIME_SCALE = "GPUMOSAIC_TIME_SCALE"
+ENV_CHECKPOINT_EVERY_S = "GPUMOSAIC_CHECKPOINT_EVERY_S"
 
 CHECKPOINT_FILE = "checkpoint.json"
 RENEW_FRACTION = 0.75  # renew once 75 % of the grant (steps or time) is used, as Gavel
+CHECKPOINT_EVERY_S = 60.0  # job time between the loop's own checkpoints (``save=``)
 T = TypeVar("T")
 
 
@@ -64,6 +76,14 @@ class _Grant:
     total_steps: float
     stop: bool
     decision: int
+
+
+def _positive(text: str, default: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        return default
+    return value if 0 < value < float("inf") else default
 
 
 def read_checkpoint_steps(directory: str | Path) -> float | None:
@@ -88,6 +108,12 @@ class Lease:
     token: str = ""
     report_every_s: float = 1.0
     unreachable_s: float = 15.0  # give up (stop) after the server is unreachable this long
+    time_scale: float = 1.0  # job seconds per wall second (serve --time-scale)
+    checkpoint_every_s: float = CHECKPOINT_EVERY_S  # job time; with ``steps(save=...)``
+    checkpoints: int = 0  # saves written by this process
+    chunk: int = 1  # steps the current iteration of ``steps`` covers (``stride``)
+    _began: float | None = field(default=None, repr=False)  # monotonic, after init
+    _parked_s: float = field(default=0.0, repr=False)  # waiting for round decisions
     position: int = 0  # steps done (the index of the next step)
     _preempted: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -109,6 +135,10 @@ class Lease:
             world_size=int(env.get(ENV_WORLD_SIZE, "1")),
             total_steps=float(env.get(ENV_TOTAL_STEPS, "inf")),
             token=env.get(ENV_TOKEN, ""),
+            time_scale=_positive(env.get(ENV_TIME_SCALE, "1"), 1.0),
+            checkpoint_every_s=_positive(
+                env.get(ENV_CHECKPOINT_EVERY_S, str(CHECKPOINT_EVERY_S)), CHECKPOINT_EVERY_S
+            ),
         )
         lease._catch_sigterm()
         return lease
@@ -127,43 +157,59 @@ class Lease:
 
     # ---- the iterator --------------------------------------------------------------
 
-    def steps(self, start: int = 0) -> Iterator[int]:
+    def steps(
+        self, start: int = 0, save: Callable[[], Any] | None = None, stride: int = 1
+    ) -> Iterator[int]:
         """Step indices from ``start``; stops at the lease's end, at preemption, when the
-        lease is fenced, or when all the job's steps are done."""
+        lease is fenced, or when all the job's steps are done. ``save``: returns the state
+        to checkpoint; called every ``checkpoint_every_s`` (job time) and at every
+        extension, always between two steps. ``stride``: steps the loop's body does per
+        iteration (``chunk`` says how many this one covers: fewer at a grant's end)."""
         self.position = int(start)
         grant = self._call("init", {"steps": self.position})
         if grant is None:
             return
-        began = time.monotonic()
-        parked_s = 0.0
+        scale = self.time_scale
+        every_wall = self.checkpoint_every_s / scale
+        began = self._began = time.monotonic()
+        self._parked_s = 0.0
         granted_at, from_step = began, self.position
-        deadline = began + grant.seconds_left
+        deadline = began + grant.seconds_left / scale
         renewed, last_report = -1, began
+        saved_at = began
         while True:
             if self.position >= self.total_steps:
-                self._call("progress", self._progress(began, parked_s))
+                self._call("progress", self._progress())
                 return
             if self.preempted or grant.stop:
-                self._call("progress", self._progress(began, parked_s))
+                self._call("progress", self._progress())
                 return
             now = time.monotonic()
             if self.position >= grant.until_step or now >= deadline:
                 t0 = time.monotonic()
-                nxt = self._call("progress", self._progress(began, parked_s, at_end=True))
-                parked_s += time.monotonic() - t0
+                nxt = self._call("progress", self._progress(at_end=True))
+                self._parked_s += time.monotonic() - t0
                 if nxt is None or nxt.stop or nxt.seconds_left <= 0:
                     return
                 if self.position >= nxt.until_step:
                     return
                 grant = nxt
                 granted_at, from_step = time.monotonic(), self.position
-                deadline = granted_at + grant.seconds_left
+                deadline = granted_at + grant.seconds_left / scale
+                if save is not None:  # extended: the process goes on, so save now
+                    self.save(save())
+                    saved_at = time.monotonic()
+                continue
+            if save is not None and now - saved_at >= every_wall:
+                if not self.save(save()):
+                    return  # fenced
+                saved_at = time.monotonic()
                 continue
             used_steps = (self.position - from_step) / max(grant.until_step - from_step, 1e-9)
             used_time = (now - granted_at) / max(deadline - granted_at, 1e-9)
             renew = max(used_steps, used_time) >= RENEW_FRACTION and renewed != grant.decision
             if renew or now - last_report >= self.report_every_s:
-                nxt = self._call("progress", self._progress(began, parked_s))
+                nxt = self._call("progress", self._progress())
                 last_report = time.monotonic()
                 if nxt is None:
                     return
@@ -172,25 +218,36 @@ class Lease:
                 if nxt.decision != grant.decision:
                     granted_at, from_step = last_report, self.position
                 grant = nxt
-                deadline = last_report + grant.seconds_left
+                deadline = last_report + grant.seconds_left / scale
                 if grant.stop or self.position >= grant.until_step:
                     continue  # the checks above end or park the lease
+            limit = min(grant.until_step, self.total_steps) - self.position
+            self.chunk = max(1, min(int(stride), math.ceil(limit)))
             yield self.position
-            self.position += 1
+            self.position += self.chunk
 
-    def wrap(self, loader: Iterable[T], start: int = 0) -> Iterator[T]:
+    def wrap(
+        self, loader: Iterable[T], start: int = 0, save: Callable[[], Any] | None = None
+    ) -> Iterator[T]:  # one batch per step (stride 1)
         """``steps`` around any data loader: one batch per step, re-iterating the loader
         (epochs) as needed."""
         it = iter(loader)
-        for _ in self.steps(start):
+        for _ in self.steps(start, save):
             try:
                 yield next(it)
             except StopIteration:
                 it = iter(loader)
                 yield next(it)
 
-    def _progress(self, began: float, parked_s: float, at_end: bool = False) -> dict[str, Any]:
-        elapsed = time.monotonic() - began - parked_s
+    def stepping_s(self) -> float:
+        """Wall seconds this process has been stepping: since its lease's init, less the
+        time parked waiting for round decisions (what its reports count, unscaled)."""
+        if self._began is None:
+            return 0.0
+        return time.monotonic() - self._began - self._parked_s
+
+    def _progress(self, at_end: bool = False) -> dict[str, Any]:
+        elapsed = self.stepping_s() * self.time_scale
         return {"steps": self.position, "elapsed_s": elapsed, "at_end": at_end}
 
     # ---- checkpoints ---------------------------------------------------------------
@@ -215,6 +272,7 @@ class Lease:
             return False
         os.replace(tmp, final)  # the file first: the scheduler's count never runs ahead of it
         self._post("checkpoint", {"steps": self.position})
+        self.checkpoints += 1
         return True
 
     def load(self) -> Any | None:

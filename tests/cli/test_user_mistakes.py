@@ -322,7 +322,10 @@ def test_a_study_kind_misspelt_gets_did_you_mean(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["simulte"], "No such command 'simulte'. Did you mean 'simulate'?; see gpumosaic --help"),
+        (
+            ["simulte"],
+            "No such command 'simulte'. Did you mean 'simulate', 'emulate'?; see gpumosaic --help",
+        ),
         (["reproduce", "nvshar"], "Did you mean 'nvshare'?; see gpumosaic reproduce --help"),
         (["simulate", "--clustr", "v100:4"], "No such option: --clustr"),
         (["simulate", "--seed", "x"], "Invalid value for '--seed'"),

@@ -52,6 +52,20 @@ def serve(
     start_timeout_s: Annotated[
         float, typer.Option(help="a lease Ray cannot start by then goes back to the queue")
     ] = 120.0,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            help="job seconds per wall second: rounds, grants and durations run this much "
+            "faster while every record stays in job time (docs/live.md, Time scale)"
+        ),
+    ] = 1.0,
+    warm_launchers: Annotated[
+        bool,
+        typer.Option(
+            help="one launcher actor per Ray node starts the jobs (a process start per lease, "
+            "not an actor start; docs/live.md, Warm launchers)"
+        ),
+    ] = False,
     ray_timeout_s: Annotated[
         float, typer.Option(help="give up connecting to (or starting) Ray after this long")
     ] = 30.0,
@@ -101,6 +115,8 @@ def serve(
         seed=seed,
         target_workload=target_workload,
         start_timeout_s=start_timeout_s,
+        time_scale=time_scale,
+        warm_launchers=warm_launchers,
         ray_timeout_s=ray_timeout_s,
         ray_token_file=ray_token_file,
         sharing=sharing,
@@ -136,7 +152,7 @@ def serve(
         f"{policy} + {placement}, rounds of {round_s:g} s"
         if mechanism == "rounds"
         else f"Gandiva ({mechanism})"
-    )
+    ) + (f" at time scale {time_scale:g}" if time_scale != 1 else "")
     Console(stderr=True).print(
         f"gpumosaic serve: {service.url} ({how}, {models}; state {state})",
         highlight=False,

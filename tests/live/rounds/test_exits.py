@@ -27,7 +27,18 @@ CASES = [
     # (job changes, report, stopped, steps, contacted, all reported) -> outcome
     ({}, report(0), False, 100.0, True, False, ExitOutcome("done", 100.0, 0, "")),
     ({}, report(-15), True, 100.0, True, False, ExitOutcome("done", 100.0, 0, "")),
-    ({}, report(0), False, 0.0, False, False, ExitOutcome("done", 100.0, 0, "")),
+    # exit 0 without ever calling the lease API: a failed attempt, never done
+    (
+        {},
+        report(0),
+        False,
+        0.0,
+        False,
+        False,
+        ExitOutcome(
+            "queued", 30.0, 1, "attempt 1 failed (exit code 0 before its first lease call)", True
+        ),
+    ),
     ({}, report(-15), True, 60.0, True, False, ExitOutcome("queued", 30.0, 0, "")),
     ({}, report(0), False, 60.0, True, False, ExitOutcome("queued", 30.0, 0, "")),
     (

@@ -189,6 +189,11 @@ class GandivaDriver:
         """Never: the service loop only ticks (each tick admits, wakes and reconciles)."""
         return False
 
+    def wait(self, poll_s: float) -> None:
+        """Sleep until a lease parks, finishes or ends, or ``poll_s`` (wall seconds)."""
+        if self.table.changed.wait(poll_s):
+            self.table.changed.clear()
+
     def tick(self, now: float) -> None:
         with self._lock, self.store.batch():
             for report in self.executor.poll():

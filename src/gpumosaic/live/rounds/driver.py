@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,9 +57,20 @@ class DriverConfig:
     grace_s: float = 10.0  # SIGTERM -> SIGKILL
     max_retries: int = 2  # a failing job runs at most 1 + max_retries times
     poll_s: float = 0.05
+    # At the round's end, wait up to this long (wall seconds) for the plan's running
+    # leases to park: their grants end at the round's end, and their last report carries
+    # the round's last steps (without it they would be credited to the next round).
+    park_wait_s: float = 1.0
+    # A lease's process is a failed attempt (stopped, then retried or failed) when it
+    # makes no lease call within ``start_grace_s`` of its launch, or none for
+    # ``report_grace_s`` while it runs (jobs report at least once a second; a parked
+    # lease waiting for its round decision is not silent). Wall seconds.
+    start_grace_s: float = 300.0
+    report_grace_s: float = 120.0
     server_url: str = "http://127.0.0.1:8470"
     token: str = ""
     data_dir: str = "."  # logs/ and checkpoints/ live under it
+    time_scale: float = 1.0  # job seconds per wall second (live/rounds/timescale.py)
 
     @property
     def checkpoint_root(self) -> Path:
@@ -80,6 +92,8 @@ class DriverCounters:
     forced_solves: int = 0
     unmeasured_grants: int = 0  # leases bounded by time only (rate not yet measured)
     boundary_s: list[float] = field(default_factory=list)  # decision time per boundary
+    # Per new lease: round start -> the process's first lease call (service clock).
+    launch_latency_s: list[float] = field(default_factory=list)
 
 
 class RoundDriver:
@@ -94,7 +108,10 @@ class RoundDriver:
         config: DriverConfig,
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[RoundPlan], None] | None = None,
+        hold: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
+        """``hold``: a context in which ``clock`` runs at wall speed (a time-scaled
+        clock's ``held``: the service's own decisions are not scaled)."""
         self.store = store
         self.table = table
         self.executor = executor
@@ -104,12 +121,15 @@ class RoundDriver:
         self.config = config
         self.clock = clock
         self.on_plan = on_plan
+        self._hold = hold if hold is not None else nullcontext
         self.epoch = store.epoch(clock())
         self.row_of: dict[int, int] = {}
         self.total_of: dict[int, float] = {}
         self.lease_of: dict[int, str] = {}  # job -> its live lease (processes exist)
         self.job_of_lease: dict[str, int] = {}
         self.stopping: set[str] = set()
+        self.failing: dict[str, str] = {}  # lease -> why it was stopped as a failed attempt
+        self._silence_checked = -1.0
         self.pending: dict[int, LaunchSpec] = {}  # launches waiting for the old process
         self.plan: RoundPlan | None = None
         self.round_idx = store.last_round()
@@ -157,7 +177,7 @@ class RoundDriver:
     # ---- the boundary --------------------------------------------------------------
 
     def boundary(self, now: float) -> RoundPlan:
-        with self._lock, self.store.batch():
+        with self._hold(), self._lock, self.store.batch():
             t0 = time.perf_counter()
             self._tick(now)
             if self.plan is not None:
@@ -188,6 +208,7 @@ class RoundDriver:
             lease_by_id=self.table.get,
             demand_milli=self._demand,
         )
+        self.counters.launch_latency_s.extend(closed.launch_latency_s)
         for sample in closed.rates:
             self.decider.observe_rate(self.row_of[sample.job_id], sample.type_index, sample.rate)
         self.decider.report(plan, closed.report)
@@ -207,6 +228,7 @@ class RoundDriver:
         self.round_idx += 1
         self.plan = plan if len(plan) else None
         self.round_end = now + self.config.round_s
+        self.meter.round_started(now)
         entries = plan.entries
         for spec in self.pending.values():  # launches of the last round never made
             self._lease_specs.pop(spec.lease_id, None)
@@ -232,7 +254,7 @@ class RoundDriver:
                 self.table.extend(current, until, self.round_end, measured)
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
-                self.meter.lease_started(job_id, current, now)
+                self.meter.lease_started(job_id, current, now, launched=False)
                 continue
             spec = self._launch_spec(job_id, entry, until, measured, now)
             if current is not None:  # the previous process is still stopping
@@ -268,13 +290,47 @@ class RoundDriver:
                     self._cancel(job, now)
         for job_id in [j for j in self.pending if j not in self.lease_of]:
             self._launch(self.pending.pop(job_id), now)
+        if now - self._silence_checked >= self.config.time_scale:  # about once a second
+            self._silence_checked = now
+            self._stop_silent(now)
+
+    def _stop_silent(self, now: float) -> None:
+        """Stop, as failed attempts, leases whose process never called the lease API in
+        time or stopped calling it (see ``DriverConfig.start_grace_s``)."""
+        scale = self.config.time_scale
+        for job_id, lease_id in list(self.lease_of.items()):
+            lease = self.table.get(lease_id)
+            if lease is None or lease_id in self.stopping or lease.parked:
+                continue
+            if lease.last_call_at is None:
+                silent, grace = (now - lease.launched_at) / scale, self.config.start_grace_s
+                why = f"no lease call within {grace:g} s of its start"
+            else:
+                silent, grace = (now - lease.last_call_at) / scale, self.config.report_grace_s
+                why = f"no lease call for {grace:g} s"
+            if silent > grace:
+                self.failing[lease_id] = why
+                self._note_in_log(job_id, f"lease {lease_id} stopped: {why}")
+                self._stop(job_id, lease_id)
+
+    def _note_in_log(self, job_id: int, line: str) -> None:
+        """A line in the job's log (``gpumosaic logs``), where the log is on this machine."""
+        try:
+            self._log_root.mkdir(parents=True, exist_ok=True)
+            with open(self._log_root / f"job-{job_id}.log", "a") as log:
+                log.write(f"gpumosaic: {line}\n")
+        except OSError:
+            pass
 
     def round_over(self, now: float) -> bool:
-        """The round ends at its end time, or once every planned lease has used its grant
-        (parked) or exited; an idle service starts a round as soon as a job arrives."""
-        if now >= self.round_end:
+        """The round ends once every planned lease has used its grant (parked), reported
+        its last step or exited (at the latest ``park_wait_s`` after its end time); an
+        idle service starts a round as soon as a job arrives."""
+        if now >= self.round_end + self.config.park_wait_s * self.config.time_scale:
             return True
         if self.plan is None:
+            if now >= self.round_end:
+                return True
             return self._unadmitted() or (self.decider.has_active_jobs and not self.lease_of)
         if self.pending:
             return False
@@ -284,9 +340,20 @@ class RoundDriver:
                 if lease_id is None or lease_id in self.stopping:
                     continue
                 lease = self.table.get(lease_id)
-                if lease is not None and not lease.parked:
-                    return False
+                if lease is None or lease.parked or lease.finished_at is not None:
+                    continue
+                if now >= self.round_end and not lease.contacted:
+                    continue  # never started: nothing to wait for
+                return False
         return True
+
+    def wait(self, poll_s: float) -> None:
+        """Sleep until a lease parks, finishes or ends, the round's end, or ``poll_s``
+        (wall seconds), whichever comes first."""
+        to_end = (self.round_end - self.clock()) / self.config.time_scale
+        timeout = min(poll_s, to_end) if to_end > 0 else poll_s
+        if self.table.changed.wait(timeout):
+            self.table.changed.clear()
 
     def _unadmitted(self) -> bool:
         return self.store.jobs_version != self._admitted_seen
@@ -354,6 +421,7 @@ class RoundDriver:
             token=self.config.token,
             checkpoint_dir=self.checkpoint_dir(job_id),
             log_path=self._log_root / f"job-{job_id}.log",
+            time_scale=self.config.time_scale,
         )
         lease = LiveLease(
             lease_id=lease_id,
@@ -404,6 +472,7 @@ class RoundDriver:
         lease = self.table.end(report.lease_id)  # from now on its calls are fenced
         stopped = report.lease_id in self.stopping
         self.stopping.discard(report.lease_id)
+        failure = self.failing.pop(report.lease_id, "")
         if self.lease_of.get(job_id) == report.lease_id:
             del self.lease_of[job_id]
         self.meter.lease_ended(job_id, report.lease_id, lease, now)
@@ -420,6 +489,7 @@ class RoundDriver:
             base=lease.steps_at_launch if lease is not None else job.steps_done,
             contacted=lease is not None and lease.contacted,
             all_steps_reported=row is not None and not self.decider.jobs.is_active[row],
+            failure=failure,
         )
         if report.lost and not job.cancel_requested:
             self.counters.lost += 1

@@ -28,15 +28,24 @@ def exit_outcome(
     base: float,
     contacted: bool,
     all_steps_reported: bool,
+    failure: str = "",
 ) -> ExitOutcome:
     """``job`` as the store has it before this exit; ``stopped``: the driver asked the
     lease to stop; ``steps``: the steps the lease reported (``base`` at its launch);
     ``contacted``: the process called the lease API; ``all_steps_reported``: the decider
-    already counted all the job's steps (it will never plan it again)."""
+    already counted all the job's steps (it will never plan it again); ``failure``: why
+    the driver stopped a lease as failed (it stopped reporting, or never called the API).
+
+    The rule (docs/live.md, "Launch failures"): a process that cannot start, exits before
+    its first lease call, exits non-zero, exits 0 with no step done, or is stopped as
+    failed is a failed attempt; after ``max_retries`` retries the job is failed. A job is
+    done only when all its steps were reported."""
     kept = job.checkpoint_steps  # what survives this process
     code = report.exit_code
     if job.cancel_requested:
         outcome = ExitOutcome("cancelled", kept, job.attempts, "cancelled by the user")
+    elif failure:
+        outcome = _failed_attempt(job, kept, failure)
     elif report.lost:
         reason = f"lease lost ({report.detail}); back in the queue at its last checkpoint"
         outcome = ExitOutcome("queued", kept, job.attempts, reason)
@@ -44,21 +53,23 @@ def exit_outcome(
         # All steps reported: done, even if our stop (the decider saw it finish at the
         # round's end) caught the process on its way out.
         outcome = ExitOutcome("done", job.steps, job.attempts, "")
-    elif code == 0 and not contacted:
-        outcome = ExitOutcome("done", job.steps, job.attempts, "")  # never used a lease
+    elif not contacted and not stopped:
+        what = report.detail or f"exit code {code} before its first lease call"
+        outcome = _failed_attempt(job, kept, what)
     elif stopped or (code == 0 and steps > base):
         outcome = ExitOutcome("queued", kept, job.attempts, "")  # the lease simply ended
     else:
         # Not asked to stop, and an error or no step at all (Gavel's failed micro-task).
-        attempts = job.attempts + 1
-        if attempts > job.max_retries:
-            reason = f"exit code {code} after {attempts} attempt(s)"
-            outcome = ExitOutcome("failed", kept, attempts, reason)
-        else:
-            reason = f"attempt {attempts} failed (exit code {code})"
-            outcome = ExitOutcome("queued", kept, attempts, reason, retry=True)
+        outcome = _failed_attempt(job, kept, f"exit code {code}")
     if outcome.state == "queued" and all_steps_reported:
         # The work is done even though this last process did not end cleanly.
         reason = "all steps reported" + (f"; {outcome.reason}" if outcome.reason else "")
         return ExitOutcome("done", job.steps, outcome.attempts, reason, outcome.retry)
     return outcome
+
+
+def _failed_attempt(job: JobRow, kept: float, what: str) -> ExitOutcome:
+    attempts = job.attempts + 1
+    if attempts > job.max_retries:
+        return ExitOutcome("failed", kept, attempts, f"{what} after {attempts} attempt(s)")
+    return ExitOutcome("queued", kept, attempts, f"attempt {attempts} failed ({what})", True)

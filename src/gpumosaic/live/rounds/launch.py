@@ -35,6 +35,7 @@ def launch_spec(
     token: str,
     checkpoint_dir: Path,
     log_path: Path,
+    time_scale: float = 1.0,
 ) -> LaunchSpec:
     """The processes of ``job``'s new lease: one rank per GPU the plan gives it (a
     fractional job: one rank with its share of one GPU)."""
@@ -56,10 +57,15 @@ def launch_spec(
             "GPUMOSAIC_CHECKPOINT_DIR": str(checkpoint_dir),  # made by the executor
             "GPUMOSAIC_GPU_MILLI": str(job.gpu_milli),
             "GPUMOSAIC_GPU_MODEL": entry.gpu_type,
-            "GPUMOSAIC_TOTAL_STEPS": f"{job.steps:g}",
+            "GPUMOSAIC_TOTAL_STEPS": repr(float(job.steps)),  # every digit (%g kept six)
             "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, inherited) if p),
         }
     )
+    column, factor = table_column(entry.gpu_type)
+    if column is not None:  # emulated jobs read their rate from it (live/emulate.py)
+        env["GPUMOSAIC_GPU_TABLE_COLUMN"] = f"{column}:{factor!r}"
+    if time_scale != 1.0:
+        env["GPUMOSAIC_TIME_SCALE"] = repr(float(time_scale))
     if token:  # the job's own token (its leases only), never the service's (auth.py)
         env["GPUMOSAIC_TOKEN"] = job_token(token, job.id)
     return LaunchSpec(
@@ -73,6 +79,21 @@ def launch_spec(
         gpu_milli=job.gpu_milli,
         ranks=tuple(ranks),
     )
+
+
+def table_column(gpu_type: str) -> tuple[str | None, float]:
+    """The column of Gavel's throughput table that gives ``gpu_type``'s rates, and its
+    factor (models Gavel never measured borrow one, ``BORROWED_RATES``)."""
+    from gpumosaic.model.gpu import UnknownGpuModelError, gpu_model
+    from gpumosaic.workloads.throughputs import BORROWED_RATES
+
+    try:
+        gpu = gpu_model(gpu_type)
+    except UnknownGpuModelError:
+        return None, 1.0
+    if gpu.throughput_key is not None:
+        return gpu.throughput_key, 1.0
+    return BORROWED_RATES.get(gpu.name.upper(), (None, 1.0))
 
 
 def stop_previous_process(lease: LeaseRow, grace_s: float) -> None:

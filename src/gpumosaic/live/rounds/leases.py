@@ -65,7 +65,9 @@ class LiveLease:
     iter_s: float = 0.0  # seconds the job spent stepping in this lease (its own clock)
     contacted: bool = False
     contacted_at: float | None = None  # first call of the job (service clock)
+    last_call_at: float | None = None  # its latest call (service clock)
     parked: bool = False
+    finished_at: float | None = None  # rank 0 reported all the job's steps (service clock)
     stop: bool = False
     decision: int = 0
     pid: int | None = None
@@ -79,6 +81,8 @@ class LeaseTable:
         self.clock = clock
         self._lock = threading.Lock()
         self._leases: dict[str, LiveLease] = {}
+        # Set when a lease parks or reports its last step: the round may be over.
+        self.changed = threading.Event()
 
     # ---- driver side ---------------------------------------------------------------
 
@@ -111,7 +115,9 @@ class LeaseTable:
     def end(self, lease_id: str) -> LiveLease | None:
         """The lease's processes are gone: later calls with its id are fenced (410)."""
         with self._lock:
-            return self._leases.pop(lease_id, None)
+            lease = self._leases.pop(lease_id, None)
+        self.changed.set()
+        return lease
 
     def snapshot(self, lease_id: str) -> tuple[float, float, bool, bool]:
         """(steps, iter_s, parked, contacted) at this instant."""
@@ -144,6 +150,7 @@ class LeaseTable:
             lease.contacted = True
             if lease.contacted_at is None:
                 lease.contacted_at = self.clock()
+            lease.last_call_at = self.clock()
             lease.ranks_seen.add(rank)
             record = rank == 0 and lease.pid != pid
             if rank == 0:
@@ -165,11 +172,16 @@ class LeaseTable:
             lease.contacted = True
             if lease.contacted_at is None:
                 lease.contacted_at = self.clock()
+            lease.last_call_at = self.clock()
             if rank == 0:
                 lease.steps = max(lease.steps, steps)
                 lease.iter_s = max(elapsed_s, 0.0)
                 if at_end:
                     lease.parked = True
+                    self.changed.set()
+                if lease.steps >= lease.total_steps and lease.finished_at is None:
+                    lease.finished_at = self.clock()
+                    self.changed.set()
             return self._grant(lease)
 
     def decision_of(self, lease_id: str) -> int | None:
@@ -189,6 +201,7 @@ class LeaseTable:
             if lease is None:
                 return False
             job_id = lease.job_id
+            lease.last_call_at = self.clock()
             if rank == 0:
                 lease.steps = max(lease.steps, steps)
         if rank == 0:

@@ -26,8 +26,10 @@ class _Held:
 
     start: float
     lease_id: str
+    launched: bool = True  # a new process (False: an extended lease)
     end: float | None = None
     contacted_at: float | None = None  # kept when the lease ends
+    finished_at: float | None = None  # when it reported its last step (kept at its end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,9 @@ class ClosedRound:
     report: RoundReport
     attained: list[tuple[float, int]]  # (GPU seconds, job id) of each job that held GPUs
     rates: list[RateSample]
+    # Per new lease of the round: from the round's start to the process's first call of
+    # the lease API (launch latency, including the wait for the job's previous process).
+    launch_latency_s: list[float]
 
 
 class RoundMeter:
@@ -57,6 +62,7 @@ class RoundMeter:
         self._last_lease: dict[int, tuple[float, float, float, str]] = {}
         self._estimates: dict[tuple[int, str], tuple[float, int]] = {}  # (rate, samples)
         self._measured: dict[int, set[int]] = {}  # job -> types with a measured rate
+        self._round_start: float | None = None
 
     def admit(self, job_id: int, samples: Mapping[str, tuple[float, int]]) -> dict[int, float]:
         """A job the decider takes (again) and the rates measured for it before (from
@@ -76,15 +82,18 @@ class RoundMeter:
     def is_measured(self, job_id: int, type_index: int) -> bool:
         return type_index in self._measured.get(job_id, ())
 
-    def lease_started(self, job_id: int, lease_id: str, now: float) -> None:
+    def lease_started(
+        self, job_id: int, lease_id: str, now: float, *, launched: bool = True
+    ) -> None:
         """The job holds GPUs from ``now`` on (a new lease, or one extended)."""
-        self._held[job_id] = _Held(now, lease_id)
+        self._held[job_id] = _Held(now, lease_id, launched)
 
     def lease_ended(self, job_id: int, lease_id: str, lease: LiveLease | None, now: float) -> None:
         held = self._held.get(job_id)
         if held is not None and held.end is None and held.lease_id == lease_id:
             held.end = now
             held.contacted_at = lease.contacted_at if lease is not None else None
+            held.finished_at = lease.finished_at if lease is not None else None
         if lease is not None:
             self._last_lease[job_id] = (
                 lease.steps,
@@ -130,6 +139,8 @@ class RoundMeter:
         finish_a, finish_b = np.full(n, now), np.full(n, now)
         attained: list[tuple[float, int]] = []
         rates: list[RateSample] = []
+        latency: list[float] = []
+        round_start = self._round_start if self._round_start is not None else now
         for i, entry in enumerate(entries):
             for k, job_id in enumerate(entry.job_ids):
                 steps = steps_now(job_id)
@@ -137,6 +148,9 @@ class RoundMeter:
                 self._credited[job_id] = steps
                 held = self._held.get(job_id)
                 start, end = self._ran(held, now, lease_by_id)
+                contacted = self._contacted(held, lease_by_id)
+                if held is not None and held.launched and contacted is not None:
+                    latency.append(max(contacted - round_start, 0.0))
                 if k == 0:
                     steps_a[i], finish_a[i] = delta, end
                     ran[i] = max(end - start, 0.0)
@@ -149,8 +163,23 @@ class RoundMeter:
                 if sample is not None:
                     rates.append(sample)
         self._held.clear()
+        self._round_start = None
         report = RoundReport(now - epoch, ran, steps_a, steps_b, finish_a - epoch, finish_b - epoch)
-        return ClosedRound(report, attained, rates)
+        return ClosedRound(report, attained, rates, latency)
+
+    def round_started(self, now: float) -> None:
+        self._round_start = now
+
+    @staticmethod
+    def _contacted(
+        held: _Held | None, lease_by_id: Callable[[str], LiveLease | None]
+    ) -> float | None:
+        if held is None:
+            return None
+        if held.end is not None:
+            return held.contacted_at
+        lease = lease_by_id(held.lease_id)
+        return lease.contacted_at if lease is not None else None
 
     @staticmethod
     def _ran(
@@ -160,10 +189,13 @@ class RoundMeter:
         if held is None:
             return now, now
         end = held.end if held.end is not None else now
-        contacted = held.contacted_at
+        contacted, finished = held.contacted_at, held.finished_at
         if held.end is None:
             lease = lease_by_id(held.lease_id)
             contacted = lease.contacted_at if lease is not None else None
+            finished = lease.finished_at if lease is not None else None
+        if finished is not None:  # its last step, not when its exit was noticed
+            end = min(end, finished)
         if contacted is None:
             return end, end
         return min(max(held.start, contacted), end), end

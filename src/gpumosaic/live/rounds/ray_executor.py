@@ -67,42 +67,74 @@ def log_tail(path: str, size: int = LOG_TAIL_BYTES) -> str:
         return ""
 
 
+CANNOT_START_CODE = 127  # what a shell answers for a command it cannot run
+# Linux's MAX_ARG_STRLEN: no single argument (``sh -c``'s command) may be longer, so a
+# longer command cannot start; refused before it is parsed (shlex is slow on megabytes).
+MAX_COMMAND_BYTES = 131_072
+
+
+def _start_failure(tail: str) -> str:
+    """The reason ``LeaseProcess`` wrote when the command could not start ('' if none)."""
+    for line in reversed(tail.splitlines()):
+        if line.startswith("gpumosaic: cannot start: "):
+            return line[len("gpumosaic: ") :]
+    return ""
+
+
 class LeaseProcess:
-    """Body of the Ray actor (decorated in ``RayExecutor``): one rank's subprocess."""
+    """Body of the Ray actor (decorated in ``RayExecutor``): one rank's subprocess.
+
+    A command that cannot start (no such binary or workdir, a NUL byte, an argument list
+    over the system's limit, unbalanced quotes) does not raise: the reason goes to the
+    job's log, and ``wait`` answers ``CANNOT_START_CODE`` at once, so the service counts
+    a failed attempt instead of a lost lease."""
 
     def __init__(self, command: str, workdir: str, env: dict[str, str], log_path: str) -> None:
         self.log_path = log_path
+        self.start_error = ""
+        self.proc: subprocess.Popen[bytes] | None = None
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
-        if env.get("GPUMOSAIC_CHECKPOINT_DIR"):
-            os.makedirs(env["GPUMOSAIC_CHECKPOINT_DIR"], exist_ok=True)
-        full_env = {**os.environ, **env}
         with open(log_path, "ab") as log:
             log.write(
                 f"--- lease {env.get('GPUMOSAIC_LEASE_ID', '')} rank "
                 f"{env.get('GPUMOSAIC_RANK', '0')} ---\n".encode()
             )
             log.flush()
-            self.proc = subprocess.Popen(
-                argv(command),
-                cwd=workdir or None,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+            try:
+                size = len(command.encode("utf-8", "surrogateescape"))
+                if size > MAX_COMMAND_BYTES:
+                    raise ValueError(
+                        f"the command is {size:,} bytes, over the {MAX_COMMAND_BYTES:,}-byte "
+                        "limit of one argument"
+                    )
+                if env.get("GPUMOSAIC_CHECKPOINT_DIR"):
+                    os.makedirs(env["GPUMOSAIC_CHECKPOINT_DIR"], exist_ok=True)
+                self.proc = subprocess.Popen(
+                    argv(command),
+                    cwd=workdir or None,
+                    env={**os.environ, **env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            except (OSError, ValueError, subprocess.SubprocessError) as err:
+                self.start_error = f"cannot start: {_short(err)}"
+                log.write(f"gpumosaic: {self.start_error}\n".encode())
         self.started_at = time.time()
 
-    def pid(self) -> int:
-        return self.proc.pid
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
 
     def wait(self) -> tuple[int, str]:
+        if self.proc is None:
+            return CANNOT_START_CODE, log_tail(self.log_path)
         code = self.proc.wait()
         return code, log_tail(self.log_path)
 
     def terminate(self, grace_s: float) -> None:
-        if self.proc.poll() is not None:
+        if self.proc is None or self.proc.poll() is not None:
             return
         self._signal(signal.SIGTERM)
         timer = threading.Timer(grace_s, self._kill_if_alive)
@@ -110,12 +142,22 @@ class LeaseProcess:
         timer.start()
 
     def _kill_if_alive(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, sig)
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+
+    def failure(self) -> str:
+        return self.start_error
+
+
+def _short(err: BaseException, limit: int = 200) -> str:
+    """An error's text, bounded (a 10 MB command must not come back in the reason)."""
+    text = str(err)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @dataclass(slots=True)
@@ -250,7 +292,8 @@ class RayExecutor:
                 i = run.waits.index(ref)
                 try:
                     code, tail = ray.get(ref)
-                    run.results[i] = (code, tail, False, "")
+                    detail = _start_failure(tail) if code == CANNOT_START_CODE else ""
+                    run.results[i] = (code, tail, False, detail)
                 except Exception as err:  # the actor or its node died
                     tail = log_tail(run.spec.log_path)
                     run.results[i] = (None, tail, True, type(err).__name__)

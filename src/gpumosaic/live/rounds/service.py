@@ -89,6 +89,8 @@ class ServiceConfig:
     target_workload: str | None = None
     start_timeout_s: float = 120.0
     park_margin_s: float = 30.0
+    time_scale: float = 1.0  # job seconds per wall second (live/rounds/timescale.py)
+    warm_launchers: bool = False  # one launcher actor per node (live/rounds/warm_executor.py)
     ray_timeout_s: float = 30.0  # connecting to Ray (docs/live.md, "Ray connection")
     ray_token_file: str | None = None
     sharing: str | None = None  # --sharing nvshare:... (live/rounds/sharing.py)
@@ -100,6 +102,12 @@ class ServiceConfig:
         from gpumosaic.live.rounds.sharing import parse_sharing
 
         parse_sharing(self.sharing)  # one line naming --sharing, before Ray starts
+        from gpumosaic.live.rounds.timescale import check_time_scale
+
+        try:
+            check_time_scale(self.time_scale)
+        except ValueError as err:
+            raise InputError(str(err), field="--time-scale", value=self.time_scale) from None
         _in_range("--round-s", self.round_s, 0.001, 86_400.0)
         _in_range("--grace-s", self.grace_s, 0.0, 3_600.0)
         _in_range("--resolve-interval-s", self.resolve_interval_s, 0.0, 86_400.0)
@@ -331,11 +339,15 @@ class Service:
         state: tuple[StateLock, Store] | None = None,
         listener: socket.socket | None = None,
     ) -> None:
+        from gpumosaic.live.rounds.timescale import ScaledClock
+
+        if config.time_scale != 1.0 and clock is time.time:
+            clock = ScaledClock(config.time_scale)
         self.config = config
         self.cluster = cluster
         self.clock = clock
         self.authority = Authority(config.token)
-        self.park_margin_s = config.park_margin_s
+        self.park_margin_s = config.park_margin_s * config.time_scale  # wall seconds kept
         self.default_retries = config.max_retries
         self.data_dir = state_dir(config)
         self.lock, self.store = state if state is not None else open_state(config)
@@ -343,10 +355,16 @@ class Service:
         self._probed_at = -1.0
         self._state_problem: str | None = None
         self.table = LeaseTable(self.store, clock)
-        if executor_factory is None:
+        if executor_factory is None and config.warm_launchers:
+            from gpumosaic.live.rounds.warm_executor import WarmRayExecutor
+
+            warm = WarmRayExecutor(wake=self.table.changed)
+            warm.warm(sorted({(s.ray_node_id, s.ip) for s in cluster.slots}))
+            self.executor: Executor = warm
+        elif executor_factory is None:
             from gpumosaic.live.rounds.ray_executor import RayExecutor
 
-            self.executor: Executor = RayExecutor(config.start_timeout_s)
+            self.executor = RayExecutor(config.start_timeout_s)
         else:
             self.executor = executor_factory(self.table)
         # --sharing: fractional jobs under the share runtime (live/rounds/sharing.py)
@@ -457,6 +475,7 @@ class Service:
         import uvicorn
 
         from gpumosaic.live.rounds.api import create_app
+        from gpumosaic.live.rounds.timescale import ScaledClock
 
         app = create_app(self)
         listener = self._listener if self._listener is not None else bind_api(self.config)
@@ -494,6 +513,7 @@ class Service:
             server_url=self.url,
             token=self.config.token,
             data_dir=str(self.data_dir),
+            time_scale=self.config.time_scale,
         )
         if self.gandiva:
             from gpumosaic.live.gandiva.driver import GandivaDriver
@@ -519,6 +539,7 @@ class Service:
                 driver_config,
                 clock=self.clock,
                 on_plan=self.on_plan,
+                hold=self.clock.held if isinstance(self.clock, ScaledClock) else None,
             )
             self.driver.recover()
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
@@ -538,7 +559,7 @@ class Service:
                     driver.tick(self.clock())
                     if driver.round_over(self.clock()):
                         break
-                    self._stop.wait(driver.config.poll_s)
+                    driver.wait(driver.config.poll_s)
         except BaseException as err:  # surfaced by /healthz and the CLI, never swallowed
             self.driver_error = err
             raise

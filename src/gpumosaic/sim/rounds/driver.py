@@ -106,13 +106,21 @@ class RoundSimulator:
         rng: np.random.Generator,
         target: TargetWorkload | None = None,
         describe: bool | None = None,
+        launch_latency_s: float = 0.0,
     ) -> None:
         """Built objects only (``run.build`` builds them from names). ``rng``: the run's
         Generator (the decider's type shuffle and placement draw from two streams
         spawned from it; a policy that draws was built with it). ``target``: the
         placement's target workload (default: the workload's sample). ``describe``:
         plans carry their entries as values (default: when ``on_plan`` is given; a hook
-        that only counts rounds turns it off)."""
+        that only counts rounds turns it off). ``launch_latency_s``: a job given a new lease
+        (not an extension) starts stepping this long after the round starts and stops at
+        the round's end (a live cluster's process start; ``sim-vs-live`` passes the value
+        it measured live, docs/live.md)."""
+        if not 0.0 <= launch_latency_s < float("inf"):
+            raise ValueError("launch_latency_s must be finite and >= 0")
+        self.launch_latency_s = launch_latency_s
+
         self.speed = speed
         self.cluster = cluster
         self.workload = workload
@@ -306,18 +314,31 @@ class RoundSimulator:
                 self.speed, decider.leases, decider.state, jobs, rows_a, plan.rows_b, rate_a, r
             )
             steps_a = grant_steps(rate_a, rows_a, jobs.total_steps, jobs.done_steps, r)
+        latency = self.launch_latency_s
+        new = ~plan.extended if latency > 0 else None
+        if new is not None:  # a new process has round_s - latency to step
+            room = max(self.config.round_s - latency, 0.0)
+            steps_a = np.where(new, np.minimum(steps_a, np.floor(rate_a * room)), steps_a)
+        steps_b = plan.steps_b
+        if new is not None and plan.has_pairs:
+            steps_b = np.where(new, np.minimum(steps_b, np.floor(plan.rate_b * room)), steps_b)
         n = len(plan)
         finish_a = np.empty(n)
         ran_s = np.empty(n)
         # A single job's finish_b is never read: without pairs it is finish_a.
         finish_b = np.empty(n) if plan.has_pairs else finish_a
         end = round_kernel().finish_times(
-            now, plan.rows_b, steps_a, rate_a, plan.steps_b, plan.rate_b, plan.has_pairs,
+            now, plan.rows_b, steps_a, rate_a, steps_b, plan.rate_b, plan.has_pairs,
             finish_a, finish_b, ran_s,
         )  # fmt: skip
+        if new is not None and new.any():
+            finish_a[new] += latency
+            if plan.has_pairs:
+                finish_b[new & (plan.rows_b >= 0)] += latency
+            end = max(end, float(finish_a.max()), float(finish_b.max()) if n else end)
         if end <= now:  # only zero-step jobs (cannot happen with positive rates)
             end = now + self.config.round_s
-        report = RoundReport(end, ran_s, steps_a, plan.steps_b, finish_a, finish_b)
+        report = RoundReport(end, ran_s, steps_a, steps_b, finish_a, finish_b)
         for row, _ in self.decider.report(plan, report):
             self.completions += 1
             self._count_done(jobs.measured[row])

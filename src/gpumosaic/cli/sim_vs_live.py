@@ -1,0 +1,105 @@
+"""``gpumosaic sim-vs-live``: the live round service measured against the simulator."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpumosaic.cli.app import app, check_out_dir, check_seed, err_console, user_errors
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.sim_vs_live import Comparison
+
+WORKLOAD_HELP = "any workload simulate takes (gavel:jobs=N,rate=R,..., a job list, ...)"
+
+
+@app.command(
+    name="sim-vs-live",
+    epilog="Example: gpumosaic sim-vs-live --cluster v100:2,p100:2,k80:2 --workload "
+    "gavel:jobs=12,rate=0 --policy max_min_fairness_perf --time-scale 200 --json",
+)
+@user_errors
+def sim_vs_live(
+    cluster: Annotated[str, typer.Option(help="MODEL:COUNT,... (logical GPUs on local Ray)")],
+    workload: Annotated[str, typer.Option(help=WORKLOAD_HELP)],
+    policy: Annotated[str, typer.Option(help="a Gavel policy")],
+    placement: Annotated[str | None, typer.Option(help="placement (default fgd)")] = None,
+    round_s: Annotated[float, typer.Option(help="round length, job time")] = 360.0,
+    time_scale: Annotated[
+        float | None, typer.Option(help="job seconds per wall second (default: from the budget)")
+    ] = None,
+    wall_budget_s: Annotated[
+        float, typer.Option(help="wall time the live run should take when no --time-scale")
+    ] = 600.0,
+    seed: Annotated[int, typer.Option(help="seed of every random choice")] = 0,
+    out: Annotated[
+        Path | None, typer.Option(help="folder: jobs.csv, summary.json, jct_diff.png")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
+) -> None:
+    """Run a workload on a local live service (emulated jobs on Ray, loopback) and in the
+    simulator (--mechanism rounds), and print both side by side."""
+    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
+    from gpumosaic.run.description import RunDescription
+
+    check_seed(seed)
+    check_out_dir(out)
+    description = RunDescription(
+        cluster=cluster,
+        workload=workload,
+        policy=policy,
+        placement=placement,
+        seed=seed,
+        mechanism="rounds",
+        round_s=round_s,
+    )
+    options = SimVsLiveOptions(description, time_scale, wall_budget_s)
+
+    def say(line: str) -> None:
+        err_console.print(line, highlight=False, soft_wrap=True)
+
+    comparison = compare(options, say=say)
+    if out is not None:
+        for path in write_outputs(comparison, out):
+            say(f"wrote {path}")
+    if json_out:
+        print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
+        return
+    _print_table(comparison)
+
+
+def _fmt(x: float, unit: str = "") -> str:
+    return "-" if math.isnan(x) else f"{x:,.1f}{unit}"
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:+.2f}%"
+
+
+def _print_table(c: Comparison) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"sim vs live (time scale {c.time_scale:.4g}, live wall {c.wall_s:.0f} s)")
+    table.add_column("")
+    table.add_column("simulator", justify="right")
+    table.add_column("live", justify="right")
+    table.add_column("live - sim", justify="right")
+    table.add_row("completed", str(c.sim.completed), str(c.live.completed), "")
+    table.add_row(
+        "avg JCT (s)", _fmt(c.sim.avg_jct_s), _fmt(c.live.avg_jct_s), _pct(c.avg_jct_rel_diff)
+    )
+    table.add_row(
+        "makespan (s)", _fmt(c.sim.makespan_s), _fmt(c.live.makespan_s), _pct(c.makespan_rel_diff)
+    )
+    table.add_row("rounds", str(c.sim.rounds), str(c.live.rounds), f"{c.rounds_identical} same")
+    Console().print(table)
+    print(
+        f"per-job |live - sim| / sim: median {_pct(c.per_job_quantile(0.5))}, "
+        f"p90 {_pct(c.per_job_quantile(0.9))}; launch latency {c.launch_latency_wall_s:.3f} s "
+        f"wall = {c.launch_latency_s:.1f} s job = {100 * c.latency_share:.1f}% of a round"
+    )

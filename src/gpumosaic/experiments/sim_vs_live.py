@@ -1,0 +1,429 @@
+"""The live round service measured against the simulator on one run description.
+
+``compare(options)``: build the run as ``simulate --mechanism rounds`` does
+(``run.build.build_parts``), start a local service on Ray (loopback) with the same policy,
+placement, round length, resolve interval, seed and placement target, replay the
+workload on it as emulated jobs (``live/rounds/replay.py``), then simulate the same
+description on the live cluster's own ``ClusterSpec`` with the launch latency the live
+run measured (``RoundSimulator(launch_latency_s=...)``; the mean over its new leases, in
+job time: the mean, because the work a round loses is the sum of its latencies) and
+compare the two: average JCT, makespan, per-job JCT differences, and the rounds whose
+plan is the simulator's.
+
+The time scale: given, or chosen so the live run takes about ``wall_budget_s``: the
+simulator's makespan (no launch latency) over 80 % of the budget, at least 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpumosaic.errors import InputError
+from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
+from gpumosaic.mechanisms.rounds.decision import RoundPlan
+from gpumosaic.metrics.summary import Summary, summarize
+from gpumosaic.model.job import JobSpec
+from gpumosaic.run.build import build_parts
+from gpumosaic.run.description import RunDescription
+from gpumosaic.run.mechanisms.base import RunParts
+from gpumosaic.sim.result import JobStatus, SimResult
+
+if TYPE_CHECKING:
+    from gpumosaic.live.rounds.cluster import LiveCluster
+    from gpumosaic.live.rounds.replay import LiveReplay
+
+MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
+BUDGET_SHARE = 0.8  # of --wall-budget-s given to the live run's job-time makespan
+
+
+@dataclass(frozen=True, slots=True)
+class SimVsLiveOptions:
+    description: RunDescription
+    time_scale: float | None = None  # None: from wall_budget_s
+    wall_budget_s: float = 600.0
+    wall_limit_s: float | None = None  # stop the live run (default 3 x the budget)
+
+    def __post_init__(self) -> None:
+        if self.time_scale is not None and not 1.0 <= self.time_scale <= MAX_TIME_SCALE:
+            raise InputError(
+                f"must be between 1 and {MAX_TIME_SCALE:g}",
+                field="--time-scale",
+                value=self.time_scale,
+            )
+        if not 1.0 <= self.wall_budget_s <= 86_400.0:
+            raise InputError(
+                "must be between 1 and 86400 seconds", field="--wall-budget-s",
+                value=self.wall_budget_s,
+            )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class JobDiff:
+    job_id: int
+    sim_jct_s: float
+    live_jct_s: float
+
+    @property
+    def rel_diff(self) -> float:
+        return abs(self.live_jct_s - self.sim_jct_s) / self.sim_jct_s
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    sim: Summary
+    live: Summary
+    jobs: tuple[JobDiff, ...]
+    rounds_identical: int
+    time_scale: float
+    wall_s: float  # the live run's wall time
+    launch_latency_s: float  # mean, job time (what the simulator was given)
+    launch_latency_wall_s: float
+    round_s: float
+    live_finished: bool
+    launches: int
+    extensions: int
+
+    @property
+    def avg_jct_rel_diff(self) -> float:
+        return rel(self.live.avg_jct_s, self.sim.avg_jct_s)
+
+    @property
+    def makespan_rel_diff(self) -> float:
+        return rel(self.live.makespan_s, self.sim.makespan_s)
+
+    def per_job_quantile(self, q: float) -> float:
+        diffs = [d.rel_diff for d in self.jobs]
+        return float(np.quantile(diffs, q)) if diffs else math.nan
+
+    @property
+    def latency_share(self) -> float:
+        """Launch latency as a share of a round (job time)."""
+        return self.launch_latency_s / self.round_s
+
+    def to_json(self) -> dict[str, object]:
+        def clean(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
+        sim = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
+        live = {
+            **self.live.to_json(),
+            "launch_latency_mean_s": self.launch_latency_s,
+            "launch_latency_wall_s": self.launch_latency_wall_s,
+            "launches": self.launches,
+            "extensions": self.extensions,
+            "finished": self.live_finished,
+        }
+        return {
+            "sim": sim,
+            "live": live,
+            "avg_jct_rel_diff": clean(self.avg_jct_rel_diff),
+            "makespan_rel_diff": clean(self.makespan_rel_diff),
+            "per_job_rel_diff_median": clean(self.per_job_quantile(0.5)),
+            "per_job_rel_diff_p90": clean(self.per_job_quantile(0.9)),
+            "rounds_identical": self.rounds_identical,
+            "time_scale": self.time_scale,
+            "wall_s": self.wall_s,
+        }
+
+
+def rel(live: float, sim: float) -> float:
+    """Signed relative difference of live from sim (NaN when either is missing)."""
+    if math.isnan(live) or math.isnan(sim) or sim == 0:
+        return math.nan
+    return (live - sim) / sim
+
+
+def rounds_description(description: RunDescription) -> RunDescription:
+    return RunDescription.from_values({**description.to_json(), "mechanism": "rounds"})
+
+
+def compare(
+    options: SimVsLiveOptions,
+    say: Callable[[str], None] = lambda _: None,
+    state_dir: Path | None = None,
+) -> Comparison:
+    description = rounds_description(options.description)
+    parts = build_parts(description)
+    traits = getattr(parts.policy, "traits", None)  # a rounds run: an allocation policy
+    if traits is not None and traits.uses_pairs:
+        raise InputError(
+            "plans packed pairs, which the live service does not run yet (docs/live.md, "
+            "Not done yet): choose a policy without pairs",
+            field="--policy",
+            value=description.policy,
+        )
+    jobs = _finite_jobs(parts)
+    _check_emulable(jobs)
+    counts = _model_counts(parts)
+    cluster = _live_cluster(counts)
+    sim_parts = build_parts(description, cluster=cluster.spec)
+
+    scale = options.time_scale
+    if scale is None:
+        probe = _simulate(sim_parts, 0.0)
+        span = summarize(probe[0]).makespan_s
+        span = span if not math.isnan(span) else description.round_s
+        scale = min(max(span / (BUDGET_SHARE * options.wall_budget_s), 1.0), MAX_TIME_SCALE)
+        say(
+            f"time scale {scale:.4g}: the simulator's makespan {span:,.0f} s in about "
+            f"{span / scale:,.0f} s of wall time (budget {options.wall_budget_s:g} s)"
+        )
+        sim_parts = build_parts(description, cluster=cluster.spec)
+    limit = options.wall_limit_s or 3 * options.wall_budget_s
+
+    with tempfile.TemporaryDirectory(prefix="gpumosaic-sim-vs-live-") as tmp:
+        root = state_dir if state_dir is not None else Path(tmp)
+        target_path = root / "target.csv"
+        root.mkdir(parents=True, exist_ok=True)
+        _write_target(parts.workload.target_sample(), target_path)
+        live = _run_live(description, counts, cluster, jobs, scale, limit, root, target_path, say)
+    latencies = sorted(live.launch_latency_s)
+    latency = statistics.fmean(latencies) if latencies else 0.0
+    say(
+        f"launch latency (round start -> first lease call), mean of {len(latencies)}: "
+        f"{latency / scale:.3f} s wall = {latency:.1f} s job time = "
+        f"{100 * latency / description.round_s:.1f}% of a {description.round_s:g} s round"
+    )
+    sim_result, sim_plans = _simulate(build_parts(description, cluster=cluster.spec), latency)
+    sim_summary = summarize(sim_result)
+    live_summary = summarize(live.result)
+    return Comparison(
+        sim=sim_summary,
+        live=live_summary,
+        jobs=_job_diffs(sim_result, live.result),
+        rounds_identical=_identical_rounds(sim_plans, live.plans, live.id_of),
+        time_scale=scale,
+        wall_s=live.wall_s,
+        launch_latency_s=latency,
+        launch_latency_wall_s=latency / scale,
+        round_s=description.round_s,
+        live_finished=live.finished,
+        launches=live.launches,
+        extensions=live.extensions,
+    )
+
+
+# ---- the two sides -----------------------------------------------------------------
+
+
+def _simulate(parts: RunParts, latency_s: float) -> tuple[SimResult, list[RoundPlan]]:
+    from typing import cast
+
+    from gpumosaic.policies.base import Policy
+    from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
+
+    d = parts.description
+    assert parts.placement is not None
+    plans: list[RoundPlan] = []
+    simulator = RoundSimulator(
+        parts.cluster,
+        parts.workload,
+        cast(Policy, parts.policy),
+        parts.placement,
+        RoundConfig(d.round_s, d.resolve_interval_s),
+        on_plan=plans.append,
+        rng=parts.rng,
+        target=parts.target,
+        launch_latency_s=latency_s,
+    )
+    return simulator.run(), plans
+
+
+def _run_live(
+    description: RunDescription,
+    counts: Sequence[tuple[str, int]],
+    cluster: LiveCluster,
+    jobs: Sequence[JobSpec],
+    scale: float,
+    limit_s: float,
+    root: Path,
+    target_path: Path,
+    say: Callable[[str], None],
+) -> LiveReplay:
+    from gpumosaic.live.rounds.replay import replay
+    from gpumosaic.live.rounds.service import ServiceConfig
+
+    config = ServiceConfig(
+        policy=description.policy,
+        placement=description.resolved_placement(),
+        round_s=description.round_s,
+        resolve_interval_s=description.resolve_interval_s,
+        state=str(root / "state.db"),
+        port=0,
+        cluster=",".join(f"{m}:{c}" for m, c in counts),
+        seed=description.seed,
+        target_workload=str(target_path),
+        time_scale=scale,
+        grace_s=5.0,
+        warm_launchers=True,
+    )
+    last = [-1]
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        if done != last[0]:
+            last[0] = done
+            say(f"live: {done}/{total} jobs final after {time.monotonic() - started:.0f} s")
+
+    return replay(jobs, config, cluster, wall_limit_s=limit_s, progress=progress)
+
+
+def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
+    """Join the Ray this process already runs (tests) or start a local one."""
+    import ray
+
+    from gpumosaic.live.rounds.cluster import discover, local_ray_resources, ray_nodes
+
+    if not ray.is_initialized():
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # our own loopback instance
+        num_gpus, resources = local_ray_resources(counts)
+        ray.init(
+            num_cpus=os.cpu_count() or 1,
+            num_gpus=num_gpus,
+            resources=resources,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
+    return discover(ray_nodes(ray.nodes()), counts)
+
+
+# ---- inputs ------------------------------------------------------------------------
+
+
+def _check_emulable(jobs: Sequence[JobSpec]) -> None:
+    """Emulated jobs step at Gavel's table rate for their job type: a workload whose jobs
+    have none (openb tasks, job lists in ``duration_s``) cannot run live yet."""
+    from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+    table = GavelThroughputTable.load()
+    for job in jobs:
+        scale = max(job.num_gpu, 1)
+        if not any(table.has(job.job_type, scale, column) for column in table.gpu_types):
+            raise InputError(
+                f"job {job.id} ({job.job_type!r} on {scale} GPU(s)) has no rate in Gavel's "
+                "table, so it cannot be emulated live: use a Gavel workload or a job list "
+                "with job_type and steps",
+                field="--workload",
+            )
+
+
+def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
+    return list(parts.cluster.gpus_per_model().items())
+
+
+def _finite_jobs(parts: RunParts) -> list[JobSpec]:
+    jobs = list(islice(iter(parts.workload.jobs), MAX_LIVE_JOBS + 1))
+    if len(jobs) > MAX_LIVE_JOBS and parts.workload.measure is None:
+        raise InputError(
+            f"the live side replays at most {MAX_LIVE_JOBS} jobs: use jobs=N or a window",
+            field="--workload",
+        )
+    if parts.workload.measure is not None:
+        jobs = [j for j in jobs if j.id < parts.workload.measure[1]]
+    return jobs[:MAX_LIVE_JOBS]
+
+
+def _write_target(jobs: Sequence[JobSpec], path: Path) -> None:
+    """The simulator's placement target as a job list (``serve --target-workload``)."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["arrival_s", "num_gpu", "gpu_milli", "duration_s", "cpu_milli", "gpu_spec"])
+        for j in jobs:
+            spec = "|".join(sorted(j.allowed_models)) if j.allowed_models else ""
+            w.writerow([0, j.num_gpu, j.gpu_milli, 1, j.cpu_milli, spec])
+
+
+# ---- the comparison ----------------------------------------------------------------
+
+
+def _job_diffs(sim: SimResult, live: SimResult) -> tuple[JobDiff, ...]:
+    done = JobStatus.COMPLETED
+    sim_jct = {r.job_id: r.jct_s for r in sim.records if r.status is done and r.measured}
+    out = []
+    for r in live.records:
+        if r.status is done and r.job_id in sim_jct and sim_jct[r.job_id] > 0:
+            out.append(JobDiff(r.job_id, sim_jct[r.job_id], r.jct_s))
+    return tuple(sorted(out, key=lambda d: d.job_id))
+
+
+def _plan_key(plan: RoundPlan, id_of: dict[int, int] | None) -> frozenset[object]:
+    """Which jobs run, on which GPU type and node(s), with what share. The GPU indices
+    within a node are left out: two GPUs of one node are the same to a job, and which of
+    them a job gets is a placement tie broken by the order of near-equal priorities."""
+    keys = []
+    for e in plan.entries:
+        ids = tuple(sorted(id_of.get(i, -1) if id_of is not None else i for i in e.job_ids))
+        where = tuple(sorted((p.node, len(p.gpus), p.gpu_milli) for p in e.parts))
+        keys.append((ids, e.gpu_type, where))
+    return frozenset(keys)
+
+
+def _identical_rounds(
+    sim: Sequence[RoundPlan], live: Sequence[RoundPlan], id_of: dict[int, int]
+) -> int:
+    """Rounds (in order, empty plans skipped) whose live plan is the simulator's."""
+    sim_keys = [_plan_key(p, None) for p in sim if len(p)]
+    live_keys = [_plan_key(p, id_of) for p in live if len(p)]
+    return sum(1 for a, b in zip(sim_keys, live_keys, strict=False) if a == b)
+
+
+def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
+    """jobs.csv (per-job JCTs and differences), summary.json and, with matplotlib, a
+    figure of the per-job relative differences."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    path = out / "jobs.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["job_id", "sim_jct_s", "live_jct_s", "rel_diff"])
+        for d in comparison.jobs:
+            w.writerow([d.job_id, f"{d.sim_jct_s:.3f}", f"{d.live_jct_s:.3f}", f"{d.rel_diff:.5f}"])
+    written.append(path)
+    path = out / "summary.json"
+    path.write_text(json.dumps(comparison.to_json(), indent=2) + "\n")
+    written.append(path)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return written
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    sim = [d.sim_jct_s / 3600 for d in comparison.jobs]
+    live = [d.live_jct_s / 3600 for d in comparison.jobs]
+    left.scatter(sim, live, s=14)
+    top = max([*sim, *live, 1e-9])
+    left.plot([0, top], [0, top], color="grey", linewidth=0.8)
+    left.set_xlabel("simulated JCT (h)")
+    left.set_ylabel("live JCT (h)")
+    right.bar(
+        [str(d.job_id) for d in comparison.jobs],
+        [100 * (d.live_jct_s - d.sim_jct_s) / d.sim_jct_s for d in comparison.jobs],
+    )
+    right.set_xlabel("job")
+    right.set_ylabel("live - sim (% of sim JCT)")
+    right.tick_params(axis="x", labelsize=6)
+    fig.suptitle(f"sim vs live, time scale {comparison.time_scale:.3g}")
+    fig.tight_layout()
+    path = out / "jct_diff.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    return written
