@@ -151,7 +151,9 @@ def gandiva_hashes() -> dict[str, str]:
                 time_slicing=variant.time_slicing,
             )
             cpu = time.process_time()
-            result = GandivaSimulator(cluster, workload, config, 0, on_step=on_step).run()
+            result = GandivaSimulator(
+                cluster, workload, config, np.random.default_rng(0), on_step=on_step
+            ).run()
             for r in result.records:
                 h.update(repr((r.job_id, r.start_s, r.finish_s)).encode())
             out[f"gandiva/{scenario.name}/{variant.name}"] = h.hexdigest()[:16]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
+import numpy as np
+
 from gpumosaic.mechanisms.gandiva import Migrate, Step
 from gpumosaic.sim.gandiva import GandivaConfig, GandivaSimulator
 from gpumosaic.sim.result import JobStatus
@@ -37,7 +39,9 @@ def main(path: str = "examples/gandiva_jobs.csv") -> Counter[str]:
                 kind += f" ({action.reason.value}, {where})"
             actions[kind] += 1
 
-    result = GandivaSimulator(cluster, workload, GandivaConfig(), seed=0, on_step=count).run()
+    result = GandivaSimulator(
+        cluster, workload, GandivaConfig(), np.random.default_rng(0), on_step=count
+    ).run()
     report = result.gandiva
     assert report is not None
     done = [r for r in result.records if r.status is JobStatus.COMPLETED]

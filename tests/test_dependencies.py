@@ -46,6 +46,8 @@ def test_every_declared_dependency_is_used_in_src(dist: str) -> None:
 
 
 def test_parquet_without_pyarrow_names_the_extra(tmp_path: Path, monkeypatch) -> None:
+    import numpy as np
+
     from gpumosaic.errors import InputError
     from gpumosaic.experiments.store import write_run
     from gpumosaic.metrics.summary import summarize
@@ -53,7 +55,8 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path: Path, monkeypatch) ->
     from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
     workload = parse_workload("gavel:jobs=3", seed=0).workload
-    result = simulate_gandiva(parse_cluster("v100:2"), workload, GandivaConfig())
+    cluster, config = parse_cluster("v100:2"), GandivaConfig()
+    result = simulate_gandiva(cluster, workload, config, np.random.default_rng(0))
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
     with pytest.raises(InputError, match=r"gpumosaic\[parquet\]"):
         write_run(result, summarize(result), tmp_path, table_format="parquet")

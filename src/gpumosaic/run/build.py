@@ -37,6 +37,7 @@ def build_parts(
     cluster: ClusterSpec | None = None,
     workload: Workload | None = None,
     policy: Policy | QueueOrder | None = None,
+    window_s: tuple[float, float] | None = None,
 ) -> RunParts:
     """Every object of one run, built once from its validated description.
 
@@ -45,7 +46,9 @@ def build_parts(
     ``policy`` object outside the registry (Gavel's policies as shipped,
     ``reproductions/gavel_quirks.py``); it replaces the named one and everything else is
     built as for ``simulate`` (the Generator from ``--seed``, the target workload, the
-    placement, the sharing object)."""
+    placement, the sharing object). ``window_s`` is a measurement window for the
+    mechanisms that take one (Gandiva's reproduction: GPU-seconds while the cluster is
+    loaded)."""
     mechanism = get_mechanism(description.resolved_mechanism())
     if cluster is None:
         cluster = parse_cluster(description.cluster, description.gpus_per_node)
@@ -74,6 +77,7 @@ def build_parts(
         placement=placement,
         sharing=mechanism.sharing(description),
         rng=rng,
+        window_s=window_s,
     )
 
 

@@ -249,6 +249,7 @@ def test_a_driver_that_only_executes_the_actions_gets_the_simulators_schedule() 
     simulated = run_gandiva(
         v100s(1, 1),
         Workload("three", jobs, ConstantThroughputs()),
+        np.random.default_rng(0),
         quantum_s=60.0,
         switch_s=1.0,
         packing=False,

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
+
+from gpumosaic.mechanisms.gandiva.ranking import gandiva_target, is_affinity
 from gpumosaic.model import ClusterSpec, JobSpec
+from gpumosaic.placement.registry import build_placement
+from gpumosaic.policies.ordering import build_queue_order
+from gpumosaic.sim.gandiva import run_gandiva
+from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
 
@@ -62,3 +70,29 @@ def pair_table() -> GavelThroughputTable:
 
 def table_workload(jobs: Sequence[JobSpec]) -> Workload:
     return Workload("test-pairs", list(jobs), pair_table())
+
+
+def run_named(
+    cluster: ClusterSpec,
+    workload: Workload,
+    seed: int = 0,
+    *,
+    order: str = "fifo",
+    placement: str | None = None,
+    **config: Any,
+) -> SimResult:
+    """``run_gandiva`` with its objects built from names as ``run.build`` builds them: the
+    run's Generator from ``seed`` (drawn from by nothing else), the queue order, and a
+    placement strategy scoring against the jobs as Gandiva places them (None or
+    ``affinity``: Gandiva's own order)."""
+    strategy = None
+    if placement is not None and not is_affinity(placement):
+        strategy = build_placement(placement, gandiva_target(workload.target_sample()))
+    return run_gandiva(
+        cluster,
+        workload,
+        np.random.default_rng(seed),
+        order=build_queue_order(order),
+        placement=strategy,
+        **config,
+    )

@@ -4,7 +4,7 @@ queue order and placement."""
 from __future__ import annotations
 
 import pytest
-from gandiva_builders import BAD, GOOD, constant_workload, job, table_workload, v100s
+from gandiva_builders import BAD, GOOD, constant_workload, job, run_named, table_workload, v100s
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,6 @@ from gpumosaic.mechanisms.gandiva.migration import (
     plan_defrag,
 )
 from gpumosaic.model import ClusterSpec
-from gpumosaic.sim.gandiva import run_gandiva
 from gpumosaic.sim.result import JobStatus
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload
@@ -50,7 +49,7 @@ def scattered_jobs() -> list:
 
 def test_migration_consolidates_free_gpus_for_a_multi_gpu_job() -> None:
     workload = constant_workload(scattered_jobs())
-    result = run_gandiva(v100s(2, 4), workload, migration_cost_s=30.0, check_invariants=True)
+    result = run_named(v100s(2, 4), workload, migration_cost_s=30.0, check_invariants=True)
     records = {r.job_id: r for r in result.records}
     assert records[6].start_s == pytest.approx(20.0)
     assert records[6].finish_s == pytest.approx(120.0)
@@ -62,7 +61,7 @@ def test_migration_consolidates_free_gpus_for_a_multi_gpu_job() -> None:
 
 
 def test_without_migration_the_multi_gpu_job_waits_for_a_whole_server() -> None:
-    result = run_gandiva(
+    result = run_named(
         v100s(2, 4), constant_workload(scattered_jobs()), migration=False, check_invariants=True
     )
     records = {r.job_id: r for r in result.records}
@@ -104,7 +103,7 @@ def test_jobs_and_gpu_time_are_conserved(
         job(i, work, arrival=t, k=k, job_type=kind, gpu_time=frac, priority=weight)
         for i, (k, work, t, kind, frac, weight) in enumerate(ordered)
     ]
-    result = run_gandiva(
+    result = run_named(
         v100s(2, 4),
         table_workload(jobs),
         seed=seed,
@@ -150,7 +149,7 @@ def test_jobs_and_gpu_time_are_conserved(
 
 
 def test_a_job_type_without_throughputs_is_rejected_with_a_reason() -> None:
-    result = run_gandiva(v100s(1, 4), table_workload([job(0, 10.0, job_type="unknown")]))
+    result = run_named(v100s(1, 4), table_workload([job(0, 10.0, job_type="unknown")]))
     [record] = result.records
     assert record.status is JobStatus.REJECTED
     assert record.reason.startswith("no_throughput")
@@ -163,11 +162,11 @@ def test_a_gpu_model_where_the_job_runs_at_speed_0_is_never_used() -> None:
     cluster = ClusterSpec.from_counts([("v100", 4), ("k80", 4)], gpus_per_node=4)
     for seed in range(6):  # the seeded server order puts the K80 server first for some
         workload = Workload("zero", [job(0, 10.0, job_type="z")], table)
-        [record] = run_gandiva(cluster, workload, seed=seed).records
+        [record] = run_named(cluster, workload, seed=seed).records
         assert (record.status, record.gpu_model) == (JobStatus.COMPLETED, "V100")
     k80_only = ClusterSpec.from_counts([("k80", 4)], gpus_per_node=4)
     workload = Workload("zero", [job(0, 10.0, job_type="z")], table)
-    [record] = run_gandiva(k80_only, workload).records
+    [record] = run_named(k80_only, workload).records
     assert record.status is JobStatus.REJECTED and record.reason.startswith("no_throughput")
 
 
@@ -177,7 +176,7 @@ def test_same_seed_same_run() -> None:
         job(i, 50.0 + 37 * i, arrival=5.0 * i, k=(1, 2, 1, 4)[i % 4], job_type=kinds[i % 2])
         for i in range(10)
     ]
-    first = run_gandiva(v100s(2, 4), table_workload(jobs), seed=7)
-    again = run_gandiva(v100s(2, 4), table_workload(jobs), seed=7)
+    first = run_named(v100s(2, 4), table_workload(jobs), seed=7)
+    again = run_named(v100s(2, 4), table_workload(jobs), seed=7)
     assert first.records == again.records
     assert first.gandiva == again.gandiva

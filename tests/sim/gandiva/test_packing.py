@@ -8,17 +8,16 @@ and a "bad" pair 0.4 each (sum 0.8, worse than time-slicing's 1).
 from __future__ import annotations
 
 import pytest
-from gandiva_builders import BAD, GOOD, job, table_workload, v100s
+from gandiva_builders import BAD, GOOD, job, run_named, table_workload, v100s
 
 from gpumosaic.mechanisms.gandiva.rates import RateModel
 from gpumosaic.model import gpu_model
-from gpumosaic.sim.gandiva import run_gandiva
 from gpumosaic.sim.result import JobStatus, SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 
 def run(jobs: list, **kw: object) -> SimResult:
-    return run_gandiva(
+    return run_named(
         v100s(1, 1),
         table_workload(jobs),
         quantum_s=60.0,

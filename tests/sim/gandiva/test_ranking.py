@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gandiva_builders import constant_workload, job, v100s
+from gandiva_builders import constant_workload, job, run_named, v100s
 
 from gpumosaic.mechanisms.gandiva.affinity import Choice, ChoiceKind, ServerView, choose_server
 from gpumosaic.mechanisms.gandiva.ranking import TierRanker, as_group_job
 from gpumosaic.model import ClusterSpec, JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.registry import build_placement
-from gpumosaic.sim.gandiva import run_gandiva
 
 S = ServerView
 
@@ -100,7 +99,7 @@ def test_a_named_placement_picks_the_server_in_a_run(placement: str, model: str)
     # leaves the least free, the K80 server; strided leaves the most, the V100 server.
     cluster = ClusterSpec.from_counts([("v100", 4), ("k80", 2)], gpus_per_node=4)
     for seed in range(4):  # whatever the seeded server order
-        result = run_gandiva(
+        result = run_named(
             cluster,
             constant_workload([job(0, 50.0)]),
             seed=seed,
@@ -113,7 +112,7 @@ def test_a_named_placement_picks_the_server_in_a_run(placement: str, model: str)
 def test_without_a_named_placement_the_seeded_order_decides() -> None:
     cluster = ClusterSpec.from_counts([("v100", 4), ("k80", 2)], gpus_per_node=4)
     models = {
-        run_gandiva(cluster, constant_workload([job(0, 50.0)]), seed=s).records[0].gpu_model
+        run_named(cluster, constant_workload([job(0, 50.0)]), seed=s).records[0].gpu_model
         for s in range(8)
     }
     assert models == {"V100", "K80"}  # both, depending on the seed: no size preference

@@ -7,16 +7,15 @@ One V100 server with one GPU, every job 1 step/s alone, quantum 60 s, each hand-
 from __future__ import annotations
 
 import pytest
-from gandiva_builders import constant_workload, job, v100s
+from gandiva_builders import constant_workload, job, run_named, v100s
 
-from gpumosaic.sim.gandiva import run_gandiva
 from gpumosaic.sim.result import JobStatus, SimResult
 
 QUANTUM, SWITCH = 60.0, 1.0
 
 
 def run(jobs: list, **kw: object) -> SimResult:
-    return run_gandiva(
+    return run_named(
         v100s(1, 1),
         constant_workload(jobs),
         quantum_s=QUANTUM,
@@ -126,7 +125,7 @@ def test_timeline_measures_fragmentation_against_the_job_shapes() -> None:
     # fragmented), a 4-GPU job none (3000). Expected 0.5 * 0 + 0.5 * 3000 = 1500, rate
     # 1500 / 3000 = 0.5.
     jobs = [job(0, 100.0), job(1, 50.0, k=4)]
-    result = run_gandiva(v100s(1, 4), constant_workload(jobs), check_invariants=True)
+    result = run_named(v100s(1, 4), constant_workload(jobs), check_invariants=True)
     timeline = result.timeline
     assert timeline.time_s[0] == 0.0 and timeline.queued[0] == 1
     assert timeline.fragmentation_rate[0] == pytest.approx(0.5)
@@ -144,7 +143,7 @@ def test_no_backfill_keeps_a_later_small_job_behind_a_blocked_big_one() -> None:
     jobs = [job(0, 100.0), job(1, 50.0, arrival=1.0, k=2), job(2, 10.0, arrival=2.0)]
 
     def starts(backfill: bool) -> dict[int, float]:
-        result = run_gandiva(
+        result = run_named(
             v100s(1, 2),
             constant_workload(jobs),
             time_slicing=False,

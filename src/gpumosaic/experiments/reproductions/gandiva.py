@@ -57,6 +57,15 @@ class Variant:
     migration: bool
     time_slicing: bool = True
 
+    @property
+    def sharing(self) -> str:
+        """The variant as ``--sharing`` spells it (Gandiva's other options at defaults)."""
+        on = {True: "on", False: "off"}
+        return (
+            f"gandiva:packing={on[self.packing]},migration={on[self.migration]},"
+            f"time_slicing={on[self.time_slicing]}"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class EvalRow:
@@ -151,20 +160,43 @@ def run_variant(
     seed: int = 0,
     window_s: tuple[float, float] | None = None,
 ) -> EvalRow:
-    cluster, workload = build(scenario, table, seed)
-    # Gandiva's simulator only when a run starts (the command's --help lists this module).
-    from gpumosaic.mechanisms.gandiva.config import GandivaConfig
-    from gpumosaic.sim.gandiva import simulate_gandiva
+    return run_variant_result(scenario, variant, table, seed, window_s)[0]
 
-    config = GandivaConfig(
-        packing=variant.packing, migration=variant.migration, time_slicing=variant.time_slicing
+
+def run_variant_result(
+    scenario: Scenario,
+    variant: Variant,
+    table: GavelThroughputTable,
+    seed: int = 0,
+    window_s: tuple[float, float] | None = None,
+) -> tuple[EvalRow, SimResult]:
+    """One variant through the road (``run.build``): a description of the run
+    (``--mechanism gandiva``, the variant as its ``--sharing``, ``--seed``) with the
+    cluster, the generated stream and the measurement window this study built, which no
+    description names; the row and the run's result."""
+    cluster, workload = build(scenario, table, seed)
+    # The road (and Gandiva's simulator) only when a run starts: the command's --help
+    # lists this module.
+    from gpumosaic.run.build import build_parts, run_parts
+    from gpumosaic.run.description import RunDescription
+
+    description = RunDescription(
+        cluster=",".join(f"{model}:{count}" for model, count in scenario.counts),
+        gpus_per_node=scenario.gpus_per_node,
+        workload=workload.name,
+        policy="fifo",
+        seed=seed,
+        mechanism="gandiva",
+        sharing=variant.sharing,
     )
     window = window_s or window_of(scenario, workload)
     started = time.perf_counter()
-    result = simulate_gandiva(cluster, workload, config, seed, window)
-    return summarize(
+    parts = build_parts(description, cluster=cluster, workload=workload, window_s=window)
+    result = run_parts(parts).result
+    row = summarize(
         scenario.name, variant.name, result, cluster.num_gpus, time.perf_counter() - started
     )
+    return row, result
 
 
 def summarize(

@@ -61,6 +61,9 @@ class RunParts:
     placement: PlacementStrategy | None  # None: the mechanism's own order (Gandiva's)
     sharing: object  # what the mechanism's ``sharing()`` built (a SpeedModel, a config)
     rng: np.random.Generator  # the run's root Generator, seeded from --seed
+    # A study's measurement window [start, end) in simulated seconds (Gandiva's utilization
+    # over the loaded part of a run); None: none. No description names one.
+    window_s: tuple[float, float] | None = None
 
     @property
     def workload(self) -> Workload:

@@ -71,7 +71,8 @@ class GandivaMechanism:
             parts.cluster,
             parts.workload,
             parts.sharing,
-            seed=parts.description.seed,
+            parts.rng,  # drawn from by nothing before: a queue order takes none
+            window_s=parts.window_s,
             order=cast(QueueOrder, parts.policy),
             placement=parts.placement,
             backfill=parts.description.backfill,

@@ -26,7 +26,7 @@ import numpy as np
 from gpumosaic.mechanisms.gandiva.actions import Pack, Start
 from gpumosaic.mechanisms.gandiva.config import GandivaConfig
 from gpumosaic.mechanisms.gandiva.decider import GandivaDecider, Step
-from gpumosaic.mechanisms.gandiva.ranking import gandiva_target, resolve_placement
+from gpumosaic.mechanisms.gandiva.ranking import gandiva_target
 from gpumosaic.mechanisms.gandiva.rates import RateModel
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
@@ -34,7 +34,7 @@ from gpumosaic.model.power import PowerTracker
 from gpumosaic.model.state import BookkeepingError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.fragmentation import shared_tracker
-from gpumosaic.policies.ordering import QueueOrder, build_queue_order
+from gpumosaic.policies.ordering import Fifo, QueueOrder
 from gpumosaic.sim.engine import Engine, EventHandle
 from gpumosaic.sim.gandiva.progress import ModelledProgress
 from gpumosaic.sim.gandiva.records import Snapshot, build_result
@@ -43,6 +43,7 @@ from gpumosaic.workloads.workload import Workload
 
 _PLACEMENTS = (Start, Pack)  # actions that may place a job for the first time
 ARRIVAL_PRIORITY = 1  # at equal times, finishes (priority 0) free GPUs before arrivals
+FIFO: QueueOrder = Fifo()  # Gandiva's own queue order (a frozen value: safe as a default)
 
 
 class GandivaSimulator:
@@ -51,14 +52,17 @@ class GandivaSimulator:
         cluster: ClusterSpec,
         workload: Workload,
         config: GandivaConfig,
-        seed: int,
+        rng: np.random.Generator,
         window_s: tuple[float, float] | None = None,
-        order: QueueOrder | str = "fifo",
-        placement: PlacementStrategy | str | None = None,
+        order: QueueOrder = FIFO,
+        placement: PlacementStrategy | None = None,
         backfill: bool = True,
         on_step: Callable[[float, Step], None] | None = None,
     ) -> None:
-        """``on_step(now, step)`` sees every decision of the run (its typed actions)."""
+        """``rng`` is the run's Generator (``run.build``: seeded from ``--seed``, drawn from
+        by nothing before); ``order`` a built queue order; ``placement`` a built strategy
+        that ranks the servers within an affinity tier, None for Gandiva's own order.
+        ``on_step(now, step)`` sees every decision of the run (its typed actions)."""
         self.cluster = cluster
         self.on_step = on_step
         # GPU-seconds are also snapshot at the window's ends, so utilization can be measured
@@ -69,15 +73,14 @@ class GandivaSimulator:
         self.config = config
         self.engine = Engine()
         self.timeline = TimelineRecorder()
-        strategy = resolve_placement(placement, workload.target_sample())
         self.progress = ModelledProgress(RateModel(workload.throughputs))
         self.decider = GandivaDecider(
             cluster,
             workload.throughputs,
             config,
-            np.random.default_rng(seed),
-            order=build_queue_order(order) if isinstance(order, str) else order,
-            placement=strategy,
+            rng,
+            order=order,
+            placement=placement,
             backfill=backfill,
             meter=self.progress,
         )
@@ -234,40 +237,41 @@ def simulate_gandiva(
     cluster: ClusterSpec,
     workload: Workload,
     config: GandivaConfig,
-    seed: int = 0,
+    rng: np.random.Generator,
     window_s: tuple[float, float] | None = None,
-    order: QueueOrder | str = "fifo",
-    placement: PlacementStrategy | str | None = None,
+    order: QueueOrder = FIFO,
+    placement: PlacementStrategy | None = None,
     backfill: bool = True,
 ) -> SimResult:
     """Run Gandiva; ``window_s`` adds the GPU-seconds spent inside it (``window_*`` extras).
 
-    ``order`` is a queue order (``fifo``, ``sjf``, ``priority``); ``placement`` a registry
-    strategy that orders the servers within an affinity tier (None or ``affinity``:
-    least loaded first, Gandiva's own); ``backfill=False`` stops each pass at the first
-    queued job that finds no place, as ``--no-backfill`` does for the event mechanism."""
-    sim = GandivaSimulator(cluster, workload, config, seed, window_s, order, placement, backfill)
+    Built objects only (``run.build`` builds them from a description): ``rng`` the run's
+    Generator, ``order`` a queue order, ``placement`` a strategy that orders the servers
+    within an affinity tier (None: least loaded first, Gandiva's own); ``backfill=False``
+    stops each pass at the first queued job that finds no place, as ``--no-backfill`` does
+    for the event mechanism."""
+    sim = GandivaSimulator(cluster, workload, config, rng, window_s, order, placement, backfill)
     return sim.run()
 
 
 def run_gandiva(
     cluster: ClusterSpec,
     workload: Workload,
-    seed: int = 0,
+    rng: np.random.Generator,
     *,
-    order: QueueOrder | str = "fifo",
-    placement: PlacementStrategy | str | None = None,
+    order: QueueOrder = FIFO,
+    placement: PlacementStrategy | None = None,
     backfill: bool = True,
     **config: Any,
 ) -> SimResult:
     """Run Gandiva on ``workload``; the other keywords are GandivaConfig's fields (an
-    unknown name is a TypeError), ``order``, ``placement`` and ``backfill`` as in
+    unknown name is a TypeError), ``rng``, ``order``, ``placement`` and ``backfill`` as in
     ``simulate_gandiva``."""
     return simulate_gandiva(
         cluster,
         workload,
         GandivaConfig(**config),
-        seed,
+        rng,
         order=order,
         placement=placement,
         backfill=backfill,

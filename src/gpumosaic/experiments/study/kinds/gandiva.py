@@ -9,7 +9,6 @@ variant's numbers depend on the others of its batch.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
@@ -21,7 +20,7 @@ from gpumosaic.experiments.reproductions.gandiva import (
     Scenario,
     Variant,
     build,
-    summarize,
+    run_variant_result,
     window_of,
 )
 from gpumosaic.experiments.study.kinds.base import (
@@ -33,8 +32,6 @@ from gpumosaic.experiments.study.kinds.base import (
     unique,
 )
 from gpumosaic.experiments.study.kinds.simulate import jobs_table, timeline_table
-from gpumosaic.mechanisms.gandiva.config import GandivaConfig
-from gpumosaic.sim.gandiva import simulate_gandiva
 from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
@@ -128,18 +125,8 @@ def _run(
     seed: int,
     window_s: tuple[float, float] | None,
 ) -> tuple[Any, SimResult]:
-    """``reproductions.gandiva.run_variant``, keeping the run's records."""
-    cluster, workload = build(scenario, table, seed)
-    config = GandivaConfig(
-        packing=variant.packing, migration=variant.migration, time_slicing=variant.time_slicing
-    )
-    window = window_s or window_of(scenario, workload)
-    started = time.perf_counter()
-    result = simulate_gandiva(cluster, workload, config, seed, window)
-    row = summarize(
-        scenario.name, variant.name, result, cluster.num_gpus, time.perf_counter() - started
-    )
-    return row, result
+    """``reproductions.gandiva.run_variant`` (through the road), keeping the run's records."""
+    return run_variant_result(scenario, variant, table, seed, window_s)
 
 
 def _product(point: GandivaPoint, scenario: Scenario, row: Any, result: SimResult) -> RunProduct:
