@@ -25,9 +25,12 @@ TOKEN = "fuzz-token"
 
 
 def _app():  # built at import: schemathesis reads the schema when the module loads
+    import atexit
+    import shutil
     import tempfile
 
     scratch = Path(tempfile.mkdtemp(prefix="extender-schema-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the test run leaves no folder behind
     svc = service(cluster(("V100", 2), ("T4", 1), ("A100", 8)), scratch / "s.db")
     return create_app(svc, token=TOKEN)
 
