@@ -39,8 +39,6 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Run every point of an experiment's grid not yet in the result folder."""
-    from gpumosaic.experiments.parallel import default_workers
-    from gpumosaic.experiments.study.execute import execute
     from gpumosaic.experiments.study.file import load_experiment
     from gpumosaic.experiments.study.presets import preset_path
 
@@ -56,6 +54,10 @@ def run(
     study = load_experiment(path)
     folder = out or Path("runs") / study.name
     check_out_dir(folder)
+    # The runner (result store: pyarrow; the simulators) only once the file is valid.
+    from gpumosaic.experiments.parallel import default_workers
+    from gpumosaic.experiments.study.execute import execute
+
     n_workers = workers if workers > 0 else default_workers()
     with counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update:
         outcome = execute(

@@ -7,9 +7,10 @@ this order whenever the placement finds room. Registered by name like everything
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from gpumosaic.model.job import JobSpec
+if TYPE_CHECKING:  # a type only: validating a --policy name needs no numpy (model/)
+    from gpumosaic.model.job import JobSpec
 
 SortKey = tuple[float, float, int]
 

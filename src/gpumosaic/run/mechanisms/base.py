@@ -16,7 +16,9 @@ A mechanism says *when* jobs run. As a plug-in it is one small object with:
   built objects (``RunParts``) and return a ``SimResult``.
 
 Adding one: a file with such a class, and one line in ``run/mechanisms/__init__.py``
-(or ``register_mechanism(obj)`` at run time).
+(or ``register_mechanism(obj)`` at run time). A plug-in imports its simulator (and what
+else is heavy) inside the method that needs it: the registry is imported to validate
+every description, and a user mistake's one line should not pay for a simulator.
 """
 
 from __future__ import annotations
@@ -26,20 +28,22 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
 from gpumosaic.errors import InputError
-from gpumosaic.model.cluster import ClusterSpec
-from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.base import Policy
-from gpumosaic.policies.ordering import QueueOrder
-from gpumosaic.sim.result import SimResult
-from gpumosaic.workloads.spec import ParsedWorkload
-from gpumosaic.workloads.workload import Workload
 
 if TYPE_CHECKING:
+    # Types only: validating a description (a user mistake's one line) imports the
+    # registry, and none of these (numpy, the simulators) is needed for that.
+    import numpy as np
+
+    from gpumosaic.model.cluster import ClusterSpec
+    from gpumosaic.placement.base import PlacementStrategy
+    from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.policies.base import Policy
+    from gpumosaic.policies.ordering import QueueOrder
     from gpumosaic.run.description import RunDescription
+    from gpumosaic.sim.result import SimResult
+    from gpumosaic.workloads.spec import ParsedWorkload
+    from gpumosaic.workloads.workload import Workload
 
 ProgressCallback = Callable[[float], None]
 
@@ -107,11 +111,12 @@ def refuse_background(description: RunDescription, mechanism: str) -> None:
 def check_placement(placement: str | None, own_order: str | None = None) -> None:
     """Fail early (``--placement``) on a placement name no strategy has; ``own_order`` is
     a mechanism's own server order (Gandiva's ``affinity``), allowed only there."""
-    from gpumosaic.model.job import JobSpec
-    from gpumosaic.run.parts import build_placement_for
-
     if placement is None:
         return
+    from gpumosaic.model.job import JobSpec
+    from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.run.parts import build_placement_for
+
     name = placement.strip().lower()
     if own_order is not None and name == own_order:
         return

@@ -1,5 +1,7 @@
 """``--mechanism event``: non-preemptive, event-driven (``sim/simulator.py`` around the
-clock-free ``mechanisms.event.SchedulingPass``); ``--policy`` is a queue order."""
+clock-free ``mechanisms.event.SchedulingPass``); ``--policy`` is a queue order.
+
+Light to import (see ``base``): the simulator and its imports load in ``simulate``."""
 
 from __future__ import annotations
 
@@ -7,19 +9,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
-from gpumosaic.model.state import ClusterState
-from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
 from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
-from gpumosaic.sharing.speed import SpeedModel, build_speed_model
-from gpumosaic.sim.background import BackgroundLoad, BackgroundSpec, prefill
-from gpumosaic.sim.event.simulator import EventSimulator
-from gpumosaic.sim.result import SimResult
-from gpumosaic.workloads.throughputs import GavelThroughputTable
-from gpumosaic.workloads.workload import Workload
 
 if TYPE_CHECKING:
+    from gpumosaic.model.state import ClusterState
+    from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.run.description import RunDescription
+    from gpumosaic.sharing.speed import SpeedModel
+    from gpumosaic.sim.background import BackgroundLoad
+    from gpumosaic.sim.result import SimResult
+    from gpumosaic.workloads.workload import Workload
 
 
 class EventMechanism:
@@ -29,18 +28,29 @@ class EventMechanism:
     default_placement = "fgd"
 
     def check(self, description: RunDescription) -> None:
+        from gpumosaic.policies.ordering import QUEUE_ORDERS
+
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             known = ", ".join(QUEUE_ORDERS)
             raise InputError(f"the event mechanism takes a queue order ({known})", field="--policy")
         check_placement(description.placement)
 
     def target(self, workload: Workload) -> TargetWorkload:
+        from gpumosaic.placement.workload import TargetWorkload
+
         return TargetWorkload.from_jobs(workload.target_sample())
 
     def sharing(self, description: RunDescription) -> SpeedModel:
+        from gpumosaic.sharing.speed import build_speed_model
+
         return build_speed_model(description.sharing)
 
     def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+        from gpumosaic.policies.ordering import QueueOrder
+        from gpumosaic.sharing.speed import SpeedModel
+        from gpumosaic.sim.event.simulator import EventSimulator
+        from gpumosaic.workloads.throughputs import GavelThroughputTable
+
         workload, cluster = parts.workload, parts.cluster
         if isinstance(workload.throughputs, GavelThroughputTable):
             unmeasured = [m.name for m in cluster.gpu_models if m.throughput_key is None]
@@ -77,6 +87,8 @@ class EventMechanism:
         placement and Generator (before any job arrives)."""
         if parts.description.background is None:
             return None, None
+        from gpumosaic.model.state import ClusterState
+        from gpumosaic.sim.background import BackgroundSpec, prefill
         from gpumosaic.traces.openb import load_openb_tasks
 
         spec = BackgroundSpec.parse(parts.description.background)

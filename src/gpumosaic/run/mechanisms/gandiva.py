@@ -1,17 +1,16 @@
 """``--mechanism gandiva`` (or ``--sharing gandiva:...``): Gandiva's own scheduler, the
 clock-free ``GandivaDecider`` (``mechanisms/gandiva/``: affinity, suspend-resume time
 slicing, packing, migration) driven by ``sim/gandiva/``; ``--policy`` is a queue order,
-``--sharing gandiva:key=value,...`` its options."""
+``--sharing gandiva:key=value,...`` its options.
+
+Light to import (see ``base``): Gandiva's package and simulator load when a description
+asks for Gandiva."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
-from gpumosaic.mechanisms.gandiva.config import GandivaConfig, parse_gandiva_options
-from gpumosaic.mechanisms.gandiva.ranking import AFFINITY, gandiva_target
-from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.ordering import QUEUE_ORDERS, QueueOrder
 from gpumosaic.run.mechanisms.base import (
     PolicyKind,
     ProgressCallback,
@@ -19,21 +18,34 @@ from gpumosaic.run.mechanisms.base import (
     check_placement,
     refuse_background,
 )
-from gpumosaic.sim.gandiva import simulate_gandiva
-from gpumosaic.sim.result import SimResult
-from gpumosaic.workloads.workload import Workload
 
 if TYPE_CHECKING:
+    from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+    from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.run.description import RunDescription
+    from gpumosaic.sim.result import SimResult
+    from gpumosaic.workloads.workload import Workload
 
 
 class GandivaMechanism:
     name = "gandiva"
     policy_kind = PolicyKind.QUEUE_ORDER
-    own_placement: str | None = AFFINITY
-    default_placement = AFFINITY
+
+    @property
+    def own_placement(self) -> str | None:
+        from gpumosaic.mechanisms.gandiva.ranking import AFFINITY
+
+        return AFFINITY
+
+    @property
+    def default_placement(self) -> str:
+        from gpumosaic.mechanisms.gandiva.ranking import AFFINITY
+
+        return AFFINITY
 
     def check(self, description: RunDescription) -> None:
+        from gpumosaic.policies.ordering import QUEUE_ORDERS
+
         refuse_background(description, "gandiva")
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             raise InputError(
@@ -47,9 +59,12 @@ class GandivaMechanism:
         check_placement(description.placement, own_order=self.own_placement)
 
     def target(self, workload: Workload) -> TargetWorkload:
+        from gpumosaic.mechanisms.gandiva.ranking import gandiva_target
+
         return gandiva_target(workload.target_sample())
 
     def sharing(self, description: RunDescription) -> GandivaConfig:
+        from gpumosaic.mechanisms.gandiva.config import parse_gandiva_options
         from gpumosaic.run.description import is_gandiva
 
         spec = description.sharing
@@ -66,6 +81,10 @@ class GandivaMechanism:
             raise InputError(str(err), field="--sharing") from None
 
     def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+        from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+        from gpumosaic.policies.ordering import QueueOrder
+        from gpumosaic.sim.gandiva import simulate_gandiva
+
         assert isinstance(parts.sharing, GandivaConfig)
         return simulate_gandiva(
             parts.cluster,

@@ -1,13 +1,13 @@
 """``--mechanism rounds``: Gavel's round mechanism (``sim/rounds.py`` around the
-clock-free ``mechanisms.rounds.RoundDecider``); ``--policy`` is a Gavel policy."""
+clock-free ``mechanisms.rounds.RoundDecider``); ``--policy`` is a Gavel policy.
+
+Light to import (see ``base``): the simulator and its imports load in ``simulate``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError, unknown_name
-from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.base import Policy
 from gpumosaic.run.mechanisms.base import (
     PolicyKind,
     ProgressCallback,
@@ -15,13 +15,13 @@ from gpumosaic.run.mechanisms.base import (
     check_placement,
     refuse_background,
 )
-from gpumosaic.sharing.speed import SpeedModel, build_speed_model
-from gpumosaic.sim.result import SimResult
-from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
-from gpumosaic.workloads.workload import Workload
 
 if TYPE_CHECKING:
+    from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.run.description import RunDescription
+    from gpumosaic.sharing.speed import SpeedModel
+    from gpumosaic.sim.result import SimResult
+    from gpumosaic.workloads.workload import Workload
 
 
 class RoundsMechanism:
@@ -58,14 +58,22 @@ class RoundsMechanism:
         check_placement(description.placement)
 
     def target(self, workload: Workload) -> TargetWorkload:
+        from gpumosaic.placement.workload import TargetWorkload
+
         return TargetWorkload.from_jobs(workload.target_sample())
 
     def sharing(self, description: RunDescription) -> SpeedModel | None:
         if description.sharing.strip().lower() == "none":
             return None  # the rounds' own sharing only: fractions and packed pairs
+        from gpumosaic.sharing.speed import build_speed_model
+
         return build_speed_model(description.sharing)
 
     def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+        from gpumosaic.policies.base import Policy
+        from gpumosaic.sharing.speed import SpeedModel
+        from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
+
         d = parts.description
         assert parts.placement is not None
         simulator = RoundSimulator(
