@@ -163,3 +163,72 @@ def test_every_command_module_is_listed() -> None:
     for name, modules in defined.items():
         listed = {f"gpumosaic.cli.{m}" for m in COMMAND_MODULES[name]}
         assert modules <= listed, name
+
+
+# A mistake's one line: the options' and the description's own checks, before any run.
+# Each of these is refused (exit 2) by names and light parsers alone: no numpy, no
+# simulator, no policy class, no solver, no Parquet.
+LIGHT_MISTAKES = (
+    ("simulate", "--seed", "-1"),
+    ("simulate", "--round-s", "nan"),
+    ("simulate", "--resolve-interval-s", "-1"),
+    ("simulate", "--gpus-per-node", "0"),
+    ("simulate", "--policy", "nosuch"),
+    ("simulate", "--mechanism", "rounds", "--policy", "nosuch"),
+    ("simulate", "--mechanism", "rounds", "--policy", "sjf"),
+    ("simulate", "--mechanism", "nosuch"),
+    ("simulate", "--format", "xlsx"),
+    ("compare", "--seeds", "-1"),
+    ("fill", "--seed", "-1"),
+    ("run", "missing.toml"),
+)
+# What a light mistake never loads (besides HEAVY and SIMULATOR).
+RUN_ONLY = (
+    "numpy",
+    "gpumosaic.sim",
+    "gpumosaic.sim.event",
+    "gpumosaic.sim.rounds",
+    "gpumosaic.sim.gandiva",
+    "gpumosaic.policies.fifo",
+    "gpumosaic.policies.lp_base",
+    "gpumosaic.experiments.study.execute",
+)
+
+
+@pytest.mark.parametrize("argv", LIGHT_MISTAKES, ids=" ".join)
+def test_a_mistake_is_refused_before_the_simulators_load(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    modules = loaded(tmp_path, *argv, code=2)
+    assert top_level(modules, HEAVY + SIMULATOR + RUN_ONLY) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("simulate", "--placement", "nosuch"),  # placement names parse with numpy's types
+        ("simulate", "--cluster", "v100:x"),  # the cluster is parsed when the run is built
+    ],
+    ids=" ".join,
+)
+def test_a_parsed_mistake_loads_no_simulator(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # Building the run's parts is allowed (run.build, the job-list reader's yaml); running
+    # it is not: no simulator, round decider, solver, dataframe or Parquet.
+    modules = loaded(tmp_path, *argv, code=2)
+    simulators = ("gpumosaic.sim.event", "gpumosaic.sim.rounds", "gpumosaic.sim.gandiva")
+    heavy = tuple(n for n in HEAVY if n != "yaml")
+    assert top_level(modules, heavy + simulators + ("gpumosaic.mechanisms",)) == []
+
+
+def test_the_mechanism_registry_loads_no_simulator() -> None:
+    # The registry is imported to validate every description; a plug-in imports its
+    # simulator in simulate() only (run/mechanisms/base.py).
+    code = (
+        "import sys; import gpumosaic.run.mechanisms as m; m.mechanism_names(); "
+        "print(sorted(n for n in sys.modules if n == 'numpy' or n.startswith("
+        "('gpumosaic.sim', 'gpumosaic.mechanisms', 'gpumosaic.policies.'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

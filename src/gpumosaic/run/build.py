@@ -14,9 +14,10 @@ in the import layers (pyproject.toml), so every caller can.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from gpumosaic.metrics.summary import summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.base import Policy
@@ -24,11 +25,12 @@ from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms import PolicyKind, RunParts, get_mechanism
 from gpumosaic.run.mechanisms.base import ProgressCallback
-from gpumosaic.run.outcome import RunOutcome, never_fit_lines
 from gpumosaic.run.parts import build_allocation_policy, build_placement_for
-from gpumosaic.workloads.load import offered_load
 from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
 from gpumosaic.workloads.workload import Workload
+
+if TYPE_CHECKING:
+    from gpumosaic.run.outcome import RunOutcome
 
 
 def build_parts(
@@ -89,6 +91,11 @@ def run(description: RunDescription, progress: ProgressCallback | None = None) -
 
 def run_parts(parts: RunParts, progress: ProgressCallback | None = None) -> RunOutcome:
     """Run built parts (``build_parts``) with their mechanism and summarize the result."""
+    # Imported here: building parts (and refusing a bad --cluster) needs none of them.
+    from gpumosaic.metrics.summary import summarize
+    from gpumosaic.run.outcome import RunOutcome, never_fit_lines
+    from gpumosaic.workloads.load import offered_load
+
     mechanism = get_mechanism(parts.description.resolved_mechanism())
     result = mechanism.simulate(parts, progress)
     return RunOutcome(

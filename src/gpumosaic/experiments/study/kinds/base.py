@@ -12,14 +12,17 @@ import hashlib
 import json
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Protocol
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-try:
+if TYPE_CHECKING:
     import pyarrow as pa
-except ImportError:  # a study's store is Parquet: the parquet extra
+# A study's store is Parquet (the parquet extra). Looked up, not imported: pyarrow loads
+# when a table is built, not when an experiment file is read or found faulty.
+if find_spec("pyarrow") is None:
     from gpumosaic.errors import InputError
 
-    raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'") from None
+    raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'")
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 # The x axis of a run's timeline and placements: simulated seconds, or (fill replays)
