@@ -18,11 +18,18 @@ import time
 COMMANDS = (
     ("--help",),
     ("simulate", "--help"),
+    # Refused by the description's own checks (names and light parsers: no numpy).
     ("simulate", "--seed", "-1"),
+    ("simulate", "--round-s", "nan"),
+    ("simulate", "--policy", "nosuch"),
+    ("simulate", "--mechanism", "rounds", "--policy", "sjf"),
+    # Refused while the run's parts are built (numpy, the placement registry; no simulator).
     ("simulate", "--cluster", "v100:x"),
+    ("simulate", "--placement", "nosuch"),
     ("compare", "--seeds", "-1"),
     ("fill", "--seed", "-1"),
     ("run", "missing.toml"),
+    ("compare", "--policies", "nosuch"),
     ("nosuchcommand",),
 )
 
@@ -58,7 +65,7 @@ def main() -> None:
         runs = [measure(argv, env) for _ in range(repeats)]
         wall = statistics.median(w for w, _ in runs)
         cpu = statistics.median(c for _, c in runs)
-        print(f"gpumosaic {' '.join(argv):30s} wall {wall:.3f} s  CPU {cpu:.3f} s  (n={repeats})")
+        print(f"gpumosaic {' '.join(argv):46s} wall {wall:.3f} s  CPU {cpu:.3f} s  (n={repeats})")
 
 
 if __name__ == "__main__":

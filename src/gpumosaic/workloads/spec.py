@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
 from gpumosaic.options import parse_options
-from gpumosaic.traces.joblist import JobList, load_job_list
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import (
     BORROWED_RATES,
@@ -26,6 +25,9 @@ from gpumosaic.workloads.throughputs import (
     GavelThroughputTable,
 )
 from gpumosaic.workloads.workload import Workload
+
+if TYPE_CHECKING:  # the job-list reader (yaml, a pydantic model) loads for a job list only
+    from gpumosaic.traces.joblist import JobList
 
 
 def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
@@ -91,6 +93,8 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
     if path.suffix.lower() == ".trace":
         return parse_workload(f"gavel-trace:{text}", seed)
     if path.suffix.lower() in (".csv", ".yaml", ".yml"):
+        from gpumosaic.traces.joblist import load_job_list
+
         job_list = load_job_list(path)
         throughputs = GavelThroughputTable.load() if job_list.uses_steps else ConstantThroughputs()
         _check_job_types(job_list)
