@@ -72,6 +72,7 @@ class JobOutcome:
     max_redo_per_restart: int
     processes: int
     overlapping_processes: bool
+    after_kill: int  # steps processes executed after a SIGKILL of serve, before stopping
 
 
 def free_port() -> int:
@@ -123,10 +124,11 @@ def jobs_states(port: int) -> dict[int, str]:
 
 
 def analyse(
-    job_id: int, state: str, needed: int, logdir: Path
-) -> tuple[JobOutcome, list[tuple[int, float, float]]]:
+    job_id: int, state: str, needed: int, logdir: Path, kill_epochs: list[float]
+) -> JobOutcome:
     steps_by_pid: dict[int, list[tuple[int, float]]] = defaultdict(list)
     order: list[int] = []  # pids in the order they started
+    started: dict[int, float] = {}
     path = logdir / f"job-{job_id}.log"
     lines = path.read_text().splitlines() if path.exists() else []
     for line in lines:
@@ -136,6 +138,7 @@ def analyse(
         kind, pid = parts[0], int(parts[1])
         if kind == "start" and pid not in order:
             order.append(pid)
+            started[pid] = float(parts[3])
         if kind == "step":
             steps_by_pid[pid].append((int(parts[2]), float(parts[3])))
     executed = sum(len(s) for s in steps_by_pid.values())
@@ -147,10 +150,22 @@ def analyse(
         seen |= mine
     spans = [(pid, min(t for _, t in s), max(t for _, t in s)) for pid, s in steps_by_pid.items()]
     overlap = any(a[1] < b[2] and b[1] < a[2] for a, b in itertools.combinations(spans, 2))
-    outcome = JobOutcome(
-        job_id, state, needed, executed, executed - needed, max_redo, len(order), overlap
+    after_kill = 0
+    for pid, steps in steps_by_pid.items():
+        kills = [k for k in kill_epochs if k > started.get(pid, 0.0)]
+        if kills:
+            after_kill += sum(1 for _, t in steps if t > kills[0])
+    return JobOutcome(
+        job_id,
+        state,
+        needed,
+        executed,
+        executed - needed,
+        max_redo,
+        len(order),
+        overlap,
+        after_kill,
     )
-    return outcome, spans
 
 
 def lease_overlaps(state: Path) -> int:
@@ -203,6 +218,7 @@ def main() -> None:
     proc: subprocess.Popen[bytes] | None = None
     began = time.monotonic()
     kills: list[float] = []
+    kill_epochs: list[float] = []
     try:
         ray.init(
             num_cpus=2,
@@ -211,6 +227,7 @@ def main() -> None:
             include_dashboard=False,
             logging_level=logging.ERROR,
             log_to_driver=False,
+            _node_ip_address="127.0.0.1",  # loopback only
         )
         gcs = ray.get_runtime_context().gcs_address
         proc = serve(args, state, port, gcs)
@@ -227,6 +244,7 @@ def main() -> None:
                 time.sleep(0.2)
             states = jobs_states(port)
             running = sum(1 for s in states.values() if s == "running")
+            kill_epochs.append(time.time())
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             kills.append(round(time.monotonic() - submitted, 1))
@@ -247,7 +265,7 @@ def main() -> None:
         if not args.keep:
             atexit.register(shutil.rmtree, tmp, True)  # after the analysis below
     interval_steps = args.checkpoint_every_s / args.step_s
-    outcomes = [analyse(i, states.get(i, "missing"), args.steps, logdir)[0] for i in ids]
+    outcomes = [analyse(i, states.get(i, "missing"), args.steps, logdir, kill_epochs) for i in ids]
     overlaps_db = lease_overlaps(state)
     load = os.getloadavg()
     result = {
@@ -266,6 +284,7 @@ def main() -> None:
         "redone_total": sum(o.redone for o in outcomes),
         "redone_max_per_job": max(o.redone for o in outcomes),
         "redo_max_per_restart": max(o.max_redo_per_restart for o in outcomes),
+        "after_kill_max_per_job": max(o.after_kill for o in outcomes),
         "executed_total": sum(o.steps_executed for o in outcomes),
         "needed_total": args.steps * args.jobs,
         "per_job": [_asdict(o) for o in outcomes],
@@ -282,10 +301,10 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"{'job':>4} {'state':>8} {'needed':>7} {'executed':>8} {'redone':>7} "
-          f"{'max/restart':>11} {'procs':>5} {'twice':>5}")  # fmt: skip
+          f"{'max/restart':>11} {'after kill':>10} {'procs':>5} {'twice':>5}")  # fmt: skip
     for o in outcomes:
         print(f"{o.job_id:>4} {o.state:>8} {o.steps_needed:>7} {o.steps_executed:>8} "
-              f"{o.redone:>7} {o.max_redo_per_restart:>11} {o.processes:>5} "
+              f"{o.redone:>7} {o.max_redo_per_restart:>11} {o.after_kill:>10} {o.processes:>5} "
               f"{'yes' if o.overlapping_processes else 'no':>5}")  # fmt: skip
     print(
         f"lost {result['lost']}, run twice {result['run_twice_processes']} (processes) / "
