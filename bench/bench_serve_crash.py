@@ -15,7 +15,9 @@ restarted, and the run waits (bounded) for every job to end. Then:
 - redone: per job, steps executed in total (step lines) minus steps needed; per
   restart, steps a new process executed again that an earlier one had executed. One
   checkpoint interval is ``checkpoint_every_s / step_s`` steps (the most a job can step
-  in it: a step sleeps at least ``step_s``).
+  in it: a step sleeps at least ``step_s``). ``target_met``: 0 lost, 0 run twice, and no
+  restart made any job redo more than one interval (each of the two crashes may cost a
+  job up to one interval, so a job's total may reach two).
 
     PYTHONPATH=src python bench/bench_serve_crash.py [--jobs 10] [--gpus 4] [--json]
 """
