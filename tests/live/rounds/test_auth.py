@@ -7,7 +7,8 @@ from __future__ import annotations
 import http.client
 from urllib.parse import urlsplit
 
-from conftest import wait_for
+from rounds_support import wait_for
+
 from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.client import ServiceClient
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rounds_support import wait_for
 
-from conftest import wait_for
 from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.client import ServiceClient
 

@@ -22,9 +22,9 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from rounds_support import wait_for
 from typer.testing import CliRunner
 
-from conftest import wait_for
 from gpumosaic.cli import app
 from gpumosaic.live.rounds.client import ServiceClient
 
@@ -239,7 +239,7 @@ def test_docs_work_offline_and_need_the_token(api_factory) -> None:  # type: ign
 def test_real_jobs_on_ray_wait_and_follow(service_factory) -> None:  # type: ignore[no-untyped-def]
     """On the session's Ray: ``submit --wait`` of a real job ends 0 when it is done and 1
     when it fails; ``logs --follow`` prints the job's own output and ends with it."""
-    from conftest import TRAIN
+    from rounds_support import TRAIN
 
     svc = service_factory(cluster="v100:1")
     ok = spawn(

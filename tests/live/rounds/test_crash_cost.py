@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from rounds_support import wait_for
 from test_restart import free_port, read, up
 
-from conftest import wait_for
 from gpumosaic.live.rounds.client import ServiceClient
 from gpumosaic.live.rounds.replay import emulate_command
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from builders import cluster
+from rounds_support import wait_for
 
-from conftest import wait_for
 from gpumosaic.lease import Lease, read_checkpoint_steps
 from gpumosaic.live.rounds.executor import InProcessExecutor
 from gpumosaic.live.rounds.leases import LiveLease

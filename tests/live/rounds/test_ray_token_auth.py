@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rounds_support import wait_for
 
-from conftest import wait_for
 from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.client import ServiceClient
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from rounds_support import job_body, wait_for
 
-from conftest import job_body, wait_for
 from gpumosaic.live.rounds.client import ServiceClient
 
 SRC = str(Path(__file__).parents[3] / "src")

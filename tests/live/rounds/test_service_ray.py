@@ -10,9 +10,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from rounds_support import explain, job_body, running_per_round, wait_for
 from typer.testing import CliRunner
 
-from conftest import explain, job_body, running_per_round, wait_for
 from gpumosaic.cli import app
 from gpumosaic.errors import InputError
 from gpumosaic.lease import read_checkpoint_steps

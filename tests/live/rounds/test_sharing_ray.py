@@ -15,8 +15,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from rounds_support import JOBS, explain, wait_for
 
-from conftest import JOBS, explain, wait_for
 from gpumosaic.live.rounds.client import ServiceClient
 from gpumosaic.live.share import client as share_client
 from gpumosaic.live.share.native import library_path

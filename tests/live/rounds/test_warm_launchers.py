@@ -4,8 +4,8 @@ a command that cannot start fails after its retries with its reason, on the test
 from __future__ import annotations
 
 import pytest
+from rounds_support import explain, job_body, wait_for
 
-from conftest import explain, job_body, wait_for
 from gpumosaic.live.rounds.client import ServiceClient
 from gpumosaic.live.rounds.warm_executor import WarmRayExecutor
 
