@@ -21,6 +21,7 @@ def ray_cluster() -> Iterator[object]:
         num_gpus=4,
         resources={"gpumosaic_model_V100": 2, "gpumosaic_model_K80": 2},
         include_dashboard=False,
+        _node_ip_address="127.0.0.1",  # loopback only
         logging_level="ERROR",
         log_to_driver=False,
     )

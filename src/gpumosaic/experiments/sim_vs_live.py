@@ -295,6 +295,7 @@ def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
             num_gpus=num_gpus,
             resources=resources,
             include_dashboard=False,
+            _node_ip_address="127.0.0.1",  # our own instance: loopback only
             logging_level=logging.ERROR,
             log_to_driver=False,
         )

@@ -53,7 +53,8 @@ def token_head(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     ray_dir = tempfile.mkdtemp(prefix="gm-ray-", dir="/tmp")  # socket paths <= 107 bytes
     env = {**clean_env(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     cmd = [
-        RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=1", "--num-gpus=1",
+        RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+        "--num-cpus=1", "--num-gpus=1",
         '--resources={"gpumosaic_model_V100": 1}', "--include-dashboard=false",
         "--disable-usage-stats", f"--temp-dir={ray_dir}",
     ]  # fmt: skip

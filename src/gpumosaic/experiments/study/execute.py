@@ -141,6 +141,7 @@ def _run_on_ray(
         ray.init(
             num_cpus=max(1, workers),
             include_dashboard=False,
+            _node_ip_address="127.0.0.1",  # a local instance: loopback only
             log_to_driver=False,
             configure_logging=False,
         )

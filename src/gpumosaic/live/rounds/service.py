@@ -199,6 +199,7 @@ def connect_ray(config: ServiceConfig, stop: threading.Event | None = None) -> L
                     num_gpus=num_gpus,
                     resources=resources,
                     include_dashboard=False,
+                    _node_ip_address="127.0.0.1",  # a local instance: loopback only
                     logging_level=logging.ERROR,
                     log_to_driver=False,
                 )

@@ -49,25 +49,6 @@ def gandiva_target(jobs: Iterable[JobSpec]) -> TargetWorkload:
     return TargetWorkload.from_jobs(shapes or sample)
 
 
-def build_strategy(placement: str, jobs: Iterable[JobSpec]) -> PlacementStrategy:
-    """A registry strategy whose target workload is ``jobs`` as Gandiva places them."""
-    from gpumosaic.placement.registry import build_placement
-
-    return build_placement(placement, gandiva_target(jobs))
-
-
-def resolve_placement(
-    placement: PlacementStrategy | str | None, jobs: Iterable[JobSpec]
-) -> PlacementStrategy | None:
-    """The strategy for ``placement``, or None for Gandiva's own order (None or
-    ``affinity``); a name is built against ``jobs`` as Gandiva places them."""
-    if placement is None or (isinstance(placement, str) and is_affinity(placement)):
-        return None
-    if isinstance(placement, str):
-        return build_strategy(placement, jobs)
-    return placement
-
-
 class TierRanker:
     """Scores a tier's candidate servers for one job by a placement strategy."""
 
