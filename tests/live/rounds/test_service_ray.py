@@ -67,7 +67,10 @@ def test_workload_completes_and_runs_what_the_decider_chose(service_factory) -> 
 def test_preemption_resumes_from_the_checkpoint(service_factory) -> None:  # type: ignore[no-untyped-def]
     service = service_factory(cluster="v100:1", round_s=1.5, policy="max_min_fairness")
     client = ServiceClient(service.url)
-    ids = [client.submit(job_body(120, step_s=0.02)) for _ in range(2)]
+    # 6 s of steps each against 1.5 s rounds: max-min fairness alternates the two, and a
+    # job never holds more than two consecutive rounds (3 s), so each one is preempted at
+    # least once however slow the machine (120 steps, 2.4 s, could finish inside two).
+    ids = [client.submit(job_body(300, step_s=0.02)) for _ in range(2)]
     wait_for(lambda: all_done(client), 180, "two alternating jobs to finish", explain(service))
     for i in ids:
         assert client.job(i)["state"] == "done"
@@ -75,7 +78,7 @@ def test_preemption_resumes_from_the_checkpoint(service_factory) -> None:  # typ
         assert len(starts) >= 2 and max(starts) > 0  # preempted, then resumed mid-way
         assert starts == sorted(starts)  # never further back than the last checkpoint
         ckpt = service.driver.checkpoint_dir(i)
-        assert read_checkpoint_steps(ckpt) == 120
+        assert read_checkpoint_steps(ckpt) == 300
         assert json.loads((ckpt / "checkpoint.json").read_text())["state"]["starts"] == len(starts)
 
 
