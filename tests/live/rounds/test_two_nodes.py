@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -272,7 +273,7 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
         ranks = lease_blocks(serve.log(gang))
         assert {r[2] for r in ranks} == {head.raylet_pid, worker.raylet_pid}, ranks
         # Three one-GPU jobs time-share the two GPUs (so they checkpoint and move).
-        singles = [serve.submit(steps=160) for _ in range(3)]
+        singles = [serve.submit(steps=100) for _ in range(3)]
 
         def on_worker_with_checkpoint() -> int | None:
             for job_id in singles:
@@ -294,11 +295,12 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
             "a job running on the second node past a checkpoint",
             serve.output,
         )
-        before = {j: float(serve.job(j)["checkpoint_steps"]) for j in singles}  # type: ignore[arg-type]
         victim = on_worker_with_checkpoint()
         assert victim is not None
-        seen = {j: len(serve.log(j)) for j in singles}
+        before = {j: float(serve.job(j)["checkpoint_steps"]) for j in singles}  # type: ignore[arg-type]
+        killed_at = time.time()
         kill_session(worker.sid)  # the second node goes away
+        seen = {j: len(serve.log(j)) for j in singles}  # what its processes wrote
         wait_for(
             lambda: serve.metric("ray_nodes_lost_total") == 1 and serve.metric("cluster_gpus") == 1,
             30,
@@ -359,6 +361,18 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
                 node_id = node_of_index[nodes[rank]]
                 if raylet is not None and node_id in raylet_of_node:
                     assert raylet == raylet_of_node[node_id], (job_id, lease_id, parts)
+        # A lease was running on the second node when it went away, and it ended.
+        second = node_of_index.index(worker.node_id)
+        cut = [
+            x
+            for x in store.leases()
+            if x.job_id in singles
+            and any(node == second for node, _, _ in x.parts)
+            and x.ended_at is not None
+            and x.ended_at >= killed_at
+        ]
+        assert cut, [(x.id, x.parts, x.started_at, x.ended_at) for x in store.leases()]
+        assert not [x for x in store.leases() if x.active], "a lease outlived the service"
         per_job = {j: [x for x in store.leases() if x.job_id == j] for j in singles}
         for job_id, leases in per_job.items():  # one process at a time per job
             spans = sorted((x.started_at, x.ended_at or float("inf")) for x in leases)
