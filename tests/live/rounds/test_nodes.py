@@ -157,3 +157,22 @@ def test_a_gang_across_nodes_waits_while_a_node_is_away(tmp_path: Path) -> None:
     b.driver.tick(b.clock())
     plan = b.run_round(ticks=12, dt=1.0)
     assert len(plan.entries) == 1 and nodes_of(plan)[plan.entries[0].job_ids[0]] == {0, 1}
+
+
+def test_shared_gpus_on_a_lost_node_are_given_back_whole(tmp_path: Path) -> None:
+    listing = Listing(A, B)
+    b = bench(tmp_path, listing)
+    ids = [b.submit(10_000, gpu_milli=500) for _ in range(4)]  # two per GPU
+    plan = b.run_round(ticks=3, dt=1.0)
+    assert {n for s in nodes_of(plan).values() for n in s} == {0, 1}
+    listing.nodes = [A]
+    b.clock.t += 1.0
+    b.driver.tick(b.clock())
+    for _ in range(3):
+        plan = b.run_round(ticks=12, dt=1.0)
+        assert nodes_of(plan) and all(s == {0} for s in nodes_of(plan).values())
+        assert sum(e.parts[0].gpu_milli for e in plan.entries) <= 1000
+    state = b.driver.decider.state
+    state.check_invariants()
+    assert int(state.gpu_free[1].sum()) == 0  # held by the placeholder, nothing else
+    assert {j.state for j in b.store.jobs() if j.id in ids} <= {"queued", "running"}
