@@ -67,6 +67,20 @@ def test_watcher_reports_loss_return_and_unused_once() -> None:
     assert (m["cluster_gpus"], m["ray_nodes_unused"]) == (2, 1)
 
 
+def test_a_failed_listing_is_counted_and_changes_nothing() -> None:
+    listing = Listing(A, B)
+    watcher = NodeWatcher(two_nodes(), listing, every_s=0.0)
+
+    def broken() -> list[RayNode]:
+        raise ConnectionError("GCS unavailable")
+
+    watcher.list_nodes = broken
+    assert watcher.poll(1.0) == []
+    assert watcher.metrics()["ray_node_polls_failed_total"] == 1
+    assert "GCS unavailable" in watcher.last_failure
+    assert watcher.metrics()["cluster_gpus"] == 2
+
+
 def test_a_node_back_before_its_old_self_is_dead_still_returns() -> None:
     listing = Listing(A, B)
     watcher = NodeWatcher(two_nodes(), listing, every_s=0.0)

@@ -84,6 +84,8 @@ class NodeWatcher:
         self.unused: set[str] = set()  # unbound nodes already reported
         self.lost_total = 0
         self.returned_total = 0
+        self.poll_failures = 0  # Ray did not answer: counted, membership kept as it was
+        self.last_failure = ""
         self._polled_at: float | None = None
 
     def metrics(self) -> dict[str, float]:
@@ -96,6 +98,7 @@ class NodeWatcher:
             "ray_nodes_unused": len(self.unused),
             "cluster_gpus": total - self.gpus_away,
             "cluster_gpus_away": self.gpus_away,
+            "ray_node_polls_failed_total": self.poll_failures,
         }
 
     @property
@@ -108,7 +111,13 @@ class NodeWatcher:
         if self._polled_at is not None and now - self._polled_at < self.every_s:
             return []
         self._polled_at = now
-        return self.update(self.list_nodes())
+        try:
+            alive = self.list_nodes()
+        except Exception as err:  # a GCS hiccup must not stop the round loop
+            self.poll_failures += 1
+            self.last_failure = f"{type(err).__name__}: {err}"[:300]
+            return []
+        return self.update(alive)
 
     def update(self, alive: Sequence[RayNode]) -> list[NodeChange]:
         """Apply one listing of the alive nodes: losses first, then returns and unused."""
