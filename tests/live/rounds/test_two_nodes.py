@@ -191,7 +191,11 @@ class Serve:
             self.proc = subprocess.Popen(
                 cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-        wait_for(self._started, START_S, "serve to print its URL", self.output)
+        try:
+            wait_for(self._started, START_S, "serve to print its URL", self.output)
+        except BaseException:
+            kill_session(self.proc.pid)
+            raise
         self.url = next(line for line in self.output().splitlines() if line.startswith("http://"))
 
     def output(self) -> str:
