@@ -9,7 +9,11 @@ The cluster is not the test session's Ray (tests/conftest.py): the service runs 
 it in a subprocess (``gpumosaic serve --ray-address``). Each Ray node is started in a
 session of its own and stopped by killing that session's processes (never ``ray stop``,
 which would stop every Ray on the machine). The head checks its nodes' health every
-0.5 s so that a killed node is called dead in about two seconds.
+0.5 s so that a killed node is called dead in about two seconds. Both nodes are given
+``--node-ip-address=127.0.0.1`` and joined through 127.0.0.1; Ray's command line
+advertises the machine's own address instead of a loopback one (its daemons listen on
+every interface in any case, as the session's ``ray.init`` does), so both nodes share one
+address, which is what pinning leases by node id is for.
 """
 
 from __future__ import annotations
