@@ -11,17 +11,24 @@ each job reports replaces the prior for that model from the next policy solve on
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpumosaic.mechanisms.rounds.decision import RoundDecider
-from gpumosaic.model.gpu import GpuModel
+from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import Assignment
+from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # A placeholder, not a calibration: every unmeasured job gets the same rate, so the
 # policy splits time evenly until the jobs report their own rates (a lease granted on
 # an unmeasured rate is bounded by time only, see ``driver``).
 UNMEASURED_PRIOR_STEPS_PER_S = 1.0
+# The holder id a node that went away is held by in the cluster state (below every job
+# row, which is >= 0, and every packed pair's holder id, which is > -2**62).
+_AWAY_HOLDER_BASE = -(2**62)
 
 
 class PriorThroughputs:
@@ -46,7 +53,57 @@ class PriorThroughputs:
 
 
 class LiveRoundDecider(RoundDecider):
-    """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc)."""
+    """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc),
+    and nodes that go away and come back (``take_out`` / ``put_back``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nodes_away: set[int] = set()
+
+    def take_out(self, nodes: set[int]) -> None:
+        """Nodes went away (their Ray node is lost): the leases on them end, their GPUs
+        are held by a placeholder so no placement picks them, and the policy re-solves
+        for the GPUs left. The job rows keep their progress (the driver requeues them)."""
+        nodes = nodes - self.nodes_away
+        if not nodes:
+            return
+        self.leases.release_on(nodes)
+        state = self.state
+        for node in sorted(nodes):
+            count = int(state.num_gpus[node])
+            state.allocate(
+                Assignment(_AWAY_HOLDER_BASE - node, node, tuple(range(count)), MILLI_PER_GPU, 0, 0)
+            )
+            t = int(state.node_model[node])
+            self.capacity_gpus[t] -= count  # the allocation book reads the same array
+            self.capacity_milli[t] -= count * MILLI_PER_GPU
+        self.nodes_away |= nodes
+        self.need_solve = True
+
+    def put_back(self, nodes: set[int]) -> None:
+        """Nodes came back: their GPUs are placeable again and the policy re-solves."""
+        nodes = nodes & self.nodes_away
+        state = self.state
+        for node in sorted(nodes):
+            state.release(_AWAY_HOLDER_BASE - node)
+            count = int(state.num_gpus[node])
+            t = int(state.node_model[node])
+            self.capacity_gpus[t] += count
+            self.capacity_milli[t] += count * MILLI_PER_GPU
+        self.nodes_away -= nodes
+        if nodes:
+            self.need_solve = True
+
+    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
+        """Judged on the whole cluster, nodes away included: they may come back."""
+        away = np.zeros_like(self.capacity_gpus)
+        for node in self.nodes_away:
+            away[int(self.state.node_model[node])] += float(self.state.num_gpus[node])
+        self.capacity_gpus += away
+        try:
+            return super()._could_ever_fit(job, rates)
+        finally:
+            self.capacity_gpus -= away
 
     def withdraw(self, row: int, now: float) -> None:
         """The job left for good (cancelled, failed): it is no longer active, its cached

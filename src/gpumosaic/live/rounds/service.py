@@ -39,6 +39,7 @@ from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
 from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.fencing import StateLock
 from gpumosaic.live.rounds.leases import LeaseTable
+from gpumosaic.live.rounds.nodes import NODE_POLL_S, NodeWatcher
 from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
 from gpumosaic.live.rounds.store import Store
@@ -374,6 +375,10 @@ class Service:
         self.sharing: ShareSupervisor | None = share_executor(self)
         self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
+        # Ray node membership (live/rounds/nodes.py), followed where jobs run on Ray.
+        self.nodes: NodeWatcher | None = None
+        if executor_factory is None:
+            self.nodes = NodeWatcher(cluster, every_s=NODE_POLL_S * config.time_scale)
         self.driver: RoundDriver | None = None
         # --mechanism gandiva: this driver runs instead (``driver`` stays None).
         self.gandiva = config.mechanism != "rounds"
@@ -469,6 +474,7 @@ class Service:
             "policy_solve_seconds_total": book.solve_s,
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
+            **(self.nodes.metrics() if self.nodes is not None else {}),
             **shares,
         }
 
@@ -543,6 +549,7 @@ class Service:
                 clock=self.clock,
                 on_plan=self.on_plan,
                 hold=self.clock.held if isinstance(self.clock, ScaledClock) else None,
+                nodes=self.nodes,
             )
             self.driver.recover()
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
