@@ -64,6 +64,9 @@ class RunDescription(BaseModel):
     resolve_interval_s: float = 1920.0
     sharing: str = "none"
     background: str | None = None  # TASKS[,fraction=F]: pre-filled load (sim/background)
+    # Rounds only: the decider is not told the jobs' rates; it profiles each job and
+    # estimates them (Gavel section 5, mechanisms/rounds/estimation.py).
+    estimate_throughputs: bool = False
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -1,15 +1,19 @@
 """The shared ``RoundDecider`` with the three things a live driver must tell it that a
-simulator never does: a job left (cancelled or failed), a throughput was measured, and
-(after a restart) how far a job already got. Each is a few lines on the decider's own
-job table; the decisions themselves are the decider's, unchanged.
+simulator never does: a job left (cancelled or failed), (after a restart) how far a job
+already got, and its rates as the table knows them. Measured rates go to the shared
+``RoundDecider.observe_rate``; the decisions themselves are the decider's, unchanged.
 
-Priors (Gavel's estimation as the prior): a job whose ``job_type`` is in Gavel's table
-starts with the table's rate on each GPU model the table measures; any other pair (job,
-model) starts at ``UNMEASURED_PRIOR_STEPS_PER_S`` and is counted as unmeasured. The rate
-each job reports replaces the prior for that model from the next policy solve on.
+Priors: a job whose ``job_type`` is in Gavel's table starts with the table's rate on each
+GPU model the table measures; any other pair (job, model) is unknown (NaN), and the
+decider's throughput estimation (``mechanisms/rounds/estimation.py``, Gavel section 5)
+profiles the job on the models it has not measured and estimates the rest by matrix
+completion against Gavel's reference jobs. The rate each job reports (an EMA, see
+``meter``) replaces the estimate for that model from the next policy solve on.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -18,14 +22,15 @@ from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
-# A placeholder, not a calibration: every unmeasured job gets the same rate, so the
-# policy splits time evenly until the jobs report their own rates (a lease granted on
-# an unmeasured rate is bounded by time only, see ``driver``).
+# A placeholder, not a calibration, for deciders without estimation (Gandiva's live
+# rates): every unmeasured job gets the same rate until it reports its own (a lease
+# granted on an unmeasured rate is bounded by time only, see ``driver``).
 UNMEASURED_PRIOR_STEPS_PER_S = 1.0
 
 
 class PriorThroughputs:
-    """Gavel's table where it knows the job type and model; the placeholder elsewhere."""
+    """Gavel's table where it knows the job type and model; NaN (unknown: the decider's
+    estimation fills it) elsewhere."""
 
     def __init__(self, table: GavelThroughputTable | None) -> None:
         self.table = table
@@ -42,11 +47,29 @@ class PriorThroughputs:
         if self.table is not None and self.known(job, gpu):
             assert gpu.throughput_key is not None
             return self.table.isolated(job.job_type, max(job.num_gpu, 1), gpu.throughput_key)
-        return UNMEASURED_PRIOR_STEPS_PER_S
+        return float("nan")
+
+
+def estimation_metrics(decider: RoundDecider) -> dict[str, float]:
+    """The decider's throughput estimation as ``/metrics`` values (none without one;
+    an error median of -1: no estimate has been checked against a measurement yet)."""
+    if decider.estimation is None:
+        return {}
+    r = decider.estimation.report()
+    return {
+        "estimation_profiled_jobs_total": r.profiled_jobs,
+        "estimation_profiling_rounds_total": r.profiling_rounds,
+        "estimation_estimated_entries_total": r.estimated_entries,
+        "estimation_still_estimated": r.still_estimated,
+        "estimation_checked_estimates_total": r.checked_estimates,
+        "estimation_error_median": -1.0
+        if math.isnan(r.estimate_error_median)
+        else r.estimate_error_median,
+    }
 
 
 class LiveRoundDecider(RoundDecider):
-    """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc)."""
+    """``RoundDecider`` plus withdraw / restore_progress (see module doc)."""
 
     def withdraw(self, row: int, now: float) -> None:
         """The job left for good (cancelled, failed): it is no longer active, its cached
@@ -56,13 +79,6 @@ class LiveRoundDecider(RoundDecider):
         self.jobs.complete([row], [now])
         self.leases.forget([row])
         self.need_solve = True
-
-    def observe_rate(self, row: int, type_index: int, steps_per_s: float) -> None:
-        """A measured rate replaces the estimate; the next solve uses it (and only then the
-        step budgets, which come from the allocation's entity table)."""
-        if steps_per_s > 0 and self.jobs.rates[row, type_index] != steps_per_s:
-            self.jobs.rates[row, type_index] = steps_per_s
-            self.need_solve = True
 
     def restore_progress(self, row: int, done_steps: float) -> None:
         """A restarted service re-admits a job that had already made progress."""

@@ -108,6 +108,17 @@ def refuse_background(description: RunDescription, mechanism: str) -> None:
         )
 
 
+def refuse_estimation(description: RunDescription, mechanism: str) -> None:
+    """Throughput estimation is a part of the rounds' decider; elsewhere it would be
+    silently ignored, so it is an error."""
+    if description.estimate_throughputs:
+        raise InputError(
+            f"throughput estimation is a part of the rounds mechanism (--mechanism rounds "
+            f"with a Gavel policy); the {mechanism} mechanism would ignore it",
+            field="--estimate-throughputs",
+        )
+
+
 def check_placement(placement: str | None, own_order: str | None = None) -> None:
     """Fail early (``--placement``) on a placement name no strategy has; ``own_order`` is
     a mechanism's own server order (Gandiva's ``affinity``), allowed only there."""

@@ -9,7 +9,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
-from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.run.mechanisms.base import (
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    check_placement,
+    refuse_estimation,
+)
 
 if TYPE_CHECKING:
     from gpumosaic.model.state import ClusterState
@@ -33,6 +39,7 @@ class EventMechanism:
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             known = ", ".join(QUEUE_ORDERS)
             raise InputError(f"the event mechanism takes a queue order ({known})", field="--policy")
+        refuse_estimation(description, "event")
         check_placement(description.placement)
 
     def target(self, workload: Workload) -> TargetWorkload:

@@ -17,6 +17,7 @@ from gpumosaic.run.mechanisms.base import (
     RunParts,
     check_placement,
     refuse_background,
+    refuse_estimation,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class GandivaMechanism:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
 
         refuse_background(description, "gandiva")
+        refuse_estimation(description, "gandiva")
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             raise InputError(
                 f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "
