@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -24,7 +24,6 @@ from gpumosaic.model.gpu import GpuModel
 from gpumosaic.policies.base import Allocation, PairCandidates, Policy, PolicyInput
 from gpumosaic.policies.isolated import Isolated
 from gpumosaic.policies.lp_solve import PolicySolveError
-from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
 
 log = logging.getLogger(__name__)
@@ -65,11 +64,11 @@ class AllocationBook:
         now: float,
         jobs: JobStore,
         throughputs: Throughputs,
-        rates: FloatArray | None = None,
+        adjust: Callable[[EntityTable], EntityTable] | None = None,
     ) -> None:
         """Re-solve for the active jobs and start a new accounting period at ``now``.
-        ``rates``: the rates the policy sees instead of ``jobs.rates`` (same shape; the
-        estimation's view of jobs being profiled)."""
+        ``adjust``: applied to the new entity table (the decider's throughput estimation
+        moves a profiling job's time to the models it has not measured)."""
         if self.entities is not None:
             self._carry_deficits(now, jobs)
         rows = np.array(jobs.active_rows, dtype=np.int64)
@@ -89,17 +88,17 @@ class AllocationBook:
                 # Packed rates exist only for measured models (none are borrowed): this
                 # solve runs without pairs, as ``*_perf`` would; counted, never silent.
                 self.fallbacks += Fallbacks.of(Fallback.PACKED_RATES_MISSING)
-        columns = jobs.columns()
-        if rates is not None:
-            columns = replace(columns, rates=rates)
-        inp = build_policy_input(rows, columns, self.type_names, self.capacity_gpus, now, packed)
+        inp = build_policy_input(
+            rows, jobs.columns(), self.type_names, self.capacity_gpus, now, packed
+        )
         t0 = time.perf_counter()
         allocation = self._allocate(inp)
         self.solve_s += time.perf_counter() - t0
         self.solves += 1
         if allocation.fallbacks:
             self.fallbacks += allocation.fallbacks
-        self.entities = self._entity_table(rows, allocation, jobs, columns.rates)
+        table = self._entity_table(rows, allocation, jobs)
+        self.entities = table if adjust is None else adjust(table)
         self.last_reset_s = now
 
     def _allocate(self, inp: PolicyInput) -> Allocation:
@@ -131,15 +130,13 @@ class AllocationBook:
         order = keys.argsort(kind="stable")
         self.deficits = (keys[order], carried[alive][order])
 
-    def _entity_table(
-        self, rows: np.ndarray, alloc: Allocation, jobs: JobStore, rates: FloatArray
-    ) -> EntityTable:
+    def _entity_table(self, rows: np.ndarray, alloc: Allocation, jobs: JobStore) -> EntityTable:
         n_types = len(self.models)
         n = len(rows)
         ra = rows
         rb = np.full(n, -1, dtype=np.int64)
         x = np.asarray(alloc.matrix, dtype=np.float64).reshape(n, n_types)
-        rate_a = rates[rows]
+        rate_a = jobs.rates[rows]
         rate_b = np.zeros((n, n_types))
         demand = jobs.demand_milli[rows]
         if alloc.pair_matrix is not None and alloc.packed is not None and len(alloc.packed.pairs):

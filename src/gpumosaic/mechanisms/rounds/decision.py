@@ -279,12 +279,11 @@ class RoundDecider:
         """Re-solve the policy for the active jobs now (a driver forces this when nothing
         can run and nothing else will arrive, as Gavel does)."""
         estimation = self.estimation
-        view = None
+        adjust = None
         if estimation is not None:
-            rows = np.array(self.jobs.active_rows, dtype=np.int64)
-            view = estimation.policy_rates(rows, self.jobs.rates)
+            adjust = estimation.profile_entities
             estimation.solved()
-        self.book.solve(now, self.jobs, self.throughputs, view)
+        self.book.solve(now, self.jobs, self.throughputs, adjust)
         self.need_solve = False
 
     def observe_rate(self, row: int, type_index: int, steps_per_s: float) -> None:
