@@ -84,7 +84,6 @@ class RoundsMechanism:
                 "rates from the table: drop --estimate-throughputs or use a policy "
                 "without pairs",
                 field="--estimate-throughputs",
-                value=d.policy,
             )
         simulator = RoundSimulator(
             parts.cluster,
