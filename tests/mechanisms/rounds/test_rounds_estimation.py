@@ -229,3 +229,13 @@ def test_packed_policies_are_refused() -> None:
     with pytest.raises(InputError, match="pair") as err:
         run(description)
     assert err.value.field == "--estimate-throughputs"
+
+
+def test_a_rejected_job_is_neither_profiled_nor_estimated() -> None:
+    estimation = ThroughputEstimation(MODELS, TABLE)
+    decider = make_decider(estimation)
+    wide = JobSpec(1, 0.0, "x", 2, 1000, 10.0)  # two GPUs of one model: none has two
+    row = decider.admit(wide, np.full(3, np.nan))
+    assert row in decider.jobs.rejected
+    report = estimation.report()
+    assert (report.profiled_jobs, report.estimated_entries, report.still_estimated) == (0, 0, 0)

@@ -10,6 +10,7 @@ lease extension). It never reads a clock: every call carries ``now``. A driver
     plan = decider.plan(now)            # solve if due, choose entities, place them
     ...run plan.entries for at most round_s (each member at most its granted steps)...
     done = decider.report(plan, RoundReport(...))  # measured progress of the round
+    decider.observe_rate(row, type_index, steps_per_s)  # each rate the round measured
     # nothing placed and nothing else will arrive? decider.solve(now) forces a solve
 
 A live driver (the round service on Ray) calls exactly this object each round: it starts
@@ -246,6 +247,9 @@ class RoundDecider:
                 self.jobs.reject(row, Rejection(RejectReason.NO_THROUGHPUT, _NO_THROUGHPUT))
             else:
                 admitted.append(row)
+                continue
+            if self.estimation is not None:
+                self.estimation.drop(row)
         if admitted:
             self.jobs.activate_many(admitted)
             self.need_solve = True

@@ -158,6 +158,14 @@ class ThroughputEstimation:
             rates[i] = profile.belief
         return rates
 
+    def drop(self, row: int) -> None:
+        """A job the decider rejected at admission: never run, so neither profiled nor
+        estimated."""
+        profile = self._profiles.pop(row, None)
+        if profile is not None:
+            self._profiling.discard(row)
+            self._counts.estimated_entries -= int(profile.unknown.sum())
+
     def _reference(self, scale: int, job_type: str) -> FloatArray:
         """Isolated rates of the table's other job types on the cluster's models."""
         key = (scale, job_type)
