@@ -168,6 +168,8 @@ class ThroughputEstimation:
 
     def _reference(self, scale: int, job_type: str) -> FloatArray:
         """Isolated rates of the table's other job types on the cluster's models."""
+        if job_type not in self.table.job_types:
+            job_type = ""  # every type: one entry for all unknown names (a bounded cache)
         key = (scale, job_type)
         ref = self._references.get(key)
         if ref is None:
