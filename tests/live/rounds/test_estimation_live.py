@@ -4,10 +4,15 @@ from its lease reports (EMA), and ``/metrics`` counts what the estimation did.""
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from pathlib import Path
 
+import pytest
 from builders import in_process
+from rounds_support import explain, job_body, wait_for
 
+from gpumosaic.live.rounds.client import ServiceClient
 from gpumosaic.live.rounds.decider import estimation_metrics
 
 
@@ -44,3 +49,21 @@ def test_a_job_of_a_known_type_is_not_profiled(tmp_path: Path) -> None:
     metrics = estimation_metrics(bench.driver.decider)
     assert metrics["estimation_profiled_jobs_total"] == 0
     assert metrics["estimation_profiling_rounds_total"] == 0
+
+
+@pytest.mark.slow  # a Ray service: ~20 s
+def test_on_ray_an_unknown_job_is_profiled_and_metrics_count_it(service_factory) -> None:  # type: ignore[no-untyped-def]
+    service = service_factory(cluster="v100:1,k80:1", round_s=1.5)
+    client = ServiceClient(service.url)
+    job = client.submit(job_body(600, step_s=0.01))  # ~6 s of steps: four rounds or more
+    wait_for(lambda: client.job(job)["state"] == "done", 180, "the job to finish", explain(service))
+    models = [e.gpu_type for plan in service.plans for e in plan.entries if job in e.job_ids]
+    assert {"V100", "K80"} <= set(models), models  # profiled on each model
+    with urllib.request.urlopen(f"{service.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values = dict(re.findall(r"^gpumosaic_(estimation_\w+) (\S+)$", text, re.MULTILINE))
+    assert float(values["estimation_profiled_jobs_total"]) == 1
+    # Two, or more when a round ended before the job's first report (launch latency).
+    assert float(values["estimation_profiling_rounds_total"]) >= 2
+    assert float(values["estimation_estimated_entries_total"]) == 2
+    assert float(values["estimation_still_estimated"]) == 0
