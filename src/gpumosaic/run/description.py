@@ -147,7 +147,14 @@ class RunDescription(BaseModel):
         """The mechanism's own checks: the kind of --policy, --placement, --sharing."""
         from gpumosaic.run.mechanisms import get_mechanism
 
-        get_mechanism(self.resolved_mechanism()).check(self)
+        mechanism = get_mechanism(self.resolved_mechanism())
+        mechanism.check(self)
+        if self.estimate_throughputs and not getattr(mechanism, "estimates_throughputs", False):
+            raise InputError(
+                f"throughput estimation is a part of the rounds' decider (--mechanism rounds "
+                f"with a Gavel policy); the {mechanism.name} mechanism would ignore it",
+                field="--estimate-throughputs",
+            )
         return self
 
     # ---- resolved values -------------------------------------------------------------

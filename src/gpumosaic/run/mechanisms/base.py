@@ -87,6 +87,10 @@ class Mechanism(Protocol):
     @property
     def own_placement(self) -> str | None: ...
 
+    # Whether --estimate-throughputs reaches the mechanism's decider (a mechanism that
+    # does not say so does not: ``RunDescription`` refuses the flag there).
+    estimates_throughputs: bool
+
     def check(self, description: RunDescription) -> None: ...
 
     def target(self, workload: Workload) -> TargetWorkload: ...
@@ -105,17 +109,6 @@ def refuse_background(description: RunDescription, mechanism: str) -> None:
             f"the {mechanism} mechanism would ignore it",
             field="--background",
             value=description.background,
-        )
-
-
-def refuse_estimation(description: RunDescription, mechanism: str) -> None:
-    """Throughput estimation is a part of the rounds' decider; elsewhere it would be
-    silently ignored, so it is an error."""
-    if description.estimate_throughputs:
-        raise InputError(
-            f"throughput estimation is a part of the rounds mechanism (--mechanism rounds "
-            f"with a Gavel policy); the {mechanism} mechanism would ignore it",
-            field="--estimate-throughputs",
         )
 
 

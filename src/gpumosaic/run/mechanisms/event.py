@@ -9,13 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
-from gpumosaic.run.mechanisms.base import (
-    PolicyKind,
-    ProgressCallback,
-    RunParts,
-    check_placement,
-    refuse_estimation,
-)
+from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
 
 if TYPE_CHECKING:
     from gpumosaic.model.state import ClusterState
@@ -32,6 +26,7 @@ class EventMechanism:
     policy_kind = PolicyKind.QUEUE_ORDER
     own_placement: str | None = None
     default_placement = "fgd"
+    estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
@@ -39,7 +34,6 @@ class EventMechanism:
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             known = ", ".join(QUEUE_ORDERS)
             raise InputError(f"the event mechanism takes a queue order ({known})", field="--policy")
-        refuse_estimation(description, "event")
         check_placement(description.placement)
 
     def target(self, workload: Workload) -> TargetWorkload:

@@ -17,7 +17,6 @@ from gpumosaic.run.mechanisms.base import (
     RunParts,
     check_placement,
     refuse_background,
-    refuse_estimation,
 )
 
 if TYPE_CHECKING:
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
 class GandivaMechanism:
     name = "gandiva"
     policy_kind = PolicyKind.QUEUE_ORDER
+    estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     @property
     def own_placement(self) -> str | None:
@@ -48,7 +48,6 @@ class GandivaMechanism:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
 
         refuse_background(description, "gandiva")
-        refuse_estimation(description, "gandiva")
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             raise InputError(
                 f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "

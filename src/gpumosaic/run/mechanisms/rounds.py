@@ -29,6 +29,7 @@ class RoundsMechanism:
     policy_kind = PolicyKind.ALLOCATION
     own_placement: str | None = None
     default_placement = "fgd"
+    estimates_throughputs = True  # the decider's estimation (--estimate-throughputs)
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
