@@ -206,8 +206,8 @@ def test_the_run_description_option_reaches_the_simulator() -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"policy": "fifo", "mechanism": "event"}, "rounds mechanism"),
-        ({"policy": "fifo", "sharing": "gandiva"}, "rounds mechanism"),
+        ({"policy": "fifo", "mechanism": "event"}, "rounds' decider"),
+        ({"policy": "fifo", "sharing": "gandiva"}, "rounds' decider"),
     ],
 )
 def test_the_option_is_refused_where_it_would_be_ignored(values, message) -> None:  # type: ignore[no-untyped-def]
