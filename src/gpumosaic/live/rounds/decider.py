@@ -1,19 +1,17 @@
 """The shared ``RoundDecider`` with the three things a live driver must tell it that a
-simulator never does: a job left (cancelled or failed), (after a restart) how far a job
-already got, and its rates as the table knows them. Measured rates go to the shared
-``RoundDecider.observe_rate``; the decisions themselves are the decider's, unchanged.
+simulator never does: a job left (cancelled or failed), a throughput was measured, and
+(after a restart) how far a job already got. Each is a few lines on the decider's own
+job table; the decisions themselves are the decider's, unchanged.
 
-Priors: a job whose ``job_type`` is in Gavel's table starts with the table's rate on each
-GPU model the table measures; any other pair (job, model) is unknown (NaN), and the
-decider's throughput estimation (``mechanisms/rounds/estimation.py``, Gavel section 5)
-profiles the job on the models it has not measured and estimates the rest by matrix
-completion against Gavel's reference jobs. The rate each job reports (an EMA, see
-``meter``) replaces the estimate for that model from the next policy solve on.
+Priors (Gavel's estimation as the prior): a job whose ``job_type`` is in Gavel's table
+starts with the table's rate on each GPU model the table measures; any other pair (job,
+model) is unknown (NaN): the decider's throughput estimation (Gavel section 5,
+``mechanisms/rounds/estimation.py``) profiles the job on the models it has not measured
+and estimates the rest by matrix completion against Gavel's reference jobs. The rate
+each job reports replaces the prior for that model from the next policy solve on.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -22,15 +20,16 @@ from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
-# A placeholder, not a calibration, for deciders without estimation (Gandiva's live
-# rates): every unmeasured job gets the same rate until it reports its own (a lease
-# granted on an unmeasured rate is bounded by time only, see ``driver``).
+# A placeholder, not a calibration: every unmeasured job gets the same rate, so the
+# policy splits time evenly until the jobs report their own rates (a lease granted on
+# an unmeasured rate is bounded by time only, see ``driver``).
 UNMEASURED_PRIOR_STEPS_PER_S = 1.0
 
 
 class PriorThroughputs:
     """Gavel's table where it knows the job type and model; NaN (unknown: the decider's
-    estimation fills it) elsewhere."""
+    estimation fills it) elsewhere. (``UNMEASURED_PRIOR_STEPS_PER_S`` above is the
+    placeholder of Gandiva's live rates only: the rounds estimate instead.)"""
 
     def __init__(self, table: GavelThroughputTable | None) -> None:
         self.table = table
@@ -56,20 +55,19 @@ def estimation_metrics(decider: RoundDecider) -> dict[str, float]:
     if decider.estimation is None:
         return {}
     r = decider.estimation.report()
+    error = r.estimate_error_median
     return {
         "estimation_profiled_jobs_total": r.profiled_jobs,
         "estimation_profiling_rounds_total": r.profiling_rounds,
         "estimation_estimated_entries_total": r.estimated_entries,
         "estimation_still_estimated": r.still_estimated,
         "estimation_checked_estimates_total": r.checked_estimates,
-        "estimation_error_median": -1.0
-        if math.isnan(r.estimate_error_median)
-        else r.estimate_error_median,
+        "estimation_error_median": -1.0 if np.isnan(error) else error,
     }
 
 
 class LiveRoundDecider(RoundDecider):
-    """``RoundDecider`` plus withdraw / restore_progress (see module doc)."""
+    """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc)."""
 
     def withdraw(self, row: int, now: float) -> None:
         """The job left for good (cancelled, failed): it is no longer active, its cached
