@@ -64,6 +64,9 @@ class RunDescription(BaseModel):
     resolve_interval_s: float = 1920.0
     sharing: str = "none"
     background: str | None = None  # TASKS[,fraction=F]: pre-filled load (sim/background)
+    # Rounds only: the decider is not told the jobs' rates; it profiles each job and
+    # estimates them (Gavel section 5, mechanisms/rounds/estimation.py).
+    estimate_throughputs: bool = False
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -144,7 +147,14 @@ class RunDescription(BaseModel):
         """The mechanism's own checks: the kind of --policy, --placement, --sharing."""
         from gpumosaic.run.mechanisms import get_mechanism
 
-        get_mechanism(self.resolved_mechanism()).check(self)
+        mechanism = get_mechanism(self.resolved_mechanism())
+        mechanism.check(self)
+        if self.estimate_throughputs and not getattr(mechanism, "estimates_throughputs", False):
+            raise InputError(
+                f"throughput estimation is a part of the rounds' decider (--mechanism rounds "
+                f"with a Gavel policy); the {mechanism.name} mechanism would ignore it",
+                field="--estimate-throughputs",
+            )
         return self
 
     # ---- resolved values -------------------------------------------------------------

@@ -5,7 +5,9 @@ job table; the decisions themselves are the decider's, unchanged.
 
 Priors (Gavel's estimation as the prior): a job whose ``job_type`` is in Gavel's table
 starts with the table's rate on each GPU model the table measures; any other pair (job,
-model) starts at ``UNMEASURED_PRIOR_STEPS_PER_S`` and is counted as unmeasured. The rate
+model) is unknown (NaN): the decider's throughput estimation (Gavel section 5,
+``mechanisms/rounds/estimation.py``) profiles the job on the models it has not measured
+and estimates the rest by matrix completion against Gavel's reference jobs. The rate
 each job reports replaces the prior for that model from the next policy solve on.
 """
 
@@ -32,7 +34,9 @@ _AWAY_HOLDER_BASE = -(2**62)
 
 
 class PriorThroughputs:
-    """Gavel's table where it knows the job type and model; the placeholder elsewhere."""
+    """Gavel's table where it knows the job type and model; NaN (unknown: the decider's
+    estimation fills it) elsewhere. (``UNMEASURED_PRIOR_STEPS_PER_S`` above is the
+    placeholder of Gandiva's live rates only: the rounds estimate instead.)"""
 
     def __init__(self, table: GavelThroughputTable | None) -> None:
         self.table = table
@@ -49,7 +53,24 @@ class PriorThroughputs:
         if self.table is not None and self.known(job, gpu):
             assert gpu.throughput_key is not None
             return self.table.isolated(job.job_type, max(job.num_gpu, 1), gpu.throughput_key)
-        return UNMEASURED_PRIOR_STEPS_PER_S
+        return float("nan")
+
+
+def estimation_metrics(decider: RoundDecider) -> dict[str, float]:
+    """The decider's throughput estimation as ``/metrics`` values (none without one;
+    an error median of -1: no estimate has been checked against a measurement yet)."""
+    if decider.estimation is None:
+        return {}
+    r = decider.estimation.report()
+    error = r.estimate_error_median
+    return {
+        "estimation_profiled_jobs_total": r.profiled_jobs,
+        "estimation_profiling_rounds_total": r.profiling_rounds,
+        "estimation_estimated_entries_total": r.estimated_entries,
+        "estimation_still_estimated": r.still_estimated,
+        "estimation_checked_estimates_total": r.checked_estimates,
+        "estimation_error_median": -1.0 if np.isnan(error) else error,
+    }
 
 
 class LiveRoundDecider(RoundDecider):
@@ -113,13 +134,6 @@ class LiveRoundDecider(RoundDecider):
         self.jobs.complete([row], [now])
         self.leases.forget([row])
         self.need_solve = True
-
-    def observe_rate(self, row: int, type_index: int, steps_per_s: float) -> None:
-        """A measured rate replaces the estimate; the next solve uses it (and only then the
-        step budgets, which come from the allocation's entity table)."""
-        if steps_per_s > 0 and self.jobs.rates[row, type_index] != steps_per_s:
-            self.jobs.rates[row, type_index] = steps_per_s
-            self.need_solve = True
 
     def restore_progress(self, row: int, done_steps: float) -> None:
         """A restarted service re-admits a job that had already made progress."""

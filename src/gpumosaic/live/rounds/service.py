@@ -34,7 +34,7 @@ from gpumosaic.live.rounds.cluster import (
     parse_counts,
     ray_nodes,
 )
-from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
+from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs, estimation_metrics
 from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
 from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.fencing import StateLock
@@ -51,6 +51,7 @@ from gpumosaic.mechanisms.gandiva import (
     parse_gandiva_options,
 )
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
+from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import build_queue_order
@@ -288,7 +289,8 @@ def build_decider(
     """The policy, placement and decider, built by the road the simulator takes
     (``run.parts.build_round_parts``)."""
     parts = build_parts_of(config)
-    priors = PriorThroughputs(GavelThroughputTable.load())
+    table = GavelThroughputTable.load()
+    priors = PriorThroughputs(table)
     decider = LiveRoundDecider(
         cluster.spec,
         parts.policy,
@@ -297,6 +299,7 @@ def build_decider(
         parts.config,
         parts.shuffle_rng,
         parts.place_rng,
+        estimation=ThroughputEstimation(cluster.spec.gpu_models, table),
     )
     return decider, priors
 
@@ -472,6 +475,7 @@ class Service:
             "fallbacks_total": sum(n for _, n in book.fallbacks.counts),
             **{f"fallback_{kind.value}_total": n for kind, n in book.fallbacks.counts},
             "policy_solve_seconds_total": book.solve_s,
+            **estimation_metrics(self.decider),
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
             **(self.nodes.metrics() if self.nodes is not None else {}),

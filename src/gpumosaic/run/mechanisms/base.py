@@ -87,6 +87,10 @@ class Mechanism(Protocol):
     @property
     def own_placement(self) -> str | None: ...
 
+    # Whether --estimate-throughputs reaches the mechanism's decider (a mechanism that
+    # does not say so does not: ``RunDescription`` refuses the flag there).
+    estimates_throughputs: bool
+
     def check(self, description: RunDescription) -> None: ...
 
     def target(self, workload: Workload) -> TargetWorkload: ...

@@ -26,6 +26,7 @@ class EventMechanism:
     policy_kind = PolicyKind.QUEUE_ORDER
     own_placement: str | None = None
     default_placement = "fgd"
+    estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS

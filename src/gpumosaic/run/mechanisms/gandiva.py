@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 class GandivaMechanism:
     name = "gandiva"
     policy_kind = PolicyKind.QUEUE_ORDER
+    estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     @property
     def own_placement(self) -> str | None:
