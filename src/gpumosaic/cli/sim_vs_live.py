@@ -57,6 +57,7 @@ def sim_vs_live(
         mechanism="rounds",
         round_s=round_s,
     )
+    description.check_inputs()
     options = SimVsLiveOptions(description, time_scale, wall_budget_s)
 
     def say(line: str) -> None:

@@ -125,6 +125,7 @@ def simulate(
         sharing=sharing,
         background=background,
     )
+    request.check_inputs()
     from rich.console import Console
 
     from gpumosaic.cli.progress import progress_bar

@@ -147,6 +147,18 @@ class RunDescription(BaseModel):
         get_mechanism(self.resolved_mechanism()).check(self)
         return self
 
+    def check_inputs(self) -> None:
+        """``--cluster`` and ``--workload`` through the build's own parsers, stopping
+        short of the build (no numpy): names, options, ranges, a job list's every row.
+        Commands call it before a run starts, so that a mistake there costs a line, not
+        the simulator's imports; the build parses them again with the same parsers. (Not
+        a field check: a study may describe a run whose cluster and workload objects it
+        built itself, ``run.build.build_parts``.)"""
+        from gpumosaic.workloads.spec import check_cluster, parse_workload_source
+
+        check_cluster(self.cluster, self.gpus_per_node)
+        parse_workload_source(self.workload)
+
     # ---- resolved values -------------------------------------------------------------
 
     @property
