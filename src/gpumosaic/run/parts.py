@@ -7,7 +7,7 @@ no solver): the extender imports it at start-up.
 - ``check_placement_for(name)``: the same refusal from the grammar alone (no scorer, no
   numpy: a user mistake's one line);
 - ``build_allocation_policy(name, rng)``: a Gavel allocation policy drawing from the
-  run's Generator;
+  run's Generator (``check_allocation_policy(name)``: its refusal from the names alone);
 - ``build_round_parts(...)``: the round mechanism's policy, placement, ``RoundConfig``
   and the decider's two Generators, spawned from the seed's root Generator exactly as
   ``sim/rounds`` spawns them for ``simulate --mechanism rounds``.
@@ -59,11 +59,19 @@ def _naming(name: str, field: str, make: Callable[[], T]) -> T:
 
 def build_allocation_policy(name: str, rng: np.random.Generator, field: str = "--policy") -> Policy:
     """A Gavel allocation policy by name; one that draws at random draws from ``rng``."""
-    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
+    from gpumosaic.policies.registry import build_policy
+
+    check_allocation_policy(name, field)
+    return build_policy(name, rng=rng)
+
+
+def check_allocation_policy(name: str, field: str = "--policy") -> None:
+    """``build_allocation_policy``'s refusal of a name, from the registry's names alone
+    (no policy class, no solver, no numpy)."""
+    from gpumosaic.policies.registry import POLICY_NAMES
 
     if name not in POLICY_NAMES:
         raise unknown_name("policy", name, POLICY_NAMES, field=field)
-    return build_policy(name, rng=rng)
 
 
 @dataclass(frozen=True, slots=True)

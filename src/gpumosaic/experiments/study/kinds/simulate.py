@@ -136,10 +136,16 @@ class SimulateKind:
             if policy.lower() not in known and policy not in known:
                 raise GridError("policy", f"unknown policy {policy!r} (known: {', '.join(known)})")
         # Every point through the run description simulate itself validates with: its
-        # error names the CLI option, whose field is the grid key (--round-s: round_s).
+        # error names the CLI option, whose field is the grid key (--round-s: round_s);
+        # each cluster and workload once through the parsers its runs use (no numpy).
+        inputs_checked: set[tuple[str, str, int]] = set()
         for point in self.points(grid):
             try:
-                run_description(point)
+                description = run_description(point)
+                inputs = (description.cluster, description.workload, description.gpus_per_node)
+                if inputs not in inputs_checked:
+                    _check_inputs(description)
+                    inputs_checked.add(inputs)
             except InputError as err:
                 axis = (err.field or "").removeprefix("--").replace("-", "_")
                 if axis not in SimulateGrid.model_fields:
@@ -160,18 +166,30 @@ def _as_grid_error(axis: str, check: Any) -> None:
         raise GridError(axis, getattr(err, "message", str(err))) from None
 
 
-def _check_placement(name: str, gandiva: bool) -> None:
-    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
-    from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.run.parts import build_placement_for
+def _check_inputs(description: RunDescription) -> None:
+    """The point's cluster and workload (``RunDescription.check_inputs``); a job list's
+    own error (its file, row and column) is the workload axis's."""
+    try:
+        description.check_inputs()
+    except InputError as err:
+        if not (err.field or "").startswith("--"):
+            raise GridError("workload", str(err)) from None
+        raise
 
-    if is_affinity(name):
+
+def _check_placement(name: str, gandiva: bool) -> None:
+    """The placement grammar's own check (no scorer, no numpy: a mistake's one line)."""
+    from gpumosaic.run.parts import check_placement_for
+
+    if name.strip().lower() == GANDIVA_ORDER:
         if not gandiva:
             raise ValueError("affinity is Gandiva's own server order: only with sharing gandiva")
         return
-    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    build_placement_for(name, probe, field="placement")
+    check_placement_for(name, field="placement")
+
+
+# Gandiva's own server order (run/mechanisms/gandiva.py: the name its ranking registers).
+GANDIVA_ORDER = "affinity"
 
 
 def run_point(point: SimulatePoint) -> RunProduct:
