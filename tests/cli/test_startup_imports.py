@@ -302,3 +302,23 @@ def test_the_mechanism_registry_loads_no_simulator() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        'cluster = "v100:x"\nworkload = "gavel:jobs=5"',
+        'cluster = "v100:4"\nworkload = "gavel:jobs=abc"',
+        'cluster = "v100:4"\nworkload = "gavel:jobs=5"\nplacement = "fgdd"',
+        'cluster = "v100:4"\nworkload = "gavel:jobs=5"\nsharing = "nvshare:tq=-1"',
+    ],
+    ids=["cluster", "workload", "placement", "sharing"],
+)
+def test_a_study_files_spec_mistake_is_refused_before_numpy_loads(
+    tmp_path: Path, grid: str
+) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(f'[experiment]\nname = "x"\n\n[grid]\n{grid}\n')
+    modules = loaded(tmp_path, "run", str(study), "--out", str(tmp_path / "out"), code=2)
+    # The study kind's grid is checked without its runs' imports (Parquet, the simulators).
+    assert top_level(modules, NEVER_FOR_A_SPEC + SPEC_ONLY) == []

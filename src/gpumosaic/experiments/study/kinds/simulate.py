@@ -11,10 +11,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-import pyarrow as pa
 from pydantic import PositiveFloat, PositiveInt
 
 from gpumosaic.errors import InputError
@@ -26,11 +24,13 @@ from gpumosaic.experiments.study.kinds.base import (
     RunProduct,
     unique,
 )
-from gpumosaic.metrics.columns import job_table
-from gpumosaic.metrics.summary import Summary
-from gpumosaic.run.build import run
+from gpumosaic.metrics.summary_value import Summary
 from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.result import SimResult
+
+if TYPE_CHECKING:  # a study file is checked without them (numpy, Parquet, the simulators)
+    import pyarrow as pa
+
+    from gpumosaic.sim.result import SimResult
 
 LOAD_PLACEHOLDER = "{load}"
 
@@ -193,6 +193,8 @@ GANDIVA_ORDER = "affinity"
 
 
 def run_point(point: SimulatePoint) -> RunProduct:
+    from gpumosaic.run.build import run
+
     request = run_description(point)
     outcome = run(request)
     result = outcome.result
@@ -214,10 +216,16 @@ def run_point(point: SimulatePoint) -> RunProduct:
 def jobs_table(result: SimResult) -> pa.Table:
     """The one per-job table (``metrics.columns.job_table``; placements.parquet has every
     GPU each job held)."""
+    import pyarrow as pa
+
+    from gpumosaic.metrics.columns import job_table
+
     return pa.table(job_table(result.records))
 
 
 def timeline_table(result: SimResult) -> pa.Table:
+    import pyarrow as pa
+
     t = result.timeline
     return pa.table(
         {
@@ -239,6 +247,9 @@ def placements_table(result: SimResult, request: RunDescription) -> pa.Table | N
     placed = [r for r in result.records if r.placement]
     if not placed:
         return None
+    import numpy as np
+    import pyarrow as pa
+
     from gpumosaic.workloads.spec import parse_cluster
 
     cluster = parse_cluster(request.cluster, request.gpus_per_node)
