@@ -224,6 +224,11 @@ SPEC_MISTAKES = (
     ("simulate", "--workload", "gavl:jobs=3"),
     ("simulate", "--workload", "gavel-stream:rate=3"),
     ("simulate", "--workload", "openb:default,compress=0"),
+    ("simulate", "--workload", "openb:defaultt"),
+    ("simulate", "--cluster", "openb:gpuu"),
+    ("simulate", "--cluster", "{out}/nodes.csv"),
+    ("simulate", "--background", "openb:default,fraction=2"),
+    ("simulate", "--background", "openb:nosuch"),
     ("compare", "--out", "{out}", "--cluster", "v100:x"),
     ("compare", "--out", "{out}", "--placements", "fgdd"),
     ("compare", "--out", "{out}", "--sharing", "nvshare:tq=-1"),
@@ -240,6 +245,8 @@ SPEC_MISTAKES = (
     ("extender", "--placement", "fgdd"),
     ("extender", "replay", "--placement", "fgdd"),
     ("fill", "--placement", "fgdd"),
+    ("fill", "--nodes", "openb:gpuu"),
+    ("fill", "--tasks", "{out}/tasks.csv"),
 )
 # What a spec mistake never loads: HEAVY, SIMULATOR and RUN_ONLY, the scorers, the policy
 # classes, the sharing models, the mechanisms' deciders, the live services. (The package

@@ -124,7 +124,7 @@ class RunDescription(BaseModel):
     @classmethod
     def _background(cls, value: str | None) -> str | None:
         if value is not None:
-            from gpumosaic.sim.background import BackgroundSpec
+            from gpumosaic.run.background import BackgroundSpec
 
             BackgroundSpec.parse(value)
         return value
@@ -148,8 +148,9 @@ class RunDescription(BaseModel):
         return self
 
     def check_inputs(self) -> None:
-        """``--cluster`` and ``--workload`` through the build's own parsers, stopping
-        short of the build (no numpy): names, options, ranges, a job list's every row.
+        """``--cluster``, ``--workload`` and ``--background`` through the build's own
+        parsers, stopping short of the build (no numpy): names, options, ranges, a job
+        list's every row, an openb file's name or path (its rows are read when built).
         Commands call it before a run starts, so that a mistake there costs a line, not
         the simulator's imports; the build parses them again with the same parsers. (Not
         a field check: a study may describe a run whose cluster and workload objects it
@@ -158,6 +159,11 @@ class RunDescription(BaseModel):
 
         check_cluster(self.cluster, self.gpus_per_node)
         parse_workload_source(self.workload)
+        if self.background is not None:
+            from gpumosaic.run.background import BackgroundSpec
+            from gpumosaic.traces.openb_files import resolve_openb
+
+            resolve_openb(BackgroundSpec.parse(self.background).source, kind="tasks")
 
     # ---- resolved values -------------------------------------------------------------
 

@@ -45,9 +45,13 @@ def is_node_list(spec: str) -> bool:
 
 def check_cluster(spec: str, gpus_per_node: int = 1) -> None:
     """``--cluster``'s grammar, refused as ``parse_cluster`` refuses it, in plain Python; a
-    node list is read (with numpy) when the run is built."""
+    node list is found (its name or path) here and read (with numpy) when the run is
+    built."""
     if is_node_list(spec):
+        from gpumosaic.traces.openb_files import resolve_openb
+
         _node_list_servers(spec.strip(), gpus_per_node)
+        resolve_openb(spec.strip(), kind="nodes")
     else:
         parse_cluster(spec, gpus_per_node)
 
@@ -123,7 +127,7 @@ def parse_workload(spec: str, seed: int) -> ParsedWorkload:
 def parse_workload_source(spec: str) -> WorkloadSource:
     """``--workload``'s grammar, every refusal one ``InputError`` naming ``--workload`` (or
     the file, row and field of a job list); plain Python (no numpy). An openb task list
-    is read when the workload is built (its reader is numpy's)."""
+    is found here and read when the workload is built (its reader is numpy's)."""
     text = spec.strip()
     kind, sep, rest = text.partition(":")
     if sep and kind == "gavel":
@@ -137,9 +141,12 @@ def parse_workload_source(spec: str) -> WorkloadSource:
 
         return WorkloadSource(text, trace=gavel_trace_workload(rest))
     if sep and kind == "openb":
+        from gpumosaic.traces.openb_files import resolve_openb
         from gpumosaic.workloads.openb_options import parse_openb_replay
 
-        return WorkloadSource(text, openb=parse_openb_replay(text))
+        task_list, options = parse_openb_replay(text)
+        resolve_openb(task_list, kind="tasks")  # the name (or path) here, the rows when built
+        return WorkloadSource(text, openb=(task_list, options))
     path = Path(text)
     if path.suffix.lower() == ".trace":
         return parse_workload_source(f"gavel-trace:{text}")
