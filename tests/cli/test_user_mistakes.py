@@ -443,7 +443,7 @@ def _built_line(flag: str, value: str) -> str:
         "--placement": lambda: build_placement_for(value, target),
         "--workload": lambda: parse_workload(value, 0),
         "--sharing": lambda: (
-            GandivaMechanism().sharing(RunDescriptionStub(value))  # type: ignore[arg-type]
+            GandivaMechanism().sharing(RunDescriptionStub(value))
             if value.startswith("gandiva")
             else build_speed_model(value)
         ),

@@ -133,8 +133,8 @@ def _scorer(name: str, workload: TargetWorkload | None) -> Scorer:
     scorers = importlib.import_module("gpumosaic.placement.scorers")
     options = dict(entry.options)
     if not entry.needs_workload:
-        return getattr(scorers, entry.class_name)(**options)  # type: ignore[no-any-return]
+        return getattr(scorers, entry.class_name)(**options)
     if workload is None:
         spelled = _SPELLED.get(name, name)
         raise InputError(f"placement {spelled!r} needs the target workload (the task list)")
-    return getattr(scorers, entry.class_name)(workload, **options)  # type: ignore[no-any-return]
+    return getattr(scorers, entry.class_name)(workload, **options)
