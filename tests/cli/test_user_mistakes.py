@@ -484,7 +484,7 @@ def test_compare_refuses_a_spec_before_the_experiment_file(
     args: list[str], line: str, tmp_path: Path
 ) -> None:
     assert line in one_line_error(["compare", *args, "--out", str(tmp_path / "o")])
-    assert not (tmp_path / "o" / "experiment.toml").exists()  # nothing written, nothing run
+    assert not (tmp_path / "o").exists()  # nothing made, nothing written, nothing run
 
 
 LIVE = ["sim-vs-live", "--policy", "fifo"]

@@ -167,7 +167,6 @@ def compare(
             check_number(float(rate), "--rates", above=0)
     out = out if out is not None else default_out(mode, policies)
     check_out_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
     if background is not None and (mode == "fill" or policies is not None):
         raise InputError(
@@ -206,6 +205,7 @@ def compare(
             mechanism=mechanism,
             background=background,
         )
+    out.mkdir(parents=True, exist_ok=True)  # every check passed: the first thing made
     from gpumosaic.experiments.study.compare_file import write_compare_experiment
 
     written = write_compare_experiment(
