@@ -7,8 +7,10 @@ underscores (``--round-s`` -> ``round_s``), and every error names the option
 (``RunDescription(**values)``, ``RunDescription.model_validate(mapping)``,
 ``RunDescription.from_values(mapping)``). ``run.build.build_parts`` turns it into objects.
 
-Field checks happen here (ranges, known names); what needs the parsed inputs (a cluster
-file, a workload) is checked when the run is built, with the same kind of error.
+Field checks happen here (ranges, known names, and through each mechanism's ``check``
+the placement and sharing grammars); ``check_inputs()`` runs the cluster, workload and
+background grammars (a job list's rows, an openb file's name) that the build parses
+with, before anything heavy loads: a mistake in a spec string is one line, not numpy.
 """
 
 from __future__ import annotations
