@@ -94,10 +94,11 @@ def extender(
     # The names first, by the parsers the service builds with (plain Python): a mistake
     # is one line without the Kubernetes client, the web server or numpy.
     from gpumosaic.run.parts import check_placement_for
-    from gpumosaic.workloads.spec import check_cluster
 
     check_placement_for(placement)
     if cluster is not None:
+        from gpumosaic.workloads.spec import check_cluster
+
         check_cluster(cluster)
     require_kube_extra()
     if token and not (token.isascii() and token.isprintable() and " " not in token):
