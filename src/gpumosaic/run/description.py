@@ -126,7 +126,7 @@ class RunDescription(BaseModel):
     @classmethod
     def _background(cls, value: str | None) -> str | None:
         if value is not None:
-            from gpumosaic.run.background import BackgroundSpec
+            from gpumosaic.workloads.background import BackgroundSpec
 
             BackgroundSpec.parse(value)
         return value
@@ -162,8 +162,8 @@ class RunDescription(BaseModel):
         check_cluster(self.cluster, self.gpus_per_node)
         parse_workload_source(self.workload)
         if self.background is not None:
-            from gpumosaic.run.background import BackgroundSpec
             from gpumosaic.traces.openb_files import resolve_openb
+            from gpumosaic.workloads.background import BackgroundSpec
 
             resolve_openb(BackgroundSpec.parse(self.background).source, kind="tasks")
 

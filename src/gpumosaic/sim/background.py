@@ -21,9 +21,9 @@ from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 
 # --background's grammar is plain Python (a description is checked with it, no numpy).
-from gpumosaic.run.background import DEFAULT_FRACTION as DEFAULT_FRACTION
-from gpumosaic.run.background import BackgroundOptions as BackgroundOptions
-from gpumosaic.run.background import BackgroundSpec as BackgroundSpec
+from gpumosaic.workloads.background import DEFAULT_FRACTION as DEFAULT_FRACTION
+from gpumosaic.workloads.background import BackgroundOptions as BackgroundOptions
+from gpumosaic.workloads.background import BackgroundSpec as BackgroundSpec
 
 
 @dataclass(frozen=True, slots=True)
