@@ -135,6 +135,7 @@ def simulate(
         background=background,
         estimate_throughputs=estimate_throughputs,
     )
+    request.check_inputs()
     from rich.console import Console
 
     from gpumosaic.cli.progress import progress_bar

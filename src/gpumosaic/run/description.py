@@ -7,8 +7,10 @@ underscores (``--round-s`` -> ``round_s``), and every error names the option
 (``RunDescription(**values)``, ``RunDescription.model_validate(mapping)``,
 ``RunDescription.from_values(mapping)``). ``run.build.build_parts`` turns it into objects.
 
-Field checks happen here (ranges, known names); what needs the parsed inputs (a cluster
-file, a workload) is checked when the run is built, with the same kind of error.
+Field checks happen here (ranges, known names, and through each mechanism's ``check``
+the placement and sharing grammars); ``check_inputs()`` runs the cluster, workload and
+background grammars (a job list's rows, an openb file's name) that the build parses
+with, before anything heavy loads: a mistake in a spec string is one line, not numpy.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class RunDescription(BaseModel):
     @classmethod
     def _background(cls, value: str | None) -> str | None:
         if value is not None:
-            from gpumosaic.sim.background import BackgroundSpec
+            from gpumosaic.workloads.background import BackgroundSpec
 
             BackgroundSpec.parse(value)
         return value
@@ -156,6 +158,24 @@ class RunDescription(BaseModel):
                 field="--estimate-throughputs",
             )
         return self
+
+    def check_inputs(self) -> None:
+        """``--cluster``, ``--workload`` and ``--background`` through the build's own
+        parsers, stopping short of the build (no numpy): names, options, ranges, a job
+        list's every row, an openb file's name or path (its rows are read when built).
+        Commands call it before a run starts, so that a mistake there costs a line, not
+        the simulator's imports; the build parses them again with the same parsers. (Not
+        a field check: a study may describe a run whose cluster and workload objects it
+        built itself, ``run.build.build_parts``.)"""
+        from gpumosaic.workloads.spec import check_cluster, parse_workload_source
+
+        check_cluster(self.cluster, self.gpus_per_node)
+        parse_workload_source(self.workload)
+        if self.background is not None:
+            from gpumosaic.traces.openb_files import resolve_openb
+            from gpumosaic.workloads.background import BackgroundSpec
+
+            resolve_openb(BackgroundSpec.parse(self.background).source, kind="tasks")
 
     # ---- resolved values -------------------------------------------------------------
 

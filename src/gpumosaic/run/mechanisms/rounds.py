@@ -15,6 +15,7 @@ from gpumosaic.run.mechanisms.base import (
     check_placement,
     refuse_background,
 )
+from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
     from gpumosaic.placement.workload import TargetWorkload
@@ -57,6 +58,7 @@ class RoundsMechanism:
                 "policy", description.policy, (*QUEUE_ORDERS, *POLICY_NAMES), field="--policy"
             )
         check_placement(description.placement)
+        parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload
