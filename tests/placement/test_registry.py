@@ -76,7 +76,10 @@ def test_combination_is_weighted_sum_of_normalized_scores() -> None:
     [
         ("nope", "--placement nope: unknown placement"),
         ("pwr=abc,fgd=800", "not a number"),
-        ("pwr=-1,fgd=800", "must be > 0"),
+        ("pwr=-1,fgd=800", "must be a number > 0 and at most"),
+        ("pwr=inf,fgd=800", "must be a number > 0 and at most 1e\\+06, got inf"),
+        ("pwr=nan,fgd=800", "got nan"),
+        ("pwr=1e308,fgd=1e308", "got 1e308"),  # finite, but their sum is not
         ("random=1,fgd=2", "cannot be combined"),
         ("", "empty placement"),
     ],

@@ -62,6 +62,11 @@ def placement_names() -> tuple[str, ...]:
     return (*UNWEIGHTED, *SCORERS, *ALIASES)
 
 
+# Weights are relative (each member's normalized score times its weight); a bound far
+# beyond any meaningful ratio keeps the weighted sum finite (1e308 + 1e308 is inf).
+MAX_WEIGHT = 1e6
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementChoice:
     """A parsed ``--placement``: ``random``, or scorers (canonical names) with weights."""
@@ -72,7 +77,8 @@ class PlacementChoice:
 
 
 def parse_placement(spec: str) -> PlacementChoice:
-    """``--placement``'s grammar: every name known, every weight a number > 0 (one
+    """``--placement``'s grammar: every name known, every weight a number in
+    (0, ``MAX_WEIGHT``] (one
     ``InputError`` naming ``--placement`` otherwise). Imports no scorer."""
     parts = [p for p in spec.split(",") if p.strip()]
     if not parts:
@@ -93,8 +99,12 @@ def parse_placement(spec: str) -> PlacementChoice:
             raise InputError(
                 f"weight of {name_text.strip()!r} is not a number", field="--placement"
             ) from None
-        if not weight > 0:
-            raise InputError(f"weight of {name_text.strip()!r} must be > 0", field="--placement")
+        if not 0 < weight <= MAX_WEIGHT:  # NaN and inf fail here too
+            raise InputError(
+                f"weight of {name_text.strip()!r} must be a number > 0 and at most "
+                f"{MAX_WEIGHT:g}, got {weight_text.strip()}",
+                field="--placement",
+            )
         if name in UNWEIGHTED:
             raise InputError(f"{name!r} cannot be combined with weights", field="--placement")
         _known(name)
