@@ -36,12 +36,11 @@ from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.options import parse_options, split_options
+from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY as _GPU_PHASE_BUSY
 
 DEFAULT_ALPHA = 0.0
-# Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.
-# Calibrated: the median of Gavel's P100 pairs, and it agrees with the small "off" rows
-# of the nvshare table (docs/sharing.md, "Parameters").
-GPU_PHASE_BUSY = 0.85
+# Share of a GPU phase the GPU is actually busy (see module doc and ``gpu_phase``).
+GPU_PHASE_BUSY = _GPU_PHASE_BUSY
 
 Speeds = npt.NDArray[np.float64]
 

@@ -7,11 +7,14 @@ and how fast co-located jobs run, whatever policy and placement chose them.
 * ``capped`` -- a fractional job's compute is capped at its share (like an MPS active
   thread percentage): it runs at gpu_milli/1000 of its isolated throughput, alone or not;
 * ``parametric[:busy=B,alpha=A]`` / ``measured[:...]`` -- the interference models;
-* ``nvshare[:tq=30,anti_thrashing=on,jobs_per_gpu=2]`` -- time-sharing: a whole-GPU,
+* ``nvshare[:tq=30,anti_thrashing=on|off|auto,jobs_per_gpu=2]`` -- time-sharing: a whole-GPU,
   single-GPU job is admitted as a 1/jobs_per_gpu time share of a GPU (so up to that many
   jobs hold one GPU), and co-located jobs progress at the average rates nvshare's
   time-quantum model gives them (hand-overs, refills, thrashing when their working sets
-  overflow GPU memory and anti-thrashing is off).
+  overflow GPU memory and anti-thrashing is off). ``anti_thrashing`` is spelled as
+  ``serve --sharing nvshare:...`` spells it (``AntiThrashing.parse``; ``at`` for short)
+  and means what the share daemon's lock does (``sharing/lock.py``: ``auto`` serializes
+  only while the co-located working sets overflow the GPU's memory).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from gpumosaic.sharing.interference import (
     split_spec,
 )
 from gpumosaic.sharing.jobs import SharedJob
+from gpumosaic.sharing.lock import NVSHARE_ALIASES, AntiThrashing
 from gpumosaic.sharing.nvshare import NvshareModel
 
 Speeds = npt.NDArray[np.float64]
@@ -186,10 +190,15 @@ class NvshareOptions:
     """The options of ``--sharing nvshare:...``."""
 
     tq: float = 30.0  # time quantum, seconds
-    anti_thrashing: bool = True
+    anti_thrashing: str = "on"  # on / off / auto (AntiThrashing.parse)
     jobs_per_gpu: int = 2
 
+    @property
+    def mode(self) -> AntiThrashing:
+        return AntiThrashing.parse(self.anti_thrashing)
+
     def __post_init__(self) -> None:
+        self.mode  # noqa: B018 - raises ValueError on a word the lock does not know
         if not self.tq > 0:
             raise ValueError("tq must be a positive number of seconds")
         if self.jobs_per_gpu < 1:
@@ -204,6 +213,8 @@ def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedM
         return CappedSpeed()
     if name != "nvshare":
         return InterferenceSpeed(build_interference(spec, table))
-    options = parse_options(NvshareOptions, rest, what="nvshare option", flag="--sharing")
-    model = NvshareModel(tq_s=options.tq, anti_thrashing=options.anti_thrashing)
+    options = parse_options(
+        NvshareOptions, rest, what="nvshare option", flag="--sharing", aliases=NVSHARE_ALIASES
+    )
+    model = NvshareModel(tq_s=options.tq, anti_thrashing=options.mode)
     return NvshareSpeed(model, options.jobs_per_gpu)
