@@ -73,22 +73,24 @@ def parse(text: str | None) -> SimVsLiveSharing | None:
     """``None``/``none``: no sharing; else a spec both sides accept (see module doc)."""
     if text is None or text.strip().lower() in ("", "none"):
         return None
-    live = parse_sharing(text)  # serve's checks (InputError naming --sharing)
+    try:
+        live = parse_sharing(text)
+    except InputError as err:
+        raise InputError(f"serve (the live side) refuses it: {err.message}", field=FLAG) from None
     assert live is not None
     if live.mem_cap_share or live.mem_cap_mib is not None:
         raise InputError(
             "mem_cap is serve's alone (the simulator has no allocations): drop it",
             field=FLAG,
         )
-    sim = build_speed_model(text)  # simulate's checks
-    if not isinstance(sim, NvshareSpeed):
-        raise InputError(f"sim-vs-live shares with nvshare:tq=S[,...], got {text!r}", field=FLAG)
-    if sim.jobs_per_gpu != 2 or live.settings.revoke_grace_s != limits.DEFAULT_REVOKE_GRACE_S:
+    try:
+        sim = build_speed_model(text)
+    except InputError as err:
         raise InputError(
-            "sim-vs-live takes tq and anti_thrashing only (grace is serve's alone, "
-            "jobs_per_gpu simulate's alone)",
-            field=FLAG,
-        )
+            f"simulate (the simulator's side) refuses it: {err.message}", field=FLAG
+        ) from None
+    if not isinstance(sim, NvshareSpeed):  # pragma: no cover - serve took nvshare only
+        raise InputError(f"sim-vs-live shares with nvshare:tq=S[,...], got {text!r}", field=FLAG)
     return SimVsLiveSharing(text, sim.model.tq_s, sim.model.mode)
 
 
