@@ -130,9 +130,14 @@ def test_the_cluster_simulators_speeds_follow_auto() -> None:
     def pair(ws_mib: int) -> list[JobSpec]:
         return [
             JobSpec(
-                id=i, arrival_s=0.0, job_type="A3C", num_gpu=1, gpu_milli=500, work=1.0,
+                id=i,
+                arrival_s=0.0,
+                job_type="A3C",
+                num_gpu=1,
+                gpu_milli=500,
+                work=1.0,
                 gpu_memory_mib=ws_mib,
-            )  # fmt: skip
+            )
             for i in range(2)
         ]
 

@@ -41,7 +41,22 @@ _HOME = {
     "build_interference": "interference",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [
+    "AntiThrashing",
+    "CoLocatedJob",
+    "GpuLock",
+    "InterferenceModel",
+    "JobOutcome",
+    "MeasuredInterference",
+    "NoInterference",
+    "NvshareModel",
+    "PagingModel",
+    "ParametricInterference",
+    "Phase",
+    "SharedJob",
+    "SharingOutcome",
+    "build_interference",
+]
 
 
 def __getattr__(name: str) -> Any:
