@@ -121,8 +121,8 @@ class Comparison:
         def clean(x: float) -> float | None:
             return None if math.isnan(x) else x
 
-        sim = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
-        live = {
+        sim: dict[str, object] = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
+        live: dict[str, object] = {
             **self.live.to_json(),
             "launch_latency_mean_s": self.launch_latency_s,
             "launch_latency_wall_s": self.launch_latency_wall_s,
