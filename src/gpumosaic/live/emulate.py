@@ -171,14 +171,20 @@ def run_shared(
 
     driver = env.get(ENV_SHARE_LIBCUDA)
     if not driver:
-        from gpumosaic.live.share.native import library_path
+        from gpumosaic.live.share.native import ShareError, library_path
 
-        driver = str(library_path("fakecuda"))
+        try:
+            driver = str(library_path("fakecuda"))
+        except ShareError as err:  # no C compiler on this node, say
+            raise EmulationError(f"no stand-in libcuda to step under the runtime: {err}") from None
     # The interposer reads these at its first hooked call, and the stand-in at each
     # launch: both after this point (os.environ writes go to the C environment).
     os.environ[ENV_SHARE_LIBCUDA] = driver
     os.environ[ENV_FAKE_DEVICE_FILE] = env[ENV_SHARE_SOCKET] + ".device"
-    cuda = ctypes.CDLL(driver)
+    try:
+        cuda = ctypes.CDLL(driver)
+    except OSError as err:
+        raise EmulationError(f"cannot load the stand-in libcuda {driver}: {err}") from None
     if cuda.cuInit(0) != 0:
         raise EmulationError(f"the stand-in driver {driver} did not initialise")
     launch = cuda.cuLaunchKernel
