@@ -2,7 +2,8 @@
 clock-free GPU lock that the nvshare model and the live share daemon both drive.
 
 The names load on first use (PEP 562): ``sharing.spec`` (``--sharing``'s grammar) is plain
-Python, and checking a ``--sharing`` must not pay for the models' numpy."""
+Python, and checking a ``--sharing`` must not pay for the models' numpy; an emulated job
+reads ``sharing.gpu_phase`` at start-up without it."""
 
 from __future__ import annotations
 

@@ -16,14 +16,12 @@ from typing import Literal
 
 from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.options import parse_options, split_options
+from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
+from gpumosaic.sharing.lock import NVSHARE_ALIASES, AntiThrashing
 
 SHARING_MODELS = ("none", "parametric", "measured", "capped", "nvshare", "gandiva")
 
 DEFAULT_ALPHA = 0.0
-# Share of a GPU phase the GPU is actually busy (interference.py's module doc); nvshare
-# uses it too. Calibrated: the median of Gavel's P100 pairs, and it agrees with the small
-# "off" rows of the nvshare table (docs/sharing.md, "Parameters").
-GPU_PHASE_BUSY = 0.85
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -53,10 +51,15 @@ class NvshareOptions:
     """The options of ``--sharing nvshare:...``."""
 
     tq: float = 30.0  # time quantum, seconds
-    anti_thrashing: bool = True
+    anti_thrashing: str = "on"  # on / off / auto (AntiThrashing.parse)
     jobs_per_gpu: int = 2
 
+    @property
+    def mode(self) -> AntiThrashing:
+        return AntiThrashing.parse(self.anti_thrashing)
+
     def __post_init__(self) -> None:
+        self.mode  # noqa: B018 - raises ValueError on a word the lock does not know
         if not self.tq > 0:
             raise ValueError("tq must be a positive number of seconds")
         if self.jobs_per_gpu < 1:
@@ -80,7 +83,9 @@ def parse_sharing(spec: str) -> SharingChoice:
             raise InputError("'capped' takes no options", field="--sharing")
         return SharingChoice("capped")
     if name == "nvshare":
-        options = parse_options(NvshareOptions, rest, what="nvshare option", flag="--sharing")
+        options = parse_options(
+            NvshareOptions, rest, what="nvshare option", flag="--sharing", aliases=NVSHARE_ALIASES
+        )
         return SharingChoice("nvshare", nvshare=options)
     if name == "none":
         if split_options(rest, "interference option", "--sharing"):

@@ -7,11 +7,14 @@ and how fast co-located jobs run, whatever policy and placement chose them.
 * ``capped`` -- a fractional job's compute is capped at its share (like an MPS active
   thread percentage): it runs at gpu_milli/1000 of its isolated throughput, alone or not;
 * ``parametric[:busy=B,alpha=A]`` / ``measured[:...]`` -- the interference models;
-* ``nvshare[:tq=30,anti_thrashing=on,jobs_per_gpu=2]`` -- time-sharing: a whole-GPU,
+* ``nvshare[:tq=30,anti_thrashing=on|off|auto,jobs_per_gpu=2]`` -- time-sharing: a whole-GPU,
   single-GPU job is admitted as a 1/jobs_per_gpu time share of a GPU (so up to that many
   jobs hold one GPU), and co-located jobs progress at the average rates nvshare's
   time-quantum model gives them (hand-overs, refills, thrashing when their working sets
-  overflow GPU memory and anti-thrashing is off).
+  overflow GPU memory and anti-thrashing is off). ``anti_thrashing`` is spelled as
+  ``serve --sharing nvshare:...`` spells it (``AntiThrashing.parse``; ``at`` for short)
+  and means what the share daemon's lock does (``sharing/lock.py``: ``auto`` serializes
+  only while the co-located working sets overflow the GPU's memory).
 """
 
 from __future__ import annotations
@@ -187,5 +190,5 @@ def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedM
     if choice.nvshare is None:
         return InterferenceSpeed(build_interference(spec, table))
     options = choice.nvshare
-    model = NvshareModel(tq_s=options.tq, anti_thrashing=options.anti_thrashing)
+    model = NvshareModel(tq_s=options.tq, anti_thrashing=options.mode)
     return NvshareSpeed(model, options.jobs_per_gpu)
