@@ -9,7 +9,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import gpumosaic.cli.reproduce_gandiva as reproduce_gandiva
+import gpumosaic.experiments.reproductions.gandiva as gandiva_study
 from gpumosaic.cli import app
 from gpumosaic.experiments.reproductions.gandiva import Scenario
 
@@ -18,7 +18,7 @@ TINY = (Scenario("tiny", (("v100", 4),), 4, 4.0, False, (0, 8), 8),)
 
 
 def test_reproduce_gandiva_json_has_rows_and_packing_gains(monkeypatch) -> None:
-    monkeypatch.setattr(reproduce_gandiva, "QUICK_SCENARIOS", TINY)
+    monkeypatch.setattr(gandiva_study, "QUICK_SCENARIOS", TINY)  # read at the call
     result = runner.invoke(app, ["reproduce", "gandiva", "--quick", "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)

@@ -19,7 +19,8 @@ from gpumosaic.experiments.reproductions.nvshare import (
     ordering_checks,
     reproduce_nvshare,
 )
-from gpumosaic.sharing.nvshare import NvshareModel
+from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
+from gpumosaic.sharing.lock import HANDOVER_SYNC_S
 from gpumosaic.sharing.paging import PagingModel
 
 reproduce_app = typer.Typer(
@@ -28,7 +29,9 @@ reproduce_app = typer.Typer(
 )
 app.add_typer(reproduce_app, name="reproduce")
 
-_DEFAULTS = NvshareModel()
+# The model's defaults, from the light modules that define them (NvshareModel's own
+# defaults; importing the model would load numpy for every ``reproduce`` mistake).
+_PAGING = PagingModel()
 
 
 def parse_tqs(text: str) -> tuple[float, ...]:
@@ -61,25 +64,27 @@ def nvshare(
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     link_gb_s: Annotated[
         float, typer.Option(help="host-GPU link bandwidth for write-backs, GB/s")
-    ] = _DEFAULTS.paging.link_gb_s,
+    ] = _PAGING.link_gb_s,
     fault_gb_s: Annotated[
         float, typer.Option(help="demand-paging (page fault) bandwidth, GB/s")
-    ] = _DEFAULTS.paging.fault_gb_s,
+    ] = _PAGING.fault_gb_s,
     sweep_s: Annotated[
         float, typer.Option(help="GPU seconds between re-touches of the working set")
-    ] = _DEFAULTS.paging.sweep_s,
+    ] = _PAGING.sweep_s,
     prefetch_threshold: Annotated[
         float, typer.Option(help="share of a refill that faults before UVM prefetch copies")
-    ] = _DEFAULTS.paging.prefetch_threshold,
+    ] = _PAGING.prefetch_threshold,
     handover_s: Annotated[
         float, typer.Option(help="fixed sync cost of a lock hand-over, s")
-    ] = _DEFAULTS.handover_s,
+    ] = HANDOVER_SYNC_S,
     gpu_busy: Annotated[
         float, typer.Option(help="share of a GPU phase the GPU is busy")
-    ] = _DEFAULTS.gpu_busy,
+    ] = GPU_PHASE_BUSY,
 ) -> None:
     """nvshare thesis Table 12.2: two identical jobs on one P100 (serial, off, on per TQ)."""
     tqs = parse_tqs(tq)
+    from gpumosaic.sharing.nvshare import NvshareModel
+
     try:
         model = NvshareModel(
             paging=PagingModel(

@@ -98,15 +98,7 @@ def serve(
     check_placement_for(placement)
     if cluster:
         parse_counts(cluster)
-    from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
-    from gpumosaic.live.rounds.service import (
-        Service,
-        ServiceConfig,
-        bind_api,
-        check_names,
-        connect_ray,
-        open_state,
-    )
+    from gpumosaic.live.rounds.config import ServiceConfig
 
     config = ServiceConfig(
         policy=policy,
@@ -131,6 +123,16 @@ def serve(
         sharing=sharing,
         mechanism=mechanism,
     )
+    # Every flag is valid (ServiceConfig checks them all, plain Python): now the service.
+    from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
+    from gpumosaic.live.rounds.service import (
+        Service,
+        bind_api,
+        check_names,
+        connect_ray,
+        open_state,
+    )
+
     check_names(config)
     state_held = open_state(config)  # one service per state file: refused here, at once
     listener = bind_api(config)  # a port in use: refused here, before Ray starts

@@ -31,6 +31,9 @@ from enum import StrEnum
 from gpumosaic.options import OFF_WORDS, ON_WORDS
 
 DEFAULT_TQ_S = 30.0  # nvshare's default quantum
+# DROP_LOCK -> cuCtxSynchronize -> LOCK_RELEASED -> LOCK_OK: socket round trips plus the
+# drain of in-flight kernels, a fraction of a second (the nvshare model's hand-over cost).
+HANDOVER_SYNC_S = 0.1
 LATENCY_WINDOW = 4096  # hand-over latencies kept for the p50/p99 gauges
 # Short keys of ``--sharing nvshare:...``, the same for simulate and serve.
 NVSHARE_ALIASES = {"at": "anti_thrashing"}

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from gpumosaic.sharing.interference import GPU_PHASE_BUSY
 from gpumosaic.sharing.jobs import Phase, SharedJob
 from gpumosaic.sharing.lock import (
+    HANDOVER_SYNC_S,
     AntiThrashing,
     Decision,
     GpuLock,
@@ -44,9 +45,6 @@ from gpumosaic.sharing.paging import PagingModel
 
 # nvshare's client releases the lock after this long without GPU work (client.c).
 NVSHARE_IDLE_RELEASE_S = 5.0
-# DROP_LOCK -> cuCtxSynchronize -> LOCK_RELEASED -> LOCK_OK: socket round trips plus the
-# drain of in-flight kernels, a fraction of a second.
-HANDOVER_SYNC_S = 0.1
 _MAX_EVENTS = 10_000_000
 _BYTES_PER_MIB = 2**20
 

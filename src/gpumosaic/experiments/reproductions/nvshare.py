@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from gpumosaic.model.gpu import GpuModel, gpu_model
 from gpumosaic.sharing.jobs import SharedJob
-from gpumosaic.sharing.nvshare import NvshareModel
+
+if TYPE_CHECKING:  # the model (numpy) loads when a row is computed, not when the
+    # ``reproduce`` group registers its commands (a mistake's line stays light)
+    from gpumosaic.sharing.nvshare import NvshareModel
 
 GB_AS_MIB = 1024.0  # the thesis quotes nvidia-smi sizes: "16 GB" P100 = 16384 MiB
 
@@ -130,6 +134,8 @@ def reproduce_nvshare(
 ) -> tuple[ReproRow, ...]:
     """Every job under serial, off and on-with-each-TQ; ``model`` sets the physics
     (its own ``tq_s`` and ``anti_thrashing`` are overridden per setup)."""
+    from gpumosaic.sharing.nvshare import NvshareModel
+
     base = model or NvshareModel()
     gpu = gpu_model(gpu_name)
     rows: list[ReproRow] = []
@@ -142,6 +148,8 @@ def reproduce_nvshare(
 
 
 def _with(model: NvshareModel, tq_s: float, anti_thrashing: bool) -> NvshareModel:
+    from gpumosaic.sharing.nvshare import NvshareModel
+
     return NvshareModel(
         tq_s=tq_s,
         anti_thrashing=anti_thrashing,

@@ -1,8 +1,8 @@
 """``serve --sharing nvshare:tq=S[,anti_thrashing=auto][,mem_cap=on]``: fractional jobs
 under the share runtime (docs/share.md, "Live sharing under serve").
 
-- ``parse_sharing`` reads the flag with the project's typed ``key=value`` parser and the
-  share daemon's own bounds (``live/share/limits.py``);
+- ``parse_sharing`` builds the share settings from the flag's grammar
+  (``live/share/spec.py``: the typed ``key=value`` parser and the daemon's own bounds);
 - ``ShareSupervisor`` runs one ``NodeShareAgent`` Ray actor per Ray node (pinned to it),
   which starts one share daemon per GPU of the node and restarts one that dies; the
   supervisor re-creates an agent that is lost and collects the hand-overs per job;
@@ -26,47 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.executor import Executor, ExitReport, LaunchSpec
-from gpumosaic.live.share import limits
 from gpumosaic.live.share.native import ShareError
 from gpumosaic.live.share.node import DaemonSettings, NodeShareAgent, NodeShareReport
 from gpumosaic.live.share.sockets import default_socket_dir, socket_path
+from gpumosaic.live.share.spec import FLAG, parse_live_sharing
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.options import OFF_WORDS, ON_WORDS, parse_options
-from gpumosaic.sharing.interference import split_spec
-from gpumosaic.sharing.lock import DEFAULT_TQ_S, NVSHARE_ALIASES, AntiThrashing
+from gpumosaic.sharing.lock import AntiThrashing
 
-FLAG = "--sharing"
 NAMESPACE = "gpumosaic"  # as the lease actors' (ray_executor.NAMESPACE)
 AGENT_START_TIMEOUT_S = 120.0  # a Ray actor and its daemons on a loaded machine (not measured)
 REPORT_INTERVAL_S = 0.5  # how often the supervisor asks the agents (hand-overs, restarts)
-
-
-@dataclass(frozen=True, slots=True)
-class LiveNvshareOptions:
-    """The options of ``serve --sharing nvshare:...``. ``mem_cap``: ``off`` (default),
-    ``on`` (each job's gpu_milli/1000 of the GPU's memory) or a number of MiB."""
-
-    tq: float = DEFAULT_TQ_S
-    anti_thrashing: str = "auto"  # auto / on / off (AntiThrashing.parse, as simulate's)
-    grace: float = limits.DEFAULT_REVOKE_GRACE_S
-    mem_cap: str = "off"
-
-    def __post_init__(self) -> None:
-        AntiThrashing.parse(self.anti_thrashing)
-        limits.tq_seconds(self.tq)
-        limits.grace_seconds(self.grace)
-        word = self.mem_cap.strip().lower()
-        if word not in ON_WORDS + OFF_WORDS:
-            try:
-                mib = float(word)
-            except ValueError:
-                raise ValueError(
-                    f"mem_cap must be on, off or a number of MiB, got {self.mem_cap!r}"
-                ) from None
-            limits.memory_mib(mib)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,26 +63,15 @@ class LiveSharing:
 
 
 def parse_sharing(text: str | None) -> LiveSharing | None:
-    """``None``, ``""`` or ``none``: no sharing; ``nvshare:key=value,...``: the runtime.
-    Any other name or a bad option is one ``InputError`` naming ``--sharing``."""
-    if text is None or text.strip().lower() in ("", "none"):
+    """``--sharing`` (``live/share/spec.py``'s grammar) -> the service's share settings;
+    None without sharing. A mistake is one ``InputError`` naming ``--sharing``."""
+    options = parse_live_sharing(text)
+    if options is None:
         return None
-    name, rest = split_spec(text)
-    if name != "nvshare":
-        raise InputError(
-            f"serve shares GPUs with nvshare:tq=S[,anti_thrashing=auto][,mem_cap=on] "
-            f"or none, got {name!r}",
-            field=FLAG,
-        )
-    options = parse_options(
-        LiveNvshareOptions, rest, what="nvshare option", flag=FLAG, aliases=NVSHARE_ALIASES
-    )
-    word = options.mem_cap.strip().lower()
-    mib = None if word in ON_WORDS + OFF_WORDS else float(word)
     return LiveSharing(
         DaemonSettings(options.tq, AntiThrashing.parse(options.anti_thrashing), options.grace),
-        mem_cap_share=word in ON_WORDS,
-        mem_cap_mib=mib,
+        mem_cap_share=options.mem_cap_share,
+        mem_cap_mib=options.mem_cap_mib,
     )
 
 
