@@ -53,17 +53,23 @@ def gavel(
 ) -> None:
     """Gavel's experiments (docs/gavel.md has the setups and the reference numbers): avg JCT
     and makespan per policy, ours beside Gavel's."""
+    from gpumosaic.experiments.reproductions.gavel_request import check_request
     from gpumosaic.run.parts import check_placement_for
 
-    check_placement_for(placement)  # the placement grammar, before the runs (no numpy)
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    # The request and the placement grammar, before the runs (no numpy).
+    check_request(part.strip().lower(), names, jobs_source)
+    check_placement_for(placement)
+    rate_values = _numbers(rates, float, "--rates")
+    seed_values = _numbers(seeds, int, "--seeds")
     from gpumosaic.experiments.reproductions.gavel import run_part  # the simulator: only now
 
     with counter_bar(True, f"gavel {part}") as update:
         rows = run_part(
             part.strip().lower(),
-            [p.strip() for p in policies.split(",") if p.strip()],
-            _numbers(rates, float, "--rates"),
-            _numbers(seeds, int, "--seeds"),
+            names,
+            rate_values,
+            seed_values,
             jobs_source,
             placement,
             workers,

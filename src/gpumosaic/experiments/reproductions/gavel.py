@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from gpumosaic.errors import InputError
+from gpumosaic.experiments.reproductions.gavel_request import (
+    SHIPPED,
+    SHIPPED_FIFO,
+    SHIPPED_GANDIVA,
+    check_request,
+)
 from gpumosaic.kernel_aot import kernels_ran
 from gpumosaic.metrics.summary import jct_values, summarize
 from gpumosaic.model.cluster import ClusterSpec
@@ -47,9 +52,6 @@ STATIC_REFERENCE: dict[str, tuple[float, float]] = {
 }
 # Gavel's fifo and gandiva as shipped (reproductions/gavel_quirks.py): evidence for the
 # mechanism, compared with the reference row of the policy they re-implement.
-SHIPPED_FIFO = "fifo_as_shipped"
-SHIPPED_GANDIVA = "gandiva_as_shipped"
-SHIPPED = {SHIPPED_FIFO: "fifo", SHIPPED_GANDIVA: "gandiva"}
 STATIC_POLICIES = (*STATIC_REFERENCE, "max_min_fairness_packed", *SHIPPED)
 # (policy, jobs/hr) -> avg JCT h of the measured window (seed 0 where measured).
 CONTINUOUS_REFERENCE: dict[tuple[str, float], float] = {
@@ -233,18 +235,7 @@ def run_part(
 
     ``on_done(done, total)`` is called as runs finish (for a progress bar).
     """
-    from gpumosaic.policies.registry import POLICY_NAMES
-
-    if part not in ("static", "continuous"):
-        raise InputError(f"unknown part {part!r} (static, continuous)", field="PART")
-    known = (*POLICY_NAMES, *SHIPPED)
-    for policy in policies:
-        if policy not in known:
-            raise InputError(
-                f"unknown policy {policy!r} (known: {', '.join(known)})", field="--policies"
-            )
-    if jobs_source not in ("gavel", "gpumosaic"):
-        raise InputError("must be gavel or gpumosaic", field="--jobs-source")
+    check_request(part, policies, jobs_source)
     tasks: list[tuple[Callable[[Any], ReproRow], Any]]
     if part == "static":
         chosen = list(policies) or list(STATIC_POLICIES)
