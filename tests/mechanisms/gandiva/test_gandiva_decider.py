@@ -257,3 +257,26 @@ def test_a_driver_that_only_executes_the_actions_gets_the_simulators_schedule() 
     )
     assert finished == {r.job_id: r.finish_s for r in simulated.records}
     assert finished == {0: 213.0, 1: 111.0, 2: 304.0}  # tests/sim/gandiva/test_timeslice.py
+
+
+def test_a_first_start_costs_start_s_and_nothing_else_moves() -> None:
+    # One job alone, then two jobs on one GPU: the first start of each set is delayed by
+    # start_s (the live launch latency, sim-vs-live), the hand-overs still by switch_s.
+    def finishes(start_s: float) -> dict[int, float]:
+        jobs = [job(0, work=100.0), job(1, work=100.0)]
+        result = run_gandiva(
+            v100s(1, 1),
+            Workload("two", jobs, ConstantThroughputs()),
+            np.random.default_rng(0),
+            quantum_s=60.0,
+            switch_s=1.0,
+            start_s=start_s,
+            packing=False,
+            migration=False,
+        )
+        return {r.job_id: r.finish_s for r in result.records}
+
+    before, after = finishes(0.0), finishes(7.0)
+    # job 0 runs 0-60, switch, job 1 61-121, switch, job 0 122-162, switch, job 1 163-203
+    assert before == {0: 162.0, 1: 203.0}
+    assert after == {j: t + 7.0 for j, t in before.items()}
