@@ -63,8 +63,11 @@ from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.state import Assignment
 
-# A lease's time horizon, renewed when half of it is left: long enough that a job never
-# parks waiting for a renewal, short enough that a job whose service died stops on its own.
+# A lease's time horizon in wall seconds (times the time scale in the service's job-time
+# clock), renewed when half of it is left: long enough that a job never parks waiting for
+# a renewal, short enough that a job whose service died stops on its own. (In job time it
+# was 0.6 s of wall time at a scale of 1,000: jobs reached its end between renewals, saved
+# a checkpoint at each and, once parked, were never renewed.)
 LEASE_HORIZON_S = 600.0
 # What each rank of a one-GPU job reserves from Ray: half a GPU, so that a packed pair
 # fits on one GPU in Ray's accounting. Whether two jobs share a GPU is the decider's
@@ -420,13 +423,21 @@ class GandivaDriver:
                 continue  # the outgoing unit has not let go of the GPUs yet
             self._launch(job_id, where, now)
         self._write_partners()
+        horizon = self.horizon_s
         for lease_id in self.lease_of.values():  # renew the horizon before it runs out
             lease = self.table.get(lease_id)
-            if lease is None or lease_id in self.stopping or lease.parked:
+            if lease is None or lease_id in self.stopping or lease.steps >= lease.until_step:
                 continue
-            if lease.deadline - now < LEASE_HORIZON_S / 2:
-                self.table.extend(lease_id, lease.until_step, now + LEASE_HORIZON_S, True)
+            # A parked lease (its job reached the horizon first) is renewed too: it waits
+            # for exactly this.
+            if lease.parked or lease.deadline - now < horizon / 2:
+                self.table.extend(lease_id, lease.until_step, now + horizon, True)
                 self.counters.renewals += 1
+
+    @property
+    def horizon_s(self) -> float:
+        """A lease's horizon in the service's clock (job time under a time scale)."""
+        return LEASE_HORIZON_S * self.config.time_scale
 
     def checkpoint_dir(self, job_id: int) -> Path:
         return self._ckpt_root / f"job-{job_id}"
@@ -500,7 +511,7 @@ class GandivaDriver:
             world_size=len(spec.ranks),
             total_steps=job.steps,
             until_step=job.steps,
-            deadline=now + LEASE_HORIZON_S,
+            deadline=now + self.horizon_s,
             launched_at=now,
             steps_at_launch=self.durable.get(job_id, 0.0),
             measured_grant=True,
