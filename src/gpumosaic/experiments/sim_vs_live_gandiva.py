@@ -247,11 +247,10 @@ def compare_gandiva(
     jobs = _finite_jobs(parts)
     _check_emulable(jobs)
     counts = _model_counts(parts)
-    cluster = _live_cluster(counts)
 
     scale = options.time_scale
-    if scale is None:
-        probe, _ = _simulate(build_parts(description, cluster=cluster.spec), config)
+    if scale is None:  # from the description's cluster: every mistake is found before Ray
+        probe, _ = _simulate(build_parts(description), config)
         span = summarize(probe).makespan_s
         span = span if not math.isnan(span) else config.quantum_s
         scale = min(max(span / (BUDGET_SHARE * options.wall_budget_s), 1.0), MAX_TIME_SCALE)
@@ -261,6 +260,7 @@ def compare_gandiva(
         )
     _check_slices(config, scale)
     limit = options.wall_limit_s or 3 * options.wall_budget_s
+    cluster = _live_cluster(counts)
 
     with tempfile.TemporaryDirectory(prefix="gpumosaic-sim-vs-live-gandiva-") as tmp:
         root = state_dir if state_dir is not None else Path(tmp)
