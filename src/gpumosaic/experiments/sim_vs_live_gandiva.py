@@ -68,6 +68,7 @@ from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, Time
 if TYPE_CHECKING:
     from gpumosaic.live.gandiva.driver import GandivaDriver, HandOverTimes
     from gpumosaic.live.rounds.cluster import LiveCluster
+    from gpumosaic.model.cluster import ClusterSpec
 
 MECHANISM_FLAG = "--mechanism"
 MIN_WALL_S = 2.0  # a quantum or trial shorter than this (wall) is refused (module doc)
@@ -250,7 +251,7 @@ def compare_gandiva(
 
     scale = options.time_scale
     if scale is None:  # from the description's cluster: every mistake is found before Ray
-        probe, _ = _simulate(build_parts(description), config)
+        probe, _ = _simulate(_same_jobs(description, None, jobs), config)
         span = summarize(probe).makespan_s
         span = span if not math.isnan(span) else config.quantum_s
         scale = min(max(span / (BUDGET_SHARE * options.wall_budget_s), 1.0), MAX_TIME_SCALE)
@@ -266,6 +267,9 @@ def compare_gandiva(
         root = state_dir if state_dir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         live = _run_live(config, counts, cluster, jobs, scale, limit, root, description.seed, say)
+    measured_ids = {j.id for j in jobs if parts.workload.is_measured(j.id)}
+    records = tuple(replace(r, measured=r.job_id in measured_ids) for r in live.result.records)
+    live = replace(live, result=replace(live.result, records=records))
     times = live.times
     start = measured(times.start, config.start_s)
     switch = measured(times.switch or times.pack, config.switch_s)
@@ -291,7 +295,7 @@ def compare_gandiva(
         switch_s=switch.simulated_s,
         migration_cost_s=migration.simulated_s,
     )
-    sim_result, sim_counts = _simulate(build_parts(description, cluster=cluster.spec), sim_config)
+    sim_result, sim_counts = _simulate(_same_jobs(description, cluster.spec, jobs), sim_config)
     return GandivaComparison(
         sim=summarize(sim_result),
         live=summarize(live.result),
@@ -308,6 +312,18 @@ def compare_gandiva(
         config=sim_config,
         launches=live.launches,
     )
+
+
+def _same_jobs(
+    description: RunDescription, cluster: ClusterSpec | None, jobs: Sequence[JobSpec]
+) -> RunParts:
+    """The run's parts with exactly the jobs the live side replays (a window's stream is
+    cut after its last measured job there, so the simulator's is too)."""
+    from gpumosaic.workloads.workload import Workload
+
+    stream = build_parts(description).workload
+    workload = Workload(stream.name, tuple(jobs), stream.throughputs, stream.measure)
+    return build_parts(description, cluster=cluster, workload=workload)
 
 
 def _check_slices(config: GandivaConfig, scale: float) -> None:
