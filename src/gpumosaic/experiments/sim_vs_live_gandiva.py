@@ -228,14 +228,14 @@ def compare_gandiva(
     say: Callable[[str], None] = lambda _: None,
     state_dir: Path | None = None,
 ) -> GandivaComparison:
-    description = gandiva_description(options.description, mechanism)
-    parts = build_parts(description)
-    if description.policy.strip().lower() != "fifo":
+    if options.description.policy.strip().lower() != "fifo":
         raise InputError(
             "serve --mechanism gandiva queues in arrival order: use --policy fifo",
             field="--policy",
-            value=description.policy,
+            value=options.description.policy,
         )
+    description = gandiva_description(options.description, mechanism)
+    parts = build_parts(description)
     if parts.placement is not None:
         raise InputError(
             "serve --mechanism gandiva places by Gandiva's own affinity order: leave "
