@@ -36,6 +36,13 @@ def sim_vs_live(
         float, typer.Option(help="wall time the live run should take when no --time-scale")
     ] = 600.0,
     seed: Annotated[int, typer.Option(help="seed of every random choice")] = 0,
+    sharing: Annotated[
+        str | None,
+        typer.Option(
+            help="nvshare:tq=S[,anti_thrashing=on|off|auto] (tq in job time): fractional "
+            "jobs under serve's share runtime live, the nvshare model in the simulator"
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="folder: jobs.csv, summary.json, jct_diff.png")
     ] = None,
@@ -50,7 +57,6 @@ def sim_vs_live(
 ) -> None:
     """Run a workload on a local live service (emulated jobs on Ray, loopback) and in the
     simulator (--mechanism rounds), and print both side by side."""
-    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
     from gpumosaic.run.description import RunDescription
 
     check_seed(seed)
@@ -64,7 +70,10 @@ def sim_vs_live(
         mechanism="rounds",
         round_s=round_s,
     )
-    options = SimVsLiveOptions(description, time_scale, wall_budget_s)
+    description.check_inputs()  # a mistake's line before the live service's imports
+    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
+
+    options = SimVsLiveOptions(description, time_scale, wall_budget_s, sharing=sharing)
 
     def say(line: str) -> None:
         err_console.print(line, highlight=False, soft_wrap=True)
@@ -110,6 +119,8 @@ def _print_table(c: Comparison) -> None:
     )
     table.add_row("rounds", str(c.sim.rounds), str(c.live.rounds), f"{c.rounds_identical} same")
     Console().print(table)
+    if c.sharing is not None:
+        print(c.sharing.line())
     print(
         f"per-job |live - sim| / sim: median {_pct(c.per_job_quantile(0.5))}, "
         f"p90 {_pct(c.per_job_quantile(0.9))}; launch latency {c.launch_latency_wall_s:.3f} s "

@@ -43,8 +43,10 @@ from gpumosaic.sim.result import JobStatus, SimResult
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.sim_vs_live_gandiva import GandivaComparison
+    from gpumosaic.experiments.sim_vs_live_sharing import SharingRun
     from gpumosaic.live.rounds.cluster import LiveCluster
     from gpumosaic.live.rounds.replay import LiveReplay
+    from gpumosaic.sharing.speed import SpeedModel
 
 MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
 BUDGET_SHARE = 0.8  # of --wall-budget-s given to the live run's job-time makespan
@@ -56,6 +58,7 @@ class SimVsLiveOptions:
     time_scale: float | None = None  # None: from wall_budget_s
     wall_budget_s: float = 600.0
     wall_limit_s: float | None = None  # stop the live run (default 3 x the budget)
+    sharing: str | None = None  # --sharing nvshare:... (experiments/sim_vs_live_sharing.py)
 
     def __post_init__(self) -> None:
         if self.time_scale is not None and not 1.0 <= self.time_scale <= MAX_TIME_SCALE:
@@ -96,6 +99,7 @@ class Comparison:
     live_finished: bool
     launches: int
     extensions: int
+    sharing: SharingRun | None = None
 
     @property
     def avg_jct_rel_diff(self) -> float:
@@ -118,8 +122,8 @@ class Comparison:
         def clean(x: float) -> float | None:
             return None if math.isnan(x) else x
 
-        sim = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
-        live = {
+        sim: dict[str, object] = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
+        live: dict[str, object] = {
             **self.live.to_json(),
             "launch_latency_mean_s": self.launch_latency_s,
             "launch_latency_wall_s": self.launch_latency_wall_s,
@@ -127,6 +131,9 @@ class Comparison:
             "extensions": self.extensions,
             "finished": self.live_finished,
         }
+        if self.sharing is not None:
+            sim["sharing"] = self.sharing.sim_json()
+            live["sharing"] = self.sharing.live_json()
         return {
             "sim": sim,
             "live": live,
@@ -168,13 +175,18 @@ def compare(
         )
     jobs = _finite_jobs(parts)
     _check_emulable(jobs)
+    from gpumosaic.experiments import sim_vs_live_sharing
+
+    sharing = sim_vs_live_sharing.parse(options.sharing)
+    if sharing is not None:
+        sim_vs_live_sharing.check_jobs(jobs)
     counts = _model_counts(parts)
     cluster = _live_cluster(counts)
     sim_parts = build_parts(description, cluster=cluster.spec)
 
     scale = options.time_scale
     if scale is None:
-        probe = _simulate(sim_parts, 0.0)
+        probe = _simulate(sim_parts, 0.0, None if sharing is None else sharing.speed(1.0, 0.0))
         span = summarize(probe[0]).makespan_s
         span = span if not math.isnan(span) else description.round_s
         scale = min(max(span / (BUDGET_SHARE * options.wall_budget_s), 1.0), MAX_TIME_SCALE)
@@ -190,7 +202,14 @@ def compare(
         target_path = root / "target.csv"
         root.mkdir(parents=True, exist_ok=True)
         _write_target(parts.workload.target_sample(), target_path)
-        live = _run_live(description, counts, cluster, jobs, scale, limit, root, target_path, say)
+        live_sharing = None if sharing is None else sharing.live_spec(scale)
+        live = _run_live(
+            description, counts, cluster, jobs, scale, limit, root, target_path, say, live_sharing
+        )
+    shared_run, speed = None, None
+    if sharing is not None:
+        shared_run, speed = sim_vs_live_sharing.measured_run(sharing, scale, str(root / "state.db"))
+        say(shared_run.line())
     latencies = sorted(live.launch_latency_s)
     latency = statistics.fmean(latencies) if latencies else 0.0
     say(
@@ -198,7 +217,9 @@ def compare(
         f"{latency / scale:.3f} s wall = {latency:.1f} s job time = "
         f"{100 * latency / description.round_s:.1f}% of a {description.round_s:g} s round"
     )
-    sim_result, sim_plans = _simulate(build_parts(description, cluster=cluster.spec), latency)
+    sim_result, sim_plans = _simulate(
+        build_parts(description, cluster=cluster.spec), latency, speed
+    )
     sim_summary = summarize(sim_result)
     live_summary = summarize(live.result)
     return Comparison(
@@ -214,13 +235,16 @@ def compare(
         live_finished=live.finished,
         launches=live.launches,
         extensions=live.extensions,
+        sharing=shared_run,
     )
 
 
 # ---- the two sides -----------------------------------------------------------------
 
 
-def _simulate(parts: RunParts, latency_s: float) -> tuple[SimResult, list[RoundPlan]]:
+def _simulate(
+    parts: RunParts, latency_s: float, speed: SpeedModel | None = None
+) -> tuple[SimResult, list[RoundPlan]]:
     from typing import cast
 
     from gpumosaic.policies.base import Policy
@@ -235,6 +259,7 @@ def _simulate(parts: RunParts, latency_s: float) -> tuple[SimResult, list[RoundP
         cast(Policy, parts.policy),
         parts.placement,
         RoundConfig(d.round_s, d.resolve_interval_s),
+        speed=speed,
         on_plan=plans.append,
         rng=parts.rng,
         target=parts.target,
@@ -253,6 +278,7 @@ def _run_live(
     root: Path,
     target_path: Path,
     say: Callable[[str], None],
+    sharing: str | None = None,
 ) -> LiveReplay:
     from gpumosaic.live.rounds.replay import replay
     from gpumosaic.live.rounds.service import ServiceConfig
@@ -270,6 +296,7 @@ def _run_live(
         time_scale=scale,
         grace_s=5.0,
         warm_launchers=True,
+        sharing=sharing,
     )
     last = [-1]
     started = time.monotonic()

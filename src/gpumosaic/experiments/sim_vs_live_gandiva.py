@@ -228,6 +228,14 @@ def compare_gandiva(
     say: Callable[[str], None] = lambda _: None,
     state_dir: Path | None = None,
 ) -> GandivaComparison:
+    if options.sharing is not None:
+        raise InputError(
+            "is not compared under --mechanism gandiva yet: serve --mechanism gandiva "
+            "--sharing runs packed pairs under the share runtime, but the simulator has no "
+            "model of Gandiva's pairs under nvshare's quanta (docs/gandiva.md)",
+            field="--sharing",
+            value=options.sharing,
+        )
     if options.description.policy.strip().lower() != "fifo":
         raise InputError(
             "serve --mechanism gandiva queues in arrival order: use --policy fifo",

@@ -9,6 +9,11 @@ until its due time on the lease's own stepping clock (``Lease.stepping_s``: the 
 reports count, without the time parked waiting for a round decision), so a late wake-up
 is made up by the next steps and the rate the service measures is the table's.
 
+Under ``serve --sharing nvshare:...`` (the service set ``GPUMOSAIC_SHARE_SOCKET`` and
+preloaded the interposer) a step is GPU work instead (``run_shared``): its kernels go
+through the interposer to the stand-in libcuda, so the share daemon's quanta really
+serialize the sharers and a shared job steps slower for real.
+
 Run as ``gpumosaic emulate --job-type TYPE`` or, with fewer imports at start-up,
 ``python -m gpumosaic.live.emulate --job-type TYPE`` (what ``sim-vs-live`` submits).
 """
@@ -16,6 +21,7 @@ Run as ``gpumosaic emulate --job-type TYPE`` or, with fewer imports at start-up,
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -106,6 +112,8 @@ def run(job_type: str, steps: float | None = None, environ: dict[str, str] | Non
     # Under a time scale of hundreds a job steps tens of thousands of times a wall second:
     # the loop takes a stride of steps per iteration (at most ~MAX_ITERATIONS_PER_S) and
     # sleeps only when ahead by more than MIN_SLEEP_S, so the loop keeps up with the rate.
+    if env.get(ENV_SHARE_SOCKET):  # under the share runtime: steps are GPU work
+        return run_shared(lease, rate, state, wall_rate, env)
     stride = max(1, int(wall_rate / MAX_ITERATIONS_PER_S))
     for step in lease.steps(start=int(state["step"]), save=lambda: state, stride=stride):
         if first is None:
@@ -121,6 +129,100 @@ def run(job_type: str, steps: float | None = None, environ: dict[str, str] | Non
     print(
         f"emulated {rate.job_type} on {rate.gpu_model} x{rate.scale_factor}: "
         f"{rate.steps_per_s:.4g} steps/s, lease over at step {state['step']}",
+        flush=True,
+    )
+    return 0
+
+
+# ---- a step under the share runtime (serve --sharing nvshare:...) ---------------------
+
+ENV_SHARE_SOCKET = "GPUMOSAIC_SHARE_SOCKET"  # the GPU's daemon socket (set by the service)
+ENV_SHARE_LIBCUDA = "GPUMOSAIC_SHARE_LIBCUDA"  # the driver the interposer forwards to
+ENV_FAKE_KERNEL_US = "FAKECUDA_KERNEL_US"  # the stand-in's kernel length (read per launch)
+ENV_FAKE_DEVICE_FILE = "FAKECUDA_DEVICE_FILE"  # the stand-in's device clock, per GPU
+SHARED_STRIDE_S = 0.025  # wall seconds of work per iteration (a few ctypes calls each)
+SHARED_KERNEL_S = 0.02  # longest kernel: a drop waits at most this for the holder
+# A kernel call that returns this much later than its kernel's length is the emulator's
+# own overhead (ctypes, the sleep's wake-up on a loaded machine), which is paced as host
+# time; a longer delay is waiting for the lock or the device, which is not made up.
+# Not measured: a hand-over or another job's kernel takes milliseconds to tens of them.
+SHARED_OVERHEAD_CAP_S = 0.002
+
+
+def run_shared(
+    lease: Lease, rate: EmulatedRate, state: dict[str, int], wall_rate: float, env: dict[str, str]
+) -> int:
+    """The lease's steps as GPU work under the share runtime.
+
+    A step of ``1 / wall_rate`` wall seconds is a GPU phase as the nvshare model has it
+    (``sharing/gpu_phase.py``): kernels for ``GPU_PHASE_BUSY`` of it, host time for the
+    rest. The kernels are ``cuLaunchKernel`` + ``cuCtxSynchronize`` on the stand-in
+    libcuda through the interposer (ctypes' ``dlsym`` reaches its hooks), so a job that
+    does not hold its GPU's lock waits in the launch, as a real one does; and the
+    stand-in's device clock is shared by the jobs on one GPU (``FAKECUDA_DEVICE_FILE``
+    next to its socket), so jobs that run at once (anti-thrashing off, or auto with room)
+    queue for the device. Nothing is made up after a wait: time blocked on the GPU is
+    time the job did not step. Host time is paced on the stepping clock less the time in
+    GPU calls, so the loop's own overhead counts as host time (and so does a kernel
+    call's return after its kernel's end by under ``SHARED_OVERHEAD_CAP_S``)."""
+    import ctypes
+
+    from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
+
+    driver = env.get(ENV_SHARE_LIBCUDA)
+    if not driver:
+        from gpumosaic.live.share.native import ShareError, library_path
+
+        try:
+            driver = str(library_path("fakecuda"))
+        except ShareError as err:  # no C compiler on this node, say
+            raise EmulationError(f"no stand-in libcuda to step under the runtime: {err}") from None
+    # The interposer reads these at its first hooked call, and the stand-in at each
+    # launch: both after this point (os.environ writes go to the C environment).
+    os.environ[ENV_SHARE_LIBCUDA] = driver
+    os.environ[ENV_FAKE_DEVICE_FILE] = env[ENV_SHARE_SOCKET] + ".device"
+    try:
+        cuda = ctypes.CDLL(driver)
+    except OSError as err:
+        raise EmulationError(f"cannot load the stand-in libcuda {driver}: {err}") from None
+    if cuda.cuInit(0) != 0:
+        raise EmulationError(f"the stand-in driver {driver} did not initialise")
+    launch = cuda.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p]
+    launch.argtypes += [ctypes.c_void_p] * 2
+    sync = cuda.cuCtxSynchronize
+    kernel_us = ""
+    gpu_s = 0.0  # wall time inside GPU calls (kernels and waiting for the lock)
+    overhead_s = 0.0  # of which the emulator's own, paced as host time
+    first: int | None = None
+    stride = max(1, int(wall_rate * SHARED_STRIDE_S))
+    for step in lease.steps(start=int(state["step"]), save=lambda: state, stride=stride):
+        if first is None:
+            first = step
+        busy_s = GPU_PHASE_BUSY * lease.chunk / wall_rate
+        kernels = max(1, math.ceil(busy_s / SHARED_KERNEL_S))
+        length = f"{1e6 * busy_s / kernels:.3f}"
+        if length != kernel_us:
+            os.environ[ENV_FAKE_KERNEL_US] = kernel_us = length
+        kernel_s = busy_s / kernels
+        for _ in range(kernels):
+            t0 = time.monotonic()
+            if launch(None, 1, 1, 1, 1, 1, 1, 0, None, None, None) != 0 or sync() != 0:
+                raise EmulationError("a kernel launch through the share runtime failed")
+            took = time.monotonic() - t0
+            gpu_s += took
+            overhead_s += min(max(took - kernel_s, 0.0), SHARED_OVERHEAD_CAP_S)
+        done = step + lease.chunk
+        host_due = (1.0 - GPU_PHASE_BUSY) * (done - first) / wall_rate
+        lag = host_due - (lease.stepping_s() - gpu_s + overhead_s)
+        if lag > MIN_SLEEP_S:
+            time.sleep(lag)
+        state["step"] = done
+    lease.save(state)
+    print(
+        f"emulated {rate.job_type} on {rate.gpu_model} x{rate.scale_factor} under the share "
+        f"runtime: {rate.steps_per_s:.4g} steps/s alone, lease over at step {state['step']}, "
+        f"{gpu_s:.2f} s in GPU calls",
         flush=True,
     )
     return 0

@@ -28,14 +28,37 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpumosaic.options import OFF_WORDS, ON_WORDS
+
 DEFAULT_TQ_S = 30.0  # nvshare's default quantum
 LATENCY_WINDOW = 4096  # hand-over latencies kept for the p50/p99 gauges
+# Short keys of ``--sharing nvshare:...``, the same for simulate and serve.
+NVSHARE_ALIASES = {"at": "anti_thrashing"}
 
 
 class AntiThrashing(StrEnum):
     ON = "on"
     OFF = "off"
     AUTO = "auto"
+
+    @classmethod
+    def parse(cls, word: str) -> AntiThrashing:
+        """``auto``, or the project's on/off words (``on``/``true``/``yes``/``1``,
+        ``off``/``false``/``no``/``0``, any case): the one spelling that ``simulate
+        --sharing nvshare:anti_thrashing=...`` and ``serve --sharing nvshare:...`` both
+        accept. What each mode does is ``GpuLock``'s rule (module doc), which the model
+        and the daemon both run."""
+        w = word.strip().lower()
+        if w == cls.AUTO.value:
+            return cls.AUTO
+        if w in ON_WORDS:
+            return cls.ON
+        if w in OFF_WORDS:
+            return cls.OFF
+        raise ValueError(
+            f"anti_thrashing: expected one of auto, on, off (or true/false, yes/no, 1/0), "
+            f"got {word!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

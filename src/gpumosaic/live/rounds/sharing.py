@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.cluster import LiveCluster
@@ -36,7 +36,7 @@ from gpumosaic.live.share.sockets import default_socket_dir, socket_path
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.options import OFF_WORDS, ON_WORDS, parse_options
 from gpumosaic.sharing.interference import split_spec
-from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing
+from gpumosaic.sharing.lock import DEFAULT_TQ_S, NVSHARE_ALIASES, AntiThrashing
 
 FLAG = "--sharing"
 NAMESPACE = "gpumosaic"  # as the lease actors' (ray_executor.NAMESPACE)
@@ -50,11 +50,12 @@ class LiveNvshareOptions:
     ``on`` (each job's gpu_milli/1000 of the GPU's memory) or a number of MiB."""
 
     tq: float = DEFAULT_TQ_S
-    anti_thrashing: Literal["auto", "on", "off"] = "auto"
+    anti_thrashing: str = "auto"  # auto / on / off (AntiThrashing.parse, as simulate's)
     grace: float = limits.DEFAULT_REVOKE_GRACE_S
     mem_cap: str = "off"
 
     def __post_init__(self) -> None:
+        AntiThrashing.parse(self.anti_thrashing)
         limits.tq_seconds(self.tq)
         limits.grace_seconds(self.grace)
         word = self.mem_cap.strip().lower()
@@ -103,12 +104,12 @@ def parse_sharing(text: str | None) -> LiveSharing | None:
             field=FLAG,
         )
     options = parse_options(
-        LiveNvshareOptions, rest, what="nvshare option", flag=FLAG, aliases={"at": "anti_thrashing"}
+        LiveNvshareOptions, rest, what="nvshare option", flag=FLAG, aliases=NVSHARE_ALIASES
     )
     word = options.mem_cap.strip().lower()
     mib = None if word in ON_WORDS + OFF_WORDS else float(word)
     return LiveSharing(
-        DaemonSettings(options.tq, AntiThrashing(options.anti_thrashing), options.grace),
+        DaemonSettings(options.tq, AntiThrashing.parse(options.anti_thrashing), options.grace),
         mem_cap_share=word in ON_WORDS,
         mem_cap_mib=mib,
     )

@@ -4,7 +4,10 @@
  * and logs each call with a CLOCK_MONOTONIC timestamp, one line per call:
  *   <ns> <pid> <call> [detail]
  * Environment: FAKECUDA_LOG (log file, appended; unset = no log), FAKECUDA_MEMORY_MIB
- * (device memory, default 1024), FAKECUDA_KERNEL_US (kernel length, default 1000). */
+ * (device memory, default 1024), FAKECUDA_KERNEL_US (kernel length, default 1000, read at
+ * each launch), FAKECUDA_DEVICE_FILE (optional: the processes that name the same file
+ * share one device clock, so kernels of processes running at once queue behind each
+ * other as on one real GPU; unset = each process has a device of its own). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +25,7 @@
 #define MIB (1024ULL * 1024ULL)
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int initialized, log_fd = -2;
+static int initialized, log_fd = -2, device_fd = -2;
 static long long busy_until_ns;
 static unsigned long long device_bytes, managed_bytes, next_addr = 0x100000000ULL;
 struct block { CUdeviceptr ptr; size_t size; int managed; };
@@ -63,11 +67,30 @@ static void log_call(const char *call, const char *fmt, ...) {
   (void)w;
 }
 
-/* Queue `ns` of device work behind what is already queued. */
+/* Queue `ns` of device work behind what is already queued: this process's, and with
+ * FAKECUDA_DEVICE_FILE every process's (the file holds the shared device's busy-until,
+ * CLOCK_MONOTONIC ns, updated under flock). Called with `mu` held. */
+static long long shared_start(long long start, long long ns) {
+  if (device_fd == -2) {
+    const char *path = getenv("FAKECUDA_DEVICE_FILE");
+    device_fd = path && *path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+  }
+  if (device_fd < 0 || flock(device_fd, LOCK_EX) != 0) return start;
+  long long until = 0;
+  if (pread(device_fd, &until, sizeof until, 0) != (ssize_t)sizeof until) until = 0;
+  if (until > start) start = until;
+  long long end = start + ns;
+  ssize_t w = pwrite(device_fd, &end, sizeof end, 0);
+  (void)w;
+  flock(device_fd, LOCK_UN);
+  return start;
+}
+
 static void enqueue(long long ns) {
   pthread_mutex_lock(&mu);
   long long now = now_ns();
-  busy_until_ns = (busy_until_ns > now ? busy_until_ns : now) + ns;
+  long long start = shared_start(busy_until_ns > now ? busy_until_ns : now, ns);
+  busy_until_ns = start + ns;
   pthread_mutex_unlock(&mu);
 }
 
