@@ -47,6 +47,13 @@ def sim_vs_live(
         Path | None, typer.Option(help="folder: jobs.csv, summary.json, jct_diff.png")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
+    mechanism: Annotated[
+        str,
+        typer.Option(
+            help="rounds (Gavel's rounds) or gandiva[:key=value,...] (serve --mechanism "
+            "gandiva against simulate --mechanism gandiva; --policy fifo)"
+        ),
+    ] = "rounds",
 ) -> None:
     """Run a workload on a local live service (emulated jobs on Ray, loopback) and in the
     simulator (--mechanism rounds), and print both side by side."""
@@ -71,6 +78,11 @@ def sim_vs_live(
     def say(line: str) -> None:
         err_console.print(line, highlight=False, soft_wrap=True)
 
+    if mechanism.strip().lower() != "rounds":
+        from gpumosaic.cli.sim_vs_live_gandiva import run_gandiva
+
+        run_gandiva(options, mechanism, out, json_out, say)
+        return
     comparison = compare(options, say=say)
     if out is not None:
         for path in write_outputs(comparison, out):

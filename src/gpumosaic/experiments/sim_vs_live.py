@@ -42,6 +42,7 @@ from gpumosaic.run.mechanisms.base import RunParts
 from gpumosaic.sim.result import JobStatus, SimResult
 
 if TYPE_CHECKING:
+    from gpumosaic.experiments.sim_vs_live_gandiva import GandivaComparison
     from gpumosaic.experiments.sim_vs_live_sharing import SharingRun
     from gpumosaic.live.rounds.cluster import LiveCluster
     from gpumosaic.live.rounds.replay import LiveReplay
@@ -409,7 +410,7 @@ def _identical_rounds(
     return sum(1 for a, b in zip(sim_keys, live_keys, strict=False) if a == b)
 
 
-def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
+def write_outputs(comparison: Comparison | GandivaComparison, out: Path) -> list[Path]:
     """jobs.csv (per-job JCTs and differences), summary.json and, with matplotlib, a
     figure of the per-job relative differences."""
     import json

@@ -427,3 +427,45 @@ def test_real_jobs_on_ray_are_packed_on_one_gpu(ray_cluster: object, tmp_path: P
     assert "gpumosaic_gandiva_observations_total 0" not in metrics  # rates were measured
     logs = [(tmp_path / "pack" / "logs" / f"job-{j}.log").read_text() for j in ids]
     assert not any("TWICE" in log for log in logs)
+
+
+def test_hand_over_times_are_measured_from_the_decisions(tmp_path: Path) -> None:
+    b = bench(tmp_path, "v100:2", SLICING)
+    ids = [b.submit(30) for _ in range(4)]
+    b.driver.recover()
+    b.run(200)
+    assert b.states() == dict.fromkeys(ids, "done")
+    times = b.driver.times
+    # Two first starts onto free GPUs, and a hand-over for every resume executed (from
+    # the decision to the job's first lease call, in the service's clock).
+    assert len(times.start) == 2
+    assert len(times.switch) == b.driver.counters.resumes > 0
+    assert all(0.0 <= t < 5.0 for t in times.start + times.switch)
+    assert times.migration == [] and times.pack == []
+
+
+def test_each_process_is_told_the_job_type_beside_it(tmp_path: Path) -> None:
+    from gpumosaic.live.gandiva.emulate import ENV_PARTNER_FILE
+
+    b = bench(tmp_path, "v100:1", PACKING, sharing=(TABLE_RATE, TABLE_RATE))
+    host, guest = b.submit(600, PAIRS_WELL), b.submit(600, "ResNet-18 (batch size 64)")
+    b.driver.recover()
+    b.run(2, until_done=False)
+    assert b.store.gandiva_job(host).packed_with == guest  # type: ignore[union-attr]
+    files = {p.spec.job_id: dict(p.spec.env)[ENV_PARTNER_FILE] for p in b.executor._procs.values()}
+    assert Path(files[host]).read_text().strip() == "ResNet-18 (batch size 64)"
+    assert Path(files[guest]).read_text().strip() == PAIRS_WELL
+    # Packable one-GPU jobs are launched as half-GPU shares (--sharing runs them shared).
+    assert {p.spec.gpu_milli for p in b.executor._procs.values()} == {500}
+
+
+def test_the_emulated_pair_rate_is_the_simulators() -> None:
+    from gpumosaic.live.gandiva.emulate import pair_rates
+    from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+    other = "ResNet-50 (batch size 64)"  # beside it, ResNet-18 runs at half its speed
+    rates = pair_rates(PAIRS_WELL, "v100", 1.0)
+    packed = GavelThroughputTable.load().packed(PAIRS_WELL, 1, other, 1, "v100")
+    assert packed is not None
+    assert rates[other] == pytest.approx(packed[0])
+    assert rates[other] < GavelThroughputTable.load().isolated(PAIRS_WELL, 1, "v100")

@@ -55,3 +55,10 @@ def test_parse(spec: str, expected: GandivaConfig) -> None:
 def test_bad_options_name_the_key(spec: str, names: str) -> None:
     with pytest.raises(GandivaOptionError, match=names):
         parse_gandiva_options(spec)
+
+
+def test_start_cost_is_an_option_and_not_negative() -> None:
+    assert parse_gandiva_options("gandiva:start=2.5").start_s == 2.5
+    assert GandivaConfig().start_s == 0.0  # the simulator's default: Gandiva's own model
+    with pytest.raises(GandivaOptionError, match="start_s"):
+        GandivaConfig(start_s=-1.0)

@@ -257,3 +257,53 @@ def test_a_driver_that_only_executes_the_actions_gets_the_simulators_schedule() 
     )
     assert finished == {r.job_id: r.finish_s for r in simulated.records}
     assert finished == {0: 213.0, 1: 111.0, 2: 304.0}  # tests/sim/gandiva/test_timeslice.py
+
+
+def test_a_first_start_costs_start_s_and_nothing_else_moves() -> None:
+    # One job alone, then two jobs on one GPU: the first start of each set is delayed by
+    # start_s (the live launch latency, sim-vs-live), the hand-overs still by switch_s.
+    def finishes(start_s: float) -> dict[int, float]:
+        jobs = [job(0, work=100.0), job(1, work=100.0)]
+        result = run_gandiva(
+            v100s(1, 1),
+            Workload("two", jobs, ConstantThroughputs()),
+            np.random.default_rng(0),
+            quantum_s=60.0,
+            switch_s=1.0,
+            start_s=start_s,
+            packing=False,
+            migration=False,
+        )
+        return {r.job_id: r.finish_s for r in result.records}
+
+    before, after = finishes(0.0), finishes(7.0)
+    # job 0 runs 0-60, switch, job 1 61-121, switch, job 0 122-162, switch, job 1 163-203
+    assert before == {0: 162.0, 1: 203.0}
+    assert after == {j: t + 7.0 for j, t in before.items()}
+
+
+def test_a_trial_left_below_the_clocks_resolution_is_over() -> None:
+    # A live run's measured costs (sim-vs-live): a trial's residue of 4.5e-13 s at
+    # t = 4,223.9 s was "not over" while its due time equalled now, so the set was woken
+    # at the same time for ever. The run ends, and the pair on trial gets its verdict.
+    from gpumosaic.live.rounds.cluster import RayNode, discover
+    from gpumosaic.run.build import build_parts
+    from gpumosaic.run.description import RunDescription
+    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
+
+    live = discover([RayNode("node-a", "127.0.0.1", (("V100", 2), ("P100", 2)))], None)
+    description = RunDescription(
+        cluster="v100:2,p100:2",
+        workload="gavel:jobs=10,rate=0",
+        policy="fifo",
+        mechanism="gandiva",
+        sharing="gandiva:quantum=3600,profile=3600,start=623.9,switch=279.8,migration_cost=169",
+    )
+    parts = build_parts(description, cluster=live.spec)
+    assert isinstance(parts.sharing, GandivaConfig)
+    simulator = GandivaSimulator(
+        parts.cluster, parts.workload, parts.sharing, parts.rng, order=build_queue_order("fifo")
+    )
+    result = simulator.run()
+    assert all(r.status.value == "completed" for r in result.records)
+    assert simulator.decider.counters.packs_undone >= 1

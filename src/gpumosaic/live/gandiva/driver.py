@@ -35,10 +35,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from gpumosaic.lease import read_checkpoint_steps
+from gpumosaic.live.gandiva.emulate import ENV_PARTNER_FILE
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.driver import DriverConfig
 from gpumosaic.live.rounds.executor import Executor, ExitReport
@@ -53,6 +54,7 @@ from gpumosaic.mechanisms.gandiva import (
     Pack,
     Reject,
     Resume,
+    Start,
     Step,
     Suspend,
     Unpack,
@@ -61,8 +63,11 @@ from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.state import Assignment
 
-# A lease's time horizon, renewed when half of it is left: long enough that a job never
-# parks waiting for a renewal, short enough that a job whose service died stops on its own.
+# A lease's time horizon in wall seconds (times the time scale in the service's job-time
+# clock), renewed when half of it is left: long enough that a job never parks waiting for
+# a renewal, short enough that a job whose service died stops on its own. (In job time it
+# was 0.6 s of wall time at a scale of 1,000: jobs reached its end between renewals, saved
+# a checkpoint at each and, once parked, were never renewed.)
 LEASE_HORIZON_S = 600.0
 # What each rank of a one-GPU job reserves from Ray: half a GPU, so that a packed pair
 # fits on one GPU in Ray's accounting. Whether two jobs share a GPU is the decider's
@@ -98,6 +103,22 @@ class GandivaLiveCounters:
 
 
 @dataclass(slots=True)
+class HandOverTimes:
+    """What the decider's actions really cost live, in job time (the service's clock):
+    from the decision to the first lease call of the job's new process. ``start``: a
+    first start onto free GPUs; ``switch``: a resume at a quantum's end or after a finish
+    (the outgoing job's checkpoint and exit, then the launch), or a move within a server;
+    ``migration``: a move to another server (checkpoint, exit, relaunch there); ``pack``:
+    a guest launched beside its running host. The simulator models them as
+    ``GandivaConfig.start_s``, ``switch_s`` and ``migration_cost_s``."""
+
+    start: list[float] = field(default_factory=list)
+    switch: list[float] = field(default_factory=list)
+    migration: list[float] = field(default_factory=list)
+    pack: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _Window:
     """A lease's rate window: since the job's partner on its GPU last changed."""
 
@@ -128,6 +149,10 @@ class GandivaDriver:
         self.on_step = on_step
         self.epoch = store.epoch(clock())
         self.counters = GandivaLiveCounters()
+        self.times = HandOverTimes()
+        # job -> (which list of ``times``, when decided) until its new process calls
+        self._awaited: dict[int, tuple[list[float], float]] = {}
+        self._partner_written: dict[int, str] = {}
         self.lease_of: dict[int, str] = {}  # job -> its lease whose processes exist
         self.job_of_lease: dict[str, int] = {}
         self.where_of_lease: dict[str, Where] = {}
@@ -244,6 +269,12 @@ class GandivaDriver:
             lease = self.table.get(lease_id)
             if lease is None or not lease.contacted:
                 continue
+            awaited = self._awaited.get(job_id)
+            if awaited is not None and lease.contacted_at is not None:
+                kind, since = awaited
+                if lease.launched_at >= since:  # launched for that decision, not before it
+                    kind.append(lease.contacted_at - since)
+                    del self._awaited[job_id]
             partner = self._partner(job_id)
             window = self._windows.get(lease_id)
             if window is None or window.partner != partner:
@@ -289,20 +320,29 @@ class GandivaDriver:
                 case Reject(job_id=job_id, reason=reason):
                     c.rejected += 1
                     self.store.finish(job_id, "rejected", str(reason), now)
+                case Start(job_id=job_id, running=True):
+                    self._awaited[job_id] = (self.times.start, now)
                 case Suspend(job_id=job_id):
                     c.suspensions += 1
+                    self._awaited.pop(job_id, None)
                     self.store.event(now, job_id, "suspended", "gandiva time slice")
                 case Resume(job_id=job_id):
                     c.resumes += 1
-                case Pack(guest_id=guest, host_id=host):
+                    self._awaited[job_id] = (self.times.switch, now)
+                case Pack(guest_id=guest, host_id=host, running=running):
                     c.packs += 1
+                    if running:
+                        self._awaited[guest] = (self.times.pack, now)
                     self.store.event(now, guest, "packed", f"with job {host} on trial")
                 case Unpack(guest_id=guest, host_id=host, gain=gain):
                     c.unpacks += 1
                     c.suspensions += 1
+                    self._awaited.pop(guest, None)
                     self.store.event(now, guest, "unpacked", f"from job {host}: gain {gain:.2f}")
-                case Migrate(job_id=job_id, to_node=to_node, reason=why):
+                case Migrate(job_id=job_id, to_node=to_node, reason=why) as move:
                     c.migrations += 1
+                    kind = self.times.switch if move.same_node else self.times.migration
+                    self._awaited[job_id] = (kind, now)
                     self.store.event(now, job_id, "migrated", f"to node {to_node} ({why})")
         for gid in step.retimed:
             due = self.decider.next_due(gid)
@@ -382,16 +422,58 @@ class GandivaDriver:
             if any((where.node, g) in busy for g in where.gpus):
                 continue  # the outgoing unit has not let go of the GPUs yet
             self._launch(job_id, where, now)
+        self._write_partners()
+        horizon = self.horizon_s
         for lease_id in self.lease_of.values():  # renew the horizon before it runs out
             lease = self.table.get(lease_id)
-            if lease is None or lease_id in self.stopping or lease.parked:
+            if lease is None or lease_id in self.stopping or lease.steps >= lease.until_step:
                 continue
-            if lease.deadline - now < LEASE_HORIZON_S / 2:
-                self.table.extend(lease_id, lease.until_step, now + LEASE_HORIZON_S, True)
+            # A parked lease (its job reached the horizon first) is renewed too: it waits
+            # for exactly this.
+            if lease.parked or lease.deadline - now < horizon / 2:
+                self.table.extend(lease_id, lease.until_step, now + horizon, True)
                 self.counters.renewals += 1
+
+    @property
+    def horizon_s(self) -> float:
+        """A lease's horizon in the service's clock (job time under a time scale)."""
+        return LEASE_HORIZON_S * self.config.time_scale
 
     def checkpoint_dir(self, job_id: int) -> Path:
         return self._ckpt_root / f"job-{job_id}"
+
+    def partner_file(self, job_id: int) -> Path:
+        """The job type of the job whose process shares this job's GPU now (empty when
+        alone), for the job to read (``live/gandiva/emulate.py`` steps at its pair rate)."""
+        return self.checkpoint_dir(job_id) / "gandiva-partner"
+
+    def _write_partners(self) -> None:
+        """Write each running process's partner where it changed. The partner is the other
+        live process on its GPU (not the decider's plan: a guest waiting for its launch
+        does not slow its host yet)."""
+        on_gpu: dict[tuple[int, int], list[int]] = {}
+        for job_id, lease_id in self.lease_of.items():
+            if lease_id in self.stopping:
+                continue
+            where = self.where_of_lease[lease_id]
+            if len(where.gpus) == 1:
+                on_gpu.setdefault((where.node, where.gpus[0]), []).append(job_id)
+        for job_id, lease_id in self.lease_of.items():
+            if lease_id in self.stopping:
+                continue
+            where = self.where_of_lease[lease_id]
+            others = on_gpu.get((where.node, where.gpus[0]), []) if len(where.gpus) == 1 else []
+            partner = next((self._static[o].job_type for o in others if o != job_id), "")
+            if self._partner_written.get(job_id) != partner:
+                self._write_partner(job_id, partner)
+
+    def _write_partner(self, job_id: int, partner: str) -> None:
+        path = self.partner_file(job_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(partner + "\n")
+        tmp.replace(path)  # whole: the job never reads half a name
+        self._partner_written[job_id] = partner
 
     def _launch(self, job_id: int, where: Where, now: float) -> None:
         job = self._static[job_id]
@@ -411,7 +493,15 @@ class GandivaDriver:
             token=self.config.token,
             checkpoint_dir=self.checkpoint_dir(job_id),
             log_path=self._log_root / f"job-{job_id}.log",
+            time_scale=self.config.time_scale,
         )
+        env = dict(spec.env)
+        env[ENV_PARTNER_FILE] = str(self.partner_file(job_id))
+        # A one-GPU job may be packed at any time without a relaunch, so it is launched as
+        # the half-GPU share Ray reserves for it: under ``--sharing`` (SharedExecutor) that
+        # puts it under the share runtime, beside whichever partner comes.
+        spec = replace(spec, env=tuple(sorted(env.items())), gpu_milli=milli)
+        self._write_partner(job_id, "")  # written again after the launches if it has one
         lease = LiveLease(
             lease_id=lease_id,
             job_id=job_id,
@@ -421,7 +511,7 @@ class GandivaDriver:
             world_size=len(spec.ranks),
             total_steps=job.steps,
             until_step=job.steps,
-            deadline=now + LEASE_HORIZON_S,
+            deadline=now + self.horizon_s,
             launched_at=now,
             steps_at_launch=self.durable.get(job_id, 0.0),
             measured_grant=True,

@@ -127,6 +127,9 @@ class ShareSupervisor:
         self.agent_restarts = 0
         self._views: Mapping[str, tuple[int, int]] = {}  # name -> (handovers, grants)
         self._restarts: Mapping[tuple[str, int], int] = {}
+        # Jobs launched under the runtime by share rather than by their own gpu_milli
+        # (Gandiva's one-GPU jobs, packable beside a partner: live/gandiva/driver.py).
+        self._launched_shared: set[int] = set()
 
     def _name(self, node_id: str) -> str:
         return f"share-{self.socket_dir.name}-{node_id[:16]}"
@@ -184,6 +187,7 @@ class ShareSupervisor:
             )
         )
         env["LD_PRELOAD"] = ":".join(p for p in (interposer, env.get("LD_PRELOAD", "")) if p)
+        self._launched_shared.add(spec.job_id)
         return dataclasses.replace(spec, env=tuple(sorted(env.items())))
 
     def poll(self, now: float | None = None) -> None:
@@ -244,7 +248,8 @@ class ShareSupervisor:
 
     def view(self, job_id: int, gpu_milli: int, num_gpu: int) -> ShareView:
         handovers, grants = self._views.get(f"job-{job_id}", (0, 0))
-        return ShareView(is_shared(gpu_milli, num_gpu), handovers, grants)
+        shared = is_shared(gpu_milli, num_gpu) or job_id in self._launched_shared
+        return ShareView(shared, handovers, grants)
 
     def daemon_restarts(self) -> int:
         return sum(self._restarts.values())

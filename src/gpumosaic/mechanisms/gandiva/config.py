@@ -10,6 +10,12 @@ Defaults and where they come from (docs/gandiva.md has the long version):
 - ``migration_cost_s`` 30 s: checkpoint, move and restart a job on another server. The
   paper reports migrations from about a second to a few tens of seconds, dominated by
   framework restart; 30 s is the pessimistic end.
+- ``start_s`` 0 s: a job's first start, from the decision until it steps (launching its
+  process). Gandiva's paper does not count it (a job's JCT starts with its launch) and
+  neither does the simulator by default; live it is the launch latency of a process, and
+  ``sim-vs-live --mechanism gandiva`` sets it (with ``switch_s`` and ``migration_cost_s``)
+  to what the same live run measured (``live/gandiva/driver.py``, ``HandOverTimes``; the
+  measured values are in docs/gandiva.md, "Simulator vs live").
 - ``max_share`` 4: at most this many jobs resident on a GPU set (time-sliced or packed);
   beyond it a job waits in the queue. Gandiva bounds oversubscription by host memory
   for the suspended jobs' state; a fixed bound keeps runs comparable.
@@ -37,6 +43,7 @@ class GandivaConfig:
     quantum_s: float = 60.0
     switch_s: float = 1.0
     migration_cost_s: float = 30.0
+    start_s: float = 0.0
     max_share: int = 4
     profile_s: float = 60.0
     pack_margin: float = 0.0
@@ -47,8 +54,8 @@ class GandivaConfig:
     def __post_init__(self) -> None:
         if self.quantum_s <= 0:
             raise GandivaOptionError("quantum_s must be > 0")
-        if self.switch_s < 0 or self.migration_cost_s < 0:
-            raise GandivaOptionError("switch_s and migration_cost_s must be >= 0")
+        if self.switch_s < 0 or self.migration_cost_s < 0 or self.start_s < 0:
+            raise GandivaOptionError("switch_s, migration_cost_s and start_s must be >= 0")
         if self.switch_s >= self.quantum_s:
             raise GandivaOptionError("switch_s must be shorter than quantum_s")
         if self.max_share < 1:
@@ -77,6 +84,7 @@ _ALIASES: dict[str, str] = {
     "quantum": "quantum_s",
     "switch": "switch_s",
     "migration_cost": "migration_cost_s",
+    "start": "start_s",
     "max_share": "max_share",
     "profile": "profile_s",
     "margin": "pack_margin",
@@ -93,7 +101,7 @@ def parse_gandiva_options(spec: str, base: GandivaConfig | None = None) -> Gandi
     The ``gandiva:`` prefix is optional; ``gandiva`` alone gives the defaults. Keys:
     packing, migration, time_slicing (or ts) take on/off (or true/false, yes/no, 1/0,
     as every on/off option: ``gpumosaic.options``); quantum, switch,
-    migration_cost, profile (seconds), margin, util_limit, max_share and pack_tries take
+    migration_cost, start, profile (seconds), margin, util_limit, max_share and pack_tries take
     numbers.
     Every config field name is accepted as a key too.
     """

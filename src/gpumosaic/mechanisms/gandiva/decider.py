@@ -258,7 +258,7 @@ class GandivaDecider:
             group = self.sets[choice.group]
         else:
             group = self.sets.open(choice.node, k, now)
-        running = group.add(job, now, resume_cost_s=0.0)
+        running = group.add(job, now, resume_cost_s=self.config.start_s)
         self._actions.append(Start(job.id, group.node, group.gpus, running))
         self.sets.replan(group)
         return True

@@ -170,7 +170,10 @@ class GpuGroup:
         if not self.units or now < self.paused_until:
             return None
         unit = self.units[0]
-        if unit.on_trial and unit.trial_left_s <= 0.0:
+        # Due as ``next_due`` computes it: a residue of the trial below the resolution of
+        # ``now`` (4.5e-13 s at t = 4,223.9) is no time left (else a wake at the same
+        # time again, for ever).
+        if unit.on_trial and self.run_start + unit.trial_left_s <= now:
             verdicts = GroupVerdicts()
             self._verdict(unit, verdicts)
             return verdicts
