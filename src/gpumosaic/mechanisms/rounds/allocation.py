@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -21,7 +21,7 @@ from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs
 from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
 from gpumosaic.model.gpu import GpuModel
-from gpumosaic.policies.base import Allocation, PairCandidates, Policy, PolicyInput
+from gpumosaic.policies.base import Allocation, PackedPairs, PairCandidates, Policy, PolicyInput
 from gpumosaic.policies.isolated import Isolated
 from gpumosaic.policies.lp_solve import PolicySolveError
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
@@ -58,6 +58,9 @@ class AllocationBook:
         self.solves = 0
         self.solve_s = 0.0
         self.fallbacks = Fallbacks()  # the policy's, summed over solves
+        # The live service's measured pair rates over the table's (rows of the solve,
+        # candidates with the table's rates) -> candidates; None: the table's.
+        self.pair_rates: Callable[[np.ndarray, PackedPairs], PackedPairs] | None = None
 
     def solve(self, now: float, jobs: JobStore, throughputs: Throughputs) -> None:
         """Re-solve for the active jobs and start a new accounting period at ``now``."""
@@ -76,6 +79,8 @@ class AllocationBook:
                 specs = [jobs.specs[r] for r in rows.tolist()]
                 top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
                 packed = candidate_pairs(specs, throughputs, keys, top_k)
+                if packed is not None and self.pair_rates is not None:
+                    packed = self.pair_rates(rows, packed)
             else:
                 # Packed rates exist only for measured models (none are borrowed): this
                 # solve runs without pairs, as ``*_perf`` would; counted, never silent.
