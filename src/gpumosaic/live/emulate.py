@@ -103,8 +103,7 @@ def _row_pair(row: dict[str, object] | None, partner: tuple[str, int], side: int
 
 def _no_pair(job_type: str, partner: str, gpu_name: str) -> EmulationError:
     return EmulationError(
-        f"Gavel's table has no packed rate for job type {job_type!r} with {partner!r} "
-        f"on {gpu_name}"
+        f"Gavel's table has no packed rate for job type {job_type!r} with {partner!r} on {gpu_name}"
     )
 
 

@@ -85,6 +85,8 @@ class LiveRoundDecider(RoundDecider):
         # (row, partner's row, type) -> the row's measured steps/s packed with the partner
         self.pair_rates: dict[tuple[int, int, int], float] = {}
         self.book.pair_rates = self.measured_pairs
+        if isinstance(self.throughputs, PriorThroughputs):  # pairs: the table's rates
+            self.book.pair_table = self.throughputs.table
 
     def observe_pair_rate(
         self, row: int, partner_row: int, type_index: int, steps_per_s: float

@@ -16,7 +16,7 @@ from pathlib import Path
 from gpumosaic.live.emulate import ENV_PACKED_WITH
 from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.cluster import LiveCluster
-from gpumosaic.live.rounds.executor import LaunchSpec, RankLaunch
+from gpumosaic.live.rounds.executor import ENV_PACKED_WITH_JOB, LaunchSpec, RankLaunch
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -24,9 +24,6 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 # Where this gpumosaic is installed: put on the job's PYTHONPATH so that
 # ``import gpumosaic.lease`` works in a job started from a source checkout too.
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
-# A packed pair's members are told their partner: its job type (``ENV_PACKED_WITH``)
-# and its job id.
-ENV_PACKED_WITH_JOB = "GPUMOSAIC_PACKED_WITH_JOB"
 
 
 def launch_spec(
