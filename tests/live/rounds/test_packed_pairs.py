@@ -126,10 +126,12 @@ def test_the_driver_runs_a_packed_plan_and_feeds_its_pair_rates(tmp_path: Path) 
     decider = driver.decider
     assert decider.pair_rates[(rows[1], rows[2], 0)] == pytest.approx(3.0)
     assert decider.pair_rates[(rows[2], rows[1], 0)] == pytest.approx(4.0)
-    # The isolated estimates hold only rates measured alone (never a pair's).
+    # The isolated estimates hold only rates measured alone (10/s; a short lease of the
+    # fake executor, whose 1 s ticks overshoot its grant, measures somewhat less), never
+    # a pair's (3/s, 4/s).
     for job in ids:
         iso = bench.store.throughputs(job).get("V100")
-        assert iso is None or iso == pytest.approx(10.0)
+        assert iso is None or 5.0 < iso <= 10.0
     # No GPU over 1000 milli in any round: the members' leases hold half each.
     by_round: dict[tuple[int, int, int], int] = {}
     for lease in bench.store.leases():
@@ -157,7 +159,7 @@ def test_measured_pair_rates_replace_the_tables_in_the_next_solve(tmp_path: Path
     assert (ent.rate_a[pair[0], 0], ent.rate_b[pair[0], 0]) == pytest.approx(table)
     rows = [driver.row_of[j] for j in ids]
     decider.observe_pair_rate(rows[0], rows[1], 0, 7.5)
-    assert decider.need_solve
+    assert decider.need_solve  # as a job's own measured rate: the next boundary solves
     decider.solve(1.0)
     ent = decider.book.entities
     assert ent is not None
