@@ -13,6 +13,8 @@ from builders import cluster, in_process
 
 from gpumosaic.live.emulate import EmulationError, column_rate, rate_of, table_rate
 from gpumosaic.live.rounds.launch import launch_spec, table_column
+from gpumosaic.live.rounds.leases import LiveLease
+from gpumosaic.live.rounds.meter import RoundMeter
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.state import Assignment
@@ -168,3 +170,34 @@ def test_measured_pair_rates_replace_the_tables_in_the_next_solve(tmp_path: Path
     assert ent.rate_a[i, 0] == 7.5 and ent.rate_b[i, 0] == pytest.approx(table[1])
     # Its isolated rates stay the table's.
     assert decider.jobs.rates[rows[0], 0] == GavelThroughputTable.load().isolated(RESNET, 1, "v100")
+
+
+def pair_lease(lease_id: str, job_id: int, steps: float, finished_at: float | None) -> LiveLease:
+    return LiveLease(
+        lease_id=lease_id, job_id=job_id, round_idx=1, gpu_type="V100", type_index=0,
+        world_size=1, total_steps=1_000.0, until_step=1_000.0, deadline=1e9, launched_at=0.0,
+        steps_at_launch=0.0, measured_grant=False, steps=steps, iter_s=10.0, contacted=True,
+        contacted_at=201.0, finished_at=finished_at,
+    )  # fmt: skip
+
+
+def test_the_meter_credits_a_pair_until_its_last_member_stops() -> None:
+    # Job 1 finishes 20 s into the round, its partner runs on to the round's end: the
+    # pair ran 59 s (its running span, as the simulator counts a pair), not 19 s; each
+    # member's rate is a pair sample marked with its partner.
+    meter = RoundMeter({"V100": 0})
+    entry = PlannedEntity((1, 2), "V100", (), False, (40.0, 40.0), (2.0, 3.0))
+    leases = {1: pair_lease("a", 1, 40.0, finished_at=220.0), 2: pair_lease("b", 2, 30.0, None)}
+    meter.lease_started(1, "a", 200.0, partner=2)
+    meter.lease_started(2, "b", 200.0, partner=1)
+    closed = meter.close(
+        (entry,), 260.0, 100.0,
+        steps_now=lambda job: leases[job].steps,
+        live_lease=lambda job: (True, leases[job]),
+        lease_by_id=lambda lease_id: leases[1 if lease_id == "a" else 2],
+        demand_milli=lambda job: 1000,
+    )  # fmt: skip
+    np.testing.assert_array_equal(closed.report.ran_s, [59.0])
+    np.testing.assert_array_equal(closed.report.finish_a, [120.0])  # 220 on the epoch 100
+    assert sorted((s.job_id, s.partner, s.rate) for s in closed.rates) == [(1, 2, 4.0), (2, 1, 3.0)]
+    assert meter.is_measured(1, 0, partner=2) and not meter.is_measured(1, 0)

@@ -161,6 +161,9 @@ class RoundMeter:
         latency: list[float] = []
         round_start = self._round_start if self._round_start is not None else now
         for i, entry in enumerate(entries):
+            span: tuple[float, float] | None = None  # from its first member's start to
+            # its last member's end: a pair ran until its last member stopped, as the
+            # simulator's progress model counts it (not only while its first member did)
             for k, job_id in enumerate(entry.job_ids):
                 steps = steps_now(job_id)
                 delta = steps - self._credited.get(job_id, 0.0)
@@ -172,9 +175,12 @@ class RoundMeter:
                     latency.append(max(contacted - round_start, 0.0))
                 if k == 0:
                     steps_a[i], finish_a[i] = delta, end
-                    ran[i] = max(end - start, 0.0)
                 else:
                     steps_b[i], finish_b[i] = delta, end
+                if end > start:
+                    span = (
+                        (start, end) if span is None else (min(span[0], start), max(span[1], end))
+                    )
                 if held is not None:
                     gpu_s = max(end - start, 0.0) * demand_milli(job_id) / MILLI_PER_GPU
                     attained.append((gpu_s, job_id))
@@ -182,6 +188,7 @@ class RoundMeter:
                 sample = self._observe_rate(job_id, entry.gpu_type, partner, *live_lease(job_id))
                 if sample is not None:
                     rates.append(sample)
+            ran[i] = span[1] - span[0] if span is not None else 0.0
         self._held.clear()
         self._round_start = None
         report = RoundReport(now - epoch, ran, steps_a, steps_b, finish_a - epoch, finish_b - epoch)
