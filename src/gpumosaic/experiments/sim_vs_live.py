@@ -165,14 +165,6 @@ def compare(
 ) -> Comparison:
     description = rounds_description(options.description)
     parts = build_parts(description)
-    traits = getattr(parts.policy, "traits", None)  # a rounds run: an allocation policy
-    if traits is not None and traits.uses_pairs:
-        raise InputError(
-            "plans packed pairs, which the live service does not run yet (docs/live.md, "
-            "Not done yet): choose a policy without pairs",
-            field="--policy",
-            value=description.policy,
-        )
     jobs = _finite_jobs(parts)
     _check_emulable(jobs)
     from gpumosaic.experiments import sim_vs_live_sharing

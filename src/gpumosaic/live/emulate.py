@@ -31,6 +31,7 @@ from gpumosaic.lease import Lease, LeaseError
 
 ENV_GPU_MODEL = "GPUMOSAIC_GPU_MODEL"
 ENV_TABLE_COLUMN = "GPUMOSAIC_GPU_TABLE_COLUMN"  # "v100:1.0", set by the service
+ENV_PACKED_WITH = "GPUMOSAIC_PACKED_WITH"  # the partner's job type, for a packed pair
 MAX_ITERATIONS_PER_S = 500.0
 MIN_SLEEP_S = 0.002
 
@@ -45,11 +46,15 @@ class EmulatedRate:
     gpu_model: str
     scale_factor: int
     steps_per_s: float  # job time
+    packed_with: str = ""  # the partner's job type ("" alone)
 
 
-def table_rate(job_type: str, gpu_model_name: str, scale_factor: int) -> EmulatedRate:
+def table_rate(
+    job_type: str, gpu_model_name: str, scale_factor: int, packed_with: str = ""
+) -> EmulatedRate:
     """Gavel's isolated rate of ``job_type`` on ``gpu_model_name`` (models Gavel never
-    measured borrow a measured column, as the simulator's ``gavel`` workloads do)."""
+    measured borrow a measured column, as the simulator's ``gavel`` workloads do), or its
+    side of the packed rate with a ``packed_with`` job."""
     from gpumosaic.model.gpu import UnknownGpuModelError, gpu_model
     from gpumosaic.model.job import JobSpec
     from gpumosaic.workloads.throughputs import BORROWED_RATES, GavelThroughputTable
@@ -69,34 +74,90 @@ def table_rate(job_type: str, gpu_model_name: str, scale_factor: int) -> Emulate
             f"Gavel's table has no rate for job type {job_type!r} on {scale_factor} "
             f"{gpu.name} GPU(s)"
         ) from None
-    return EmulatedRate(job_type, gpu.name, scale_factor, float(rate))
+    if not packed_with:
+        return EmulatedRate(job_type, gpu.name, scale_factor, float(rate))
+    column, factor = table.column(gpu)
+    assert column is not None  # ``table.rate`` found a column
+    pair = table.packed(job_type, 1, packed_with, 1, column)
+    if pair is None:
+        reverse = table.packed(packed_with, 1, job_type, 1, column)
+        pair = None if reverse is None else (reverse[1], reverse[0])
+    if pair is None or pair[0] <= 0 or not table.has(job_type, 1, column):
+        raise _no_pair(job_type, packed_with, gpu.name)
+    packed = pair_rate(float(rate), factor * table.isolated(job_type, 1, column), factor * pair[0])
+    return EmulatedRate(job_type, gpu.name, scale_factor, packed, packed_with)
+
+
+def pair_rate(isolated: float, isolated_1: float, packed_1: float) -> float:
+    """A packed job's rate on its scale factor's GPUs: Gavel measured pairs on one GPU
+    only, so a data-parallel job of ``sf`` GPUs is slowed by the one-GPU ratio on each
+    of its GPUs (``policies/packing_pairs``, what the policy plans with)."""
+    if isolated == isolated_1:  # one GPU: the measured rate itself, to the last digit
+        return packed_1
+    return isolated * packed_1 / isolated_1
+
+
+def _row_pair(row: dict[str, object] | None, partner: tuple[str, int], side: int) -> float | None:
+    """``side`` of the pair entry for ``partner`` in one row of the table's JSON."""
+    import ast
+
+    for text, value in (row or {}).items():
+        if text != "null" and isinstance(value, list) and ast.literal_eval(text) == partner:
+            return float(value[side])
+    return None
+
+
+def _no_pair(job_type: str, partner: str, gpu_name: str) -> EmulationError:
+    return EmulationError(
+        f"Gavel's table has no packed rate for job type {job_type!r} with {partner!r} on {gpu_name}"
+    )
 
 
 def column_rate(
-    job_type: str, column: str, factor: float, scale_factor: int, gpu_name: str
+    job_type: str,
+    column: str,
+    factor: float,
+    scale_factor: int,
+    gpu_name: str,
+    packed_with: str = "",
 ) -> EmulatedRate:
     """The rate from the table's JSON, read with the standard library only (a job's
-    start-up is launch latency: no numpy, no full table parse)."""
+    start-up is launch latency: no numpy, no full table parse); with ``packed_with``,
+    the job's side of the pair's packed rate (``pair_rate``)."""
     import ast
     import json
     from importlib import resources
 
     ref = resources.files("gpumosaic") / "data" / "gavel" / "simulation_throughputs.json"
-    entries = json.loads(ref.read_text()).get(column, {})
-    for key_text, entry in entries.items():
-        if ast.literal_eval(key_text) == (job_type, scale_factor):
-            return EmulatedRate(job_type, gpu_name, scale_factor, factor * float(entry["null"]))
-    raise EmulationError(
-        f"Gavel's table has no rate for job type {job_type!r} on {scale_factor} {gpu_name} GPU(s)"
-    )
+    entries: dict[str, dict[str, object]] = json.loads(ref.read_text()).get(column, {})
+    by_key = {ast.literal_eval(text): entry for text, entry in entries.items()}
+    entry = by_key.get((job_type, scale_factor))
+    if entry is None:
+        raise EmulationError(
+            f"Gavel's table has no rate for job type {job_type!r} on {scale_factor} "
+            f"{gpu_name} GPU(s)"
+        )
+    isolated = factor * float(entry["null"])  # type: ignore[arg-type]
+    if not packed_with:
+        return EmulatedRate(job_type, gpu_name, scale_factor, isolated)
+    # Gavel's table measures pairs on one GPU, under either member's row.
+    packed = _row_pair(by_key.get((job_type, 1)), (packed_with, 1), 0)
+    if packed is None:
+        packed = _row_pair(by_key.get((packed_with, 1)), (job_type, 1), 1)
+    alone = by_key.get((job_type, 1))
+    if alone is None or packed is None or packed <= 0:
+        raise _no_pair(job_type, packed_with, gpu_name)
+    rate = pair_rate(isolated, factor * float(alone["null"]), factor * packed)  # type: ignore[arg-type]
+    return EmulatedRate(job_type, gpu_name, scale_factor, rate, packed_with)
 
 
 def rate_of(job_type: str, env: dict[str, str], scale_factor: int) -> EmulatedRate:
     gpu_name = env.get(ENV_GPU_MODEL, "")
+    partner = env.get(ENV_PACKED_WITH, "")
     column, sep, factor = env.get(ENV_TABLE_COLUMN, "").partition(":")
     if column and sep:
-        return column_rate(job_type, column, float(factor), scale_factor, gpu_name)
-    return table_rate(job_type, gpu_name, scale_factor)
+        return column_rate(job_type, column, float(factor), scale_factor, gpu_name, partner)
+    return table_rate(job_type, gpu_name, scale_factor, partner)
 
 
 def run(job_type: str, steps: float | None = None, environ: dict[str, str] | None = None) -> int:
@@ -126,8 +187,9 @@ def run(job_type: str, steps: float | None = None, environ: dict[str, str] | Non
             time.sleep(lag)
         state["step"] = done
     lease.save(state)
+    packed = f" packed with {rate.packed_with}" if rate.packed_with else ""
     print(
-        f"emulated {rate.job_type} on {rate.gpu_model} x{rate.scale_factor}: "
+        f"emulated {rate.job_type} on {rate.gpu_model} x{rate.scale_factor}{packed}: "
         f"{rate.steps_per_s:.4g} steps/s, lease over at step {state['step']}",
         flush=True,
     )

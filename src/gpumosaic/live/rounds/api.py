@@ -93,6 +93,8 @@ class ServiceView(Protocol):
 
     def live_attained_s(self, job: JobRow) -> float: ...
 
+    def packed_with(self, job_id: int) -> int | None: ...
+
     def log_path(self, job_id: int) -> str: ...
 
     def metrics(self) -> dict[str, float]: ...
@@ -231,6 +233,8 @@ def create_app(service: ServiceView) -> FastAPI:
         gandiva = store.gandiva_job(job.id) if service.gandiva else None
         attained = service.live_attained_s(job)
         shown = job_view(job, service.live_steps(job), rate, tail, gandiva, attained)
+        if gandiva is None:  # rounds: a packed pair's partner while both run
+            shown = shown.model_copy(update={"packed_with": service.packed_with(job.id)})
         share = service.share_view(job)  # --sharing: shared, hand-overs (sharing.py)
         if share is None:
             return shown

@@ -9,6 +9,10 @@ model) is unknown (NaN): the decider's throughput estimation (Gavel section 5,
 ``mechanisms/rounds/estimation.py``) profiles the job on the models it has not measured
 and estimates the rest by matrix completion against Gavel's reference jobs. The rate
 each job reports replaces the prior for that model from the next policy solve on.
+
+Packed pairs (the ``_packed`` policies): the policy plans a pair with Gavel's packed
+rates; each member's rate measured while it ran packed (``observe_pair_rate``) replaces
+the table's rate of that member in that pair, on that model, from the next solve on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
 from gpumosaic.types import FloatArray
+from gpumosaic.policies.base import PackedPairs
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # A placeholder, not a calibration: every unmeasured job gets the same rate, so the
@@ -141,3 +146,37 @@ class LiveRoundDecider(RoundDecider):
 
     def rates_of(self, row: int) -> np.ndarray:
         return np.array(self.jobs.rates[row])
+
+    # ---- packed pairs (Gavel's space sharing) ----------------------------------------
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # (row, partner's row, type) -> the row's measured steps/s packed with the partner
+        self.pair_rates: dict[tuple[int, int, int], float] = {}
+        self.book.pair_rates = self.measured_pairs
+        if isinstance(self.throughputs, PriorThroughputs):  # pairs: the table's rates
+            self.book.pair_table = self.throughputs.table
+
+    def observe_pair_rate(
+        self, row: int, partner_row: int, type_index: int, steps_per_s: float
+    ) -> None:
+        """A member of a packed pair measured its rate packed with ``partner_row``: it
+        replaces the table's rate of that member in that pair from the next solve on
+        (and, as ``observe_rate``, a changed rate asks for that solve)."""
+        key = (row, partner_row, type_index)
+        if steps_per_s > 0 and self.pair_rates.get(key) != steps_per_s:
+            self.pair_rates[key] = steps_per_s
+            self.need_solve = True
+
+    def measured_pairs(self, rows: np.ndarray, packed: PackedPairs) -> PackedPairs:
+        """The solve's candidate pairs (``packed.pairs`` index ``rows``) with each
+        measured member rate in place of the table's."""
+        if not self.pair_rates:
+            return packed
+        rates = packed.throughputs.copy()
+        members = rows[packed.pairs]
+        for (row, partner, t), rate in self.pair_rates.items():
+            for side in (0, 1):
+                hit = (members[:, side] == row) & (members[:, 1 - side] == partner)
+                rates[hit, t, side] = rate
+        return PackedPairs(packed.pairs, rates)

@@ -21,6 +21,13 @@ and deferred launches. The round ends at ``round_s`` or earlier when every lease
 plan has parked (used its grant) or exited, as the simulator ends a round when its last
 job stops.
 
+A packed pair (an entry with two jobs, the ``_packed`` policies) is two leases on the
+same GPUs: each member is launched on the entry's node and device indices with its own
+step grant from the plan and is told its partner (``launch.launch_spec``); each one
+starts, parks, exits or fails on its own, so one may finish or fail while the other
+runs on to its grant. Each member's measured rate is a pair rate: it goes to the
+decider's pair rates (``observe_pair_rate``), never to its isolated estimate.
+
 Progress is counted no further than the last checkpoint: when a process ends without
 saving its last steps, the job's steps go back to its checkpoint (and the decider is
 told so at the next round it runs in).
@@ -92,6 +99,8 @@ class DriverCounters:
     retries: int = 0
     forced_solves: int = 0
     unmeasured_grants: int = 0  # leases bounded by time only (rate not yet measured)
+    packed_launches: int = 0  # leases launched as a member of a packed pair
+    pair_rate_samples: int = 0  # rates measured by members of packed pairs
     boundary_s: list[float] = field(default_factory=list)  # decision time per boundary
     # Per new lease: round start -> the process's first lease call (service clock).
     launch_latency_s: list[float] = field(default_factory=list)
@@ -135,6 +144,8 @@ class RoundDriver:
         self.failing: dict[str, str] = {}  # lease -> why it was stopped as a failed attempt
         self._silence_checked = -1.0
         self.pending: dict[int, LaunchSpec] = {}  # launches waiting for the old process
+        # job -> the job it shares its GPUs with now (a packed pair's live leases)
+        self.packed_with: dict[int, int] = {}
         self.plan: RoundPlan | None = None
         self.round_idx = store.last_round()
         self.round_end = 0.0
@@ -146,8 +157,10 @@ class RoundDriver:
         self._static: dict[int, JobRow] = {}  # what never changes about a job (its submission)
         self._log_root = config.log_root.resolve()
         self._ckpt_root = config.checkpoint_root.resolve()
-        # Leases built for this round, until launched: (lease, parts).
-        self._lease_specs: dict[str, tuple[LiveLease, list[tuple[int, tuple[int, ...], int]]]] = {}
+        # Leases built for this round, until launched: (lease, parts, partner or None).
+        self._lease_specs: dict[
+            str, tuple[LiveLease, list[tuple[int, tuple[int, ...], int]], int | None]
+        ] = {}
         self._lock = threading.Lock()  # boundary and tick never overlap
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
         self.meter = RoundMeter(self.type_index)
@@ -214,10 +227,17 @@ class RoundDriver:
         )
         self.counters.launch_latency_s.extend(closed.launch_latency_s)
         for sample in closed.rates:
-            self.decider.observe_rate(self.row_of[sample.job_id], sample.type_index, sample.rate)
+            row = self.row_of[sample.job_id]
+            if sample.partner is None:
+                self.decider.observe_rate(row, sample.type_index, sample.rate)
+            else:  # a pair rate (its member's side), kept apart from the isolated one
+                self.counters.pair_rate_samples += 1
+                partner_row = self.row_of[sample.partner]
+                self.decider.observe_pair_rate(row, partner_row, sample.type_index, sample.rate)
         self.decider.report(plan, closed.report)
         self.store.save_round_measures(
-            closed.attained, [(r.job_id, r.gpu_type, r.rate, r.samples) for r in closed.rates]
+            closed.attained,
+            [(r.job_id, r.gpu_type, r.rate, r.samples) for r in closed.rates if r.partner is None],
         )
         self.store.end_round(self.round_idx, now)
         self.plan = None
@@ -247,7 +267,8 @@ class RoundDriver:
                 self._stop(job_id, lease_id)
         for job_id, (entry, k) in next_of.items():
             t = self.type_index[entry.gpu_type]
-            measured = self.meter.is_measured(job_id, t)
+            partner = entry.job_ids[1 - k] if len(entry.job_ids) == 2 else None
+            measured = self.meter.is_measured(job_id, t, partner)
             steps_now = self._steps_now(job_id)
             total = self.total_of[job_id]
             until = min(steps_now + entry.steps[k], total) if measured else total
@@ -258,9 +279,9 @@ class RoundDriver:
                 self.table.extend(current, until, self.round_end, measured)
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
-                self.meter.lease_started(job_id, current, now, launched=False)
+                self.meter.lease_started(job_id, current, now, launched=False, partner=partner)
                 continue
-            spec = self._launch_spec(job_id, entry, until, measured, now)
+            spec = self._launch_spec(job_id, entry, until, measured, now, partner)
             if current is not None:  # the previous process is still stopping
                 self.pending[job_id] = spec
             else:
@@ -444,7 +465,13 @@ class RoundDriver:
         return self._ckpt_root / f"job-{job_id}"
 
     def _launch_spec(
-        self, job_id: int, entry: PlannedEntity, until: float, measured: bool, now: float
+        self,
+        job_id: int,
+        entry: PlannedEntity,
+        until: float,
+        measured: bool,
+        now: float,
+        partner: int | None = None,
     ) -> LaunchSpec:
         job = self._static[job_id]
         lease_id = f"{job_id}-{self.round_idx}-{uuid.uuid4().hex[:8]}"
@@ -458,6 +485,7 @@ class RoundDriver:
             checkpoint_dir=self.checkpoint_dir(job_id),
             log_path=self._log_root / f"job-{job_id}.log",
             time_scale=self.config.time_scale,
+            packed_with=None if partner is None else self._static[partner],
         )
         lease = LiveLease(
             lease_id=lease_id,
@@ -475,12 +503,14 @@ class RoundDriver:
         )
         self._lease_specs[lease_id] = (
             lease,
-            [(p.node, tuple(p.gpus), p.gpu_milli) for p in entry.parts],
+            # A pair's members hold each GPU half each (the pair holds it whole).
+            [(p.node, tuple(p.gpus), p.gpu_milli // len(entry.job_ids)) for p in entry.parts],
+            partner,
         )
         return spec
 
     def _launch(self, spec: LaunchSpec, now: float) -> None:
-        lease, parts = self._lease_specs.pop(spec.lease_id)
+        lease, parts, partner = self._lease_specs.pop(spec.lease_id)
         lease.steps_at_launch = self.durable.get(spec.job_id, 0.0)
         lease.launched_at = now
         self.table.add(lease)
@@ -491,7 +521,10 @@ class RoundDriver:
         self.store.mark_running(spec.job_id, spec.lease_id, lease.gpu_type, index, now)
         self.lease_of[spec.job_id] = spec.lease_id
         self.job_of_lease[spec.lease_id] = spec.job_id
-        self.meter.lease_started(spec.job_id, spec.lease_id, now)
+        self.meter.lease_started(spec.job_id, spec.lease_id, now, partner=partner)
+        if partner is not None:
+            self.packed_with[spec.job_id] = partner
+            self.counters.packed_launches += 1
         self.executor.launch(spec)
         self.counters.launches += 1
 
@@ -511,6 +544,7 @@ class RoundDriver:
         failure = self.failing.pop(report.lease_id, "")
         if self.lease_of.get(job_id) == report.lease_id:
             del self.lease_of[job_id]
+            self.packed_with.pop(job_id, None)
         self.meter.lease_ended(job_id, report.lease_id, lease, now)
         job = self.store.job(job_id)
         assert job is not None
@@ -559,6 +593,10 @@ class RoundDriver:
                 return lease.steps
         job = self.store.job(job_id)
         return job.steps_done if job is not None else 0.0
+
+    def packed_with_of(self, job_id: int) -> int | None:
+        """The job that shares the job's GPUs now (a packed pair), if any."""
+        return self.packed_with.get(job_id)
 
     def _demand(self, job_id: int) -> int:
         row = self.row_of[job_id]

@@ -15,6 +15,10 @@ from typing import Protocol
 
 from gpumosaic.live.rounds.leases import LeaseTable
 
+# A packed pair's members are told their partner's job id (and its job type,
+# ``live.emulate.ENV_PACKED_WITH``).
+ENV_PACKED_WITH_JOB = "GPUMOSAIC_PACKED_WITH_JOB"
+
 
 @dataclass(frozen=True, slots=True)
 class RankLaunch:
@@ -99,25 +103,32 @@ class _Virtual:
 
 class InProcessExecutor:
     """Each lease is a virtual process that steps at ``rate_of(job_id, model)`` steps/s on
-    ``clock`` and speaks the lease protocol through the ``LeaseTable`` exactly as a real
-    job does over HTTP: init, reports, park at the grant's end, checkpoint and exit on
-    stop, exit 0 when all steps are done."""
+    ``clock`` (a member of a packed pair: ``pair_rate_of(job_id, partner_id, model)``,
+    when given) and speaks the lease protocol through the ``LeaseTable`` exactly as a
+    real job does over HTTP: init, reports, park at the grant's end, checkpoint and exit
+    on stop, exit 0 when all steps are done."""
 
     def __init__(
         self,
         table: LeaseTable,
         clock: Callable[[], float],
         rate_of: Callable[[int, str], float],
+        pair_rate_of: Callable[[int, int, str], float] | None = None,
     ) -> None:
         self.table = table
         self.clock = clock
         self.rate_of = rate_of
+        self.pair_rate_of = pair_rate_of
         self._procs: dict[str, _Virtual] = {}
         self.launches = 0
 
     def launch(self, spec: LaunchSpec) -> None:
         self.launches += 1
-        rate = self.rate_of(spec.job_id, spec.gpu_model)
+        partner = dict(spec.env).get(ENV_PACKED_WITH_JOB)
+        if partner is not None and self.pair_rate_of is not None:
+            rate = self.pair_rate_of(spec.job_id, int(partner), spec.gpu_model)
+        else:
+            rate = self.rate_of(spec.job_id, spec.gpu_model)
         self._procs[spec.lease_id] = _Virtual(spec, rate, self.clock())
 
     def stop(self, lease_id: str, grace_s: float) -> None:

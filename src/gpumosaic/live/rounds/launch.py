@@ -13,9 +13,10 @@ import signal
 import time
 from pathlib import Path
 
+from gpumosaic.live.emulate import ENV_PACKED_WITH
 from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.cluster import LiveCluster
-from gpumosaic.live.rounds.executor import LaunchSpec, RankLaunch
+from gpumosaic.live.rounds.executor import ENV_PACKED_WITH_JOB, LaunchSpec, RankLaunch
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -36,14 +37,19 @@ def launch_spec(
     checkpoint_dir: Path,
     log_path: Path,
     time_scale: float = 1.0,
+    packed_with: JobRow | None = None,
 ) -> LaunchSpec:
     """The processes of ``job``'s new lease: one rank per GPU the plan gives it (a
-    fractional job: one rank with its share of one GPU)."""
+    fractional job: one rank with its share of one GPU). A member of a packed pair
+    (``packed_with``: its partner) runs on the pair's GPUs, the same device indices as
+    its partner; each member holds half of each GPU in Ray's accounting (the pair holds
+    it whole), and is told its partner's job type and id."""
     ranks: list[RankLaunch] = []
+    members = len(entry.job_ids)
     for part in entry.parts:
         slot = cluster.slots[part.node]
         for device in cluster.devices(part.node, part.gpus):
-            share = part.gpu_milli / MILLI_PER_GPU
+            share = part.gpu_milli / MILLI_PER_GPU / members
             ranks.append(RankLaunch(len(ranks), slot.ray_node_id, slot.ip, (device,), share))
     if job.num_gpu > 1 and len(ranks) != job.num_gpu:
         raise AssertionError("a gang got a different number of GPUs than it asked for")
@@ -64,6 +70,9 @@ def launch_spec(
     column, factor = table_column(entry.gpu_type)
     if column is not None:  # emulated jobs read their rate from it (live/emulate.py)
         env["GPUMOSAIC_GPU_TABLE_COLUMN"] = f"{column}:{factor!r}"
+    if packed_with is not None:  # emulated jobs step at the pair's rate (live/emulate.py)
+        env[ENV_PACKED_WITH] = packed_with.job_type or "job"
+        env[ENV_PACKED_WITH_JOB] = str(packed_with.id)
     if time_scale != 1.0:
         env["GPUMOSAIC_TIME_SCALE"] = repr(float(time_scale))
     if token:  # the job's own token (its leases only), never the service's (auth.py)

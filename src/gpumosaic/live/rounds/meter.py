@@ -2,6 +2,10 @@
 reported, and its measured steps/s per GPU model (Gavel's EMA of the rate each lease
 measured, which replaces the prior from the next solve on). The driver tells the meter
 when leases start and end and asks it, at each boundary, for the round's report.
+
+A member of a packed pair measures the pair's rate, not its own: its samples are kept
+per (job, GPU type, partner), apart from its isolated estimate, and come back marked
+with the partner (the decider's pair rates, never its isolated ones).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class _Held:
     lease_id: str
     launched: bool = True  # a new process (False: an extended lease)
     end: float | None = None
+    partner: int | None = None  # the job it is packed with (None: alone)
     contacted_at: float | None = None  # kept when the lease ends
     finished_at: float | None = None  # when it reported its last step (kept at its end)
 
@@ -41,6 +46,7 @@ class RateSample:
     type_index: int
     rate: float
     samples: int
+    partner: int | None = None  # measured packed with this job (a pair rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +64,13 @@ class RoundMeter:
         self.type_index = type_index
         self._credited: dict[int, float] = {}  # job -> steps the decider was told of
         self._held: dict[int, _Held] = {}
-        # job -> (steps, iter_s, steps at launch, type) of its lease that ended this round
-        self._last_lease: dict[int, tuple[float, float, float, str]] = {}
-        self._estimates: dict[tuple[int, str], tuple[float, int]] = {}  # (rate, samples)
-        self._measured: dict[int, set[int]] = {}  # job -> types with a measured rate
+        # job -> (steps, iter_s, steps at launch, type, partner) of its lease that ended
+        # this round
+        self._last_lease: dict[int, tuple[float, float, float, str, int | None]] = {}
+        # (job, type, partner or None) -> (rate, samples)
+        self._estimates: dict[tuple[int, str, int | None], tuple[float, int]] = {}
+        # job -> (type, partner or None) with a measured rate
+        self._measured: dict[int, set[tuple[int, int | None]]] = {}
         self._round_start: float | None = None
 
     def admit(self, job_id: int, samples: Mapping[str, tuple[float, int]]) -> dict[int, float]:
@@ -69,28 +78,37 @@ class RoundMeter:
         the store); returns the measured rate per known type index."""
         rates: dict[int, float] = {}
         for name, (rate, count) in samples.items():
-            self._estimates[(job_id, name)] = (rate, count)
+            self._estimates[(job_id, name, None)] = (rate, count)
             t = self.type_index.get(name)
             if t is not None:
                 rates[t] = rate
-                self._measured.setdefault(job_id, set()).add(t)
+                self._measured.setdefault(job_id, set()).add((t, None))
         return rates
 
     def start_progress(self, job_id: int, steps_done: float) -> None:
         self._credited[job_id] = steps_done
 
-    def is_measured(self, job_id: int, type_index: int) -> bool:
-        return type_index in self._measured.get(job_id, ())
+    def is_measured(self, job_id: int, type_index: int, partner: int | None = None) -> bool:
+        """Whether the job's rate on the type (packed with ``partner``) was measured."""
+        return (type_index, partner) in self._measured.get(job_id, ())
 
     def lease_started(
-        self, job_id: int, lease_id: str, now: float, *, launched: bool = True
+        self,
+        job_id: int,
+        lease_id: str,
+        now: float,
+        *,
+        launched: bool = True,
+        partner: int | None = None,
     ) -> None:
-        """The job holds GPUs from ``now`` on (a new lease, or one extended)."""
-        self._held[job_id] = _Held(now, lease_id, launched)
+        """The job holds GPUs from ``now`` on (a new lease, or one extended), packed with
+        ``partner`` or alone."""
+        self._held[job_id] = _Held(now, lease_id, launched, partner=partner)
 
     def lease_ended(self, job_id: int, lease_id: str, lease: LiveLease | None, now: float) -> None:
         held = self._held.get(job_id)
-        if held is not None and held.end is None and held.lease_id == lease_id:
+        mine = held is not None and held.lease_id == lease_id
+        if held is not None and held.end is None and mine:
             held.end = now
             held.contacted_at = lease.contacted_at if lease is not None else None
             held.finished_at = lease.finished_at if lease is not None else None
@@ -100,6 +118,7 @@ class RoundMeter:
                 lease.iter_s,
                 lease.steps_at_launch,
                 lease.gpu_type,
+                held.partner if held is not None and mine else None,
             )
 
     def held_gpu_s(
@@ -142,6 +161,9 @@ class RoundMeter:
         latency: list[float] = []
         round_start = self._round_start if self._round_start is not None else now
         for i, entry in enumerate(entries):
+            span: tuple[float, float] | None = None  # from its first member's start to
+            # its last member's end: a pair ran until its last member stopped, as the
+            # simulator's progress model counts it (not only while its first member did)
             for k, job_id in enumerate(entry.job_ids):
                 steps = steps_now(job_id)
                 delta = steps - self._credited.get(job_id, 0.0)
@@ -153,15 +175,20 @@ class RoundMeter:
                     latency.append(max(contacted - round_start, 0.0))
                 if k == 0:
                     steps_a[i], finish_a[i] = delta, end
-                    ran[i] = max(end - start, 0.0)
                 else:
                     steps_b[i], finish_b[i] = delta, end
+                if end > start:
+                    span = (
+                        (start, end) if span is None else (min(span[0], start), max(span[1], end))
+                    )
                 if held is not None:
                     gpu_s = max(end - start, 0.0) * demand_milli(job_id) / MILLI_PER_GPU
                     attained.append((gpu_s, job_id))
-                sample = self._observe_rate(job_id, entry.gpu_type, *live_lease(job_id))
+                partner = entry.job_ids[1 - k] if len(entry.job_ids) == 2 else None
+                sample = self._observe_rate(job_id, entry.gpu_type, partner, *live_lease(job_id))
                 if sample is not None:
                     rates.append(sample)
+            ran[i] = span[1] - span[0] if span is not None else 0.0
         self._held.clear()
         self._round_start = None
         report = RoundReport(now - epoch, ran, steps_a, steps_b, finish_a - epoch, finish_b - epoch)
@@ -201,32 +228,41 @@ class RoundMeter:
         return min(max(held.start, contacted), end), end
 
     def _observe_rate(
-        self, job_id: int, gpu_type: str, running: bool, lease: LiveLease | None
+        self,
+        job_id: int,
+        gpu_type: str,
+        partner: int | None,
+        running: bool,
+        lease: LiveLease | None,
     ) -> RateSample | None:
-        """Rate of the job's current (or just ended) lease on ``gpu_type``."""
+        """Rate of the job's current (or just ended) lease on ``gpu_type``, packed with
+        ``partner`` (the plan's) or alone; none when the lease ran otherwise."""
         if running:
             if lease is None:
                 return None
-            steps, iter_s, base, lease_type = (
+            held = self._held.get(job_id)
+            steps, iter_s, base, lease_type, lease_partner = (
                 lease.steps,
                 lease.iter_s,
                 lease.steps_at_launch,
                 lease.gpu_type,
+                held.partner if held is not None and held.lease_id == lease.lease_id else None,
             )
         else:
             last = self._last_lease.pop(job_id, None)
             if last is None:
                 return None
-            steps, iter_s, base, lease_type = last
-        if lease_type != gpu_type or iter_s <= 0 or steps - base < 1:
+            steps, iter_s, base, lease_type, lease_partner = last
+        if lease_type != gpu_type or lease_partner != partner or iter_s <= 0 or steps - base < 1:
             return None
         measured = (steps - base) / iter_s
-        old = self._estimates.get((job_id, gpu_type))
+        key = (job_id, gpu_type, partner)
+        old = self._estimates.get(key)
         if old is None:
             rate, samples = measured, 1
         else:
             rate, samples = RATE_EMA_ALPHA * measured + (1 - RATE_EMA_ALPHA) * old[0], old[1] + 1
-        self._estimates[(job_id, gpu_type)] = (rate, samples)
+        self._estimates[key] = (rate, samples)
         t = self.type_index[gpu_type]
-        self._measured.setdefault(job_id, set()).add(t)
-        return RateSample(job_id, gpu_type, t, rate, samples)
+        self._measured.setdefault(job_id, set()).add((t, partner))
+        return RateSample(job_id, gpu_type, t, rate, samples, partner)

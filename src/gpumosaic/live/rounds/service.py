@@ -354,6 +354,11 @@ class Service:
         )
         return job.attained_s + held
 
+    def packed_with(self, job_id: int) -> int | None:
+        """The job it shares its GPUs with now: a packed pair of the rounds (Gandiva's
+        own pairs are in its table)."""
+        return None if self.driver is None else self.driver.packed_with_of(job_id)
+
     def share_view(self, job: JobRow) -> ShareView | None:
         if self.sharing is None:
             return None

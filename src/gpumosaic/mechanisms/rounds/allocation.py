@@ -21,7 +21,7 @@ from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import build_policy_input, candidate_pairs
 from gpumosaic.mechanisms.rounds.priorities import EntityTable, reset_accounting
 from gpumosaic.model.gpu import GpuModel
-from gpumosaic.policies.base import Allocation, PairCandidates, Policy, PolicyInput
+from gpumosaic.policies.base import Allocation, PackedPairs, PairCandidates, Policy, PolicyInput
 from gpumosaic.policies.isolated import Isolated
 from gpumosaic.policies.lp_solve import PolicySolveError
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
@@ -58,6 +58,11 @@ class AllocationBook:
         self.solves = 0
         self.solve_s = 0.0
         self.fallbacks = Fallbacks()  # the policy's, summed over solves
+        # The live service's: Gavel's table for packed rates when the decider's own
+        # throughputs are not the table (its priors), and its measured pair rates over
+        # the table's ((rows of the solve, candidates) -> candidates; None: the table's).
+        self.pair_table: GavelThroughputTable | None = None
+        self.pair_rates: Callable[[np.ndarray, PackedPairs], PackedPairs] | None = None
 
     def solve(
         self,
@@ -74,16 +79,15 @@ class AllocationBook:
         rows = np.array(jobs.active_rows, dtype=np.int64)
         packed = None
         pairs = self.pairs
-        if (
-            pairs is not PairCandidates.NONE
-            and isinstance(throughputs, GavelThroughputTable)
-            and len(rows) > 1
-        ):
+        table = throughputs if isinstance(throughputs, GavelThroughputTable) else self.pair_table
+        if pairs is not PairCandidates.NONE and table is not None and len(rows) > 1:
             if self.packed_rates:
                 keys = [m.throughput_key for m in self.models]
                 specs = [jobs.specs[r] for r in rows.tolist()]
                 top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
-                packed = candidate_pairs(specs, throughputs, keys, top_k)
+                packed = candidate_pairs(specs, table, keys, top_k)
+                if packed is not None and self.pair_rates is not None:
+                    packed = self.pair_rates(rows, packed)
             else:
                 # Packed rates exist only for measured models (none are borrowed): this
                 # solve runs without pairs, as ``*_perf`` would; counted, never silent.
