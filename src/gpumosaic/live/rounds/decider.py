@@ -25,8 +25,8 @@ from gpumosaic.mechanisms.rounds.decision import RoundDecider
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
-from gpumosaic.types import FloatArray
 from gpumosaic.policies.base import PackedPairs
+from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # A placeholder, not a calibration: every unmeasured job gets the same rate, so the
@@ -85,6 +85,12 @@ class LiveRoundDecider(RoundDecider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.nodes_away: set[int] = set()
+        # Packed pairs: (row, partner's row, type) -> the row's measured steps/s packed
+        # with the partner; the solve's pair candidates come from the table's rates.
+        self.pair_rates: dict[tuple[int, int, int], float] = {}
+        self.book.pair_rates = self.measured_pairs
+        if isinstance(self.throughputs, PriorThroughputs):
+            self.book.pair_table = self.throughputs.table
 
     def take_out(self, nodes: set[int]) -> None:
         """Nodes went away (their Ray node is lost): the leases on them end, their GPUs
@@ -148,14 +154,6 @@ class LiveRoundDecider(RoundDecider):
         return np.array(self.jobs.rates[row])
 
     # ---- packed pairs (Gavel's space sharing) ----------------------------------------
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # (row, partner's row, type) -> the row's measured steps/s packed with the partner
-        self.pair_rates: dict[tuple[int, int, int], float] = {}
-        self.book.pair_rates = self.measured_pairs
-        if isinstance(self.throughputs, PriorThroughputs):  # pairs: the table's rates
-            self.book.pair_table = self.throughputs.table
 
     def observe_pair_rate(
         self, row: int, partner_row: int, type_index: int, steps_per_s: float

@@ -79,13 +79,15 @@ class AllocationBook:
         rows = np.array(jobs.active_rows, dtype=np.int64)
         packed = None
         pairs = self.pairs
-        table = throughputs if isinstance(throughputs, GavelThroughputTable) else self.pair_table
-        if pairs is not PairCandidates.NONE and table is not None and len(rows) > 1:
+        pair_source = (
+            throughputs if isinstance(throughputs, GavelThroughputTable) else self.pair_table
+        )
+        if pairs is not PairCandidates.NONE and pair_source is not None and len(rows) > 1:
             if self.packed_rates:
                 keys = [m.throughput_key for m in self.models]
                 specs = [jobs.specs[r] for r in rows.tolist()]
                 top_k = len(rows) if pairs is PairCandidates.ALL else self.pair_partners
-                packed = candidate_pairs(specs, table, keys, top_k)
+                packed = candidate_pairs(specs, pair_source, keys, top_k)
                 if packed is not None and self.pair_rates is not None:
                     packed = self.pair_rates(rows, packed)
             else:
