@@ -61,7 +61,7 @@ def test_a_job_token_opens_its_own_leases_only(api_factory) -> None:  # type: ig
     def leases() -> dict[int, str]:
         return {j["id"]: j["lease_id"] for j in client.jobs() if j["lease_id"]}
 
-    wait_for(lambda: len(leases()) == 2, 20, "both jobs to hold a lease")
+    wait_for(lambda: len(leases()) == 2, 90, "both jobs to hold a lease")
     lease_of = leases()
     mine = f"Bearer {job_token(TOKEN, first)}"
     assert status(svc.url, "GET", f"/v1/leases/{lease_of[first]}", mine) == 200
@@ -86,7 +86,7 @@ def test_jobs_get_their_own_token_never_the_services(api_factory) -> None:  # ty
     real_launch = svc.executor.launch
     svc.executor.launch = lambda spec: (launched.append(spec), real_launch(spec))[1]
     job_id = ServiceClient(svc.url, TOKEN).submit({"command": "train", "steps": 1e9})
-    wait_for(lambda: bool(launched), 20, "a launch")
+    wait_for(lambda: bool(launched), 90, "a launch")
     env = dict(launched[0].env)
     assert env["GPUMOSAIC_TOKEN"] == job_token(TOKEN, job_id)
     assert TOKEN not in "".join(env.values())

@@ -87,7 +87,7 @@ def test_an_extension_saves_before_the_process_goes_on(service: Service, tmp_pat
     state = {"step": 0}
 
     def decide() -> None:
-        wait_for(lambda: service.table.get("C2").parked, 10, "the job to park")  # type: ignore[union-attr]
+        wait_for(lambda: service.table.get("C2").parked, 60, "the job to park")  # type: ignore[union-attr]
         service.table.extend("C2", until_step=20, deadline=time.time() + 60, measured=True)
         wait_for(
             lambda: service.table.get("C2").steps >= 20 and service.table.get("C2").parked,  # type: ignore[union-attr]

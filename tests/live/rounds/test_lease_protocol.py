@@ -56,7 +56,7 @@ def test_park_extend_stop_and_checkpoint(service: Service, tmp_path: Path) -> No
     seen: list[int] = []
 
     def decide() -> None:
-        wait_for(lambda: service.table.get("L1").parked, 10, "the job to park")  # type: ignore[union-attr]
+        wait_for(lambda: service.table.get("L1").parked, 60, "the job to park")  # type: ignore[union-attr]
         service.table.extend("L1", until_step=15, deadline=time.time() + 60, measured=True)
         wait_for(
             lambda: (
