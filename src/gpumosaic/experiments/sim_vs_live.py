@@ -10,6 +10,12 @@ job time: the mean, because the work a round loses is the sum of its latencies) 
 compare the two: average JCT, makespan, per-job JCT differences, and the rounds whose
 plan is the simulator's.
 
+Every workload ``simulate --mechanism rounds`` takes replays: each emulated job steps at
+the rate the simulator admits it with (the workload's own throughputs, handed to the job
+as ``emulate --rates``: ``live/rounds/replay.py EmulatedJobs``), Gavel job or not. The
+rounds simulator rejects CPU-only jobs (no GPU to schedule); they are not submitted live
+and are said so.
+
 The time scale: given, or chosen so the live run takes about ``wall_budget_s``: the
 simulator's makespan (no launch latency) over 80 % of the budget, at least 1.
 """
@@ -43,7 +49,7 @@ from gpumosaic.sim.result import JobStatus, SimResult
 
 if TYPE_CHECKING:
     from gpumosaic.live.rounds.cluster import LiveCluster
-    from gpumosaic.live.rounds.replay import LiveReplay
+    from gpumosaic.live.rounds.replay import JobSubmitter, LiveReplay
 
 MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
 BUDGET_SHARE = 0.8  # of --wall-budget-s given to the live run's job-time makespan
@@ -154,7 +160,10 @@ def compare(
     options: SimVsLiveOptions,
     say: Callable[[str], None] = lambda _: None,
     state_dir: Path | None = None,
+    submitter: JobSubmitter | None = None,
 ) -> Comparison:
+    """``submitter``: how jobs are submitted live (default: emulated jobs at the
+    simulator's rates on the live cluster's models)."""
     description = rounds_description(options.description)
     parts = build_parts(description)
     traits = getattr(parts.policy, "traits", None)  # a rounds run: an allocation policy
@@ -165,11 +174,12 @@ def compare(
             field="--policy",
             value=description.policy,
         )
-    jobs = _finite_jobs(parts)
-    _check_emulable(jobs)
+    jobs = _gpu_jobs(_finite_jobs(parts), say)
     counts = _model_counts(parts)
     cluster = _live_cluster(counts)
     sim_parts = build_parts(description, cluster=cluster.spec)
+    if submitter is None:
+        submitter = _emulated(sim_parts)
 
     scale = options.time_scale
     if scale is None:
@@ -189,7 +199,10 @@ def compare(
         target_path = root / "target.csv"
         root.mkdir(parents=True, exist_ok=True)
         _write_target(parts.workload.target_sample(), target_path)
-        live = _run_live(description, counts, cluster, jobs, scale, limit, root, target_path, say)
+        live = _run_live(
+            description, counts, cluster, jobs, submitter, scale, limit, root, target_path, say,
+            parts.workload.measure,
+        )  # fmt: skip
     latencies = sorted(live.launch_latency_s)
     latency = statistics.fmean(latencies) if latencies else 0.0
     say(
@@ -247,11 +260,13 @@ def _run_live(
     counts: Sequence[tuple[str, int]],
     cluster: LiveCluster,
     jobs: Sequence[JobSpec],
+    submitter: JobSubmitter,
     scale: float,
     limit_s: float,
     root: Path,
     target_path: Path,
     say: Callable[[str], None],
+    measure: tuple[int, int] | None = None,
 ) -> LiveReplay:
     from gpumosaic.live.rounds.replay import replay
     from gpumosaic.live.rounds.service import ServiceConfig
@@ -276,9 +291,19 @@ def _run_live(
     def progress(done: int, total: int) -> None:
         if done != last[0]:
             last[0] = done
-            say(f"live: {done}/{total} jobs final after {time.monotonic() - started:.0f} s")
+            say(
+                f"live: {done}/{total} measured jobs final after {time.monotonic() - started:.0f} s"
+            )
 
-    return replay(jobs, config, cluster, wall_limit_s=limit_s, progress=progress)
+    return replay(
+        jobs,
+        config,
+        cluster,
+        submitter,
+        wall_limit_s=limit_s,
+        progress=progress,
+        measure=measure,
+    )
 
 
 def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
@@ -305,21 +330,27 @@ def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
 # ---- inputs ------------------------------------------------------------------------
 
 
-def _check_emulable(jobs: Sequence[JobSpec]) -> None:
-    """Emulated jobs step at Gavel's table rate for their job type: a workload whose jobs
-    have none (openb tasks, job lists in ``duration_s``) cannot run live yet."""
-    from gpumosaic.workloads.throughputs import GavelThroughputTable
+def _emulated(parts: RunParts) -> JobSubmitter:
+    """Emulated jobs at the rates the simulator admits them with: the workload's own
+    throughputs on each GPU model of the (live) cluster ``parts`` was built on."""
+    from gpumosaic.live.rounds.replay import EmulatedJobs
 
-    table = GavelThroughputTable.load()
-    for job in jobs:
-        scale = max(job.num_gpu, 1)
-        if not any(table.has(job.job_type, scale, column) for column in table.gpu_types):
-            raise InputError(
-                f"job {job.id} ({job.job_type!r} on {scale} GPU(s)) has no rate in Gavel's "
-                "table, so it cannot be emulated live: use a Gavel workload or a job list "
-                "with job_type and steps",
-                field="--workload",
-            )
+    models = tuple(dict.fromkeys(node.gpu for node in parts.cluster.nodes))
+    return EmulatedJobs(parts.workload.throughputs, models)
+
+
+def _gpu_jobs(jobs: Sequence[JobSpec], say: Callable[[str], None]) -> list[JobSpec]:
+    """The jobs to submit live: the rounds simulator rejects CPU-only jobs (it schedules
+    GPUs), so they are left out of the live run, and said so."""
+    kept = [j for j in jobs if j.num_gpu > 0]
+    if len(kept) < len(jobs):
+        say(
+            f"{len(jobs) - len(kept)} CPU-only job(s) not submitted live: the rounds "
+            "simulator rejects them (cpu_only)"
+        )
+    if not kept:
+        raise InputError("the workload has no GPU job to run live", field="--workload")
+    return kept
 
 
 def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
@@ -327,14 +358,16 @@ def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
 
 
 def _finite_jobs(parts: RunParts) -> list[JobSpec]:
+    """The jobs the live side may submit. A window's stream goes on past the window (as
+    the simulator's does, until the window's jobs are done: the replay stops there),
+    cut at ``MAX_LIVE_JOBS``."""
     jobs = list(islice(iter(parts.workload.jobs), MAX_LIVE_JOBS + 1))
-    if len(jobs) > MAX_LIVE_JOBS and parts.workload.measure is None:
+    measure = parts.workload.measure
+    if len(jobs) > MAX_LIVE_JOBS and (measure is None or measure[1] > MAX_LIVE_JOBS):
         raise InputError(
             f"the live side replays at most {MAX_LIVE_JOBS} jobs: use jobs=N or a window",
             field="--workload",
         )
-    if parts.workload.measure is not None:
-        jobs = [j for j in jobs if j.id < parts.workload.measure[1]]
     return jobs[:MAX_LIVE_JOBS]
 
 
