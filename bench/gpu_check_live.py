@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpumosaic.live.rounds.submission import JobSubmission
     from gpumosaic.model.job import JobSpec
+    from gpumosaic.run.description import RunDescription
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pytorch_train.py"
 CHECKS = ("all", "share", "sim-vs-live")
@@ -165,7 +166,7 @@ def job_list(args: argparse.Namespace, steps_per_s: float, path: Path) -> list[d
     return rows
 
 
-def description_for(args: argparse.Namespace, workload: Path):  # type: ignore[no-untyped-def]
+def description_for(args: argparse.Namespace, workload: Path) -> RunDescription:
     from gpumosaic.run.description import RunDescription
 
     return RunDescription(
@@ -237,11 +238,16 @@ def sim_vs_live_real(args: argparse.Namespace) -> dict[str, object]:
         path = Path(tmp) / "jobs.csv"
         rows = job_list(args, rate, path)
         lines: list[str] = []
+
+        def say(line: str) -> None:
+            lines.append(line)
+            print(line, file=sys.stderr, flush=True)
+
         comparison = compare(
             SimVsLiveOptions(
                 description_for(args, path), time_scale=1.0, wall_limit_s=4 * args.timeout_s
             ),
-            say=lambda line: (lines.append(line), print(line, file=sys.stderr)),
+            say=say,
             state_dir=Path(tmp) / "state",
             submitter=RealJobs(command, rate),
         )
