@@ -179,35 +179,3 @@ def test_sim_vs_live_json_on_a_duration_job_list(ray_cluster: object) -> None:
     assert abs(data["avg_jct_rel_diff"]) < 0.5 and abs(data["makespan_rel_diff"]) < 0.5
     assert 0 <= data["per_job_rel_diff_median"] < 1.0
     assert data["rounds_identical"] >= 1  # the first round is decided alike
-
-
-def test_the_live_decider_re_solves_for_an_arrival_after_its_first_round_as_the_simulator(
-    tmp_path: Path,
-) -> None:
-    """The simulator's first round is at time 0, the live service's a moment after its
-    epoch: Gavel's free re-solve while the last reset is the start's must hold for both
-    (before, a job arriving at 144 s waited for the resolve interval live only)."""
-    import numpy as np
-
-    from gpumosaic.live.rounds.cluster import RayNode, discover
-    from gpumosaic.live.rounds.service import ServiceConfig, build_decider
-
-    live = discover([RayNode("node-a", "127.0.0.1", (("V100", 2), ("K80", 2)))], None)
-    config = ServiceConfig(
-        round_s=360.0, resolve_interval_s=1920.0, state=str(tmp_path / "state.db")
-    )
-
-    def job(i: int, at: float) -> JobSpec:
-        return JobSpec(id=i, arrival_s=at, job_type="job", num_gpu=1, gpu_milli=1000,
-                       work=3600.0)  # fmt: skip
-
-    for start in (0.0, 0.2):  # the simulator's first round, the live one's
-        decider, _ = build_decider(config, live)
-        decider.admit(job(0, 0.0), np.ones(len(decider.type_names)))
-        decider.plan(start)
-        assert decider.book.solves == 1
-        decider.admit(job(1, 144.0), np.ones(len(decider.type_names)))
-        assert decider.solve_due(start + 360.0), start
-        decider.plan(start + 360.0)
-        decider.admit(job(2, 500.0), np.ones(len(decider.type_names)))
-        assert not decider.solve_due(start + 720.0)  # now the resolve interval holds

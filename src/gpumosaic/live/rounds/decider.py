@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumosaic.mechanisms.rounds.decision import RoundDecider, RoundPlan
+from gpumosaic.mechanisms.rounds.decision import RoundDecider
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.workloads.throughputs import GavelThroughputTable
@@ -47,23 +47,6 @@ class PriorThroughputs:
 
 class LiveRoundDecider(RoundDecider):
     """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc)."""
-
-    start_s: float | None = None  # the decision time of this run's first round
-
-    def plan(self, now: float) -> RoundPlan:
-        if self.start_s is None:
-            self.start_s = now
-        return super().plan(now)
-
-    def solve_due(self, now: float) -> bool:
-        """Gavel re-solves freely while its last reset is the one at the run's start:
-        time 0 in the simulator, the first round here, which begins a moment after the
-        service's epoch (0.1-0.3 s of job time), so ``last == 0`` never held live and a
-        job arriving in the first resolve interval waited up to 1,920 s longer than in
-        the simulator (sim-vs-live, docs/live.md)."""
-        if self.need_solve and self.book.solves and self.book.last_reset_s == self.start_s:
-            return True
-        return super().solve_due(now)
 
     def withdraw(self, row: int, now: float) -> None:
         """The job left for good (cancelled, failed): it is no longer active, its cached
