@@ -179,3 +179,20 @@ def test_sim_vs_live_json_on_a_duration_job_list(ray_cluster: object) -> None:
     assert abs(data["avg_jct_rel_diff"]) < 0.5 and abs(data["makespan_rel_diff"]) < 0.5
     assert 0 <= data["per_job_rel_diff_median"] < 1.0
     assert data["rounds_identical"] >= 1  # the first round is decided alike
+
+
+def test_the_replay_ends_only_when_the_decider_has_recorded_each_completion() -> None:
+    """The store marks a job done at its last report, the decider at the next tick: the
+    records (JCTs) are the decider's, so the replay waits for it (a Gavel window once
+    lost its longest job's JCT and the makespan this way)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from gpumosaic.live.rounds.replay import _recorded
+
+    jobs = SimpleNamespace(finish_s=np.array([np.nan, 120.0]))
+    driver = SimpleNamespace(row_of={7: 0, 8: 1}, decider=SimpleNamespace(jobs=jobs))
+    assert not _recorded(driver, 7)  # type: ignore[arg-type]
+    assert _recorded(driver, 8)  # type: ignore[arg-type]
+    assert _recorded(driver, 9)  # type: ignore[arg-type]  # never admitted (rejected)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpumosaic.live.rounds.cluster import LiveCluster
+from gpumosaic.live.rounds.driver import RoundDriver
 from gpumosaic.live.rounds.service import Service, ServiceConfig
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
@@ -164,10 +165,14 @@ def replay(
                     store.add_job(submitter.submission(job, cadence), clock(), config.max_retries)
                 ] = job.id
                 nxt += 1
-            done = sum(1 for j in store.jobs() if j.terminal and id_of.get(j.id) in watched)
+            final = [j for j in store.jobs() if j.terminal and id_of.get(j.id) in watched]
             if progress is not None:
-                progress(done, len(watched))
-            if done == len(watched) and (measure is not None or nxt == len(ordered)):
+                progress(len(final), len(watched))
+            if (
+                len(final) == len(watched)
+                and (measure is not None or nxt == len(ordered))
+                and all(_recorded(driver, j.id) for j in final if j.state == "done")
+            ):
                 finished = True
                 break
             wait = 0.2
@@ -212,6 +217,14 @@ def replay(
         launches=c.launches,
         extensions=c.extensions,
     )
+
+
+def _recorded(driver: RoundDriver, job_id: int) -> bool:
+    """Whether the decider has recorded the job's completion: the store marks a job
+    done when its process reports its last step, the decider at the driver's next tick,
+    and the records are the decider's (stopping in between lost the last job's JCT)."""
+    row = driver.row_of.get(job_id)
+    return row is None or not math.isnan(float(driver.decider.jobs.finish_s[row]))
 
 
 def _as_workload_job(record: JobRecord, id_of: dict[int, int], lo: float, hi: float) -> JobRecord:
