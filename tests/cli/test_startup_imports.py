@@ -203,21 +203,98 @@ def test_a_mistake_is_refused_before_the_simulators_load(
     assert top_level(modules, HEAVY + SIMULATOR + RUN_ONLY) == []
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ("simulate", "--placement", "nosuch"),  # placement names parse with numpy's types
-        ("simulate", "--cluster", "v100:x"),  # the cluster is parsed when the run is built
-    ],
-    ids=" ".join,
+# A mistake inside a spec string (issue 28): refused by that spec's grammar -- the parser
+# the build itself uses, in plain Python -- before numpy, a scorer, a policy class, the
+# simulators or a command's service loads. "{out}" is a fresh folder (compare writes one).
+SPEC_MISTAKES = (
+    ("simulate", "--cluster", "v100:x"),
+    ("simulate", "--cluster", "h100:4"),
+    ("simulate", "--cluster", "v100:5", "--gpus-per-node", "2"),
+    ("simulate", "--cluster", "openb:gpu", "--gpus-per-node", "2"),
+    ("simulate", "--placement", "fgdd"),
+    ("simulate", "--placement", "pwr=x,fgd"),
+    ("simulate", "--sharing", "nvshare:tq=-1"),
+    ("simulate", "--sharing", "capd"),
+    ("simulate", "--sharing", "parametric:alpha=-1"),
+    ("simulate", "--sharing", "gandiva:packing=maybe"),
+    ("simulate", "--mechanism", "rounds", "--policy", "fifo", "--sharing", "nvshare:tq=0"),
+    ("simulate", "--mechanism", "gandiva", "--placement", "fgdd"),
+    ("simulate", "--workload", "gavel:jobs=abc"),
+    ("simulate", "--workload", "gavel:jobs=0"),
+    ("simulate", "--workload", "gavl:jobs=3"),
+    ("simulate", "--workload", "gavel-stream:rate=3"),
+    ("simulate", "--workload", "openb:default,compress=0"),
+    ("simulate", "--workload", "openb:defaultt"),
+    ("simulate", "--cluster", "openb:gpuu"),
+    ("simulate", "--cluster", "{out}/nodes.csv"),
+    ("simulate", "--background", "openb:default,fraction=2"),
+    ("simulate", "--background", "openb:nosuch"),
+    ("compare", "--out", "{out}", "--cluster", "v100:x"),
+    ("compare", "--out", "{out}", "--placements", "fgdd"),
+    ("compare", "--out", "{out}", "--sharing", "nvshare:tq=-1"),
+    ("compare", "--out", "{out}", "--workload", "gavel:jobs=abc"),
+    ("compare", "--out", "{out}", "--policies", "nosuch", "--rates", "1"),
+    ("compare", "--out", "{out}", "--policies", "fifo", "--rates", "1", "--cluster", "v100:x"),
+    ("compare", "--out", "{out}", "--mode", "fill", "--placements", "fgdd"),
+    ("serve", "--cluster", "v100:x"),
+    ("serve", "--placement", "fgdd"),
+    ("serve", "--policy", "nosuch"),
+    ("sim-vs-live", "--cluster", "v100:x", "--workload", "gavel:jobs=3", "--policy", "fifo"),
+    ("sim-vs-live", "--cluster", "v100:2", "--workload", "gavel:jobs=abc", "--policy", "fifo"),
+    ("extender", "--cluster", "v100:x"),
+    ("extender", "--placement", "fgdd"),
+    ("extender", "replay", "--placement", "fgdd"),
+    ("fill", "--placement", "fgdd"),
+    ("fill", "--nodes", "openb:gpuu"),
+    ("fill", "--tasks", "{out}/tasks.csv"),
 )
-def test_a_parsed_mistake_loads_no_simulator(tmp_path: Path, argv: tuple[str, ...]) -> None:
-    # Building the run's parts is allowed (run.build, the job-list reader's yaml); running
-    # it is not: no simulator, round decider, solver, dataframe or Parquet.
-    modules = loaded(tmp_path, *argv, code=2)
-    simulators = ("gpumosaic.sim.event", "gpumosaic.sim.rounds", "gpumosaic.sim.gandiva")
-    heavy = tuple(n for n in HEAVY if n != "yaml")
-    assert top_level(modules, heavy + simulators + ("gpumosaic.mechanisms",)) == []
+# What a spec mistake never loads: HEAVY, SIMULATOR and RUN_ONLY, the scorers, the policy
+# classes, the sharing models, the mechanisms' deciders, the live services. (The package
+# gpumosaic.mechanisms itself loads for ``--sharing gandiva:...``: Gandiva's options are
+# its plain-Python ``mechanisms.gandiva.config``.)
+NEVER_FOR_A_SPEC = tuple(n for n in HEAVY + SIMULATOR + RUN_ONLY if n != "gpumosaic.mechanisms")
+SPEC_ONLY = (
+    "gpumosaic.mechanisms.event",
+    "gpumosaic.mechanisms.rounds",
+    "gpumosaic.placement.scorers",
+    "gpumosaic.placement.base",
+    "gpumosaic.policies.base",
+    "gpumosaic.sharing.interference",
+    "gpumosaic.sharing.speed",
+    "gpumosaic.mechanisms.gandiva.decider",
+    "gpumosaic.model.state",
+    "gpumosaic.workloads.gavel",
+    "gpumosaic.live.rounds.service",
+    "gpumosaic.experiments.sim_vs_live",
+)
+
+
+@pytest.mark.parametrize("argv", SPEC_MISTAKES, ids=" ".join)
+def test_a_spec_mistake_is_refused_before_numpy_loads(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    args = [a.replace("{out}", str(tmp_path / "out")) for a in argv]
+    modules = loaded(tmp_path, *args, code=2)
+    assert top_level(modules, NEVER_FOR_A_SPEC + SPEC_ONLY) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "arrival_s,num_gpu,duration_s\n0,1,60\n0,1e12,60\n",  # a bad number, row 3
+        "arrival_s,num_gpu,steps,job_type\n0,1,60,A3D\n",  # an unknown job type
+        None,  # no such file
+    ],
+    ids=["bad-row", "job-type", "missing"],
+)
+def test_a_job_list_mistake_is_refused_before_numpy_loads(tmp_path: Path, text: str | None) -> None:
+    jobs = tmp_path / "jobs.csv"
+    if text is not None:
+        jobs.write_text(text)
+    modules = loaded(tmp_path, "simulate", "--workload", str(jobs), code=2)
+    # The job-list reader's yaml is allowed (it reads YAML lists too); nothing else.
+    expected = tuple(n for n in NEVER_FOR_A_SPEC if n != "yaml")
+    assert top_level(modules, expected + SPEC_ONLY) == []
 
 
 def test_the_mechanism_registry_loads_no_simulator() -> None:
@@ -232,3 +309,23 @@ def test_the_mechanism_registry_loads_no_simulator() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        'cluster = "v100:x"\nworkload = "gavel:jobs=5"',
+        'cluster = "v100:4"\nworkload = "gavel:jobs=abc"',
+        'cluster = "v100:4"\nworkload = "gavel:jobs=5"\nplacement = "fgdd"',
+        'cluster = "v100:4"\nworkload = "gavel:jobs=5"\nsharing = "nvshare:tq=-1"',
+    ],
+    ids=["cluster", "workload", "placement", "sharing"],
+)
+def test_a_study_files_spec_mistake_is_refused_before_numpy_loads(
+    tmp_path: Path, grid: str
+) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(f'[experiment]\nname = "x"\n\n[grid]\n{grid}\n')
+    modules = loaded(tmp_path, "run", str(study), "--out", str(tmp_path / "out"), code=2)
+    # The study kind's grid is checked without its runs' imports (Parquet, the simulators).
+    assert top_level(modules, NEVER_FOR_A_SPEC + SPEC_ONLY) == []

@@ -374,3 +374,157 @@ def test_a_job_type_label_in_a_duration_list_is_checked_too(tmp_path: Path) -> N
     jobs.write_text("arrival_s,num_gpu,duration_s,job_type\n0,1,60,A3C\n0,1,60,ResNet-5O\n")
     line = one_line_error(["simulate", "--workload", str(jobs)])
     assert "row 3, field 'job_type': unknown job type 'ResNet-5O'" in line
+
+
+# Issue 28: a mistake inside a spec string is refused by a quick check (plain Python, no
+# numpy: tests/cli/test_startup_imports.py) that is the build's own parser, so the line is
+# the one the build gives, as it was before the quick check existed.
+SPEC_LINES = [
+    ("--cluster", "v100:x", "--cluster: cluster part 'v100:x' is not MODEL:COUNT (e.g. v100:4)"),
+    ("--cluster", "h100:4", "--cluster: unknown GPU model 'h100' (did you mean 'V100'?)"),
+    (
+        "--placement",
+        "fgdd",
+        "--placement fgdd: unknown placement (did you mean 'fgd'?); known: random, dotprod",
+    ),
+    ("--placement", "pwr=x,fgd", "--placement 'pwr=x,fgd': weight of 'pwr' is not a number"),
+    ("--placement", "random=1,fgd", "--placement 'random=1,fgd': 'random' cannot be combined"),
+    ("--sharing", "nvshare:tq=-1", "--sharing: nvshare option: tq must be a positive number"),
+    (
+        "--sharing",
+        "capd",
+        "--sharing capd: unknown sharing model (did you mean 'capped'?); known: none, "
+        "parametric, measured, capped, nvshare, gandiva",
+    ),
+    (
+        "--sharing",
+        "parametric:alpha=-1",
+        "--sharing: alpha must be >= 0, got -1.0 in 'parametric:alpha=-1'",
+    ),
+    ("--sharing", "capped:x=1", "--sharing: 'capped' takes no options"),
+    (
+        "--sharing",
+        "gandiva:packing=maybe",
+        "--sharing: gandiva option packing: expected on or off (or true/false, yes/no, 1/0), "
+        "got 'maybe'",
+    ),
+    (
+        "--workload",
+        "gavel:jobs=abc",
+        "--workload: gavel workload option jobs: expected a whole number, got 'abc'",
+    ),
+    ("--workload", "gavel:jobs=0", "--workload: gavel workload: jobs must be >= 1"),
+    (
+        "--workload",
+        "gavel-stream:rate=3",
+        "--workload: gavel-stream option: gavel-stream needs window=A-B and a rate",
+    ),
+    (
+        "--workload",
+        "openb:default,compress=0",
+        "--workload: openb option: compress must be a positive number, got 0.0",
+    ),
+]
+
+
+def _built_line(flag: str, value: str) -> str:
+    """The line of the error the build's own function raises for ``flag value``."""
+    from gpumosaic.errors import InputError
+    from gpumosaic.model.job import JobSpec
+    from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.run.mechanisms.gandiva import GandivaMechanism
+    from gpumosaic.run.parts import build_placement_for
+    from gpumosaic.sharing.speed import build_speed_model
+    from gpumosaic.workloads.spec import parse_cluster, parse_workload
+
+    target = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
+    build = {
+        "--cluster": lambda: parse_cluster(value),
+        "--placement": lambda: build_placement_for(value, target),
+        "--workload": lambda: parse_workload(value, 0),
+        "--sharing": lambda: (
+            GandivaMechanism().sharing(RunDescriptionStub(value))
+            if value.startswith("gandiva")
+            else build_speed_model(value)
+        ),
+    }[flag]
+    with pytest.raises(InputError) as built:
+        build()
+    return f"error: {built.value}"
+
+
+class RunDescriptionStub:
+    """What ``GandivaMechanism.sharing`` reads of a description."""
+
+    def __init__(self, sharing: str) -> None:
+        self.sharing = sharing
+
+
+@pytest.mark.parametrize(("flag", "value", "line"), SPEC_LINES, ids=lambda v: str(v)[:24])
+def test_a_spec_mistake_is_the_builds_own_line(flag: str, value: str, line: str) -> None:
+    shown = one_line_error([*SIM, flag, value])
+    assert shown.startswith(f"error: {line}")
+    assert shown == _built_line(flag, value)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--cluster", "v100:x"], "error: --cluster: cluster part 'v100:x' is not MODEL:COUNT"),
+        (["--placements", "fgdd"], "error: --placements fgdd: unknown placement (did you mean"),
+        (["--sharing", "nvshare:tq=-1"], "error: --sharing: nvshare option: tq must be a posi"),
+        (["--workload", "gavel:jobs=abc"], "error: --workload: gavel workload option jobs: exp"),
+        (["--policies", "nosuch", "--rates", "1"], "error: --policies nosuch: unknown policy"),
+        (["--policies", "fifo", "--rates", "1", "--placements", "fgdd"], "--placements fgdd"),
+        (["--mode", "fill", "--placements", "fgdd"], "error: --placements fgdd: unknown place"),
+        (["--sharing", "gandiva", "--placements", "affinity,nosuch"], "--placements nosuch"),
+    ],
+)
+def test_compare_refuses_a_spec_before_the_experiment_file(
+    args: list[str], line: str, tmp_path: Path
+) -> None:
+    assert line in one_line_error(["compare", *args, "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()  # nothing made, nothing written, nothing run
+
+
+LIVE = ["sim-vs-live", "--policy", "fifo"]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["serve", "--cluster", "v100:x"], "error: --cluster: cluster part 'v100:x' is not"),
+        (["serve", "--placement", "fgdd"], "error: --placement fgdd: unknown placement (did"),
+        (["serve", "--policy", "fifoo"], "error: --policy fifoo: unknown policy (did you mean"),
+        (["extender", "--placement", "fgdd"], "error: --placement fgdd: unknown placement"),
+        (["extender", "--cluster", "v100:x"], "error: --cluster: cluster part 'v100:x' is not"),
+        (["extender", "replay", "--placement", "fgdd"], "error: --placement fgdd: unknown"),
+        (["fill", "--placement", "pwr=0,fgd"], "error: --placement 'pwr=0,fgd': weight of 'pwr'"),
+        (
+            [
+                "sim-vs-live",
+                "--cluster",
+                "v100:2",
+                "--workload",
+                "gavel:jobs=x",
+                "--policy",
+                "fifo",
+            ],
+            "error: --workload: gavel workload option jobs: expected a whole number, got 'x'",
+        ),
+        (
+            [
+                "sim-vs-live",
+                "--cluster",
+                "v100:x",
+                "--workload",
+                "gavel:jobs=3",
+                "--policy",
+                "fifo",
+            ],
+            "error: --cluster: cluster part 'v100:x' is not MODEL:COUNT",
+        ),
+    ],
+)
+def test_every_command_refuses_a_spec_in_one_line(args: list[str], line: str) -> None:
+    assert line in one_line_error(args)

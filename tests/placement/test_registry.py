@@ -7,7 +7,12 @@ import pytest
 from placement_builders import cluster, job, occupy, workload
 
 from gpumosaic.errors import InputError
-from gpumosaic.placement.registry import build_placement, placement_names
+from gpumosaic.placement.registry import (
+    PlacementChoice,
+    build_placement,
+    parse_placement,
+    placement_names,
+)
 from gpumosaic.placement.scorers import FgdScorer, RandomPlacement, ScoredPlacement
 
 WL = workload((1, 500, 0, 1.0))
@@ -71,14 +76,29 @@ def test_combination_is_weighted_sum_of_normalized_scores() -> None:
     [
         ("nope", "--placement nope: unknown placement"),
         ("pwr=abc,fgd=800", "not a number"),
-        ("pwr=-1,fgd=800", "must be > 0"),
+        ("pwr=-1,fgd=800", "must be a number > 0 and at most"),
+        ("pwr=inf,fgd=800", "must be a number > 0 and at most 1e\\+06, got inf"),
+        ("pwr=nan,fgd=800", "got nan"),
+        ("pwr=1e308,fgd=1e308", "got 1e308"),  # finite, but their sum is not
         ("random=1,fgd=2", "cannot be combined"),
         ("", "empty placement"),
     ],
 )
 def test_errors(spec: str, message: str) -> None:
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(InputError, match=message) as built:
         build_placement(spec, WL)
+    # The grammar alone (no scorer: a user mistake's quick check) refuses it the same way.
+    with pytest.raises(InputError) as parsed:
+        parse_placement(spec)
+    assert str(parsed.value) == str(built.value)
+
+
+def test_the_grammar_reads_names_and_weights() -> None:
+    assert parse_placement("Best-Fit") == PlacementChoice(False, (("bestfit", 1000.0),))
+    assert parse_placement("strided").members == (("worstfit", 1000.0),)
+    assert parse_placement("random").random
+    choice = parse_placement("pwr=200,fgd-exact=800")
+    assert choice.weighted and choice.members == (("pwr", 200.0), ("fgdexact", 800.0))
 
 
 def test_fgd_needs_workload() -> None:

@@ -106,3 +106,24 @@ def test_fifo_under_rounds_follows_the_seed(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         jcts[seed] = json.loads(result.stdout)["avg_jct_s"]
     assert len(set(jcts.values())) > 1, jcts
+
+
+def test_gandivas_own_order_is_the_name_its_ranking_registers() -> None:
+    # run/mechanisms/gandiva.py spells it so that checking a description loads no ranking.
+    from gpumosaic.mechanisms.gandiva.ranking import AFFINITY
+    from gpumosaic.run.mechanisms.gandiva import GandivaMechanism
+
+    mechanism = GandivaMechanism()
+    assert mechanism.own_placement == AFFINITY == mechanism.default_placement
+
+
+def test_lazy_packages_still_name_everything() -> None:
+    # gpumosaic.model, .sharing and .mechanisms.gandiva load their names on first use.
+    import importlib
+
+    for package in ("gpumosaic.model", "gpumosaic.sharing", "gpumosaic.mechanisms.gandiva"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, (package, name)
+        with pytest.raises(AttributeError):
+            module.no_such_name  # noqa: B018

@@ -31,6 +31,7 @@ BASE = {"cluster": "v100:4", "workload": "gavel:jobs=4,rate=0"}
         ({"round_s": "soon"}, "--round-s"),
         ({"rounds": 3}, "--rounds"),
         ({"cluster": " "}, "--cluster"),
+        ({"estimate_throughputs": True}, "--estimate-throughputs"),  # the event mechanism
     ],
 )
 def test_every_bad_field_names_its_option(values: dict[str, object], flag: str) -> None:
@@ -59,6 +60,7 @@ def test_the_old_name_builds_the_same_validated_value() -> None:
         "resolve_interval_s",
         "sharing",
         "background",
+        "estimate_throughputs",
     ]
 
 

@@ -105,3 +105,19 @@ def test_build_interference_specs() -> None:
 def test_build_interference_rejects(spec: str) -> None:
     with pytest.raises(InputError):
         build_interference(spec, table=FakeTable())
+
+
+@pytest.mark.parametrize(
+    "spec", ["capd", "none:x=1", "capped:x=1", "parametric:busy=2", "nvshare:tq=0", "gandiva"]
+)
+def test_the_grammar_refuses_what_the_build_refuses(spec: str) -> None:
+    # sharing/spec.py is the one --sharing grammar: checked alone (no numpy) or built.
+    from gpumosaic.errors import InputError
+    from gpumosaic.sharing.spec import parse_sharing
+    from gpumosaic.sharing.speed import build_speed_model
+
+    with pytest.raises(InputError) as built:
+        build_speed_model(spec)
+    with pytest.raises(InputError) as parsed:
+        parse_sharing(spec)
+    assert str(parsed.value) == str(built.value)

@@ -24,6 +24,7 @@ from gpumosaic.workloads.estimation import (
     complete_matrix,
     cosine_nearest,
     estimate_new_gpu_type,
+    estimate_rates,
     estimate_row,
     gavel_reference_matrix,
 )
@@ -102,3 +103,19 @@ def test_cosine_nearest_and_errors() -> None:
         cosine_nearest(np.array([np.nan, np.nan, np.nan]), reference)
     with pytest.raises(ValueError, match="positive"):
         complete_matrix(np.array([[1.0, -1.0]]))
+
+
+def test_estimate_rates_keeps_measured_entries_and_has_a_prior(reference) -> None:  # type: ignore[no-untyped-def]
+    cols = [c for c, (_, partner) in enumerate(reference.columns) if partner == ISOLATED]
+    iso = reference.values[1:, cols]  # every type but the first: its references
+    true = reference.values[0, cols]
+    prior = estimate_rates(iso, np.full(3, np.nan), rank=1)
+    assert np.isfinite(prior).all() and (prior > 0).all()
+    partial = np.array([true[0], np.nan, np.nan])
+    row = estimate_rates(iso, partial, rank=1)
+    assert row[0] == true[0]
+    # One measured model sets the job's level: the others move with it.
+    doubled = estimate_rates(iso, 2 * partial, rank=1)
+    assert doubled[1:] == pytest.approx(2 * row[1:], rel=1e-6)
+    with pytest.raises(ValueError, match="row"):
+        estimate_rates(iso, np.ones(4))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -167,7 +167,6 @@ def compare(
             check_number(float(rate), "--rates", above=0)
     out = out if out is not None else default_out(mode, policies)
     check_out_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
     sharings = sharing or ["none"]
     if background is not None and (mode == "fill" or policies is not None):
         raise InputError(
@@ -183,8 +182,31 @@ def compare(
             field="--background",
             value=background,
         )
-    from gpumosaic.experiments.study.compare_file import write_compare_experiment
     from gpumosaic.run.description import DEFAULT_PLACEMENT
+
+    if mode == "fill":
+        check_placements(split_placements(placements or DEMO_PLACEMENTS))
+    elif policies is not None:
+        check_policy_sweep(
+            _split(policies),
+            cluster,
+            workload,
+            split_placements(placements or DEFAULT_PLACEMENT),
+        )
+    else:
+        check_comparison(
+            split_placements(placements or DEMO_PLACEMENTS),
+            sharings,
+            cluster=cluster,
+            workload=workload,
+            policy=policy,
+            gpus_per_node=gpus_per_node,
+            backfill=backfill,
+            mechanism=mechanism,
+            background=background,
+        )
+    out.mkdir(parents=True, exist_ok=True)  # every check passed: the first thing made
+    from gpumosaic.experiments.study.compare_file import write_compare_experiment
 
     written = write_compare_experiment(
         out,
@@ -274,7 +296,7 @@ def compare(
         print_table,
         table_rows,
     )
-    from gpumosaic.experiments.runner import RunRequest, is_gandiva
+    from gpumosaic.experiments.runner import RunRequest
     from gpumosaic.experiments.sweeps.runs import write_runs_csv
     from gpumosaic.fallbacks import Fallbacks
     from gpumosaic.workloads.spec import parse_cluster
@@ -300,8 +322,6 @@ def compare(
         for p, m in cells
         for s in seed_list
     ]
-    for p, m in cells:
-        _check_placement(p, gandiva=is_gandiva(m) or mechanism == "gandiva")
     runs = _run_with_progress(requests, n_workers, enabled=not json_out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:
@@ -357,22 +377,55 @@ def default_out(mode: str, policies: str | None) -> Path:
     return Path("runs/compare-fill") if mode == "fill" else Path("runs/compare")
 
 
-def _check_placement(name: str, gandiva: bool) -> None:
-    """Fail before any run starts if a placement name is unknown."""
-    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
-    from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.run.parts import build_placement_for
+# The checks below run before the experiment file is written or a run starts, through
+# the parsers the runs themselves use (plain Python: a mistake costs a line, not numpy).
 
-    if is_affinity(name):
-        if gandiva:
-            return  # Gandiva's own order, not a registry strategy
+
+def check_placements(placements: list[str]) -> None:
+    """Every ``--placements`` entry by the placement grammar."""
+    from gpumosaic.run.parts import check_placement_for
+
+    for placement in placements:
+        check_placement_for(placement, field="--placements")
+
+
+def check_comparison(placements: list[str], sharings: list[str], **common: Any) -> None:
+    """Every (placement, sharing) run's description, validated as ``simulate`` validates
+    it, and the cluster and workload they share."""
+    from gpumosaic.run.description import RunDescription
+
+    description = None
+    for sharing in sharings:
+        for placement in placements:
+            try:
+                description = RunDescription(placement=placement, sharing=sharing, **common)
+            except InputError as err:
+                if err.field != "--placement":
+                    raise
+                raise InputError(err.message, field="--placements", value=err.value) from None
+    if description is not None:
+        description.check_inputs()
+
+
+def check_policy_sweep(
+    policies: list[str], cluster: str, workload: str, placements: list[str]
+) -> None:
+    """A policy sweep's names: each policy, the cluster, the generated workload's kind
+    (its rate is each point's), the placement."""
+    from gpumosaic.run.parts import check_allocation_policy
+    from gpumosaic.workloads.spec import check_cluster
+
+    if not policies:
+        raise InputError("no policies given", field="--policies")
+    for name in policies:
+        check_allocation_policy(name, field="--policies")
+    if workload.partition(":")[0] not in ("gavel", "gavel-stream"):
         raise InputError(
-            "affinity is Gandiva's own server order: only with --sharing gandiva",
-            field="--placements",
+            "a policy sweep needs a generated workload (gavel:... or gavel-stream:...)",
+            field="--workload",
         )
-    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    build_placement_for(name, probe, field="--placements")
+    check_cluster(cluster)
+    check_placements(placements)
 
 
 def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:

@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.errors import InputError
 from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
     PolicyRatePoint,
@@ -40,7 +39,9 @@ def compare_policies(
     workers: int,
     as_json: bool,
 ) -> None:
-    _check(policies, cluster, workload, placement)
+    from gpumosaic.cli.compare import check_policy_sweep
+
+    check_policy_sweep(policies, cluster, workload, [placement])
     points = sweep_points(policies, rates, seeds, cluster, workload, placement)
     out.mkdir(parents=True, exist_ok=True)
     runs = _run(points, max(workers, 1), show_progress=not as_json)
@@ -91,30 +92,6 @@ def compare_policies(
 def _ends(point: PolicyRatePoint) -> str:
     counts = (point.completed_mean, point.rejected_mean, point.unfinished_mean)
     return " / ".join(f"{c:.0f}" if c == round(c) else f"{c:.1f}" for c in counts)
-
-
-def _check(policies: list[str], cluster: str, workload: str, placement: str) -> None:
-    """Fail fast, before any process starts, on a bad name."""
-    import numpy as np
-
-    from gpumosaic.run.parts import build_allocation_policy
-
-    if not policies:
-        raise InputError("no policies given", field="--policies")
-    for name in policies:
-        build_allocation_policy(name, np.random.default_rng(0), field="--policies")
-    if workload.partition(":")[0] not in ("gavel", "gavel-stream"):
-        raise InputError(
-            "a policy sweep needs a generated workload (gavel:... or gavel-stream:...)",
-            field="--workload",
-        )
-    from gpumosaic.workloads.spec import parse_cluster
-
-    parse_cluster(cluster)
-    from gpumosaic.placement.registry import canonical_name, placement_names
-
-    if canonical_name(placement) not in placement_names() and "=" not in placement:
-        raise InputError(f"unknown placement {placement!r}", field="--placements")
 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[SweepRun]:

@@ -91,6 +91,15 @@ def extender(
     """Serve FGD (or PWR, a weighted mix, any placement) to kube-scheduler."""
     if ctx.invoked_subcommand is not None:
         return
+    # The names first, by the parsers the service builds with (plain Python): a mistake
+    # is one line without the Kubernetes client, the web server or numpy.
+    from gpumosaic.run.parts import check_placement_for
+
+    check_placement_for(placement)
+    if cluster is not None:
+        from gpumosaic.workloads.spec import check_cluster
+
+        check_cluster(cluster)
     require_kube_extra()
     if token and not (token.isascii() and token.isprintable() and " " not in token):
         raise InputError("must be printable ASCII without spaces", field="--token")
@@ -179,6 +188,9 @@ def replay_command(
 ) -> None:
     """Play kube-scheduler against an extender over loopback HTTP, task by task in
     ``gpumosaic fill``'s order, and report the allocation rate and verb latencies."""
+    from gpumosaic.run.parts import check_placement_for
+
+    check_placement_for(placement)  # one line without the Kubernetes client or numpy
     require_kube_extra()
     if not inflate > 0:
         raise InputError("must be > 0", field="--inflate")

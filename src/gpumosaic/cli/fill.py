@@ -112,6 +112,13 @@ def fill(
     check_seed(seed)
     check_out_dir(out)
     check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
+    from gpumosaic.run.parts import check_placement_for
+
+    check_placement_for(placement)  # the placement grammar: no scorer, no numpy
+    from gpumosaic.traces.openb_files import resolve_openb
+
+    resolve_openb(nodes, kind="nodes")  # the names (or paths) before the reader's numpy
+    resolve_openb(tasks, kind="tasks")
     from gpumosaic.cli.progress import counter_bar
     from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks

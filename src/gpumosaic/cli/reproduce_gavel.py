@@ -53,6 +53,9 @@ def gavel(
 ) -> None:
     """Gavel's experiments (docs/gavel.md has the setups and the reference numbers): avg JCT
     and makespan per policy, ours beside Gavel's."""
+    from gpumosaic.run.parts import check_placement_for
+
+    check_placement_for(placement)  # the placement grammar, before the runs (no numpy)
     from gpumosaic.experiments.reproductions.gavel import run_part  # the simulator: only now
 
     with counter_bar(True, f"gavel {part}") as update:

@@ -59,6 +59,10 @@ def gavel_openb(
     chosen = [p.strip() for p in placements.split(",") if p.strip()]
     if not chosen:
         raise InputError("give at least one placement", field="--placements", value=placements)
+    from gpumosaic.run.parts import check_placement_for
+
+    for placement in chosen:  # the placement grammar, before the runs (no numpy)
+        check_placement_for(placement, field="--placements")
     rate_list = _numbers(rates, float, "--rates")
     if not rate_list or any(not (r > 0 and math.isfinite(r)) for r in rate_list):
         raise InputError("rates must be positive numbers", field="--rates", value=rates)

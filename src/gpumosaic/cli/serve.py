@@ -89,6 +89,15 @@ def serve(
     ] = "rounds",
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
+    # The names first, by the parsers the service builds with (plain Python): a mistake
+    # is one line without the service's imports (numpy, Ray's client, the web server).
+    from gpumosaic.live.rounds.cluster import parse_counts
+    from gpumosaic.run.parts import check_allocation_policy, check_placement_for
+
+    check_allocation_policy(policy)
+    check_placement_for(placement)
+    if cluster:
+        parse_counts(cluster)
     from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
     from gpumosaic.live.rounds.service import (
         Service,

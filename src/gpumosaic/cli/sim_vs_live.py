@@ -43,7 +43,6 @@ def sim_vs_live(
 ) -> None:
     """Run a workload on a local live service (emulated jobs on Ray, loopback) and in the
     simulator (--mechanism rounds), and print both side by side."""
-    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
     from gpumosaic.run.description import RunDescription
 
     check_seed(seed)
@@ -57,6 +56,9 @@ def sim_vs_live(
         mechanism="rounds",
         round_s=round_s,
     )
+    description.check_inputs()  # a mistake's line before the live service's imports
+    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
+
     options = SimVsLiveOptions(description, time_scale, wall_budget_s)
 
     def say(line: str) -> None:

@@ -14,6 +14,7 @@ import typer
 from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 
 if TYPE_CHECKING:
+    from gpumosaic.mechanisms.rounds.estimation import EstimationReport
     from gpumosaic.metrics.summary import Summary
     from gpumosaic.run.description import RunDescription
     from gpumosaic.sim.result import GandivaReport
@@ -89,6 +90,14 @@ def simulate(
             "openb:default[,fraction=0.8] (fraction of GPU capacity; event mechanism)"
         ),
     ] = None,
+    estimate_throughputs: Annotated[
+        bool,
+        typer.Option(
+            help="rounds: the scheduler is not told the jobs' rates; it profiles each job on "
+            "the GPU models and estimates the rest from Gavel's reference jobs (Gavel "
+            "section 5); jobs run at the table's rates (docs/live.md)"
+        ),
+    ] = False,
     allow_rejects: Annotated[
         bool, typer.Option(help="exit 0 even when some jobs can never fit")
     ] = False,
@@ -124,7 +133,9 @@ def simulate(
         resolve_interval_s=resolve_interval_s,
         sharing=sharing,
         background=background,
+        estimate_throughputs=estimate_throughputs,
     )
+    request.check_inputs()
     from rich.console import Console
 
     from gpumosaic.cli.progress import progress_bar
@@ -154,11 +165,13 @@ def simulate(
                     "kernels": kernels_ran(),  # aot, jit, aot+jit or none
                     # Gandiva's mechanism: suspensions, packs, migrations (else null).
                     "gandiva": _gandiva_json(outcome.result.gandiva),
+                    # --estimate-throughputs: profiling rounds, estimates (else null).
+                    "estimation": _estimation_json(outcome.result.estimation),
                 }
             )
         )
     else:
-        _print_summary(summary, request, outcome.result.gandiva)
+        _print_summary(summary, request, outcome.result.gandiva, outcome.result.estimation)
         if out is not None:
             Console().print(f"wrote {out}/ (jobs, timeline, summary.json, run.png)")
     prefilled = outcome.result.background
@@ -203,8 +216,15 @@ def _gandiva_json(report: GandivaReport | None) -> dict[str, object] | None:
     return None if report is None else asdict(report)
 
 
+def _estimation_json(report: EstimationReport | None) -> dict[str, float | int | None] | None:
+    return None if report is None else report.to_json()
+
+
 def _print_summary(
-    summary: Summary, request: RunDescription, gandiva: GandivaReport | None = None
+    summary: Summary,
+    request: RunDescription,
+    gandiva: GandivaReport | None = None,
+    estimation: EstimationReport | None = None,
 ) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -257,6 +277,22 @@ def _print_summary(
             (
                 "Gandiva: migrations (to defragment)",
                 f"{gandiva.migrations} ({gandiva.defragmentations})",
+            ),
+        ]
+    if estimation is not None:  # what the throughput estimation did
+        error = estimation.estimate_error_median
+        rows += [
+            (
+                "estimation: jobs profiled / profiling rounds",
+                f"{estimation.profiled_jobs} / {estimation.profiling_rounds}",
+            ),
+            (
+                "estimation: rates estimated / never measured",
+                f"{estimation.estimated_entries} / {estimation.still_estimated}",
+            ),
+            (
+                "estimation: median error of checked estimates",
+                "-" if math.isnan(error) else f"{error:.1%} ({estimation.checked_estimates})",
             ),
         ]
     for name, value in rows:

@@ -7,8 +7,10 @@ underscores (``--round-s`` -> ``round_s``), and every error names the option
 (``RunDescription(**values)``, ``RunDescription.model_validate(mapping)``,
 ``RunDescription.from_values(mapping)``). ``run.build.build_parts`` turns it into objects.
 
-Field checks happen here (ranges, known names); what needs the parsed inputs (a cluster
-file, a workload) is checked when the run is built, with the same kind of error.
+Field checks happen here (ranges, known names, and through each mechanism's ``check``
+the placement and sharing grammars); ``check_inputs()`` runs the cluster, workload and
+background grammars (a job list's rows, an openb file's name) that the build parses
+with, before anything heavy loads: a mistake in a spec string is one line, not numpy.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class RunDescription(BaseModel):
     resolve_interval_s: float = 1920.0
     sharing: str = "none"
     background: str | None = None  # TASKS[,fraction=F]: pre-filled load (sim/background)
+    # Rounds only: the decider is not told the jobs' rates; it profiles each job and
+    # estimates them (Gavel section 5, mechanisms/rounds/estimation.py).
+    estimate_throughputs: bool = False
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -124,7 +129,7 @@ class RunDescription(BaseModel):
     @classmethod
     def _background(cls, value: str | None) -> str | None:
         if value is not None:
-            from gpumosaic.sim.background import BackgroundSpec
+            from gpumosaic.workloads.background import BackgroundSpec
 
             BackgroundSpec.parse(value)
         return value
@@ -144,8 +149,33 @@ class RunDescription(BaseModel):
         """The mechanism's own checks: the kind of --policy, --placement, --sharing."""
         from gpumosaic.run.mechanisms import get_mechanism
 
-        get_mechanism(self.resolved_mechanism()).check(self)
+        mechanism = get_mechanism(self.resolved_mechanism())
+        mechanism.check(self)
+        if self.estimate_throughputs and not getattr(mechanism, "estimates_throughputs", False):
+            raise InputError(
+                f"throughput estimation is a part of the rounds' decider (--mechanism rounds "
+                f"with a Gavel policy); the {mechanism.name} mechanism would ignore it",
+                field="--estimate-throughputs",
+            )
         return self
+
+    def check_inputs(self) -> None:
+        """``--cluster``, ``--workload`` and ``--background`` through the build's own
+        parsers, stopping short of the build (no numpy): names, options, ranges, a job
+        list's every row, an openb file's name or path (its rows are read when built).
+        Commands call it before a run starts, so that a mistake there costs a line, not
+        the simulator's imports; the build parses them again with the same parsers. (Not
+        a field check: a study may describe a run whose cluster and workload objects it
+        built itself, ``run.build.build_parts``.)"""
+        from gpumosaic.workloads.spec import check_cluster, parse_workload_source
+
+        check_cluster(self.cluster, self.gpus_per_node)
+        parse_workload_source(self.workload)
+        if self.background is not None:
+            from gpumosaic.traces.openb_files import resolve_openb
+            from gpumosaic.workloads.background import BackgroundSpec
+
+            resolve_openb(BackgroundSpec.parse(self.background).source, kind="tasks")
 
     # ---- resolved values -------------------------------------------------------------
 

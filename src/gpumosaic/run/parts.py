@@ -4,8 +4,10 @@ no solver): the extender imports it at start-up.
 
 - ``build_placement_for(name, target)``: a placement strategy scoring against a target
   workload; a bad name is one ``InputError`` naming the option;
+- ``check_placement_for(name)``: the same refusal from the grammar alone (no scorer, no
+  numpy: a user mistake's one line);
 - ``build_allocation_policy(name, rng)``: a Gavel allocation policy drawing from the
-  run's Generator;
+  run's Generator (``check_allocation_policy(name)``: its refusal from the names alone);
 - ``build_round_parts(...)``: the round mechanism's policy, placement, ``RoundConfig``
   and the decider's two Generators, spawned from the seed's root Generator exactly as
   ``sim/rounds`` spawns them for ``simulate --mechanism rounds``.
@@ -13,19 +15,22 @@ no solver): the extender imports it at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from gpumosaic.errors import InputError, unknown_name
-from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.registry import build_placement
-from gpumosaic.placement.workload import TargetWorkload
+from gpumosaic.placement.registry import PlacementChoice, build_placement, parse_placement
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from gpumosaic.mechanisms.rounds.decision import RoundConfig
+    from gpumosaic.placement.base import PlacementStrategy
+    from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.policies.base import Policy
+
+T = TypeVar("T")
 
 
 def build_placement_for(
@@ -33,8 +38,19 @@ def build_placement_for(
 ) -> PlacementStrategy:
     """A placement strategy from its name (``fgd``, ``pwr=200,fgd=800``, ...) scoring
     against ``target``; a bad name is an ``InputError`` naming ``field``."""
+    return _naming(name, field, lambda: build_placement(name, target))
+
+
+def check_placement_for(name: str, field: str = "--placement") -> PlacementChoice:
+    """``name`` parsed by the placement grammar (the one ``build_placement_for`` builds
+    from), refused as it would refuse it; imports no scorer and no numpy."""
+    return _naming(name, field, lambda: parse_placement(name))
+
+
+def _naming(name: str, field: str, make: Callable[[], T]) -> T:
+    """``make()``, a placement's error as one ``InputError`` naming ``field`` and ``name``."""
     try:
-        return build_placement(name, target)
+        return make()
     except InputError as err:
         raise InputError(err.message, field=field, value=name) from None
     except ValueError as err:
@@ -43,11 +59,19 @@ def build_placement_for(
 
 def build_allocation_policy(name: str, rng: np.random.Generator, field: str = "--policy") -> Policy:
     """A Gavel allocation policy by name; one that draws at random draws from ``rng``."""
-    from gpumosaic.policies.registry import POLICY_NAMES, build_policy
+    from gpumosaic.policies.registry import build_policy
+
+    check_allocation_policy(name, field)
+    return build_policy(name, rng=rng)
+
+
+def check_allocation_policy(name: str, field: str = "--policy") -> None:
+    """``build_allocation_policy``'s refusal of a name, from the registry's names alone
+    (no policy class, no solver, no numpy)."""
+    from gpumosaic.policies.registry import POLICY_NAMES
 
     if name not in POLICY_NAMES:
         raise unknown_name("policy", name, POLICY_NAMES, field=field)
-    return build_policy(name, rng=rng)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +96,8 @@ def build_round_parts(
     """The round mechanism's decision objects from names: the policy drawing from the
     run's root Generator (``default_rng(seed)``), the decider's two streams spawned from
     it, as ``sim/rounds`` does for ``simulate --mechanism rounds``."""
+    import numpy as np
+
     from gpumosaic.mechanisms.rounds.decision import RoundConfig
 
     rng = np.random.default_rng(seed)

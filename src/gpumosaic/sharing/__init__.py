@@ -1,19 +1,54 @@
 """Sharing a GPU by time and by packing: interference models, nvshare time-slicing and the
-clock-free GPU lock that the nvshare model and the live share daemon both drive."""
+clock-free GPU lock that the nvshare model and the live share daemon both drive.
 
-from gpumosaic.sharing.interference import (
-    CoLocatedJob,
-    InterferenceModel,
-    MeasuredInterference,
-    NoInterference,
-    ParametricInterference,
-    build_interference,
-)
-from gpumosaic.sharing.jobs import Phase, SharedJob
-from gpumosaic.sharing.lock import AntiThrashing, GpuLock
-from gpumosaic.sharing.nvshare import NvshareModel
-from gpumosaic.sharing.outcome import JobOutcome, SharingOutcome
-from gpumosaic.sharing.paging import PagingModel
+The names load on first use (PEP 562): ``sharing.spec`` (``--sharing``'s grammar) is plain
+Python, and checking a ``--sharing`` must not pay for the models' numpy."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpumosaic.sharing.interference import (
+        CoLocatedJob,
+        InterferenceModel,
+        MeasuredInterference,
+        NoInterference,
+        ParametricInterference,
+        build_interference,
+    )
+    from gpumosaic.sharing.jobs import Phase, SharedJob
+    from gpumosaic.sharing.lock import AntiThrashing, GpuLock
+    from gpumosaic.sharing.nvshare import NvshareModel
+    from gpumosaic.sharing.outcome import JobOutcome, SharingOutcome
+    from gpumosaic.sharing.paging import PagingModel
+
+# name -> the module under gpumosaic.sharing that defines it
+_WHERE = {
+    "CoLocatedJob": "interference",
+    "InterferenceModel": "interference",
+    "MeasuredInterference": "interference",
+    "NoInterference": "interference",
+    "ParametricInterference": "interference",
+    "build_interference": "interference",
+    "Phase": "jobs",
+    "SharedJob": "jobs",
+    "AntiThrashing": "lock",
+    "GpuLock": "lock",
+    "NvshareModel": "nvshare",
+    "JobOutcome": "outcome",
+    "SharingOutcome": "outcome",
+    "PagingModel": "paging",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpumosaic.sharing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gpumosaic.sharing.{module}"), name)
+
 
 __all__ = [
     "AntiThrashing",

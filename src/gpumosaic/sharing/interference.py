@@ -32,16 +32,20 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.errors import unknown_name
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.options import parse_options, split_options
 
-DEFAULT_ALPHA = 0.0
-# Share of a GPU phase the GPU is actually busy (see module doc); nvshare uses it too.
-# Calibrated: the median of Gavel's P100 pairs, and it agrees with the small "off" rows
-# of the nvshare table (docs/sharing.md, "Parameters").
-GPU_PHASE_BUSY = 0.85
+# The grammar and the calibrated constants live in the light spec module (sharing/spec.py).
+from gpumosaic.sharing.spec import (
+    DEFAULT_ALPHA,
+    GPU_PHASE_BUSY,
+    SHARING_MODELS,
+    ParametricOptions,
+    check_parametric,
+    parse_sharing,
+    split_spec,
+)
 
 Speeds = npt.NDArray[np.float64]
 
@@ -105,10 +109,7 @@ class ParametricInterference:
     name: str = "parametric"
 
     def __post_init__(self) -> None:
-        if self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
-        if not 0.0 < self.busy <= 1.0:
-            raise ValueError(f"busy must be in (0, 1], got {self.busy}")
+        check_parametric(self.alpha, self.busy)
 
     def speed_factors(
         self, jobs_on_gpu: Sequence[CoLocatedJob], gpu_key: str | None = None
@@ -165,50 +166,37 @@ class MeasuredInterference:
         return np.array([pair[0] / alone_a, pair[1] / alone_b], dtype=np.float64)
 
 
-def split_spec(spec: str) -> tuple[str, str]:
-    """``name[:key=value,...]`` -> (name in lower case, the option text)."""
-    name, _, rest = spec.strip().partition(":")
-    return name.strip().lower(), rest
-
-
-@dataclass(frozen=True, slots=True)
-class ParametricOptions:
-    """The options of ``parametric:...`` (and of ``measured:...``, for unmeasured pairs)."""
-
-    alpha: float = DEFAULT_ALPHA
-    busy: float = GPU_PHASE_BUSY
-
-
-def _parametric(rest: str, spec: str) -> ParametricInterference:
-    options = parse_options(ParametricOptions, rest, what="interference option", flag="--sharing")
-    try:
-        return ParametricInterference(options.alpha, options.busy)
-    except ValueError as err:
-        raise InputError(f"{err} in {spec!r}", field="--sharing") from None
-
-
-SHARING_MODELS = ("none", "parametric", "measured", "capped", "nvshare", "gandiva")
-
-
 def build_interference(spec: str, table: PairThroughputs | None = None) -> InterferenceModel:
     """Build a model from ``none``, ``parametric:alpha=0.1,busy=0.85`` or ``measured``.
 
     ``measured`` reads ``table`` or, when none is given, Gavel's packaged table.
     """
-    name, options = split_spec(spec)
-    if name == "none":
-        if split_options(options, "interference option", "--sharing"):
-            raise InputError(f"'none' takes no options: {spec!r}", field="--sharing")
+    choice = parse_sharing(spec)
+    if choice.name == "none":
         return NoInterference()
-    if name == "parametric":
-        return _parametric(options, spec)
-    if name == "measured":
-        fallback = _parametric(options, spec)
+    if choice.parametric is not None:
+        options = choice.parametric
+        fallback = ParametricInterference(options.alpha, options.busy)
+        if choice.name == "parametric":
+            return fallback
         if table is None:
             from gpumosaic.workloads.throughputs import GavelThroughputTable
 
             table = GavelThroughputTable.load()
         return MeasuredInterference(table, fallback)
-    # Reached for every --sharing name that is not capped or nvshare (speed.py) nor
-    # gandiva (a mechanism): the user's choice is among all of them.
-    raise unknown_name("sharing model", name, SHARING_MODELS, field="--sharing")
+    # capped and nvshare are speed models (speed.py), not interference models.
+    raise unknown_name("sharing model", choice.name, SHARING_MODELS, field="--sharing")
+
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "GPU_PHASE_BUSY",
+    "CoLocatedJob",
+    "InterferenceModel",
+    "MeasuredInterference",
+    "NoInterference",
+    "ParametricInterference",
+    "ParametricOptions",
+    "build_interference",
+    "split_spec",
+]

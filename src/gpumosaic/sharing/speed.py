@@ -23,21 +23,19 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.errors import InputError
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
-from gpumosaic.options import parse_options, split_options
 from gpumosaic.sharing.interference import (
     CoLocatedJob,
     InterferenceModel,
     MeasuredInterference,
     PairThroughputs,
     build_interference,
-    split_spec,
 )
 from gpumosaic.sharing.jobs import SharedJob
 from gpumosaic.sharing.nvshare import NvshareModel
+from gpumosaic.sharing.spec import parse_sharing
 
 Speeds = npt.NDArray[np.float64]
 
@@ -181,29 +179,13 @@ class CappedSpeed:
         return Fallbacks()
 
 
-@dataclass(frozen=True, slots=True)
-class NvshareOptions:
-    """The options of ``--sharing nvshare:...``."""
-
-    tq: float = 30.0  # time quantum, seconds
-    anti_thrashing: bool = True
-    jobs_per_gpu: int = 2
-
-    def __post_init__(self) -> None:
-        if not self.tq > 0:
-            raise ValueError("tq must be a positive number of seconds")
-        if self.jobs_per_gpu < 1:
-            raise ValueError("jobs_per_gpu must be >= 1")
-
-
 def build_speed_model(spec: str, table: PairThroughputs | None = None) -> SpeedModel:
-    name, rest = split_spec(spec)
-    if name == "capped":
-        if split_options(rest, "capped option", "--sharing"):
-            raise InputError("'capped' takes no options", field="--sharing")
+    """The speed model ``--sharing`` names, built from its parsed spelling (``spec.py``)."""
+    choice = parse_sharing(spec)
+    if choice.name == "capped":
         return CappedSpeed()
-    if name != "nvshare":
+    if choice.nvshare is None:
         return InterferenceSpeed(build_interference(spec, table))
-    options = parse_options(NvshareOptions, rest, what="nvshare option", flag="--sharing")
+    options = choice.nvshare
     model = NvshareModel(tq_s=options.tq, anti_thrashing=options.anti_thrashing)
     return NvshareSpeed(model, options.jobs_per_gpu)

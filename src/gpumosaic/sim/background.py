@@ -16,11 +16,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpumosaic.errors import InputError
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
-from gpumosaic.options import parse_options
 from gpumosaic.placement.base import PlacementStrategy
+
+# --background's grammar is plain Python (a description is checked with it, no numpy).
+from gpumosaic.workloads.background import DEFAULT_FRACTION as DEFAULT_FRACTION
+from gpumosaic.workloads.background import BackgroundOptions as BackgroundOptions
+from gpumosaic.workloads.background import BackgroundSpec as BackgroundSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,38 +78,3 @@ def prefill(
         if placed_this_pass == 0:
             break  # nothing more fits: the cluster is as full as these tasks can make it
     return BackgroundLoad(source, placed, skipped, allocated, capacity, fraction)
-
-
-DEFAULT_FRACTION = 0.8
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundOptions:
-    """The options after the task list: ``fraction`` of GPU capacity to pre-fill."""
-
-    fraction: float = DEFAULT_FRACTION
-
-    def __post_init__(self) -> None:
-        if not 0 < self.fraction <= 1:
-            raise ValueError(f"fraction must be in (0, 1], got {self.fraction:g}")
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundSpec:
-    """``--background TASKS[,fraction=F]``: an openb task list (``openb:default``) or a
-    task CSV in the openb format, pre-filled to ``F`` of GPU capacity (default 0.8)."""
-
-    source: str
-    fraction: float = DEFAULT_FRACTION
-
-    @classmethod
-    def parse(cls, text: str) -> BackgroundSpec:
-        source, _, rest = text.strip().partition(",")
-        if not source.strip():
-            raise InputError(
-                "name a task list, e.g. openb:default,fraction=0.8", field="--background"
-            )
-        options = parse_options(
-            BackgroundOptions, rest, what="background option", flag="--background"
-        )
-        return cls(source.strip(), options.fraction)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +17,9 @@ import numpy.typing as npt
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.model.outcome import Outcome, RejectReason
 from gpumosaic.sim.background import BackgroundLoad
+
+if TYPE_CHECKING:
+    from gpumosaic.mechanisms.rounds.estimation import EstimationReport
 
 
 class JobStatus(StrEnum):
@@ -160,6 +164,8 @@ class SimResult:
     leases: LeaseCounts | None = None  # the round mechanism's
     gandiva: GandivaReport | None = None  # Gandiva's mechanism's
     background: BackgroundLoad | None = None  # the event mechanism's pre-filled load
+    # The rounds' throughput estimation (``simulate --estimate-throughputs``).
+    estimation: EstimationReport | None = None
 
 
 class TimelineRecorder:

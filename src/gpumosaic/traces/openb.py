@@ -28,15 +28,17 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.errors import InputError
 from gpumosaic.model.cluster import ClusterSpec, NodeSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel, UnknownGpuModelError, gpu_model
 from gpumosaic.model.job import JobSpec
+
+# The packaged files' names and where a spec points (plain Python: a spec is checked with
+# them before numpy loads).
+from gpumosaic.traces.openb_files import packaged_task_lists as packaged_task_lists
+from gpumosaic.traces.openb_files import resolve_openb as _resolve
 from gpumosaic.traces.text import read_user_text
 
-# Packaged copy of the trace (see data/alibaba/SOURCE.md); never read from outside the package.
-_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "alibaba"
-_NODE_LISTS = {"gpu": "openb_node_list_gpu_node.csv", "all": "openb_node_list_all_node.csv"}
 _NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 _POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 _TIME_COLUMNS = ("creation_time", "deletion_time", "scheduled_time")
@@ -59,15 +61,6 @@ class OpenbTrace:
     path: str
     jobs: tuple[JobSpec, ...]
     times: OpenbPodTimes
-
-
-def packaged_task_lists() -> tuple[str, ...]:
-    """Names accepted as ``openb:NAME`` for task lists."""
-    names = (
-        p.name[len("openb_pod_list_") : -len(".csv")]
-        for p in _DATA_DIR.glob("openb_pod_list_*.csv")
-    )
-    return tuple(sorted(names))
 
 
 def load_openb_nodes(spec: str) -> ClusterSpec:
@@ -164,27 +157,6 @@ def read_openb_trace(spec: str) -> OpenbTrace:
         creation, scheduled, deletion, tuple(text["pod_phase"]), tuple(text["qos"])
     )
     return OpenbTrace(str(path), jobs, times)
-
-
-def _resolve(spec: str, *, kind: str) -> Path:
-    """Map ``openb:NAME`` to the packaged file; ``openb:PATH.csv`` (a task list of the
-    same columns, e.g. a subset) and anything else are paths that must exist."""
-    if spec.startswith("openb:"):
-        name = spec[len("openb:") :].strip()
-        if kind == "nodes":
-            if name not in _NODE_LISTS:
-                raise unknown_name("node list", spec, ("openb:gpu", "openb:all"), field=None)
-            return _DATA_DIR / _NODE_LISTS[name]
-        if name in packaged_task_lists():
-            return _DATA_DIR / f"openb_pod_list_{name}.csv"
-        if Path(name).suffix.lower() != ".csv":
-            known = [f"openb:{n}" for n in packaged_task_lists()]
-            raise unknown_name("task list", spec, known, field=None)
-        spec = name
-    path = Path(spec)
-    if not path.is_file():
-        raise InputError(f"no such {kind} file", path=path)
-    return path
 
 
 @dataclass(frozen=True, slots=True)

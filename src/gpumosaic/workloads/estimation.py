@@ -156,3 +156,17 @@ def estimate_new_gpu_type(
     """
     matrix = np.column_stack([isolated, profiled_column])
     return np.asarray(complete_matrix(matrix, rank=rank)[:, -1], dtype=np.float64)
+
+
+def estimate_rates(reference: FloatArray, partial: FloatArray, rank: int = 2) -> FloatArray:
+    """A new job's row by matrix completion against ``reference`` (rows = reference jobs,
+    NaN = not measured) from its measured entries ``partial`` (NaN = not measured).
+
+    Measured entries come back as given. With none measured, the row is the reference
+    jobs' typical row (the completion's column effects: the geometric mean job), a prior
+    that the first measurement rescales to the job's own level.
+    """
+    if reference.ndim != 2 or partial.shape != (reference.shape[1],):
+        raise ValueError("estimate_rates needs a (jobs, columns) reference and a row of it")
+    stacked = np.vstack([reference, partial[None, :]])
+    return np.asarray(complete_matrix(stacked, rank=rank)[-1], dtype=np.float64)

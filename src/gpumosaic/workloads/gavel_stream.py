@@ -158,6 +158,14 @@ class GavelStreamOptions:
 
 def parse_gavel_stream(args: str, seed: int) -> Workload:
     """``window=4000-5000,rate=3`` (the text after ``gavel-stream:``) -> the workload."""
-    options = parse_options(GavelStreamOptions, args, what="gavel-stream option", flag="--workload")
+    return gavel_stream_from_options(parse_gavel_stream_options(args), seed)
+
+
+def parse_gavel_stream_options(args: str) -> GavelStreamOptions:
+    """The options after ``gavel-stream:``, checked (one line naming ``--workload``)."""
+    return parse_options(GavelStreamOptions, args, what="gavel-stream option", flag="--workload")
+
+
+def gavel_stream_from_options(options: GavelStreamOptions, seed: int) -> Workload:
     assert options.window is not None and options.rate is not None  # __post_init__
     return gavel_stream_workload(options.rate, options.window, seed, multi_gpu=options.multigpu)

@@ -20,8 +20,7 @@ How the trace's times become arrivals and durations (see docs/openb_replay.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Literal
+from dataclasses import fields, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -29,34 +28,17 @@ import numpy.typing as npt
 from gpumosaic import cyclic_gc
 from gpumosaic.errors import InputError
 from gpumosaic.model.job import JobSpec
-from gpumosaic.options import parse_options
 from gpumosaic.traces.openb import read_openb_trace
+from gpumosaic.workloads.openb_options import OPTIONS as OPTIONS
+from gpumosaic.workloads.openb_options import OpenbReplayOptions as OpenbReplayOptions
+from gpumosaic.workloads.openb_options import parse_openb_replay
 from gpumosaic.workloads.throughputs import ConstantThroughputs
 from gpumosaic.workloads.workload import Workload
-
-OPTIONS = ("compress", "inflate", "pending")  # OpenbReplayOptions' fields
-
-
-@dataclass(frozen=True, slots=True)
-class OpenbReplayOptions:
-    """The options after ``openb:NAME,...`` (module doc)."""
-
-    compress: float = 1.0
-    inflate: float = 1.0
-    pending: Literal["keep", "drop"] = "keep"
-
-    def __post_init__(self) -> None:
-        if not self.compress > 0:
-            raise ValueError(f"compress must be a positive number, got {self.compress}")
-        if not self.inflate >= 1:
-            raise ValueError(f"inflate must be a number >= 1, got {self.inflate}")
 
 
 def openb_time_workload(spec: str, seed: int = 0) -> Workload:
     """``openb:NAME[,compress=K][,inflate=F][,pending=keep|drop]`` (or a CSV path)."""
-    base, _, rest = spec.partition(",")
-    base = base.strip()
-    options = parse_options(OpenbReplayOptions, rest, what="openb option", flag="--workload")
+    base, options = parse_openb_replay(spec)
     compress, inflate = options.compress, options.inflate
     keep_pending = options.pending == "keep"
     trace = read_openb_trace(base)

@@ -6,6 +6,11 @@ Workload: ``gavel:key=value,...`` (jobs, rate, window, multigpu, milli, borrow),
 ``gavel-stream:rate=R,window=A-B[,multigpu=on]`` (Gavel's own job stream, draw for draw:
 ``workloads/gavel_stream.py``), ``gavel-trace:PATH``, ``openb:NAME`` (an Alibaba task list
 replayed in time) or a job-list file (.csv/.yaml).
+
+Two steps, one grammar: ``parse_workload_source(spec)`` checks a ``--workload`` (options,
+ranges, a job list's every row) in plain Python -- no numpy, so a mistake's one line is
+quick -- and ``build_workload(source, seed)`` makes the jobs from what it returned
+(``parse_workload`` does both). ``parse_cluster`` is plain Python for ``MODEL:COUNT``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from gpumosaic.errors import InputError, did_you_mean
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import UnknownGpuModelError
 from gpumosaic.options import parse_options
-from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
+from gpumosaic.workloads.gavel_config import GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import (
     BORROWED_RATES,
     ConstantThroughputs,
@@ -28,20 +33,45 @@ from gpumosaic.workloads.workload import Workload
 
 if TYPE_CHECKING:  # the job-list reader (yaml, a pydantic model) loads for a job list only
     from gpumosaic.traces.joblist import JobList
+    from gpumosaic.workloads.gavel_stream import GavelStreamOptions
+    from gpumosaic.workloads.openb_options import OpenbReplayOptions
+
+
+def is_node_list(spec: str) -> bool:
+    """``openb:gpu`` or a node CSV, rather than ``MODEL:COUNT,...``."""
+    text = spec.strip()
+    return text.startswith("openb:") or Path(text).suffix.lower() == ".csv"
+
+
+def check_cluster(spec: str, gpus_per_node: int = 1) -> None:
+    """``--cluster``'s grammar, refused as ``parse_cluster`` refuses it, in plain Python; a
+    node list is found (its name or path) here and read (with numpy) when the run is
+    built."""
+    if is_node_list(spec):
+        from gpumosaic.traces.openb_files import resolve_openb
+
+        _node_list_servers(spec.strip(), gpus_per_node)
+        resolve_openb(spec.strip(), kind="nodes")
+    else:
+        parse_cluster(spec, gpus_per_node)
+
+
+def _node_list_servers(text: str, gpus_per_node: int) -> None:
+    if gpus_per_node != 1:
+        raise InputError(
+            f"a node list ({text}) already says how many GPUs each server has: "
+            "drop --gpus-per-node",
+            field="--gpus-per-node",
+            value=gpus_per_node,
+        )
 
 
 def parse_cluster(spec: str, gpus_per_node: int = 1) -> ClusterSpec:
     text = spec.strip()
-    if text.startswith("openb:") or Path(text).suffix.lower() == ".csv":
+    if is_node_list(text):
         from gpumosaic.traces.openb import load_openb_nodes
 
-        if gpus_per_node != 1:
-            raise InputError(
-                f"a node list ({text}) already says how many GPUs each server has: "
-                "drop --gpus-per-node",
-                field="--gpus-per-node",
-                value=gpus_per_node,
-            )
+        _node_list_servers(text, gpus_per_node)
         return load_openb_nodes(text)
     counts: list[tuple[str, int]] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -72,40 +102,89 @@ class ParsedWorkload:
     job_list: JobList | None = None  # set when it came from our job-list format
 
 
+WORKLOAD_KINDS = ("gavel", "gavel-trace", "gavel-stream", "openb")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSource:
+    """A checked ``--workload``: what ``build_workload`` makes the jobs from. One of the
+    kind's fields is set: ``gavel`` (its options), ``stream`` (gavel-stream's), ``trace``
+    (a Gavel trace, read), ``openb`` (the task list and its replay options) or
+    ``job_list`` (read, every row checked)."""
+
+    text: str
+    gavel: GavelOptions | None = None
+    stream: GavelStreamOptions | None = None
+    trace: Workload | None = None
+    openb: tuple[str, OpenbReplayOptions] | None = None
+    job_list: JobList | None = None
+
+
 def parse_workload(spec: str, seed: int) -> ParsedWorkload:
+    return build_workload(parse_workload_source(spec), seed)
+
+
+def parse_workload_source(spec: str) -> WorkloadSource:
+    """``--workload``'s grammar, every refusal one ``InputError`` naming ``--workload`` (or
+    the file, row and field of a job list); plain Python (no numpy). An openb task list
+    is found here and read when the workload is built (its reader is numpy's)."""
     text = spec.strip()
     kind, sep, rest = text.partition(":")
     if sep and kind == "gavel":
-        return ParsedWorkload(_gavel(rest, seed))
+        return WorkloadSource(text, gavel=_gavel_options(rest))
     if sep and kind == "gavel-stream":
-        from gpumosaic.workloads.gavel_stream import parse_gavel_stream
+        from gpumosaic.workloads.gavel_stream import parse_gavel_stream_options
 
-        return ParsedWorkload(parse_gavel_stream(rest, seed))
+        return WorkloadSource(text, stream=parse_gavel_stream_options(rest))
     if sep and kind == "gavel-trace":
         from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 
-        return ParsedWorkload(gavel_trace_workload(rest))
+        return WorkloadSource(text, trace=gavel_trace_workload(rest))
     if sep and kind == "openb":
-        from gpumosaic.workloads.openb_replay import openb_time_workload
+        from gpumosaic.traces.openb_files import resolve_openb
+        from gpumosaic.workloads.openb_options import parse_openb_replay
 
-        return ParsedWorkload(openb_time_workload(text, seed))
+        task_list, options = parse_openb_replay(text)
+        resolve_openb(task_list, kind="tasks")  # the name (or path) here, the rows when built
+        return WorkloadSource(text, openb=(task_list, options))
     path = Path(text)
     if path.suffix.lower() == ".trace":
-        return parse_workload(f"gavel-trace:{text}", seed)
+        return parse_workload_source(f"gavel-trace:{text}")
     if path.suffix.lower() in (".csv", ".yaml", ".yml"):
         from gpumosaic.traces.joblist import load_job_list
 
         job_list = load_job_list(path)
-        throughputs = GavelThroughputTable.load() if job_list.uses_steps else ConstantThroughputs()
         _check_job_types(job_list)
-        return ParsedWorkload(Workload(path.name, job_list.jobs, throughputs), job_list)
-    hint = did_you_mean(kind, ("gavel", "gavel-trace", "gavel-stream", "openb")) if sep else ""
+        return WorkloadSource(text, job_list=job_list)
+    hint = did_you_mean(kind, WORKLOAD_KINDS) if sep else ""
     raise InputError(
         f"unknown workload{hint}: use gavel:..., gavel-trace:PATH, gavel-stream:..., "
         "openb:NAME or a .csv/.yaml job list",
         field="--workload",
         value=text,
     )
+
+
+def build_workload(source: WorkloadSource, seed: int) -> ParsedWorkload:
+    """The jobs of a checked ``--workload`` (``parse_workload_source``), drawn from
+    ``seed`` where they are generated."""
+    if source.gavel is not None:
+        return ParsedWorkload(_gavel(source.gavel, source.text.partition(":")[2], seed))
+    if source.stream is not None:
+        from gpumosaic.workloads.gavel_stream import gavel_stream_from_options
+
+        return ParsedWorkload(gavel_stream_from_options(source.stream, seed))
+    if source.trace is not None:
+        return ParsedWorkload(source.trace)
+    if source.openb is not None:
+        from gpumosaic.workloads.openb_replay import openb_time_workload
+
+        return ParsedWorkload(openb_time_workload(source.text, seed))
+    job_list = source.job_list
+    assert job_list is not None  # parse_workload_source sets one of the fields
+    throughputs = GavelThroughputTable.load() if job_list.uses_steps else ConstantThroughputs()
+    name = Path(source.text).name
+    return ParsedWorkload(Workload(name, job_list.jobs, throughputs), job_list)
 
 
 def _check_job_types(job_list: JobList) -> None:
@@ -160,12 +239,20 @@ class GavelOptions:
         )
 
 
-def _gavel(args: str, seed: int) -> Workload:
+def _gavel_options(args: str) -> GavelOptions:
+    """``gavel:``'s options, and the generator's own checks of them."""
     options = parse_options(GavelOptions, args, what="gavel workload option", flag="--workload")
     try:
-        config = options.config()
+        options.config()
     except ValueError as err:
         raise InputError(f"gavel workload: {err}", field="--workload") from None
+    return options
+
+
+def _gavel(options: GavelOptions, args: str, seed: int) -> Workload:
+    from gpumosaic.workloads.gavel import GavelGenerator
+
+    config = options.config()
     table = GavelThroughputTable.load()
     name = f"gavel:{args}"
     generator = GavelGenerator(config, table, seed)

@@ -69,14 +69,28 @@ def test_parallel_workers_store_the_same_numbers(tmp_path: Path) -> None:
 
 
 def test_a_run_that_fails_is_reported_and_not_stored(tmp_path: Path) -> None:
-    # A missing job list shows only when a run reads it: those runs fail, none is stored.
+    # A job list gone between the file's check and the runs: they fail, none is stored.
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,num_gpu,duration_s\n0,1,60\n")
+    text = TINY_SIMULATE.replace(
+        'workload = "gavel:jobs=6,rate=0,milli=spatial"', f'workload = "{jobs}"'
+    )
+    checked = experiment(tmp_path, text)
+    jobs.unlink()
+    outcome = execute(checked, tmp_path / "out")
+    assert outcome.ran == 0 and len(outcome.failed) == 4
+    assert f"{jobs}: no such file" in outcome.failed[0].error
+    assert not list((tmp_path / "out" / "runs").glob("*/row.json"))
+
+
+def test_a_missing_job_list_is_refused_with_the_file(tmp_path: Path) -> None:
+    from gpumosaic.errors import InputError
+
     text = TINY_SIMULATE.replace(
         'workload = "gavel:jobs=6,rate=0,milli=spatial"', 'workload = "/nonexistent/jobs.csv"'
     )
-    outcome = execute(experiment(tmp_path, text), tmp_path / "out")
-    assert outcome.ran == 0 and len(outcome.failed) == 4
-    assert "/nonexistent/jobs.csv: no such file" in outcome.failed[0].error
-    assert not list((tmp_path / "out" / "runs").glob("*/row.json"))
+    with pytest.raises(InputError, match=r"key 'grid.workload': /nonexistent/jobs.csv: no such"):
+        experiment(tmp_path, text)
 
 
 def test_points_are_checked_by_the_run_description(tmp_path: Path) -> None:

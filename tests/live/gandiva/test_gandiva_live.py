@@ -364,9 +364,9 @@ def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     service.start()
     try:
         with httpx.Client(base_url=service.url, timeout=10) as client:
-            body = {"command": TRAIN, "steps": 100, "env": {"STEP_S": "0.03"}}
+            body = {"command": TRAIN, "steps": 200, "env": {"STEP_S": "0.03"}}  # 6 s vs 2 s quanta
             ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
-            give_up = time.monotonic() + 90
+            give_up = time.monotonic() + 180
             while time.monotonic() < give_up:
                 jobs = client.get("/v1/jobs").json()
                 if all(j["state"] in ("done", "failed") for j in jobs):

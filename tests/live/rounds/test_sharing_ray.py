@@ -85,7 +85,7 @@ def test_fractional_jobs_share_one_gpu_under_the_daemon(service_factory) -> None
     )
     client = ServiceClient(service.url)
     # Each half asks for 300 MiB (fits its 512 MiB share), then for 400 MiB more (does not).
-    halves = client.submit_batch([cuda_job(200, 500, ALLOC_MIB="300") for _ in range(2)])
+    halves = client.submit_batch([cuda_job(400, 500, ALLOC_MIB="300") for _ in range(2)])
     wait_for(lambda: all_done(client), 180, "two shared jobs to finish", explain(service))
     service.sharing.wait_reports()
     jobs = {j["id"]: j for j in client.jobs()}

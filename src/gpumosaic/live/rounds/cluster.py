@@ -13,8 +13,9 @@ node is the device ``device_offset + g`` of the Ray node: the executor sets the 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpumosaic.errors import InputError
@@ -57,6 +58,21 @@ class LiveCluster:
     def devices(self, node: int, gpus: Sequence[int]) -> tuple[int, ...]:
         offset = self.slots[node].device_offset
         return tuple(offset + g for g in gpus)
+
+    def nodes_on(self, ray_node_id: str) -> tuple[int, ...]:
+        """The scheduler's nodes (indices of ``spec``) that live on one Ray node."""
+        return tuple(i for i, s in enumerate(self.slots) if s.ray_node_id == ray_node_id)
+
+    def rebind(self, old_ray_node_id: str, new: RayNode) -> LiveCluster:
+        """The same cluster with the nodes that lived on ``old_ray_node_id`` now on ``new``
+        (a Ray node that came back under a new id: ``nodes.NodeWatcher``). Same devices."""
+        slots = tuple(
+            replace(s, ray_node_id=new.node_id, ip=new.ip)
+            if s.ray_node_id == old_ray_node_id
+            else s
+            for s in self.slots
+        )
+        return replace(self, slots=slots)
 
 
 def parse_counts(text: str) -> list[tuple[str, int]]:
@@ -124,13 +140,16 @@ def discover(nodes: Sequence[RayNode], declared: Sequence[tuple[str, int]] | Non
     specs: list[NodeSpec] = []
     slots: list[NodeSlot] = []
     used = dict.fromkeys(left, 0)
+    # Several Ray nodes on one address (one machine): the name carries the node id too.
+    shared_ip = {ip for ip, n in Counter(r.ip for r in nodes).items() if n > 1}
 
     def add(r: RayNode, model: str, count: int) -> None:
         key = (r.node_id, model)
         g = gpu_model(model)
+        host = f"{r.ip}#{r.node_id[:8]}" if r.ip in shared_ip else r.ip
         specs.append(
             NodeSpec(
-                name=f"{r.ip}/{g.name.lower()}/{used[key]}",
+                name=f"{host}/{g.name.lower()}/{used[key]}",
                 gpu=g,
                 num_gpus=count,
                 cpu_milli=DEFAULT_CPU_MILLI_PER_GPU * count,

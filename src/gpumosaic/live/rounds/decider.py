@@ -5,27 +5,38 @@ job table; the decisions themselves are the decider's, unchanged.
 
 Priors (Gavel's estimation as the prior): a job whose ``job_type`` is in Gavel's table
 starts with the table's rate on each GPU model the table measures; any other pair (job,
-model) starts at ``UNMEASURED_PRIOR_STEPS_PER_S`` and is counted as unmeasured. The rate
+model) is unknown (NaN): the decider's throughput estimation (Gavel section 5,
+``mechanisms/rounds/estimation.py``) profiles the job on the models it has not measured
+and estimates the rest by matrix completion against Gavel's reference jobs. The rate
 each job reports replaces the prior for that model from the next policy solve on.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpumosaic.mechanisms.rounds.decision import RoundDecider
-from gpumosaic.model.gpu import GpuModel
+from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
+from gpumosaic.model.state import Assignment
+from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # A placeholder, not a calibration: every unmeasured job gets the same rate, so the
 # policy splits time evenly until the jobs report their own rates (a lease granted on
 # an unmeasured rate is bounded by time only, see ``driver``).
 UNMEASURED_PRIOR_STEPS_PER_S = 1.0
+# The holder id a node that went away is held by in the cluster state (below every job
+# row, which is >= 0, and every packed pair's holder id, which is > -2**62).
+_AWAY_HOLDER_BASE = -(2**62)
 
 
 class PriorThroughputs:
-    """Gavel's table where it knows the job type and model; the placeholder elsewhere."""
+    """Gavel's table where it knows the job type and model; NaN (unknown: the decider's
+    estimation fills it) elsewhere. (``UNMEASURED_PRIOR_STEPS_PER_S`` above is the
+    placeholder of Gandiva's live rates only: the rounds estimate instead.)"""
 
     def __init__(self, table: GavelThroughputTable | None) -> None:
         self.table = table
@@ -42,11 +53,78 @@ class PriorThroughputs:
         if self.table is not None and self.known(job, gpu):
             assert gpu.throughput_key is not None
             return self.table.isolated(job.job_type, max(job.num_gpu, 1), gpu.throughput_key)
-        return UNMEASURED_PRIOR_STEPS_PER_S
+        return float("nan")
+
+
+def estimation_metrics(decider: RoundDecider) -> dict[str, float]:
+    """The decider's throughput estimation as ``/metrics`` values (none without one;
+    an error median of -1: no estimate has been checked against a measurement yet)."""
+    if decider.estimation is None:
+        return {}
+    r = decider.estimation.report()
+    error = r.estimate_error_median
+    return {
+        "estimation_profiled_jobs_total": r.profiled_jobs,
+        "estimation_profiling_rounds_total": r.profiling_rounds,
+        "estimation_estimated_entries_total": r.estimated_entries,
+        "estimation_still_estimated": r.still_estimated,
+        "estimation_checked_estimates_total": r.checked_estimates,
+        "estimation_error_median": -1.0 if np.isnan(error) else error,
+    }
 
 
 class LiveRoundDecider(RoundDecider):
-    """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc)."""
+    """``RoundDecider`` plus withdraw / observe_rate / restore_progress (see module doc),
+    and nodes that go away and come back (``take_out`` / ``put_back``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nodes_away: set[int] = set()
+
+    def take_out(self, nodes: set[int]) -> None:
+        """Nodes went away (their Ray node is lost): the leases on them end, their GPUs
+        are held by a placeholder so no placement picks them, and the policy re-solves
+        for the GPUs left. The job rows keep their progress (the driver requeues them)."""
+        nodes = nodes - self.nodes_away
+        if not nodes:
+            return
+        self.leases.release_on(nodes)
+        state = self.state
+        for node in sorted(nodes):
+            count = int(state.num_gpus[node])
+            state.allocate(
+                Assignment(_AWAY_HOLDER_BASE - node, node, tuple(range(count)), MILLI_PER_GPU, 0, 0)
+            )
+            t = int(state.node_model[node])
+            self.capacity_gpus[t] -= count  # the allocation book reads the same array
+            self.capacity_milli[t] -= count * MILLI_PER_GPU
+        self.nodes_away |= nodes
+        self.need_solve = True
+
+    def put_back(self, nodes: set[int]) -> None:
+        """Nodes came back: their GPUs are placeable again and the policy re-solves."""
+        nodes = nodes & self.nodes_away
+        state = self.state
+        for node in sorted(nodes):
+            state.release(_AWAY_HOLDER_BASE - node)
+            count = int(state.num_gpus[node])
+            t = int(state.node_model[node])
+            self.capacity_gpus[t] += count
+            self.capacity_milli[t] += count * MILLI_PER_GPU
+        self.nodes_away -= nodes
+        if nodes:
+            self.need_solve = True
+
+    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
+        """Judged on the whole cluster, nodes away included: they may come back."""
+        away = np.zeros_like(self.capacity_gpus)
+        for node in self.nodes_away:
+            away[int(self.state.node_model[node])] += float(self.state.num_gpus[node])
+        self.capacity_gpus += away
+        try:
+            return super()._could_ever_fit(job, rates)
+        finally:
+            self.capacity_gpus -= away
 
     def withdraw(self, row: int, now: float) -> None:
         """The job left for good (cancelled, failed): it is no longer active, its cached
@@ -56,13 +134,6 @@ class LiveRoundDecider(RoundDecider):
         self.jobs.complete([row], [now])
         self.leases.forget([row])
         self.need_solve = True
-
-    def observe_rate(self, row: int, type_index: int, steps_per_s: float) -> None:
-        """A measured rate replaces the estimate; the next solve uses it (and only then the
-        step budgets, which come from the allocation's entity table)."""
-        if steps_per_s > 0 and self.jobs.rates[row, type_index] != steps_per_s:
-            self.jobs.rates[row, type_index] = steps_per_s
-            self.need_solve = True
 
     def restore_progress(self, row: int, done_steps: float) -> None:
         """A restarted service re-admits a job that had already made progress."""

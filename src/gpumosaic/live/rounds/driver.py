@@ -46,6 +46,7 @@ from gpumosaic.live.rounds.exits import exit_outcome
 from gpumosaic.live.rounds.launch import launch_spec, stop_previous_process
 from gpumosaic.live.rounds.leases import LeaseTable, LiveLease
 from gpumosaic.live.rounds.meter import RoundMeter
+from gpumosaic.live.rounds.nodes import NodeEvent, NodeWatcher
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
 from gpumosaic.live.rounds.store import Store
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundPlan
@@ -109,9 +110,11 @@ class RoundDriver:
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[RoundPlan], None] | None = None,
         hold: Callable[[], AbstractContextManager[None]] | None = None,
+        nodes: NodeWatcher | None = None,
     ) -> None:
         """``hold``: a context in which ``clock`` runs at wall speed (a time-scaled
-        clock's ``held``: the service's own decisions are not scaled)."""
+        clock's ``held``: the service's own decisions are not scaled). ``nodes``: Ray
+        node membership, followed between boundaries (``_follow_nodes``)."""
         self.store = store
         self.table = table
         self.executor = executor
@@ -121,6 +124,7 @@ class RoundDriver:
         self.config = config
         self.clock = clock
         self.on_plan = on_plan
+        self.nodes = nodes
         self._hold = hold if hold is not None else nullcontext
         self.epoch = store.epoch(clock())
         self.row_of: dict[int, int] = {}
@@ -278,6 +282,8 @@ class RoundDriver:
             self._tick(now)
 
     def _tick(self, now: float) -> None:
+        if self.nodes is not None:
+            self._follow_nodes(now)
         reports = self.executor.poll()
         if reports:
             with self.store.batch():
@@ -293,6 +299,36 @@ class RoundDriver:
         if now - self._silence_checked >= self.config.time_scale:  # about once a second
             self._silence_checked = now
             self._stop_silent(now)
+
+    def _follow_nodes(self, now: float) -> None:
+        """Hook of ``nodes.NodeWatcher`` (docs/live.md, "More than one node"): a lost Ray
+        node's GPUs leave the decider's cluster and the leases planned on it end (their
+        jobs go back to the queue at their checkpoints when the executor reports them
+        gone); a returned one's GPUs come back. Either ends the round now, so the next
+        plan is made for the cluster as it is. Each change is an event."""
+        assert self.nodes is not None
+        changes = self.nodes.poll(now)
+        self.cluster = self.nodes.cluster
+        for change in changes:
+            self.store.event(now, None, change.event.value, change.describe())
+            nodes = set(change.nodes)
+            if change.event is NodeEvent.RETURNED:
+                self.decider.put_back(nodes)
+            elif change.event is NodeEvent.LOST:
+                self.decider.take_out(nodes)
+                for entry in self.plan.entries if self.plan is not None else ():
+                    if nodes.isdisjoint(p.node for p in entry.parts):
+                        continue
+                    for job_id in entry.job_ids:
+                        spec = self.pending.pop(job_id, None)
+                        if spec is not None:
+                            self._lease_specs.pop(spec.lease_id, None)
+                        lease_id = self.lease_of.get(job_id)
+                        if lease_id is not None and lease_id not in self.stopping:
+                            self._note_in_log(job_id, f"lease {lease_id} ends: {change.describe()}")
+                            self._stop(job_id, lease_id)
+            if change.event is not NodeEvent.UNUSED:
+                self.round_end = min(self.round_end, now)
 
     def _stop_silent(self, now: float) -> None:
         """Stop, as failed attempts, leases whose process never called the lease API in

@@ -3,9 +3,10 @@ a subprocess.
 
 What the actor holds (Ray's admission): ``num_gpus`` = the rank's share (fractional for a
 milli-GPU job) and ``gpumosaic_model_<M>`` = the same amount of the chosen model, on the
-node the placement layer chose (``node:<ip>``, Ray's per-node resource). A gang (several
-ranks) first reserves one bundle per rank in a placement group (PACK; each bundle pinned
-to its node the same way) and starts its actors in their bundles. The GPU *index* the
+node the placement layer chose: pinned by Ray node id (node affinity, not soft), since
+several Ray nodes may share one address. A gang (several ranks) first reserves one
+bundle per rank in a placement group (PACK; each bundle pinned to its node by the node-id
+label, ``ray.io/node-id``) and starts its actors in their bundles. The GPU *index* the
 placement layer chose is honoured by setting the job's ``CUDA_VISIBLE_DEVICES`` to the
 node's device numbers (``cluster.LiveCluster.devices``), not to the ids Ray picked: Ray's
 own fractional packing may differ from the placement's, which it never sees.
@@ -37,6 +38,7 @@ LOG_TAIL_BYTES = 4000
 NAMESPACE = "gpumosaic"  # lease actors are named in it, so a restarted service finds them
 _SHELL_CHARS = set(";&|<>()$`\\\"'*?[]#~=%\n")
 _PR_SET_PDEATHSIG = 1
+NODE_ID_LABEL = "ray.io/node-id"  # every Ray node's label: its node id
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -188,12 +190,16 @@ class RayExecutor:
 
     def launch(self, spec: LaunchSpec) -> None:
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.scheduling_strategies import (
+            NodeAffinitySchedulingStrategy,
+            PlacementGroupSchedulingStrategy,
+        )
 
         pg = None
         if len(spec.ranks) > 1:
             bundles = [self._resources(spec, r, bundle=True) for r in spec.ranks]
-            pg = placement_group(bundles, strategy="PACK")
+            on_node = [{NODE_ID_LABEL: r.ray_node_id} for r in spec.ranks]
+            pg = placement_group(bundles, strategy="PACK", bundle_label_selector=on_node)
         self._port += 1
         actors, waits, started = [], [], []
         for i, rank in enumerate(spec.ranks):
@@ -207,6 +213,9 @@ class RayExecutor:
                 }
             else:
                 opts = self._resources(spec, rank, bundle=False, split=True)
+                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                    rank.ray_node_id, soft=False
+                )
             opts.update(name=actor_name(spec.lease_id, rank.rank), namespace=NAMESPACE)
             actor = self._actor_cls.options(**opts).remote(
                 spec.command, spec.workdir, env, spec.log_path

@@ -139,6 +139,9 @@ class JobRow:
             allowed_models=frozenset(self.gpu_models) or None,
             priority_weight=self.priority_weight,
             name=self.name,
+            # A live job's ranks meet over torch.distributed's env:// rendezvous (rank 0's
+            # address): a multi-GPU job may span Ray nodes, as Gavel's jobs may.
+            may_span_nodes=True,
         )
 
 

@@ -34,11 +34,12 @@ from gpumosaic.live.rounds.cluster import (
     parse_counts,
     ray_nodes,
 )
-from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
+from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs, estimation_metrics
 from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
 from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.fencing import StateLock
 from gpumosaic.live.rounds.leases import LeaseTable
+from gpumosaic.live.rounds.nodes import NODE_POLL_S, NodeWatcher
 from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
 from gpumosaic.live.rounds.store import Store
@@ -50,6 +51,7 @@ from gpumosaic.mechanisms.gandiva import (
     parse_gandiva_options,
 )
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
+from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import build_queue_order
@@ -287,7 +289,8 @@ def build_decider(
     """The policy, placement and decider, built by the road the simulator takes
     (``run.parts.build_round_parts``)."""
     parts = build_parts_of(config)
-    priors = PriorThroughputs(GavelThroughputTable.load())
+    table = GavelThroughputTable.load()
+    priors = PriorThroughputs(table)
     decider = LiveRoundDecider(
         cluster.spec,
         parts.policy,
@@ -296,6 +299,7 @@ def build_decider(
         parts.config,
         parts.shuffle_rng,
         parts.place_rng,
+        estimation=ThroughputEstimation(cluster.spec.gpu_models, table),
     )
     return decider, priors
 
@@ -374,6 +378,10 @@ class Service:
         self.sharing: ShareSupervisor | None = share_executor(self)
         self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
+        # Ray node membership (live/rounds/nodes.py), followed where jobs run on Ray.
+        self.nodes: NodeWatcher | None = None
+        if executor_factory is None:
+            self.nodes = NodeWatcher(cluster, every_s=NODE_POLL_S * config.time_scale)
         self.driver: RoundDriver | None = None
         # --mechanism gandiva: this driver runs instead (``driver`` stays None).
         self.gandiva = config.mechanism != "rounds"
@@ -467,8 +475,10 @@ class Service:
             "fallbacks_total": sum(n for _, n in book.fallbacks.counts),
             **{f"fallback_{kind.value}_total": n for kind, n in book.fallbacks.counts},
             "policy_solve_seconds_total": book.solve_s,
+            **estimation_metrics(self.decider),
             "round_decision_seconds": last,
             "rss_bytes": _rss_bytes(),
+            **(self.nodes.metrics() if self.nodes is not None else {}),
             **shares,
         }
 
@@ -543,6 +553,7 @@ class Service:
                 clock=self.clock,
                 on_plan=self.on_plan,
                 hold=self.clock.held if isinstance(self.clock, ScaledClock) else None,
+                nodes=self.nodes,
             )
             self.driver.recover()
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)

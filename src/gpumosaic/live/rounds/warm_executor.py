@@ -2,7 +2,7 @@
 of every lease placed on that node, so a new lease costs a process start (~0.1-0.3 s on
 a loaded 2-core machine) instead of a Ray actor start plus a process start (~0.5-2 s).
 
-The launcher holds no resources (``num_cpus=0``; pinned to its node by ``node:<ip>``);
+The launcher holds no resources (``num_cpus=0``; pinned to its node by node id);
 the placement layer's choice of node and GPU (``CUDA_VISIBLE_DEVICES``) is what a lease
 gets, as with the per-lease executor, but Ray's own GPU accounting is not consulted.
 Processes are started by one spawner thread that lives as long as the launcher, so
@@ -155,8 +155,10 @@ class WarmRayExecutor:
     def _launcher(self, node_id: str, ip: str) -> _Launcher:
         launcher = self._launchers.get(node_id)
         if launcher is None:
-            actor = self._cls.options(
-                resources={f"node:{ip}": 0.001},
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            actor = self._cls.options(  # by node id: Ray nodes may share an address
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 name=f"launcher-{node_id}-{id(self)}",
                 namespace=NAMESPACE,
             ).remote()

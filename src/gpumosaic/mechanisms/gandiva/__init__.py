@@ -10,24 +10,60 @@ defragmentation planner, pure), ``moves`` (migrations and spreading), ``counters
 (what happened, one value), ``config`` (the knobs).
 """
 
-from gpumosaic.mechanisms.gandiva.actions import (
-    Action,
-    Migrate,
-    MoveReason,
-    Pack,
-    Reject,
-    Resume,
-    Start,
-    Suspend,
-    Unpack,
-)
-from gpumosaic.mechanisms.gandiva.config import (
-    GandivaConfig,
-    GandivaOptionError,
-    parse_gandiva_options,
-)
-from gpumosaic.mechanisms.gandiva.decider import GandivaDecider, Step
-from gpumosaic.mechanisms.gandiva.group import GandivaJob, GpuGroup, Meter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpumosaic.mechanisms.gandiva.actions import (
+        Action,
+        Migrate,
+        MoveReason,
+        Pack,
+        Reject,
+        Resume,
+        Start,
+        Suspend,
+        Unpack,
+    )
+    from gpumosaic.mechanisms.gandiva.config import (
+        GandivaConfig,
+        GandivaOptionError,
+        parse_gandiva_options,
+    )
+    from gpumosaic.mechanisms.gandiva.decider import GandivaDecider, Step
+    from gpumosaic.mechanisms.gandiva.group import GandivaJob, GpuGroup, Meter
+
+# The names load on first use (PEP 562): checking ``--sharing gandiva:...`` (``config``,
+# plain Python) must not pay for the decider's numpy.
+_WHERE = {
+    **dict.fromkeys(
+        (
+            "Action",
+            "Migrate",
+            "MoveReason",
+            "Pack",
+            "Reject",
+            "Resume",
+            "Start",
+            "Suspend",
+            "Unpack",
+        ),
+        "actions",
+    ),
+    **dict.fromkeys(("GandivaConfig", "GandivaOptionError", "parse_gandiva_options"), "config"),
+    **dict.fromkeys(("GandivaDecider", "Step"), "decider"),
+    **dict.fromkeys(("GandivaJob", "GpuGroup", "Meter"), "group"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpumosaic.mechanisms.gandiva' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gpumosaic.mechanisms.gandiva.{module}"), name)
+
 
 __all__ = [
     "Action",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -59,8 +59,16 @@ class AllocationBook:
         self.solve_s = 0.0
         self.fallbacks = Fallbacks()  # the policy's, summed over solves
 
-    def solve(self, now: float, jobs: JobStore, throughputs: Throughputs) -> None:
-        """Re-solve for the active jobs and start a new accounting period at ``now``."""
+    def solve(
+        self,
+        now: float,
+        jobs: JobStore,
+        throughputs: Throughputs,
+        adjust: Callable[[EntityTable], EntityTable] | None = None,
+    ) -> None:
+        """Re-solve for the active jobs and start a new accounting period at ``now``.
+        ``adjust``: applied to the new entity table (the decider's throughput estimation
+        moves a profiling job's time to the models it has not measured)."""
         if self.entities is not None:
             self._carry_deficits(now, jobs)
         rows = np.array(jobs.active_rows, dtype=np.int64)
@@ -89,7 +97,8 @@ class AllocationBook:
         self.solves += 1
         if allocation.fallbacks:
             self.fallbacks += allocation.fallbacks
-        self.entities = self._entity_table(rows, allocation, jobs)
+        table = self._entity_table(rows, allocation, jobs)
+        self.entities = table if adjust is None else adjust(table)
         self.last_reset_s = now
 
     def _allocate(self, inp: PolicyInput) -> Allocation:

@@ -10,6 +10,7 @@ lease extension). It never reads a clock: every call carries ``now``. A driver
     plan = decider.plan(now)            # solve if due, choose entities, place them
     ...run plan.entries for at most round_s (each member at most its granted steps)...
     done = decider.report(plan, RoundReport(...))  # measured progress of the round
+    decider.observe_rate(row, type_index, steps_per_s)  # each rate the round measured
     # nothing placed and nothing else will arrive? decider.solve(now) forces a solve
 
 A live driver (the round service on Ray) calls exactly this object each round: it starts
@@ -32,6 +33,7 @@ import numpy as np
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.kernel_cache import resolve
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
+from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.leases import LeaseBook, RestArguments
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
@@ -171,11 +173,15 @@ class RoundDecider:
         shuffle_rng: np.random.Generator,
         place_rng: np.random.Generator,
         describe: bool = True,
+        estimation: ThroughputEstimation | None = None,
     ) -> None:
         """``describe``: plans carry their entries as values (job ids, GPU type, where);
         a simulator that reads only the arrays turns it off (one Python step less per
-        entity and round)."""
+        entity and round). ``estimation``: jobs may come with unknown (NaN) rates, which
+        it profiles and estimates (``mechanisms/rounds/estimation.py``); without it
+        every rate must be known."""
         self.describe = describe
+        self.estimation = estimation
         self.config = config
         self.policy = policy
         self.throughputs = throughputs
@@ -222,7 +228,12 @@ class RoundDecider:
         self, jobs: Sequence[JobSpec], rates: FloatArray, measured: Sequence[bool]
     ) -> IntArray:
         """``admit`` for jobs in arrival order, with their (len(jobs), n_types) rates, in
-        one pass over arrays; returns their rows."""
+        one pass over arrays; returns their rows. NaN rates are unknown: the estimation
+        fills them (a ValueError without one)."""
+        if self.estimation is not None:
+            rates = self.estimation.admit(len(self.jobs), jobs, rates)
+        elif len(rates) and np.isnan(rates).any():
+            raise ValueError("unknown (NaN) rates need the decider's throughput estimation")
         rows = self.jobs.add_many(jobs, rates, measured)
         runnable: list[bool] = list(np.any(rates > 0, axis=1).tolist())
         admitted: list[int] = []
@@ -236,6 +247,9 @@ class RoundDecider:
                 self.jobs.reject(row, Rejection(RejectReason.NO_THROUGHPUT, _NO_THROUGHPUT))
             else:
                 admitted.append(row)
+                continue
+            if self.estimation is not None:
+                self.estimation.drop(row)
         if admitted:
             self.jobs.activate_many(admitted)
             self.need_solve = True
@@ -258,6 +272,8 @@ class RoundDecider:
     def solve_due(self, now: float) -> bool:
         """A solve is due when jobs came or went, at most once per resolve interval (Gavel
         also re-solves while its last reset is still the one at time 0)."""
+        if self.estimation is not None and self.estimation.solve_wanted:
+            return True  # a profiling job measured a model: profile it on the next
         if not self.need_solve:
             return False
         last = self.book.last_reset_s
@@ -266,13 +282,41 @@ class RoundDecider:
     def solve(self, now: float) -> None:
         """Re-solve the policy for the active jobs now (a driver forces this when nothing
         can run and nothing else will arrive, as Gavel does)."""
-        self.book.solve(now, self.jobs, self.throughputs)
+        estimation = self.estimation
+        adjust = None
+        if estimation is not None:
+            adjust = estimation.profile_entities
+            estimation.solved()
+        self.book.solve(now, self.jobs, self.throughputs, adjust)
         self.need_solve = False
+
+    def observe_rate(self, row: int, type_index: int, steps_per_s: float) -> None:
+        """A measured rate replaces the estimate; the next solve uses it (and only then the
+        step budgets, which come from the allocation's entity table). With estimation, a
+        job with unknown rates gets its other estimates redone from it."""
+        if not 0 < steps_per_s < float("inf"):
+            return
+        jobs = self.jobs
+        estimation = self.estimation
+        new = None if estimation is None else estimation.observe(row, type_index, steps_per_s)
+        if new is not None:
+            if not np.array_equal(jobs.rates[row], new):
+                jobs.rates[row] = new
+                self.need_solve = True
+        elif jobs.rates[row, type_index] != steps_per_s:
+            jobs.rates[row, type_index] = steps_per_s
+            self.need_solve = True
 
     # ---- one round -------------------------------------------------------------------
 
     def plan(self, now: float) -> RoundPlan:
         """Solve if due, choose the entities most behind their allocation, place them."""
+        planned = self._plan_round(now)
+        if self.estimation is not None:
+            self.estimation.note_plan(planned.rows_a, planned.rows_b, planned.type_index)
+        return planned
+
+    def _plan_round(self, now: float) -> RoundPlan:
         if self.solve_due(now):
             self.solve(now)
         ent = self.book.entities

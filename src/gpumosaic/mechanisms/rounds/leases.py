@@ -346,6 +346,17 @@ class LeaseBook(StrategyPlacing):
             for key in self._pair_keys_of_row.pop(row, ()):
                 self._pair_typed.pop(key, None)
 
+    def release_on(self, nodes: set[int]) -> None:
+        """End every lease holding GPUs on ``nodes`` (they went away: a live service's
+        lost node); the other leases stay."""
+        self._held_known[0] = -1
+        held = np.flatnonzero(self._held_type >= 0).tolist()
+        parts = self.state.parts_of
+        rows = [r for r in held if any(p.node in nodes for p in parts(r))]
+        self._release_rows(np.array(rows, dtype=np.int64))
+        for key in [k for k, lease in self.pairs.items() if nodes.intersection(lease.nodes)]:
+            self._release_pair(self.pairs.pop(key))
+
     def release_all(self) -> None:
         self._held_known[0] = -1
         self._release_rows(np.flatnonzero(self._held_type >= 0))

@@ -87,6 +87,10 @@ class Mechanism(Protocol):
     @property
     def own_placement(self) -> str | None: ...
 
+    # Whether --estimate-throughputs reaches the mechanism's decider (a mechanism that
+    # does not say so does not: ``RunDescription`` refuses the flag there).
+    estimates_throughputs: bool
+
     def check(self, description: RunDescription) -> None: ...
 
     def target(self, workload: Workload) -> TargetWorkload: ...
@@ -110,12 +114,11 @@ def refuse_background(description: RunDescription, mechanism: str) -> None:
 
 def check_placement(placement: str | None, own_order: str | None = None) -> None:
     """Fail early (``--placement``) on a placement name no strategy has; ``own_order`` is
-    a mechanism's own server order (Gandiva's ``affinity``), allowed only there."""
+    a mechanism's own server order (Gandiva's ``affinity``), allowed only there. The
+    placement grammar's own check: no scorer, no numpy."""
     if placement is None:
         return
-    from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.run.parts import build_placement_for
+    from gpumosaic.run.parts import check_placement_for
 
     name = placement.strip().lower()
     if own_order is not None and name == own_order:
@@ -125,5 +128,4 @@ def check_placement(placement: str | None, own_order: str | None = None) -> None
             "affinity is Gandiva's own server order: only with --sharing gandiva",
             field="--placement",
         )
-    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    build_placement_for(placement, probe)
+    check_placement_for(placement)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
 from gpumosaic.run.mechanisms.base import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
     from gpumosaic.model.state import ClusterState
@@ -26,6 +27,7 @@ class EventMechanism:
     policy_kind = PolicyKind.QUEUE_ORDER
     own_placement: str | None = None
     default_placement = "fgd"
+    estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
@@ -34,6 +36,7 @@ class EventMechanism:
             known = ", ".join(QUEUE_ORDERS)
             raise InputError(f"the event mechanism takes a queue order ({known})", field="--policy")
         check_placement(description.placement)
+        parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload

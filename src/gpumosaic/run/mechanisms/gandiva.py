@@ -30,18 +30,13 @@ if TYPE_CHECKING:
 class GandivaMechanism:
     name = "gandiva"
     policy_kind = PolicyKind.QUEUE_ORDER
+    estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
-    @property
-    def own_placement(self) -> str | None:
-        from gpumosaic.mechanisms.gandiva.ranking import AFFINITY
-
-        return AFFINITY
-
-    @property
-    def default_placement(self) -> str:
-        from gpumosaic.mechanisms.gandiva.ranking import AFFINITY
-
-        return AFFINITY
+    # Gandiva's own server order, ``mechanisms.gandiva.ranking.AFFINITY`` (spelled here so
+    # that checking a description does not import the ranking's numpy;
+    # tests/run/test_mechanism_registry.py checks that they agree).
+    own_placement: str | None = "affinity"
+    default_placement = "affinity"
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS

@@ -15,6 +15,7 @@ from gpumosaic.run.mechanisms.base import (
     check_placement,
     refuse_background,
 )
+from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
     from gpumosaic.placement.workload import TargetWorkload
@@ -29,6 +30,7 @@ class RoundsMechanism:
     policy_kind = PolicyKind.ALLOCATION
     own_placement: str | None = None
     default_placement = "fgd"
+    estimates_throughputs = True  # the decider's estimation (--estimate-throughputs)
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
@@ -56,6 +58,7 @@ class RoundsMechanism:
                 "policy", description.policy, (*QUEUE_ORDERS, *POLICY_NAMES), field="--policy"
             )
         check_placement(description.placement)
+        parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload
@@ -70,21 +73,31 @@ class RoundsMechanism:
         return build_speed_model(description.sharing)
 
     def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
-        from gpumosaic.policies.base import Policy
+        from gpumosaic.mechanisms.rounds.estimation import EstimationConfig
+        from gpumosaic.policies.base import PairCandidates, Policy
         from gpumosaic.sharing.speed import SpeedModel
         from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
 
         d = parts.description
         assert parts.placement is not None
+        policy = cast(Policy, parts.policy)  # an allocation policy (policy_kind)
+        if d.estimate_throughputs and policy.traits.pairs is not PairCandidates.NONE:
+            raise InputError(
+                "estimates isolated rates only, and a packed policy would read its pairs' "
+                "rates from the table: drop --estimate-throughputs or use a policy "
+                "without pairs",
+                field="--estimate-throughputs",
+            )
         simulator = RoundSimulator(
             parts.cluster,
             parts.workload,
-            cast(Policy, parts.policy),  # an allocation policy (policy_kind)
+            policy,
             parts.placement,
             RoundConfig(d.round_s, d.resolve_interval_s),
             progress,
             cast(SpeedModel | None, parts.sharing),
             rng=parts.rng,
             target=parts.target,
+            estimation=EstimationConfig() if d.estimate_throughputs else None,
         )
         return simulator.run()

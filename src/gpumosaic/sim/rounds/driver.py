@@ -36,6 +36,7 @@ from gpumosaic.mechanisms.rounds.decision import (
     RoundReport,
     round_kernel,
 )
+from gpumosaic.mechanisms.rounds.estimation import EstimationConfig, ThroughputEstimation
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.model.cluster import ClusterSpec
@@ -55,7 +56,7 @@ from gpumosaic.sim.result import (
 )
 from gpumosaic.sim.rounds.sharing import shared_rates
 from gpumosaic.sim.rounds.tracker import RoundTracker
-from gpumosaic.workloads.throughputs import KeyedThroughputs
+from gpumosaic.workloads.throughputs import GavelThroughputTable, KeyedThroughputs
 from gpumosaic.workloads.workload import Workload
 
 __all__ = ["RoundConfig", "RoundSimulator", "run_rounds"]
@@ -107,6 +108,7 @@ class RoundSimulator:
         target: TargetWorkload | None = None,
         describe: bool | None = None,
         launch_latency_s: float = 0.0,
+        estimation: EstimationConfig | None = None,
     ) -> None:
         """Built objects only (``run.build`` builds them from names). ``rng``: the run's
         Generator (the decider's type shuffle and placement draw from two streams
@@ -116,7 +118,10 @@ class RoundSimulator:
         that only counts rounds turns it off). ``launch_latency_s``: a job given a new lease
         (not an extension) starts stepping this long after the round starts and stops at
         the round's end (a live cluster's process start; ``sim-vs-live`` passes the value
-        it measured live, docs/live.md)."""
+        it measured live, docs/live.md). ``estimation``: the decider is not told the
+        jobs' rates; it profiles and estimates them (``mechanisms/rounds/estimation.py``)
+        from what each round measures, the table's true rate of the job on the model it
+        ran on (``simulate --estimate-throughputs``)."""
         if not 0.0 <= launch_latency_s < float("inf"):
             raise ValueError("launch_latency_s must be finite and >= 0")
         self.launch_latency_s = launch_latency_s
@@ -131,6 +136,15 @@ class RoundSimulator:
             target = TargetWorkload.from_jobs(workload.target_sample())
         shuffle_rng, place_rng = rng.spawn(2)
         self.models = cluster.gpu_models
+        estimator = None
+        # The true rates of the admitted jobs, by row, when the decider must estimate them.
+        self._true_rates: np.ndarray | None = None
+        if estimation is not None:
+            reference = workload.throughputs
+            if not isinstance(reference, GavelThroughputTable):
+                reference = GavelThroughputTable.load()
+            estimator = ThroughputEstimation(self.models, reference, estimation)
+            self._true_rates = np.zeros((64, len(self.models)))
         self.decider = RoundDecider(
             cluster,
             policy,
@@ -140,6 +154,7 @@ class RoundSimulator:
             shuffle_rng,
             place_rng,
             describe=on_plan is not None if describe is None else describe,
+            estimation=estimator,
         )
         self.jobs: JobStore = self.decider.jobs
         self.tracker = RoundTracker(self.decider.state, target)
@@ -215,6 +230,7 @@ class RoundSimulator:
             end_s=now,
             fallbacks=fallbacks,
             leases=lease_counts,
+            estimation=None if decider.estimation is None else decider.estimation.report(),
         )
 
     def _finished(self) -> bool:
@@ -246,11 +262,27 @@ class RoundSimulator:
             measured = [start <= j.id < end for j in batch]
         jobs = self.jobs
         rejected = len(jobs.rejected)
-        rows = self.decider.admit_many(batch, self._rate(batch), measured)
+        rates = self._rate(batch)
+        if self._true_rates is not None:
+            rates = self._hide(rates)
+        rows = self.decider.admit_many(batch, rates, measured)
         if len(jobs.rejected) > rejected:
             for row, m in zip(rows.tolist(), measured, strict=True):
                 if row in jobs.rejected:
                     self._count_done(m)
+
+    def _hide(self, rates: np.ndarray) -> np.ndarray:
+        """Keep the batch's true rates (rows in arrival order) and give the decider NaN
+        (unknown) for each; 0 stays 0 (a model the job may not use)."""
+        true = self._true_rates
+        assert true is not None
+        first, n = len(self.jobs), len(rates)
+        if first + n > len(true):
+            grown = np.zeros((max(2 * len(true), first + n), true.shape[1]))
+            grown[: len(true)] = true
+            true = self._true_rates = grown
+        true[first : first + n] = rates
+        return np.where(rates > 0, np.nan, 0.0)
 
     def _rate(self, batch: list[JobSpec]) -> np.ndarray:
         """(len(batch), models) isolated steps/s; 0 where a job may not use the model or
@@ -306,6 +338,13 @@ class RoundSimulator:
         now = plan.now_s
         jobs = self.jobs
         rate_a, steps_a = plan.rate_a, plan.steps_a
+        true = self._true_rates
+        if true is not None:  # jobs run at their true rates, not the decider's estimates
+            from gpumosaic.mechanisms.rounds.round_kernel import grant_steps
+
+            rate_a = true[plan.rows_a, plan.type_index]
+            r = self.config.round_s
+            steps_a = grant_steps(rate_a, plan.rows_a, jobs.total_steps, jobs.done_steps, r)
         if self.speed is not None:
             from gpumosaic.mechanisms.rounds.round_kernel import grant_steps
 
@@ -339,7 +378,18 @@ class RoundSimulator:
         if end <= now:  # only zero-step jobs (cannot happen with positive rates)
             end = now + self.config.round_s
         report = RoundReport(end, ran_s, steps_a, steps_b, finish_a, finish_b)
-        for row, _ in self.decider.report(plan, report):
+        finished = self.decider.report(plan, report)
+        if true is not None:  # what the round measured: each single job's rate
+            ran = np.flatnonzero((plan.rows_b < 0) & (steps_a > 0))
+            observe = self.decider.observe_rate
+            for row, t, rate in zip(
+                plan.rows_a[ran].tolist(),
+                plan.type_index[ran].tolist(),
+                rate_a[ran].tolist(),
+                strict=True,
+            ):
+                observe(row, t, rate)
+        for row, _ in finished:
             self.completions += 1
             self._count_done(jobs.measured[row])
         self.rounds += 1

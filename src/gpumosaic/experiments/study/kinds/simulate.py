@@ -11,10 +11,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-import pyarrow as pa
 from pydantic import PositiveFloat, PositiveInt
 
 from gpumosaic.errors import InputError
@@ -26,11 +24,13 @@ from gpumosaic.experiments.study.kinds.base import (
     RunProduct,
     unique,
 )
-from gpumosaic.metrics.columns import job_table
-from gpumosaic.metrics.summary import Summary
-from gpumosaic.run.build import run
+from gpumosaic.metrics.summary_value import Summary
 from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.result import SimResult
+
+if TYPE_CHECKING:  # a study file is checked without them (numpy, Parquet, the simulators)
+    import pyarrow as pa
+
+    from gpumosaic.sim.result import SimResult
 
 LOAD_PLACEHOLDER = "{load}"
 
@@ -136,10 +136,16 @@ class SimulateKind:
             if policy.lower() not in known and policy not in known:
                 raise GridError("policy", f"unknown policy {policy!r} (known: {', '.join(known)})")
         # Every point through the run description simulate itself validates with: its
-        # error names the CLI option, whose field is the grid key (--round-s: round_s).
+        # error names the CLI option, whose field is the grid key (--round-s: round_s);
+        # each cluster and workload once through the parsers its runs use (no numpy).
+        inputs_checked: set[tuple[str, str, int]] = set()
         for point in self.points(grid):
             try:
-                run_description(point)
+                description = run_description(point)
+                inputs = (description.cluster, description.workload, description.gpus_per_node)
+                if inputs not in inputs_checked:
+                    _check_inputs(description)
+                    inputs_checked.add(inputs)
             except InputError as err:
                 axis = (err.field or "").removeprefix("--").replace("-", "_")
                 if axis not in SimulateGrid.model_fields:
@@ -160,21 +166,35 @@ def _as_grid_error(axis: str, check: Any) -> None:
         raise GridError(axis, getattr(err, "message", str(err))) from None
 
 
-def _check_placement(name: str, gandiva: bool) -> None:
-    from gpumosaic.mechanisms.gandiva.ranking import is_affinity
-    from gpumosaic.model.job import JobSpec
-    from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.run.parts import build_placement_for
+def _check_inputs(description: RunDescription) -> None:
+    """The point's cluster and workload (``RunDescription.check_inputs``); a job list's
+    own error (its file, row and column) is the workload axis's."""
+    try:
+        description.check_inputs()
+    except InputError as err:
+        if not (err.field or "").startswith("--"):
+            raise GridError("workload", str(err)) from None
+        raise
 
-    if is_affinity(name):
+
+def _check_placement(name: str, gandiva: bool) -> None:
+    """The placement grammar's own check (no scorer, no numpy: a mistake's one line)."""
+    from gpumosaic.run.parts import check_placement_for
+
+    if name.strip().lower() == GANDIVA_ORDER:
         if not gandiva:
             raise ValueError("affinity is Gandiva's own server order: only with sharing gandiva")
         return
-    probe = TargetWorkload.from_jobs([JobSpec(0, 0.0, "probe", 1, 1000, 1.0)])
-    build_placement_for(name, probe, field="placement")
+    check_placement_for(name, field="placement")
+
+
+# Gandiva's own server order (run/mechanisms/gandiva.py: the name its ranking registers).
+GANDIVA_ORDER = "affinity"
 
 
 def run_point(point: SimulatePoint) -> RunProduct:
+    from gpumosaic.run.build import run
+
     request = run_description(point)
     outcome = run(request)
     result = outcome.result
@@ -196,10 +216,16 @@ def run_point(point: SimulatePoint) -> RunProduct:
 def jobs_table(result: SimResult) -> pa.Table:
     """The one per-job table (``metrics.columns.job_table``; placements.parquet has every
     GPU each job held)."""
+    import pyarrow as pa
+
+    from gpumosaic.metrics.columns import job_table
+
     return pa.table(job_table(result.records))
 
 
 def timeline_table(result: SimResult) -> pa.Table:
+    import pyarrow as pa
+
     t = result.timeline
     return pa.table(
         {
@@ -221,6 +247,9 @@ def placements_table(result: SimResult, request: RunDescription) -> pa.Table | N
     placed = [r for r in result.records if r.placement]
     if not placed:
         return None
+    import numpy as np
+    import pyarrow as pa
+
     from gpumosaic.workloads.spec import parse_cluster
 
     cluster = parse_cluster(request.cluster, request.gpus_per_node)
