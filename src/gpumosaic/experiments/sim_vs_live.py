@@ -10,6 +10,12 @@ job time: the mean, because the work a round loses is the sum of its latencies) 
 compare the two: average JCT, makespan, per-job JCT differences, and the rounds whose
 plan is the simulator's.
 
+Every workload ``simulate --mechanism rounds`` takes replays: each emulated job steps at
+the rate the simulator admits it with (the workload's own throughputs, handed to the job
+as ``emulate --rates``: ``live/rounds/replay.py EmulatedJobs``), Gavel job or not. The
+rounds simulator rejects CPU-only jobs (no GPU to schedule); they are not submitted live
+and are said so.
+
 The time scale: given, or chosen so the live run takes about ``wall_budget_s``: the
 simulator's makespan (no launch latency) over 80 % of the budget, at least 1.
 """
@@ -45,7 +51,7 @@ if TYPE_CHECKING:
     from gpumosaic.experiments.sim_vs_live_gandiva import GandivaComparison
     from gpumosaic.experiments.sim_vs_live_sharing import SharingRun
     from gpumosaic.live.rounds.cluster import LiveCluster
-    from gpumosaic.live.rounds.replay import LiveReplay
+    from gpumosaic.live.rounds.replay import JobSubmitter, LiveReplay
     from gpumosaic.sharing.speed import SpeedModel
 
 MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
@@ -162,11 +168,13 @@ def compare(
     options: SimVsLiveOptions,
     say: Callable[[str], None] = lambda _: None,
     state_dir: Path | None = None,
+    submitter: JobSubmitter | None = None,
 ) -> Comparison:
+    """``submitter``: how jobs are submitted live (default: emulated jobs at the
+    simulator's rates on the live cluster's models)."""
     description = rounds_description(options.description)
     parts = build_parts(description)
-    jobs = _finite_jobs(parts)
-    _check_emulable(jobs)
+    jobs = _gpu_jobs(_finite_jobs(parts), say)
     from gpumosaic.experiments import sim_vs_live_sharing
 
     sharing = sim_vs_live_sharing.parse(options.sharing)
@@ -175,6 +183,8 @@ def compare(
     counts = _model_counts(parts)
     cluster = _live_cluster(counts)
     sim_parts = build_parts(description, cluster=cluster.spec)
+    if submitter is None:
+        submitter = _emulated(sim_parts)
 
     scale = options.time_scale
     if scale is None:
@@ -196,8 +206,9 @@ def compare(
         _write_target(parts.workload.target_sample(), target_path)
         live_sharing = None if sharing is None else sharing.live_spec(scale)
         live = _run_live(
-            description, counts, cluster, jobs, scale, limit, root, target_path, say, live_sharing
-        )
+            description, counts, cluster, jobs, submitter, scale, limit, root, target_path, say,
+            parts.workload.measure, live_sharing,
+        )  # fmt: skip
     shared_run, speed = None, None
     if sharing is not None:
         shared_run, speed = sim_vs_live_sharing.measured_run(sharing, scale, str(root / "state.db"))
@@ -265,11 +276,13 @@ def _run_live(
     counts: Sequence[tuple[str, int]],
     cluster: LiveCluster,
     jobs: Sequence[JobSpec],
+    submitter: JobSubmitter,
     scale: float,
     limit_s: float,
     root: Path,
     target_path: Path,
     say: Callable[[str], None],
+    measure: tuple[int, int] | None = None,
     sharing: str | None = None,
 ) -> LiveReplay:
     from gpumosaic.live.rounds.replay import replay
@@ -296,9 +309,19 @@ def _run_live(
     def progress(done: int, total: int) -> None:
         if done != last[0]:
             last[0] = done
-            say(f"live: {done}/{total} jobs final after {time.monotonic() - started:.0f} s")
+            say(
+                f"live: {done}/{total} measured jobs final after {time.monotonic() - started:.0f} s"
+            )
 
-    return replay(jobs, config, cluster, wall_limit_s=limit_s, progress=progress)
+    return replay(
+        jobs,
+        config,
+        cluster,
+        submitter,
+        wall_limit_s=limit_s,
+        progress=progress,
+        measure=measure,
+    )
 
 
 def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
@@ -325,21 +348,27 @@ def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
 # ---- inputs ------------------------------------------------------------------------
 
 
-def _check_emulable(jobs: Sequence[JobSpec]) -> None:
-    """Emulated jobs step at Gavel's table rate for their job type: a workload whose jobs
-    have none (openb tasks, job lists in ``duration_s``) cannot run live yet."""
-    from gpumosaic.workloads.throughputs import GavelThroughputTable
+def _emulated(parts: RunParts) -> JobSubmitter:
+    """Emulated jobs at the rates the simulator admits them with: the workload's own
+    throughputs on each GPU model of the (live) cluster ``parts`` was built on."""
+    from gpumosaic.live.rounds.replay import EmulatedJobs
 
-    table = GavelThroughputTable.load()
-    for job in jobs:
-        scale = max(job.num_gpu, 1)
-        if not any(table.has(job.job_type, scale, column) for column in table.gpu_types):
-            raise InputError(
-                f"job {job.id} ({job.job_type!r} on {scale} GPU(s)) has no rate in Gavel's "
-                "table, so it cannot be emulated live: use a Gavel workload or a job list "
-                "with job_type and steps",
-                field="--workload",
-            )
+    models = tuple(dict.fromkeys(node.gpu for node in parts.cluster.nodes))
+    return EmulatedJobs(parts.workload.throughputs, models)
+
+
+def _gpu_jobs(jobs: Sequence[JobSpec], say: Callable[[str], None]) -> list[JobSpec]:
+    """The jobs to submit live: the rounds simulator rejects CPU-only jobs (it schedules
+    GPUs), so they are left out of the live run, and said so."""
+    kept = [j for j in jobs if j.num_gpu > 0]
+    if len(kept) < len(jobs):
+        say(
+            f"{len(jobs) - len(kept)} CPU-only job(s) not submitted live: the rounds "
+            "simulator rejects them (cpu_only)"
+        )
+    if not kept:
+        raise InputError("the workload has no GPU job to run live", field="--workload")
+    return kept
 
 
 def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
@@ -347,14 +376,16 @@ def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
 
 
 def _finite_jobs(parts: RunParts) -> list[JobSpec]:
+    """The jobs the live side may submit. A window's stream goes on past the window (as
+    the simulator's does, until the window's jobs are done: the replay stops there),
+    cut at ``MAX_LIVE_JOBS``."""
     jobs = list(islice(iter(parts.workload.jobs), MAX_LIVE_JOBS + 1))
-    if len(jobs) > MAX_LIVE_JOBS and parts.workload.measure is None:
+    measure = parts.workload.measure
+    if len(jobs) > MAX_LIVE_JOBS and (measure is None or measure[1] > MAX_LIVE_JOBS):
         raise InputError(
             f"the live side replays at most {MAX_LIVE_JOBS} jobs: use jobs=N or a window",
             field="--workload",
         )
-    if parts.workload.measure is not None:
-        jobs = [j for j in jobs if j.id < parts.workload.measure[1]]
     return jobs[:MAX_LIVE_JOBS]
 
 

@@ -14,8 +14,15 @@ preloaded the interposer) a step is GPU work instead (``run_shared``): its kerne
 through the interposer to the stand-in libcuda, so the share daemon's quanta really
 serialize the sharers and a shared job steps slower for real.
 
+A job without a Gavel type (an openb task, a job list in ``duration_s``, ...) is given
+its rates instead: ``--rates MODEL=R,...`` (steps/s in job time of the whole job on each
+GPU model, what the simulator's workload rates it at: ``sim-vs-live`` passes exactly
+the simulator's ``workload.throughputs.rate(job, model)``). Given with ``--job-type``,
+``--rates`` sets the isolated rate and the type stays the job's label.
+
 Run as ``gpumosaic emulate --job-type TYPE`` or, with fewer imports at start-up,
-``python -m gpumosaic.live.emulate --job-type TYPE`` (what ``sim-vs-live`` submits).
+``python -m gpumosaic.live.emulate --job-type TYPE`` / ``--rates MODEL=R,...`` (what
+``sim-vs-live`` submits).
 """
 
 from __future__ import annotations
@@ -151,7 +158,53 @@ def column_rate(
     return EmulatedRate(job_type, gpu_name, scale_factor, rate, packed_with)
 
 
-def rate_of(job_type: str, env: dict[str, str], scale_factor: int) -> EmulatedRate:
+def parse_rates(text: str) -> dict[str, float]:
+    """``MODEL=R,...`` -> {MODEL (upper case): R}: each R a finite number > 0, each model
+    once. A bad part is an EmulationError naming it."""
+    import math
+
+    rates: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        model, sep, value = part.partition("=")
+        model = model.strip().upper()
+        try:
+            rate = float(value) if sep else math.nan
+        except ValueError:
+            rate = math.nan
+        if not model or not (0 < rate < math.inf):
+            raise EmulationError(
+                f"--rates part {part!r} is not MODEL=R with R a finite number > 0 (steps/s)"
+            )
+        if model in rates:
+            raise EmulationError(f"--rates names {model} twice")
+        rates[model] = rate
+    if not rates:
+        raise EmulationError("--rates is empty: give MODEL=R,... (steps/s on each model)")
+    return rates
+
+
+def given_rate(
+    rates: dict[str, float], job_type: str, env: dict[str, str], scale_factor: int
+) -> EmulatedRate:
+    """The rate ``--rates`` gives for the GPU model the job was placed on."""
+    gpu_name = env.get(ENV_GPU_MODEL, "")
+    rate = rates.get(gpu_name.upper())
+    if rate is None:
+        raise EmulationError(
+            f"--rates has no rate for GPU model {gpu_name or '(none: GPUMOSAIC_GPU_MODEL unset)'}"
+            f" (it has {', '.join(sorted(rates))})"
+        )
+    return EmulatedRate(job_type or "job", gpu_name, scale_factor, rate)
+
+
+def rate_of(
+    job_type: str,
+    env: dict[str, str],
+    scale_factor: int,
+    rates: dict[str, float] | None = None,
+) -> EmulatedRate:
+    if rates is not None:
+        return given_rate(rates, job_type, env, scale_factor)
     gpu_name = env.get(ENV_GPU_MODEL, "")
     partner = env.get(ENV_PACKED_WITH, "")
     column, sep, factor = env.get(ENV_TABLE_COLUMN, "").partition(":")
@@ -160,13 +213,19 @@ def rate_of(job_type: str, env: dict[str, str], scale_factor: int) -> EmulatedRa
     return table_rate(job_type, gpu_name, scale_factor, partner)
 
 
-def run(job_type: str, steps: float | None = None, environ: dict[str, str] | None = None) -> int:
-    """Emulate one lease of the job (the process the service launched); exit code."""
+def run(
+    job_type: str,
+    steps: float | None = None,
+    environ: dict[str, str] | None = None,
+    rates: dict[str, float] | None = None,
+) -> int:
+    """Emulate one lease of the job (the process the service launched); exit code.
+    ``rates`` (``--rates``): the job's steps/s per GPU model, instead of Gavel's table."""
     env = dict(os.environ if environ is None else environ)
     lease = Lease.from_env(env)
     if steps is not None:
         lease.total_steps = min(lease.total_steps, steps)
-    rate = rate_of(job_type, env, max(lease.world_size, 1))
+    rate = rate_of(job_type, env, max(lease.world_size, 1), rates)
     wall_rate = rate.steps_per_s * lease.time_scale
     state = lease.load() or {"step": 0}
     first: int | None = None
@@ -292,11 +351,17 @@ def run_shared(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpumosaic.live.emulate")
-    parser.add_argument("--job-type", required=True)
+    parser.add_argument("--job-type", default="")
     parser.add_argument("--steps", type=float, default=None)
+    parser.add_argument(
+        "--rates", default=None, help="MODEL=R,...: steps/s (job time) on each GPU model"
+    )
     args = parser.parse_args(argv)
+    if not args.job_type and args.rates is None:
+        parser.error("give --job-type (Gavel's table rate) or --rates MODEL=R,...")
     try:
-        return run(args.job_type, args.steps)
+        rates = parse_rates(args.rates) if args.rates is not None else None
+        return run(args.job_type, args.steps, rates=rates)
     except (LeaseError, EmulationError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

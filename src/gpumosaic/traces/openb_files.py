@@ -23,19 +23,20 @@ def packaged_task_lists() -> tuple[str, ...]:
 
 
 def resolve_openb(spec: str, *, kind: str) -> Path:
-    """Map ``openb:NAME`` to the packaged file; anything else is a path that must exist."""
+    """Map ``openb:NAME`` to the packaged file; ``openb:PATH.csv`` (a task list of the
+    same columns, e.g. a subset) and anything else are paths that must exist."""
     if spec.startswith("openb:"):
         name = spec[len("openb:") :].strip()
         if kind == "nodes":
             if name not in NODE_LISTS:
                 raise unknown_name("node list", spec, ("openb:gpu", "openb:all"), field=None)
-            file_name = NODE_LISTS[name]
-        else:
-            if name not in packaged_task_lists():
-                known = [f"openb:{n}" for n in packaged_task_lists()]
-                raise unknown_name("task list", spec, known, field=None)
-            file_name = f"openb_pod_list_{name}.csv"
-        return DATA_DIR / file_name
+            return DATA_DIR / NODE_LISTS[name]
+        if name in packaged_task_lists():
+            return DATA_DIR / f"openb_pod_list_{name}.csv"
+        if Path(name).suffix.lower() != ".csv":
+            known = [f"openb:{n}" for n in packaged_task_lists()]
+            raise unknown_name("task list", spec, known, field=None)
+        spec = name
     path = Path(spec)
     if not path.is_file():
         raise InputError(f"no such {kind} file", path=path)

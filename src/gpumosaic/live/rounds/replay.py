@@ -1,8 +1,17 @@
 """A workload replayed on a live round service as emulated jobs: each job is submitted at
 its arrival time (job time, under the service's time scale) as
-``python -m gpumosaic.live.emulate --job-type TYPE`` with the job's steps, shape, models
-and weight; the service runs it on Ray like any job. The caller (``sim-vs-live``) builds
-the service's config and compares what this returns with the simulator.
+``python -m gpumosaic.live.emulate --rates MODEL=R,... [--job-type TYPE]`` with the job's
+steps, shape, models and weight; the service runs it on Ray like any job. The caller
+(``sim-vs-live``) builds the service's config and compares what this returns with the
+simulator.
+
+The rates are the simulator's, from one source: ``EmulatedJobs`` asks the workload's own
+``throughputs.rate(job, model)`` (what the round simulator admits the job with) for each
+GPU model of the live cluster and hands them to the job as ``--rates``. A Gavel job's are
+its table rates (``--job-type`` still names it: the service's prior and label); an openb
+task's or a ``duration_s`` job's are 1 step/s on every model (work = its duration), so
+every workload ``simulate`` takes replays live. Another submitter (``JobSubmitter``) runs
+other commands, e.g. real training jobs (bench/gpu_check_live.py).
 
 Jobs arriving at time 0 are in the store before the service's first round (as the
 simulator admits them in one batch); later ones are submitted by this thread when the
@@ -13,19 +22,24 @@ sides are summarised by the same code.
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpumosaic.live.rounds.cluster import LiveCluster
+from gpumosaic.live.rounds.driver import RoundDriver
 from gpumosaic.live.rounds.service import Service, ServiceConfig
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
+from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.sim.result import JobRecord, RunStats, SimResult, TimelineRecorder
 from gpumosaic.sim.rounds.driver import job_records
+from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,42 +54,88 @@ class LiveReplay:
     extensions: int
 
 
-def emulate_command(job_type: str, python: str = sys.executable) -> str:
-    return f"{shlex.quote(python)} -m gpumosaic.live.emulate --job-type {shlex.quote(job_type)}"
+def emulate_command(
+    job_type: str, python: str = sys.executable, rates: Mapping[str, float] | None = None
+) -> str:
+    """The emulated job's command line: Gavel's table rate for ``job_type``, or the
+    ``rates`` given (GPU model -> steps/s, every digit)."""
+    parts = [shlex.quote(python), "-m", "gpumosaic.live.emulate"]
+    if job_type:
+        parts += ["--job-type", shlex.quote(job_type)]
+    if rates is not None:
+        parts += ["--rates", ",".join(f"{m}={r!r}" for m, r in rates.items())]
+    return " ".join(parts)
 
 
-def submission(
-    job: JobSpec, checkpoint_every_s: float, python: str = sys.executable
-) -> JobSubmission:
-    """``checkpoint_every_s``: the job's save cadence (job time; it also saves at every
-    extension), given to it as ``GPUMOSAIC_CHECKPOINT_EVERY_S``."""
-    return JobSubmission(
-        command=emulate_command(job.job_type, python),
-        steps=float(job.work),
-        gpus=max(job.num_gpu, 1),
-        gpu_milli=job.gpu_milli,
-        gpu_models=sorted(job.allowed_models) if job.allowed_models else [],
-        priority_weight=job.priority_weight,
-        name=job.name or f"w{job.id}",
-        job_type=job.job_type,
-        env={"GPUMOSAIC_CHECKPOINT_EVERY_S": repr(float(checkpoint_every_s))},
+class JobSubmitter(Protocol):
+    """How a workload job becomes a live submission (``checkpoint_every_s``: the job's
+    save cadence in job time, given as ``GPUMOSAIC_CHECKPOINT_EVERY_S``)."""
+
+    def submission(self, job: JobSpec, checkpoint_every_s: float) -> JobSubmission: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatedJobs:
+    """Jobs as emulated jobs stepping at the simulator's rates (module doc)."""
+
+    throughputs: Throughputs  # the simulator's: the workload's own
+    models: tuple[GpuModel, ...]  # the live cluster's GPU models
+    python: str = sys.executable
+    gavel_types: frozenset[str] = field(
+        default_factory=lambda: frozenset(GavelThroughputTable.load().job_types)
     )
+
+    def rates(self, job: JobSpec) -> dict[str, float]:
+        """Steps/s (job time) of ``job`` on each model, as the simulator admits it; a
+        model it has no positive rate on is left out (the simulator never runs it there)."""
+        out: dict[str, float] = {}
+        for gpu in self.models:
+            if not job.allows(gpu.name):
+                continue
+            try:
+                rate = float(self.throughputs.rate(job, gpu))
+            except KeyError:
+                continue
+            if 0 < rate < math.inf:
+                out[gpu.name] = rate
+        return out
+
+    def submission(self, job: JobSpec, checkpoint_every_s: float) -> JobSubmission:
+        job_type = job.job_type if job.job_type in self.gavel_types else ""
+        return JobSubmission(
+            command=emulate_command(job_type, self.python, self.rates(job)),
+            steps=float(job.work),
+            gpus=max(job.num_gpu, 1),
+            gpu_milli=job.gpu_milli,
+            gpu_models=sorted(job.allowed_models) if job.allowed_models else [],
+            priority_weight=job.priority_weight,
+            name=job.name or f"w{job.id}",
+            job_type=job_type,
+            env={"GPUMOSAIC_CHECKPOINT_EVERY_S": repr(float(checkpoint_every_s))},
+        )
 
 
 def replay(
     jobs: Sequence[JobSpec],
     config: ServiceConfig,
     cluster: LiveCluster,
+    submitter: JobSubmitter,
     *,
     wall_limit_s: float,
     progress: Callable[[int, int], None] | None = None,
+    measure: tuple[int, int] | None = None,
 ) -> LiveReplay:
-    """Run ``jobs`` (in arrival order) on a service built from ``config``; stop it once
-    every job is final or after ``wall_limit_s``."""
+    """Run ``jobs`` (in arrival order, each made a submission by ``submitter``) on a
+    service built from ``config``; stop it once every job is final or after
+    ``wall_limit_s``. ``measure`` (the workload's window, ids A..B-1): as the simulator
+    does, jobs keep arriving until the window's jobs are final, and only those are
+    measured (the others' records say ``measured=False``)."""
     plans: list[RoundPlan] = []
     service = Service(config, cluster, on_plan=plans.append)
     store, clock = service.store, service.clock
     ordered = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+    lo, hi = measure if measure is not None else (-math.inf, math.inf)
+    watched = {j.id for j in ordered if lo <= j.id < hi}
     id_of: dict[int, int] = {}
     # Saves every half round: under a time scale of hundreds, the default minute of job
     # time would be several fsyncs a second per job on a 2-core machine.
@@ -83,7 +143,9 @@ def replay(
     first = 0
     while first < len(ordered) and ordered[first].arrival_s <= 0:
         job = ordered[first]
-        id_of[store.add_job(submission(job, cadence), clock(), config.max_retries)] = job.id
+        id_of[store.add_job(submitter.submission(job, cadence), clock(), config.max_retries)] = (
+            job.id
+        )
         first += 1
     started = time.monotonic()
     service.start()
@@ -99,12 +161,18 @@ def replay(
             now = clock() - driver.epoch
             while nxt < len(ordered) and ordered[nxt].arrival_s <= now:
                 job = ordered[nxt]
-                id_of[store.add_job(submission(job, cadence), clock(), config.max_retries)] = job.id
+                id_of[
+                    store.add_job(submitter.submission(job, cadence), clock(), config.max_retries)
+                ] = job.id
                 nxt += 1
-            done = sum(1 for j in store.jobs() if j.terminal)
+            final = [j for j in store.jobs() if j.terminal and id_of.get(j.id) in watched]
             if progress is not None:
-                progress(done, len(ordered))
-            if nxt == len(ordered) and done == len(ordered):
+                progress(len(final), len(watched))
+            if (
+                len(final) == len(watched)
+                and (measure is not None or nxt == len(ordered))
+                and all(_recorded(driver, j.id) for j in final if j.state == "done")
+            ):
                 finished = True
                 break
             wait = 0.2
@@ -119,7 +187,7 @@ def replay(
     assert driver is not None
     decider = service.decider
     records = tuple(
-        _as_workload_job(r, id_of) for r in job_records(decider.jobs, decider.type_names)
+        _as_workload_job(r, id_of, lo, hi) for r in job_records(decider.jobs, decider.type_names)
     )
     c = driver.counters
     book = decider.book
@@ -151,7 +219,16 @@ def replay(
     )
 
 
-def _as_workload_job(record: JobRecord, id_of: dict[int, int]) -> JobRecord:
+def _recorded(driver: RoundDriver, job_id: int) -> bool:
+    """Whether the decider has recorded the job's completion: the store marks a job
+    done when its process reports its last step, the decider at the driver's next tick,
+    and the records are the decider's (stopping in between lost the last job's JCT)."""
+    row = driver.row_of.get(job_id)
+    return row is None or not math.isnan(float(driver.decider.jobs.finish_s[row]))
+
+
+def _as_workload_job(record: JobRecord, id_of: dict[int, int], lo: float, hi: float) -> JobRecord:
     from dataclasses import replace
 
-    return replace(record, job_id=id_of.get(record.job_id, record.job_id))
+    job_id = id_of.get(record.job_id, record.job_id)
+    return replace(record, job_id=job_id, measured=lo <= job_id < hi)
