@@ -42,13 +42,13 @@ from gpumosaic.experiments.sim_vs_live import (
     BUDGET_SHARE,
     JobDiff,
     SimVsLiveOptions,
-    _check_emulable,
     _finite_jobs,
     _job_diffs,
     _live_cluster,
     _model_counts,
     rel,
 )
+from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
 from gpumosaic.mechanisms.gandiva import (
     GandivaConfig,
@@ -254,7 +254,7 @@ def compare_gandiva(
     config = parts.sharing
     assert isinstance(config, GandivaConfig)
     jobs = _finite_jobs(parts)
-    _check_emulable(jobs)
+    _check_gavel_types(jobs)
     counts = _model_counts(parts)
 
     scale = options.time_scale
@@ -379,6 +379,40 @@ class LiveGandiva:
     launches: int
 
 
+def _check_gavel_types(jobs: Sequence[JobSpec]) -> None:
+    """Gandiva's emulated jobs step at Gavel's table rates, alone and packed (the pair
+    rates the simulator's Gandiva reads): a job without a Gavel type has no pair rate, so
+    ``--mechanism gandiva`` takes Gavel workloads and job lists with ``job_type`` only."""
+    from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+    table = GavelThroughputTable.load()
+    for job in jobs:
+        scale = max(job.num_gpu, 1)
+        if not any(table.has(job.job_type, scale, column) for column in table.gpu_types):
+            raise InputError(
+                f"job {job.id} ({job.job_type!r} on {scale} GPU(s)) has no rate in Gavel's "
+                "table, so Gandiva cannot emulate it live (its pair rates are Gavel's): use "
+                "a Gavel workload or a job list with job_type and steps",
+                field="--workload",
+            )
+
+
+def _submission(job: JobSpec, checkpoint_every_s: float) -> JobSubmission:
+    """The job as Gandiva's emulated job (``live/gandiva/emulate.py``); its save cadence
+    (job time) as ``GPUMOSAIC_CHECKPOINT_EVERY_S``."""
+    return JobSubmission(
+        command=emulate_command(job.job_type),
+        steps=float(job.work),
+        gpus=max(job.num_gpu, 1),
+        gpu_milli=job.gpu_milli,
+        gpu_models=sorted(job.allowed_models) if job.allowed_models else [],
+        priority_weight=job.priority_weight,
+        name=job.name or f"w{job.id}",
+        job_type=job.job_type,
+        env={"GPUMOSAIC_CHECKPOINT_EVERY_S": repr(float(checkpoint_every_s))},
+    )
+
+
 def emulate_command(job_type: str, python: str = sys.executable) -> str:
     import shlex
 
@@ -399,7 +433,6 @@ def _run_live(
     seed: int,
     say: Callable[[str], None],
 ) -> LiveGandiva:
-    from gpumosaic.live.rounds.replay import submission
     from gpumosaic.live.rounds.service import Service, ServiceConfig
 
     service_config = ServiceConfig(
@@ -419,8 +452,7 @@ def _run_live(
     cadence = config.quantum_s  # a stop saves anyway; this bounds a lost process's redo
 
     def submit(job: JobSpec) -> None:
-        sub = submission(job, cadence)
-        sub = sub.model_copy(update={"command": emulate_command(job.job_type)})
+        sub = _submission(job, cadence)
         id_of[store.add_job(sub, clock(), service_config.max_retries)] = job.id
 
     first = 0
