@@ -60,8 +60,9 @@ COMMAND_HELP: dict[str, str] = {
     "compare": "Compare placements (or policies) over seeds: table, CSV and plots.",
     "fill": "Fill the cluster with tasks that never leave (the FGD / PWR experiment).",
     "serve": "Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops.",
-    "emulate": "A job that steps at Gavel's table rate for its type on the GPU model it was "
-    "given (GPUMOSAIC_GPU_MODEL), times the service's time scale, through gpumosaic.lease.",
+    "emulate": "A job that steps at Gavel's table rate for its type (or at --rates) on the GPU "
+    "model it was given (GPUMOSAIC_GPU_MODEL), times the service's time scale, through "
+    "gpumosaic.lease.",
     "sim-vs-live": "Run a workload on a local live service (emulated jobs on Ray, loopback) and "
     "in the simulator (--mechanism rounds), and print both side by side.",
     "submit": (
