@@ -90,7 +90,8 @@ def test_base_keeps_unset_fields_and_aliases_map_to_fields() -> None:
     ["gandiva:packing=maybe", "nvshare:anti_thrashing=maybe", "gavel:jobs=3,multigpu=maybe"],
 )
 def test_one_vocabulary_everywhere(spec: str) -> None:
-    """``maybe`` is refused with the same words wherever an on/off option is read."""
+    """``maybe`` is refused with the same words wherever an on/off option is read (nvshare's
+    anti_thrashing also takes ``auto``: "expected one of auto, on, off (or true/false...")."""
     from gpumosaic.sharing.speed import build_speed_model
     from gpumosaic.sim.gandiva import parse_gandiva_options
     from gpumosaic.workloads.spec import parse_workload
@@ -100,16 +101,19 @@ def test_one_vocabulary_everywhere(spec: str) -> None:
         "nvshare": build_speed_model,
         "gavel": lambda s: parse_workload(s, 0),
     }[spec.partition(":")[0]]
-    with pytest.raises(InputError, match=r"expected on or off \(or true/false"):
+    words = r"(on or off|on, off) \(or true/false, yes/no, 1/0\), got 'maybe'"
+    with pytest.raises(InputError, match=words):
         parse(spec)
 
 
 def test_yes_means_on_everywhere() -> None:
+    from gpumosaic.sharing.lock import AntiThrashing
     from gpumosaic.sharing.speed import build_speed_model
     from gpumosaic.sim.gandiva import parse_gandiva_options
     from gpumosaic.workloads.spec import parse_workload
 
     assert parse_gandiva_options("gandiva:packing=yes,migration=no").packing is True
-    assert build_speed_model("nvshare:anti_thrashing=yes").model.anti_thrashing is True  # type: ignore[attr-defined]
+    speed = build_speed_model("nvshare:anti_thrashing=yes")
+    assert speed.model.anti_thrashing is AntiThrashing.ON  # type: ignore[attr-defined]
     jobs = parse_workload("gavel:jobs=30,multigpu=yes", 0).workload.jobs
     assert any(j.num_gpu > 1 for j in jobs)
