@@ -267,6 +267,13 @@ def lease_blocks(log: str) -> list[tuple[str, int, int | None, float | None]]:
     return out
 
 
+def ranks_logged(serve, job_id: int, ranks: int) -> bool:  # type: ignore[no-untyped-def]
+    """Every rank's lines reached the job's log: a remote rank's output may arrive a moment
+    after the job is done (its last report came first)."""
+    blocks = lease_blocks(serve.log(job_id))
+    return len(blocks) >= ranks and all(b[2] is not None for b in blocks)
+
+
 def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
     two_nodes: TwoNodes, tmp_path: Path
 ) -> None:
@@ -280,6 +287,7 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
         # A gang across the two one-GPU nodes: one rank on each.
         gang = serve.submit(steps=20, gpus=2)
         wait_for(lambda: serve.job(gang)["state"] == "done", 60, "the gang", serve.output)
+        wait_for(lambda: ranks_logged(serve, gang, 2), 30, "the gang's ranks' logs", serve.output)
         ranks = lease_blocks(serve.log(gang))
         assert {r[2] for r in ranks} == {head.raylet_pid, worker.raylet_pid}, ranks
         # Three one-GPU jobs time-share the two GPUs (so they checkpoint and move).
@@ -352,6 +360,7 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
         )
         again = serve.submit(steps=20, gpus=2)
         wait_for(lambda: serve.job(again)["state"] == "done", 60, "a gang again", serve.output)
+        wait_for(lambda: ranks_logged(serve, again, 2), 30, "its ranks' logs", serve.output)
         ranks = lease_blocks(serve.log(again))
         assert {r[2] for r in ranks} == {head.raylet_pid, back.raylet_pid}, ranks
     finally:
