@@ -172,22 +172,28 @@ def test_measured_pair_rates_replace_the_tables_in_the_next_solve(tmp_path: Path
     assert decider.jobs.rates[rows[0], 0] == GavelThroughputTable.load().isolated(RESNET, 1, "v100")
 
 
-def pair_lease(lease_id: str, job_id: int, steps: float, finished_at: float | None) -> LiveLease:
+def pair_lease(
+    lease_id: str, job_id: int, steps: float, iter_s: float, finished_at: float | None
+) -> LiveLease:
     return LiveLease(
         lease_id=lease_id, job_id=job_id, round_idx=1, gpu_type="V100", type_index=0,
         world_size=1, total_steps=1_000.0, until_step=1_000.0, deadline=1e9, launched_at=0.0,
-        steps_at_launch=0.0, measured_grant=False, steps=steps, iter_s=10.0, contacted=True,
+        steps_at_launch=0.0, measured_grant=False, steps=steps, iter_s=iter_s, contacted=True,
         contacted_at=201.0, finished_at=finished_at,
     )  # fmt: skip
 
 
 def test_the_meter_credits_a_pair_until_its_last_member_stops() -> None:
-    # Job 1 finishes 20 s into the round, its partner runs on to the round's end: the
-    # pair ran 59 s (its running span, as the simulator counts a pair), not 19 s; each
-    # member's rate is a pair sample marked with its partner.
+    # Job 1 finishes 20 s into the round (it stepped 19 s from its first call), its
+    # partner steps on to the round's end (59 s): the pair ran 59 s (as the simulator
+    # counts a pair, and Gavel takes the larger execution time), not 19 s; each member's
+    # rate is a pair sample marked with its partner.
     meter = RoundMeter({"V100": 0})
     entry = PlannedEntity((1, 2), "V100", (), False, (40.0, 40.0), (2.0, 3.0))
-    leases = {1: pair_lease("a", 1, 40.0, finished_at=220.0), 2: pair_lease("b", 2, 30.0, None)}
+    leases = {
+        1: pair_lease("a", 1, 38.0, 19.0, finished_at=220.0),
+        2: pair_lease("b", 2, 59.0, 59.0, None),
+    }
     meter.lease_started(1, "a", 200.0, partner=2)
     meter.lease_started(2, "b", 200.0, partner=1)
     closed = meter.close(
@@ -199,5 +205,5 @@ def test_the_meter_credits_a_pair_until_its_last_member_stops() -> None:
     )  # fmt: skip
     np.testing.assert_array_equal(closed.report.ran_s, [59.0])
     np.testing.assert_array_equal(closed.report.finish_a, [120.0])  # 220 on the epoch 100
-    assert sorted((s.job_id, s.partner, s.rate) for s in closed.rates) == [(1, 2, 4.0), (2, 1, 3.0)]
+    assert sorted((s.job_id, s.partner, s.rate) for s in closed.rates) == [(1, 2, 2.0), (2, 1, 1.0)]
     assert meter.is_measured(1, 0, partner=2) and not meter.is_measured(1, 0)
