@@ -4,6 +4,7 @@ the token guards every route but /healthz and the verbs, whatever the header hol
 
 from __future__ import annotations
 
+import re
 import socket
 from decimal import Decimal
 from pathlib import Path
@@ -173,6 +174,18 @@ def test_the_limit_is_enforced_before_the_body_is_buffered(tmp_path: Path, monke
 def guarded(tmp_path: Path) -> TestClient:
     svc = service(cluster(("V100", 1)), tmp_path / "s.db")
     return TestClient(create_app(svc, token="s3cret"), raise_server_exceptions=False)
+
+
+def test_the_docs_page_loads_nothing_from_another_host(guarded) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    page = guarded.get("/docs", headers=auth).text
+    assert guarded.get("/redoc", headers=auth).text == page
+    urls = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert urls and all(u.startswith("/docs/assets/") for u in urls), urls
+    assert '"/filter"' in page  # the verbs' schema, inlined
+    for url in urls:
+        assert guarded.get(url).status_code == 401  # the gate covers the files too
+        assert len(guarded.get(url, headers=auth).content) > 100_000, url
 
 
 @pytest.mark.parametrize("path", ["/docs", "/redoc", "/openapi.json", "/state", "/metrics"])

@@ -219,6 +219,7 @@ def test_docs_work_offline_and_need_the_token(api_factory) -> None:  # type: ign
     svc = api_factory(token=TOKEN)
     client = ServiceClient(svc.url, TOKEN)
     page = client.request("GET", "/docs")
+    assert client.request("GET", "/redoc") == page  # the same offline page (ReDoc's: a CDN)
     # Nothing is loaded from another host: every src/href is a path of this service.
     urls = re.findall(r'(?:src|href)="([^"]+)"', page)
     assert urls and all(u.startswith("/docs/assets/") for u in urls), urls

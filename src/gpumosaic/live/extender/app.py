@@ -37,6 +37,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gpumosaic.live import docs_page
 from gpumosaic.live.extender.admission import (
     MAX_ARGS_BYTES,
     MAX_NAME_CHARS,
@@ -195,7 +196,10 @@ def create_app(service: ExtenderService, verbs: Verbs | None = None, token: str 
     """The app; with ``token``, every route but /healthz and the verbs needs it."""
     verbs = verbs or Verbs()
     metrics = ExtenderMetrics(service)
-    app = FastAPI(title="gpumosaic scheduler extender")
+    # /docs and /redoc: one offline page, served by the extender (FastAPI's own load
+    # their files from a CDN); the token gate covers them like every route.
+    app = FastAPI(title="gpumosaic scheduler extender", docs_url=None, redoc_url=None)
+    docs_page.mount(app, "kube")
     app.state.service = service
     app.state.metrics = metrics
     endpoints = {

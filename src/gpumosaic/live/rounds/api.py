@@ -28,16 +28,13 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_redoc_html
 from fastapi.responses import (
-    FileResponse,
-    HTMLResponse,
     JSONResponse,
     PlainTextResponse,
     StreamingResponse,
 )
 
-from gpumosaic.live.rounds import docs_page
+from gpumosaic.live import docs_page
 from gpumosaic.live.rounds.admission import (
     DEFAULT_LOG_TAIL_BYTES,
     DEFAULT_PAGE,
@@ -281,24 +278,7 @@ def create_app(service: ServiceView) -> FastAPI:
     def openapi() -> dict[str, Any]:
         return app.openapi()
 
-    @app.get("/docs", dependencies=users, include_in_schema=False)
-    def docs() -> HTMLResponse:
-        if docs_page.assets_dir() is None:
-            raise HTTPException(
-                503, "/docs needs the fastapi-swagger package (pip install 'gpumosaic[serve]')"
-            )
-        return HTMLResponse(docs_page.swagger_html(app.title, app.openapi()))
-
-    @app.get(docs_page.ASSETS_PATH + "/{name}", dependencies=users, include_in_schema=False)
-    def docs_asset(name: str) -> FileResponse:
-        folder = docs_page.assets_dir()
-        if name not in docs_page.ASSETS or folder is None:
-            raise HTTPException(404, f"no asset {name[:64]}")
-        return FileResponse(folder / name, media_type=docs_page.ASSETS[name])
-
-    @app.get("/redoc", dependencies=users, include_in_schema=False)
-    def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url="/openapi.json", title=app.title)
+    docs_page.mount(app, "serve", users)  # /docs and /redoc: one offline page (no CDN)
 
     # ---- users ---------------------------------------------------------------------
 
