@@ -6,8 +6,9 @@ for ``model.state``'s numpy."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpumosaic.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpumosaic.model.cluster import ClusterSpec, NodeSpec
@@ -28,11 +29,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpumosaic.model' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"gpumosaic.model.{module}"), name)
+__getattr__ = lazy_names(__name__, _WHERE)
 
 
 __all__ = [

@@ -7,8 +7,9 @@ reads ``sharing.gpu_phase`` at start-up without it."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpumosaic.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpumosaic.sharing.interference import (
@@ -44,11 +45,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpumosaic.sharing' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"gpumosaic.sharing.{module}"), name)
+__getattr__ = lazy_names(__name__, _WHERE)
 
 
 __all__ = [

@@ -12,8 +12,9 @@ defragmentation planner, pure), ``moves`` (migrations and spreading), ``counters
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpumosaic.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpumosaic.mechanisms.gandiva.actions import (
@@ -58,11 +59,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpumosaic.mechanisms.gandiva' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"gpumosaic.mechanisms.gandiva.{module}"), name)
+__getattr__ = lazy_names(__name__, _WHERE)
 
 
 __all__ = [
