@@ -35,6 +35,19 @@ class Assignment:
     cpu_milli: int
     memory_mib: int
 
+    @classmethod
+    def of(cls, job: JobSpec, node: int, gpus: tuple[int, ...]) -> Assignment:
+        """``job`` on ``node``'s GPU slots ``gpus``, holding what it asks for (a CPU-only
+        job holds no GPU milli)."""
+        return cls(
+            job_id=job.id,
+            node=node,
+            gpus=gpus,
+            gpu_milli=job.gpu_milli if job.num_gpu else 0,
+            cpu_milli=job.cpu_milli,
+            memory_mib=job.memory_mib,
+        )
+
     @property
     def kind(self) -> int:
         """GpuClustering's task kind: 0 = sharing (fractional), k = k whole GPUs."""

@@ -165,11 +165,4 @@ class Scorer:
         self, state: ClusterState, job: JobSpec, node: int, rng: np.random.Generator
     ) -> Assignment:
         slot = self.fractional_slot(state, job, node, rng) if job.is_fractional else -1
-        return Assignment(
-            job_id=job.id,
-            node=node,
-            gpus=node_gpus(state, job, node, slot),
-            gpu_milli=job.gpu_milli if job.num_gpu else 0,
-            cpu_milli=job.cpu_milli,
-            memory_mib=job.memory_mib,
-        )
+        return Assignment.of(job, node, node_gpus(state, job, node, slot))

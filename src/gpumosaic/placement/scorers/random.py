@@ -61,15 +61,7 @@ class RandomPlacement:
         choice = self.choose(state, job, rng)
         if choice is None:
             return None
-        node, gpus = choice
-        return Assignment(
-            job_id=job.id,
-            node=node,
-            gpus=gpus,
-            gpu_milli=job.gpu_milli if job.num_gpu else 0,
-            cpu_milli=job.cpu_milli,
-            memory_mib=job.memory_mib,
-        )
+        return Assignment.of(job, *choice)
 
     def choose(
         self, state: ClusterState, job: JobSpec, rng: np.random.Generator
