@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +13,7 @@ import typer
 from gpumosaic.cli.app import app, check_out_dir, check_seed, err_console, user_errors
 
 if TYPE_CHECKING:
-    from gpumosaic.experiments.sim_vs_live import Comparison
+    from gpumosaic.experiments.sim_vs_live import Agreement, Comparison
 
 WORKLOAD_HELP = "any workload simulate takes (gavel:jobs=N,rate=R,..., a job list, ...)"
 
@@ -101,11 +102,15 @@ def _pct(x: float) -> str:
     return "-" if math.isnan(x) else f"{100 * x:+.2f}%"
 
 
-def _print_table(c: Comparison) -> None:
+def print_agreement(
+    title: str, c: Agreement, rows: Sequence[tuple[str, str, str, str]], line: str
+) -> None:
+    """The comparison's table (both sides' jobs completed, average JCT and makespan, and
+    ``rows``), then ``line``."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"sim vs live (time scale {c.time_scale:.4g}, live wall {c.wall_s:.0f} s)")
+    table = Table(title=f"{title} (time scale {c.time_scale:.4g}, live wall {c.wall_s:.0f} s)")
     table.add_column("")
     table.add_column("simulator", justify="right")
     table.add_column("live", justify="right")
@@ -117,12 +122,23 @@ def _print_table(c: Comparison) -> None:
     table.add_row(
         "makespan (s)", _fmt(c.sim.makespan_s), _fmt(c.live.makespan_s), _pct(c.makespan_rel_diff)
     )
-    table.add_row("rounds", str(c.sim.rounds), str(c.live.rounds), f"{c.rounds_identical} same")
+    for row in rows:
+        table.add_row(*row)
     Console().print(table)
-    if c.sharing is not None:
-        print(c.sharing.line())
     print(
         f"per-job |live - sim| / sim: median {_pct(c.per_job_quantile(0.5))}, "
-        f"p90 {_pct(c.per_job_quantile(0.9))}; launch latency {c.launch_latency_wall_s:.3f} s "
-        f"wall = {c.launch_latency_s:.1f} s job = {100 * c.latency_share:.1f}% of a round"
+        f"p90 {_pct(c.per_job_quantile(0.9))}; {line}"
     )
+
+
+def _print_table(c: Comparison) -> None:
+    rounds = ("rounds", str(c.sim.rounds), str(c.live.rounds), f"{c.rounds_identical} same")
+    print_agreement(
+        "sim vs live",
+        c,
+        [rounds],
+        f"launch latency {c.launch_latency_wall_s:.3f} s wall = {c.launch_latency_s:.1f} s "
+        f"job = {100 * c.latency_share:.1f}% of a round",
+    )
+    if c.sharing is not None:
+        print(c.sharing.line())

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from gpumosaic.cli.sim_vs_live import _fmt, _pct
+from gpumosaic.cli.sim_vs_live import print_agreement
 from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions
 
 
@@ -28,30 +28,14 @@ def run_gandiva(
     if json_out:
         print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
         return
-    from rich.console import Console
-    from rich.table import Table
-
     c = comparison
-    table = Table(
-        title=f"Gandiva: sim vs live (time scale {c.time_scale:.4g}, live wall {c.wall_s:.0f} s)"
-    )
-    table.add_column("")
-    table.add_column("simulator", justify="right")
-    table.add_column("live", justify="right")
-    table.add_column("live - sim", justify="right")
-    table.add_row("completed", str(c.sim.completed), str(c.live.completed), "")
-    table.add_row(
-        "avg JCT (s)", _fmt(c.sim.avg_jct_s), _fmt(c.live.avg_jct_s), _pct(c.avg_jct_rel_diff)
-    )
-    table.add_row(
-        "makespan (s)", _fmt(c.sim.makespan_s), _fmt(c.live.makespan_s), _pct(c.makespan_rel_diff)
-    )
-    for name in ("suspensions", "migrations", "packs"):
-        table.add_row(name, str(getattr(c.sim_counts, name)), str(getattr(c.live_counts, name)), "")
-    Console().print(table)
-    print(
-        f"per-job |live - sim| / sim: median {_pct(c.per_job_quantile(0.5))}, "
-        f"p90 {_pct(c.per_job_quantile(0.9))}; simulated with the live costs: start "
-        f"{c.start.simulated_s:,.1f} s, switch {c.switch.simulated_s:,.1f} s, migration "
-        f"{c.migration.simulated_s:,.1f} s (job time)"
+    print_agreement(
+        "Gandiva: sim vs live",
+        c,
+        [
+            (name, str(getattr(c.sim_counts, name)), str(getattr(c.live_counts, name)), "")
+            for name in ("suspensions", "migrations", "packs")
+        ],
+        f"simulated with the live costs: start {c.start.simulated_s:,.1f} s, switch "
+        f"{c.switch.simulated_s:,.1f} s, migration {c.migration.simulated_s:,.1f} s (job time)",
     )

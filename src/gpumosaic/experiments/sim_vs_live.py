@@ -29,7 +29,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -92,20 +92,15 @@ class JobDiff:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class Agreement:
+    """How far a live run's JCTs are from the simulator's on the same jobs: what every
+    sim-vs-live comparison (rounds, Gandiva, sharing) reports, and its ``--json`` keys."""
+
     sim: Summary
     live: Summary
     jobs: tuple[JobDiff, ...]
-    rounds_identical: int
     time_scale: float
     wall_s: float  # the live run's wall time
-    launch_latency_s: float  # mean, job time (what the simulator was given)
-    launch_latency_wall_s: float
-    round_s: float
-    live_finished: bool
-    launches: int
-    extensions: int
-    sharing: SharingRun | None = None
 
     @property
     def avg_jct_rel_diff(self) -> float:
@@ -119,18 +114,53 @@ class Comparison:
         diffs = [d.rel_diff for d in self.jobs]
         return float(np.quantile(diffs, q)) if diffs else math.nan
 
+    def agreement_json(
+        self,
+        sim: Mapping[str, object],
+        live: Mapping[str, object],
+        rounds_identical: int | None,
+    ) -> dict[str, object]:
+        """The comparison's JSON: ``sim`` and ``live`` (each side's summary and what the
+        comparison adds to it), the differences, and the run's scale and wall time."""
+
+        def clean(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
+        return {
+            "sim": {**self.sim.to_json(), **sim},
+            "live": {**self.live.to_json(), **live},
+            "avg_jct_rel_diff": clean(self.avg_jct_rel_diff),
+            "makespan_rel_diff": clean(self.makespan_rel_diff),
+            "per_job_rel_diff_median": clean(self.per_job_quantile(0.5)),
+            "per_job_rel_diff_p90": clean(self.per_job_quantile(0.9)),
+            "rounds_identical": rounds_identical,
+            "time_scale": self.time_scale,
+            "wall_s": self.wall_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison(Agreement):
+    """Gavel's rounds: the agreement, the rounds both sides planned alike, and the launch
+    latency the simulator was given."""
+
+    rounds_identical: int
+    launch_latency_s: float  # mean, job time (what the simulator was given)
+    launch_latency_wall_s: float
+    round_s: float
+    live_finished: bool
+    launches: int
+    extensions: int
+    sharing: SharingRun | None = None
+
     @property
     def latency_share(self) -> float:
         """Launch latency as a share of a round (job time)."""
         return self.launch_latency_s / self.round_s
 
     def to_json(self) -> dict[str, object]:
-        def clean(x: float) -> float | None:
-            return None if math.isnan(x) else x
-
-        sim: dict[str, object] = {**self.sim.to_json(), "launch_latency_s": self.launch_latency_s}
+        sim: dict[str, object] = {"launch_latency_s": self.launch_latency_s}
         live: dict[str, object] = {
-            **self.live.to_json(),
             "launch_latency_mean_s": self.launch_latency_s,
             "launch_latency_wall_s": self.launch_latency_wall_s,
             "launches": self.launches,
@@ -140,17 +170,7 @@ class Comparison:
         if self.sharing is not None:
             sim["sharing"] = self.sharing.sim_json()
             live["sharing"] = self.sharing.live_json()
-        return {
-            "sim": sim,
-            "live": live,
-            "avg_jct_rel_diff": clean(self.avg_jct_rel_diff),
-            "makespan_rel_diff": clean(self.makespan_rel_diff),
-            "per_job_rel_diff_median": clean(self.per_job_quantile(0.5)),
-            "per_job_rel_diff_p90": clean(self.per_job_quantile(0.9)),
-            "rounds_identical": self.rounds_identical,
-            "time_scale": self.time_scale,
-            "wall_s": self.wall_s,
-        }
+        return self.agreement_json(sim, live, self.rounds_identical)
 
 
 def rel(live: float, sim: float) -> float:

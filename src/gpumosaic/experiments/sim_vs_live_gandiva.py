@@ -35,18 +35,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sim_vs_live import (
     BUDGET_SHARE,
-    JobDiff,
+    Agreement,
     SimVsLiveOptions,
     _finite_jobs,
     _job_diffs,
     _live_cluster,
     _model_counts,
-    rel,
 )
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
@@ -58,7 +55,7 @@ from gpumosaic.mechanisms.gandiva import (
     Suspend,
     Unpack,
 )
-from gpumosaic.metrics.summary import Summary, summarize
+from gpumosaic.metrics.summary import summarize
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
@@ -130,12 +127,10 @@ def measured(samples: Sequence[float], fallback_s: float) -> MeasuredCost:
 
 
 @dataclass(frozen=True, slots=True)
-class GandivaComparison:
-    sim: Summary
-    live: Summary
-    jobs: tuple[JobDiff, ...]
-    time_scale: float
-    wall_s: float
+class GandivaComparison(Agreement):
+    """Gandiva: the agreement, each side's suspensions, migrations and packs, and the
+    costs measured live that the simulator was given."""
+
     live_finished: bool
     sim_counts: ActionCounts
     live_counts: ActionCounts
@@ -148,24 +143,8 @@ class GandivaComparison:
 
     rounds_identical = None  # Gandiva has no rounds (module doc)
 
-    @property
-    def avg_jct_rel_diff(self) -> float:
-        return rel(self.live.avg_jct_s, self.sim.avg_jct_s)
-
-    @property
-    def makespan_rel_diff(self) -> float:
-        return rel(self.live.makespan_s, self.sim.makespan_s)
-
-    def per_job_quantile(self, q: float) -> float:
-        diffs = [d.rel_diff for d in self.jobs]
-        return float(np.quantile(diffs, q)) if diffs else math.nan
-
     def to_json(self) -> dict[str, object]:
-        def clean(x: float) -> float | None:
-            return None if math.isnan(x) else x
-
         sim = {
-            **self.sim.to_json(),
             **self.sim_counts.to_json(),
             "start_s": self.start.simulated_s,
             "switch_s": self.switch.simulated_s,
@@ -173,7 +152,6 @@ class GandivaComparison:
             "quantum_s": self.config.quantum_s,
         }
         live = {
-            **self.live.to_json(),
             **self.live_counts.to_json(),
             "start": self.start.to_json(),
             "switch": self.switch.to_json(),
@@ -182,17 +160,7 @@ class GandivaComparison:
             "launches": self.launches,
             "finished": self.live_finished,
         }
-        return {
-            "sim": sim,
-            "live": live,
-            "avg_jct_rel_diff": clean(self.avg_jct_rel_diff),
-            "makespan_rel_diff": clean(self.makespan_rel_diff),
-            "per_job_rel_diff_median": clean(self.per_job_quantile(0.5)),
-            "per_job_rel_diff_p90": clean(self.per_job_quantile(0.9)),
-            "rounds_identical": self.rounds_identical,
-            "time_scale": self.time_scale,
-            "wall_s": self.wall_s,
-        }
+        return self.agreement_json(sim, live, None)
 
 
 def gandiva_description(description: RunDescription, mechanism: str) -> RunDescription:
