@@ -11,7 +11,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
-from gpumosaic.cli.compare_table import different_jobs_warning, table_rows
+from gpumosaic.cli.compare.table import different_jobs_warning, table_rows
 from gpumosaic.experiments.sweeps.runs import SweepRun
 from gpumosaic.metrics.summary import summarize
 from gpumosaic.run.description import RunDescription

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from gpumosaic.cli.app import app
-from gpumosaic.cli.compare_fill import compare_fill
+from gpumosaic.cli.compare.fill import compare_fill
 from gpumosaic.cli.fill import fill as _fill_command  # noqa: F401  (registers the command)
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\nn1,64000,65536,4,V100M16\n"

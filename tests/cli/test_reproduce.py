@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import gpumosaic.cli.reproduce  # noqa: F401  registers the command
+import gpumosaic.cli.reproduce.group  # noqa: F401  registers the command
 from gpumosaic.cli.app import app
 
 runner = CliRunner()
@@ -47,7 +47,7 @@ def test_bad_tq_is_one_line_and_exit_2() -> None:
 
 @pytest.mark.slow
 def test_reproduce_gavel_static_shipped_gandiva_within_5_percent() -> None:
-    import gpumosaic.cli.reproduce_gavel  # noqa: F401  registers the command
+    import gpumosaic.cli.reproduce.gavel  # noqa: F401  registers the command
 
     args = ["reproduce", "gavel", "static", "--policies", "gandiva_as_shipped", "--workers", "1"]
     result = runner.invoke(app, [*args, "--json"])
@@ -60,7 +60,7 @@ def test_reproduce_gavel_static_shipped_gandiva_within_5_percent() -> None:
 
 
 def test_reproduce_gavel_unknown_policy_is_one_line() -> None:
-    import gpumosaic.cli.reproduce_gavel  # noqa: F401
+    import gpumosaic.cli.reproduce.gavel  # noqa: F401
 
     result = runner.invoke(app, ["reproduce", "gavel", "static", "--policies", "nope"])
     assert result.exit_code == 2

@@ -148,7 +148,7 @@ def test_compare_writes_table_csv_and_figure(tmp_path: Path) -> None:
 
 
 def test_split_placements_keeps_weighted_combinations_whole() -> None:
-    from gpumosaic.cli.compare import split_placements
+    from gpumosaic.cli.compare.command import split_placements
 
     assert split_placements("fgd,pwr=200,fgd=800,bestfit") == ["fgd", "pwr=200,fgd=800", "bestfit"]
 

@@ -146,9 +146,9 @@ def test_every_command_module_is_listed() -> None:
     import gpumosaic.cli
     from gpumosaic.cli.app import COMMAND_MODULES, app
 
-    for module in pkgutil.iter_modules(gpumosaic.cli.__path__):
-        if module.name != "__main__":
-            importlib.import_module(f"gpumosaic.cli.{module.name}")
+    for module in pkgutil.walk_packages(gpumosaic.cli.__path__, "gpumosaic.cli."):
+        if module.name != "gpumosaic.cli.__main__":
+            importlib.import_module(module.name)
     defined: dict[str, set[str]] = {}
     for info in app.registered_commands:
         assert info.callback is not None

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gpumosaic.cli.sim_vs_live import print_agreement
+from gpumosaic.cli.sim_vs_live.command import print_agreement
 from gpumosaic.experiments.sim_vs_live import Comparison, JobDiff
 from gpumosaic.metrics.summary_value import Summary
 

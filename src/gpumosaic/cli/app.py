@@ -32,11 +32,11 @@ from gpumosaic.errors import InputError
 # ``gpumosaic.cli`` that define it (a group's subcommands may come from several).
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "simulate": ("simulate",),
-    "compare": ("compare",),
+    "compare": ("compare.command",),
     "fill": ("fill",),
     "serve": ("serve",),
     "emulate": ("emulate",),
-    "sim-vs-live": ("sim_vs_live",),
+    "sim-vs-live": ("sim_vs_live.command",),
     "submit": ("jobs",),
     "jobs": ("jobs",),
     "job": ("jobs",),
@@ -46,7 +46,12 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "query": ("query",),
     "report": ("report",),
     "explain": ("explain",),
-    "reproduce": ("reproduce", "reproduce_gavel", "reproduce_gandiva", "reproduce_gavel_openb"),
+    "reproduce": (
+        "reproduce.group",
+        "reproduce.gavel",
+        "reproduce.gandiva",
+        "reproduce.gavel_openb",
+    ),
     "extender": ("extender",),
     "share": ("share",),
     "kernels": ("kernels",),

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpumosaic.cli.compare_policies import compare_policies
+from gpumosaic.cli.compare.policies import compare_policies
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sweeps.policies import sweep_points, with_rate
 

@@ -1,7 +1,7 @@
 """``gpumosaic compare --mode fill``: fill replays of several placements x seeds in
 parallel, the paper's figures, a CSV of all curves and a table at 90/100/110/130% arrived.
 
-The ``compare`` command (cli/compare.py) parses its options and calls ``compare_fill``.
+The ``compare`` command (cli/compare/command.py) parses its options and calls ``compare_fill``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 result store the tasks wrote (``OUT/runs/RUN_ID/``: the run description, the summary
 row, the jobs and the timeline of every run).
 
-The ``compare`` command (cli/compare.py) calls ``show_stored_comparison`` once the study
-has run; a run the store does not hold (it failed) is left out of the table and named.
+The ``compare`` command (cli/compare/command.py) calls ``compare_on_ray``: it joins (or
+starts) Ray, runs the study's tasks, then ``show_stored_comparison``; a run the store
+does not hold (it failed) is left out of the table and named.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import typer
 
+from gpumosaic.cli.app import err_console
+from gpumosaic.errors import InputError
 from gpumosaic.experiments.study.file import Experiment
 from gpumosaic.experiments.sweeps.runs import SweepRun
 
@@ -96,7 +100,7 @@ def show_stored_comparison(
     stored runs, as the local executor does; returns what ``--json`` adds (rows, files)."""
     from rich.console import Console
 
-    from gpumosaic.cli.compare_table import identical_notes, print_table, table_rows
+    from gpumosaic.cli.compare.table import identical_notes, print_table, table_rows
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines
     from gpumosaic.experiments.sweeps.runs import write_runs_csv
     from gpumosaic.workloads.spec import parse_cluster
@@ -137,3 +141,136 @@ def show_stored_comparison(
             Console().print(note, highlight=False, soft_wrap=True)
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
     return {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
+
+
+def compare_on_ray(
+    experiment: Path,
+    out: Path,
+    workers: int,
+    address: str | None,
+    timeout_s: float,
+    json_out: bool,
+    seeds_text: str,
+) -> None:
+    """The comparison as the study it wrote (``experiment``), through the study executor:
+    a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
+    import sys
+
+    from rich.console import Console
+
+    from gpumosaic.cli.progress import counter_bar
+    from gpumosaic.experiments.study.execute import execute
+    from gpumosaic.experiments.study.file import load_experiment
+
+    study = load_experiment(experiment)
+    joined = False
+    if address is not None:
+        try:
+            import ray
+        except ImportError:
+            raise InputError(
+                "--executor ray needs Ray: pip install 'gpumosaic[ray]'", field="--executor"
+            ) from None
+        if not ray.is_initialized():
+            join_ray(address, timeout_s)
+            joined = True
+    try:
+        with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
+            outcome = execute(study, out, "ray", workers, lambda done, total: update(done, total))
+    finally:
+        if joined:
+            ray.shutdown()
+    shown: dict[str, object] = {}
+    if study.kind.name == "simulate":  # the table and figures of the local executor
+        shown = show_stored_comparison(study, out, seeds_text, json_out)
+    payload = {
+        **shown,
+        "out": str(out),
+        "planned": outcome.planned,
+        "skipped": outcome.skipped,
+        "ran": outcome.ran,
+        "failed": [{"run_id": f.run_id, "error": f.error} for f in outcome.failed],
+        "elapsed_s": round(outcome.elapsed_s, 3),
+    }
+    if json_out:
+        typer.echo(json.dumps(payload))
+    else:
+        Console().print(
+            f"{outcome.planned} runs planned, {outcome.skipped} already stored, "
+            f"{outcome.ran} ran on Ray in {outcome.elapsed_s:.1f} s -> {out}\n"
+            f"next: gpumosaic report {out}"
+        )
+    if outcome.failed:
+        for error in dict.fromkeys(f.error for f in outcome.failed):
+            err_console.print(f"[red]error:[/red] run(s) failed: {error}", highlight=False)
+        raise typer.Exit(1)
+
+
+def join_ray(address: str, timeout_s: float) -> None:
+    """``ray.init(address)``, bounded and interruptible: Ray retries an unreachable head
+    for many minutes and does not hear SIGTERM meanwhile. A line says what it waits for;
+    a head that does not answer in ``timeout_s`` (or Ctrl-C / SIGTERM) ends the command
+    with one line (exit 2; interrupted: 130 / 143)."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    import ray
+
+    err_console.print(
+        f"joining the Ray cluster at {address} (up to {timeout_s:g} s; --ray-timeout-s; "
+        "Ctrl-C stops) ...",
+        highlight=False,
+        soft_wrap=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if host and port.isdigit():  # a plain HOST:PORT: nothing listening fails at once
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise InputError(
+                f"cannot reach a Ray head there ({reason})", field="--ray-address", value=address
+            ) from None
+    failure: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except BaseException as err:  # reported by the waiting thread
+            failure.append(err)
+
+    # A daemon thread: one that never returns cannot hold the process at exit.
+    thread = threading.Thread(target=connect, name="ray-join", daemon=True)
+    stop: list[int] = []
+    previous = signal.getsignal(signal.SIGTERM)
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
+    try:
+        thread.start()
+        while thread.is_alive() and not stop and time.monotonic() < deadline:
+            thread.join(0.2)  # short waits: Ctrl-C (KeyboardInterrupt) is heard at once
+    except KeyboardInterrupt:
+        stop.append(signal.SIGINT)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    if stop:
+        err_console.print("[red]error:[/red] --ray-address: interrupted while joining Ray")
+        raise typer.Exit(128 + stop[0])
+    if thread.is_alive():
+        raise InputError(
+            f"no Ray head answered within {timeout_s:g} s (is it running? is this its GCS "
+            "address, HOST:6379 by default?)",
+            field="--ray-address",
+            value=address,
+        )
+    if failure:
+        raise InputError(
+            f"cannot join the Ray cluster: {type(failure[0]).__name__}: {failure[0]}",
+            field="--ray-address",
+            value=address,
+        )

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from gpumosaic.cli.app import user_errors
-from gpumosaic.cli.reproduce import reproduce_app
+from gpumosaic.cli.reproduce.group import reproduce_app
 
 
 @reproduce_app.command("gandiva", epilog="Example: gpumosaic reproduce gandiva --quick --json")

@@ -80,7 +80,7 @@ def sim_vs_live(
         err_console.print(line, highlight=False, soft_wrap=True)
 
     if mechanism.strip().lower() != "rounds":
-        from gpumosaic.cli.sim_vs_live_gandiva import run_gandiva
+        from gpumosaic.cli.sim_vs_live.gandiva import run_gandiva
 
         run_gandiva(options, mechanism, out, json_out, say)
         return

@@ -16,8 +16,8 @@ from rich.table import Table
 
 from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.cli.reproduce import reproduce_app
-from gpumosaic.cli.reproduce_gavel import _numbers
+from gpumosaic.cli.reproduce.gavel import _numbers
+from gpumosaic.cli.reproduce.group import reproduce_app
 from gpumosaic.errors import InputError
 from gpumosaic.options import OptionError, convert
 

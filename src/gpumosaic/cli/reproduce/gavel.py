@@ -15,7 +15,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
-from gpumosaic.cli.reproduce import reproduce_app
+from gpumosaic.cli.reproduce.group import reproduce_app
 from gpumosaic.errors import InputError
 
 if TYPE_CHECKING:

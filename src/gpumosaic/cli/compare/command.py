@@ -7,7 +7,6 @@ sweep of policies x arrival rates x seeds.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,15 +18,13 @@ from gpumosaic.cli.app import (
     app,
     check_number,
     check_out_dir,
-    err_console,
     user_errors,
 )
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError, unknown_name
 
 if TYPE_CHECKING:
-    from gpumosaic.experiments.runner import RunRequest
-    from gpumosaic.experiments.sweeps.runs import SweepRun
+    pass
 
 DEMO_PLACEMENTS = "worstfit,bestfit,firstfit,fgd"
 
@@ -235,10 +232,12 @@ def compare(
             field="--common-jobs",
         )
     if executor == "ray":
-        _compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
+        from gpumosaic.cli.compare.ray import compare_on_ray
+
+        compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
         return
     if mode == "fill":
-        from gpumosaic.cli.compare_fill import compare_fill
+        from gpumosaic.cli.compare.fill import compare_fill
 
         labels = split_placements(placements or DEMO_PLACEMENTS)
         compare_fill(labels, seed_list, tasks, nodes, inflate, out, n_workers, json_out)
@@ -252,7 +251,7 @@ def compare(
             value=rates,
         )
     if policies is not None:
-        from gpumosaic.cli.compare_policies import compare_policies
+        from gpumosaic.cli.compare.policies import compare_policies
 
         chosen = split_placements(placements or DEFAULT_PLACEMENT)
         if len(chosen) > 1:
@@ -287,86 +286,25 @@ def compare(
             json_out,
         )
         return
-    # The simulator's comparison: its imports only now (the fill mode and --help skip them).
-    from rich.console import Console
+    from gpumosaic.cli.compare.placements import compare_placements
 
-    from gpumosaic.cli.compare_table import (
-        different_jobs_warning,
-        identical_notes,
-        print_table,
-        table_rows,
+    compare_placements(
+        split_placements(placements or DEMO_PLACEMENTS),
+        sharings,
+        seed_list,
+        seeds,
+        cluster=cluster,
+        workload=workload,
+        policy=policy,
+        gpus_per_node=gpus_per_node,
+        backfill=backfill,
+        mechanism=mechanism,
+        background=background,
+        out=out,
+        workers=n_workers,
+        json_out=json_out,
+        common_jobs=common_jobs,
     )
-    from gpumosaic.experiments.runner import RunRequest
-    from gpumosaic.experiments.sweeps.runs import write_runs_csv
-    from gpumosaic.fallbacks import Fallbacks
-    from gpumosaic.workloads.spec import parse_cluster
-
-    placement_list = split_placements(placements or DEMO_PLACEMENTS)
-    # One row per (placement, sharing model); labels name the sharing model only when
-    # several are compared.
-    cells = [(p, m) for m in sharings for p in placement_list]
-    label_of = {cell: cell[0] if len(sharings) == 1 else f"{cell[0]} + {cell[1]}" for cell in cells}
-    requests = [
-        RunRequest(
-            cluster=cluster,
-            workload=workload,
-            policy=policy,
-            placement=p,
-            seed=s,
-            gpus_per_node=gpus_per_node,
-            backfill=backfill,
-            sharing=m,
-            mechanism=mechanism,
-            background=background,
-        )
-        for p, m in cells
-        for s in seed_list
-    ]
-    runs = _run_with_progress(requests, n_workers, enabled=not json_out)
-    fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
-    if fallbacks:
-        warning = fallbacks.warning()
-        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
-    labels = [label_of[cell] for cell in cells]
-    by_label = {
-        label_of[cell]: [r for r in runs if (r.request.placement, r.request.sharing) == cell]
-        for cell in cells
-    }
-    rows = table_rows(by_label, common_jobs)
-    if differ := different_jobs_warning(by_label):
-        err_console.print(f"[yellow]warning:[/yellow] {differ}", highlight=False, soft_wrap=True)
-    write_runs_csv(runs, out / "runs.csv")
-    jcts = {p: [r.jcts_s for r in by_label[p]] for p in labels}
-    avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
-    from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
-
-    scenario = f"{policy} on {cluster}, {workload}"
-    if len(sharings) == 1 and sharings[0] != "none":  # several: each label names its own
-        scenario += f", sharing {sharings[0]}"
-    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seed_list)
-    # Over time, per placement: the first seed's run (seeds differ only in their draws).
-    first = {p: by_label[p][0] for p in labels}
-    total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
-    plot_timelines(
-        {p: r.timeline for p, r in first.items()},
-        total_milli,
-        out / "timeline.png",
-        title=scenario,
-        seed=seed_list[0],
-    )
-    (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    if json_out:
-        kernels = sorted({r.kernels for r in runs})  # aot, jit, aot+jit or none, per run
-        payload = {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
-        print(json.dumps({**payload, "kernels": kernels}))
-    else:
-        title = f"{policy} on {cluster}, {workload}, seeds {seeds}"
-        if common_jobs:
-            title += " (JCTs over the jobs every run completed)"
-        print_table(rows, title)
-        for note in identical_notes(by_label, parse_cluster(cluster, gpus_per_node)):
-            Console().print(note, highlight=False, soft_wrap=True)
-        Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
 def default_out(mode: str, policies: str | None) -> Path:
@@ -426,146 +364,3 @@ def check_policy_sweep(
         )
     check_cluster(cluster)
     check_placements(placements)
-
-
-def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
-    from gpumosaic.cli.progress import counter_bar
-    from gpumosaic.experiments.sweeps.runs import run_sweep
-
-    with counter_bar(enabled, "runs", len(requests)) as update:
-        return run_sweep(requests, workers, lambda done, _total: update(done))
-
-
-def _compare_on_ray(
-    experiment: Path,
-    out: Path,
-    workers: int,
-    address: str | None,
-    timeout_s: float,
-    json_out: bool,
-    seeds_text: str,
-) -> None:
-    """The comparison as the study it wrote (``experiment``), through the study executor:
-    a Ray task per run, results streamed into OUT's store as they end, stored runs skipped."""
-    import sys
-
-    from rich.console import Console
-
-    from gpumosaic.cli.progress import counter_bar
-    from gpumosaic.experiments.study.execute import execute
-    from gpumosaic.experiments.study.file import load_experiment
-
-    study = load_experiment(experiment)
-    joined = False
-    if address is not None:
-        try:
-            import ray
-        except ImportError:
-            raise InputError(
-                "--executor ray needs Ray: pip install 'gpumosaic[ray]'", field="--executor"
-            ) from None
-        if not ray.is_initialized():
-            join_ray(address, timeout_s)
-            joined = True
-    try:
-        with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
-            outcome = execute(study, out, "ray", workers, lambda done, total: update(done, total))
-    finally:
-        if joined:
-            ray.shutdown()
-    shown: dict[str, object] = {}
-    if study.kind.name == "simulate":  # the table and figures of the local executor
-        from gpumosaic.cli.compare_ray import show_stored_comparison
-
-        shown = show_stored_comparison(study, out, seeds_text, json_out)
-    payload = {
-        **shown,
-        "out": str(out),
-        "planned": outcome.planned,
-        "skipped": outcome.skipped,
-        "ran": outcome.ran,
-        "failed": [{"run_id": f.run_id, "error": f.error} for f in outcome.failed],
-        "elapsed_s": round(outcome.elapsed_s, 3),
-    }
-    if json_out:
-        typer.echo(json.dumps(payload))
-    else:
-        Console().print(
-            f"{outcome.planned} runs planned, {outcome.skipped} already stored, "
-            f"{outcome.ran} ran on Ray in {outcome.elapsed_s:.1f} s -> {out}\n"
-            f"next: gpumosaic report {out}"
-        )
-    if outcome.failed:
-        for error in dict.fromkeys(f.error for f in outcome.failed):
-            err_console.print(f"[red]error:[/red] run(s) failed: {error}", highlight=False)
-        raise typer.Exit(1)
-
-
-def join_ray(address: str, timeout_s: float) -> None:
-    """``ray.init(address)``, bounded and interruptible: Ray retries an unreachable head
-    for many minutes and does not hear SIGTERM meanwhile. A line says what it waits for;
-    a head that does not answer in ``timeout_s`` (or Ctrl-C / SIGTERM) ends the command
-    with one line (exit 2; interrupted: 130 / 143)."""
-    import signal
-    import socket
-    import threading
-    import time
-
-    import ray
-
-    err_console.print(
-        f"joining the Ray cluster at {address} (up to {timeout_s:g} s; --ray-timeout-s; "
-        "Ctrl-C stops) ...",
-        highlight=False,
-        soft_wrap=True,
-    )
-    deadline = time.monotonic() + timeout_s
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if host and port.isdigit():  # a plain HOST:PORT: nothing listening fails at once
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        except OSError as err:
-            reason = err.strerror or type(err).__name__
-            raise InputError(
-                f"cannot reach a Ray head there ({reason})", field="--ray-address", value=address
-            ) from None
-    failure: list[BaseException] = []
-
-    def connect() -> None:
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except BaseException as err:  # reported by the waiting thread
-            failure.append(err)
-
-    # A daemon thread: one that never returns cannot hold the process at exit.
-    thread = threading.Thread(target=connect, name="ray-join", daemon=True)
-    stop: list[int] = []
-    previous = signal.getsignal(signal.SIGTERM)
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
-    try:
-        thread.start()
-        while thread.is_alive() and not stop and time.monotonic() < deadline:
-            thread.join(0.2)  # short waits: Ctrl-C (KeyboardInterrupt) is heard at once
-    except KeyboardInterrupt:
-        stop.append(signal.SIGINT)
-    finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, previous)
-    if stop:
-        err_console.print("[red]error:[/red] --ray-address: interrupted while joining Ray")
-        raise typer.Exit(128 + stop[0])
-    if thread.is_alive():
-        raise InputError(
-            f"no Ray head answered within {timeout_s:g} s (is it running? is this its GCS "
-            "address, HOST:6379 by default?)",
-            field="--ray-address",
-            value=address,
-        )
-    if failure:
-        raise InputError(
-            f"cannot join the Ray cluster: {type(failure[0]).__name__}: {failure[0]}",
-            field="--ray-address",
-            value=address,
-        )

@@ -1,0 +1,1 @@
+"""``gpumosaic sim-vs-live``: the command (``command``) and Gandiva's comparison (``gandiva``)."""
