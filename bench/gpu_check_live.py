@@ -182,7 +182,7 @@ def description_for(args: argparse.Namespace, workload: Path) -> RunDescription:
 def dry_run(args: argparse.Namespace) -> dict[str, object]:
     """The sim-vs-live plan at ``--assume-rate``: the job list, the run description and
     each job's submission, built by the code the real check uses; nothing starts."""
-    from gpumosaic.experiments.sim_vs_live import rounds_description
+    from gpumosaic.experiments.sim_vs_live.rounds import rounds_description
     from gpumosaic.run.build import build_parts
 
     command = f"{sys.executable} {EXAMPLE}"
@@ -230,7 +230,8 @@ def profile(args: argparse.Namespace, command: str, tmp: str) -> float:
 
 
 def sim_vs_live_real(args: argparse.Namespace) -> dict[str, object]:
-    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare
+    from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
+    from gpumosaic.experiments.sim_vs_live.rounds import compare
 
     command = f"{sys.executable} {EXAMPLE}"
     with tempfile.TemporaryDirectory() as tmp:

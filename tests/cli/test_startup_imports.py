@@ -272,7 +272,8 @@ SPEC_ONLY = (
     "gpumosaic.model.state",
     "gpumosaic.workloads.gavel",
     "gpumosaic.live.rounds.service",
-    "gpumosaic.experiments.sim_vs_live",
+    "gpumosaic.experiments.sim_vs_live.rounds",
+    "gpumosaic.experiments.sim_vs_live.agreement",
 )
 
 

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from gpumosaic.cli.sim_vs_live.command import print_agreement
-from gpumosaic.experiments.sim_vs_live import Comparison, JobDiff
+from gpumosaic.experiments.sim_vs_live.agreement import JobDiff
+from gpumosaic.experiments.sim_vs_live.rounds import Comparison
 from gpumosaic.metrics.summary_value import Summary
 
 KEYS = {

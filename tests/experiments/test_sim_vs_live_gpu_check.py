@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from gpumosaic.experiments.sim_vs_live import rounds_description
+from gpumosaic.experiments.sim_vs_live.rounds import rounds_description
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
 

@@ -13,12 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
-from gpumosaic.experiments.sim_vs_live import (
-    _emulated,
-    _finite_jobs,
-    _gpu_jobs,
-    rounds_description,
-)
+from gpumosaic.experiments.sim_vs_live.inputs import finite_jobs
+from gpumosaic.experiments.sim_vs_live.rounds import _emulated, _gpu_jobs, rounds_description
 from gpumosaic.live.emulate import EmulationError, main, parse_rates, rate_of, table_rate
 from gpumosaic.live.rounds.replay import EmulatedJobs, _as_workload_job
 from gpumosaic.model.gpu import gpu_model
@@ -64,7 +60,7 @@ def test_a_duration_job_steps_at_one_step_per_second_of_its_duration_on_every_mo
 
 def test_an_openb_subset_is_submitted_not_refused() -> None:
     parts = parts_of(f"openb:{OPENB_SUBSET},compress=10", cluster="v100:2,k80:2")
-    jobs = _gpu_jobs(_finite_jobs(parts), lambda _: None)
+    jobs = _gpu_jobs(finite_jobs(parts), lambda _: None)
     assert len(jobs) == 14 and {j.job_type for j in jobs} == {"openb"}
     submitter = _emulated(parts)
     for job in jobs:
@@ -147,7 +143,7 @@ def test_cpu_only_jobs_are_left_out_and_said() -> None:
 
 def test_a_windows_stream_goes_on_past_the_window_and_only_the_window_is_measured() -> None:
     parts = parts_of("gavel:rate=0.5,window=2-6")
-    jobs = _finite_jobs(parts)
+    jobs = finite_jobs(parts)
     assert max(j.id for j in jobs) > 6  # the simulator's stream goes on too
     record = JobRecord(
         job_id=7, name="", job_type="A3C", arrival_s=0.0, start_s=0.0, finish_s=1.0,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions
-from gpumosaic.experiments.sim_vs_live_gandiva import compare_gandiva
+from gpumosaic.experiments.sim_vs_live.gandiva import compare_gandiva
+from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
 from gpumosaic.run.description import RunDescription
 
 WORKLOAD = Path(__file__).parent / "jobs" / "sim_vs_live_gandiva.yaml"

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from gpumosaic.cli import app
 from gpumosaic.errors import InputError
-from gpumosaic.experiments import sim_vs_live_sharing as sharing
-from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare
+from gpumosaic.experiments.sim_vs_live import sharing
+from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
+from gpumosaic.experiments.sim_vs_live.rounds import compare
 from gpumosaic.live.rounds.sharing import parse_sharing, share_socket_dir
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.description import RunDescription

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
+from gpumosaic.experiments.sim_vs_live.agreement import write_outputs
+from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
+from gpumosaic.experiments.sim_vs_live.rounds import compare
 from gpumosaic.run.description import RunDescription
 
 WORKLOAD = Path(__file__).parent / "jobs" / "sim_vs_live_small.yaml"

@@ -13,7 +13,8 @@ import typer
 from gpumosaic.cli.app import app, check_out_dir, check_seed, err_console, user_errors
 
 if TYPE_CHECKING:
-    from gpumosaic.experiments.sim_vs_live import Agreement, Comparison
+    from gpumosaic.experiments.sim_vs_live.agreement import Agreement
+    from gpumosaic.experiments.sim_vs_live.rounds import Comparison
 
 WORKLOAD_HELP = "any workload simulate takes (gavel:jobs=N,rate=R,..., a job list, ...)"
 
@@ -72,7 +73,9 @@ def sim_vs_live(
         round_s=round_s,
     )
     description.check_inputs()  # a mistake's line before the live service's imports
-    from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions, compare, write_outputs
+    from gpumosaic.experiments.sim_vs_live.agreement import write_outputs
+    from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
+    from gpumosaic.experiments.sim_vs_live.rounds import compare
 
     options = SimVsLiveOptions(description, time_scale, wall_budget_s, sharing=sharing)
 

@@ -1,5 +1,5 @@
 """``gpumosaic sim-vs-live --mechanism gandiva``: printing Gandiva's comparison
-(``experiments/sim_vs_live_gandiva.py``)."""
+(``experiments/sim_vs_live/gandiva.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpumosaic.cli.sim_vs_live.command import print_agreement
-from gpumosaic.experiments.sim_vs_live import SimVsLiveOptions
+from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
 
 
 def run_gandiva(
@@ -18,8 +18,8 @@ def run_gandiva(
     json_out: bool,
     say: Callable[[str], None],
 ) -> None:
-    from gpumosaic.experiments.sim_vs_live import write_outputs
-    from gpumosaic.experiments.sim_vs_live_gandiva import compare_gandiva
+    from gpumosaic.experiments.sim_vs_live.agreement import write_outputs
+    from gpumosaic.experiments.sim_vs_live.gandiva import compare_gandiva
 
     comparison = compare_gandiva(options, mechanism, say=say)
     if out is not None:

@@ -23,120 +23,38 @@ simulator's makespan (no launch latency) over 80 % of the budget, at least 1.
 from __future__ import annotations
 
 import csv
-import logging
 import math
-import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gpumosaic.errors import InputError
+from gpumosaic.experiments.sim_vs_live.agreement import Agreement, job_diffs
+from gpumosaic.experiments.sim_vs_live.inputs import (
+    BUDGET_SHARE,
+    SimVsLiveOptions,
+    finite_jobs,
+    live_cluster,
+    model_counts,
+)
 from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
-from gpumosaic.metrics.summary import Summary, summarize
+from gpumosaic.metrics.summary import summarize
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.mechanisms.base import RunParts
-from gpumosaic.sim.result import JobStatus, SimResult
+from gpumosaic.sim.result import SimResult
 
 if TYPE_CHECKING:
-    from gpumosaic.experiments.sim_vs_live_gandiva import GandivaComparison
-    from gpumosaic.experiments.sim_vs_live_sharing import SharingRun
+    from gpumosaic.experiments.sim_vs_live.sharing import SharingRun
     from gpumosaic.live.rounds.cluster import LiveCluster
     from gpumosaic.live.rounds.replay import JobSubmitter, LiveReplay
     from gpumosaic.sharing.speed import SpeedModel
-
-MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
-BUDGET_SHARE = 0.8  # of --wall-budget-s given to the live run's job-time makespan
-
-
-@dataclass(frozen=True, slots=True)
-class SimVsLiveOptions:
-    description: RunDescription
-    time_scale: float | None = None  # None: from wall_budget_s
-    wall_budget_s: float = 600.0
-    wall_limit_s: float | None = None  # stop the live run (default 3 x the budget)
-    sharing: str | None = None  # --sharing nvshare:... (experiments/sim_vs_live_sharing.py)
-
-    def __post_init__(self) -> None:
-        if self.time_scale is not None and not 1.0 <= self.time_scale <= MAX_TIME_SCALE:
-            raise InputError(
-                f"must be between 1 and {MAX_TIME_SCALE:g}",
-                field="--time-scale",
-                value=self.time_scale,
-            )
-        if not 1.0 <= self.wall_budget_s <= 86_400.0:
-            raise InputError(
-                "must be between 1 and 86400 seconds", field="--wall-budget-s",
-                value=self.wall_budget_s,
-            )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class JobDiff:
-    job_id: int
-    sim_jct_s: float
-    live_jct_s: float
-
-    @property
-    def rel_diff(self) -> float:
-        return abs(self.live_jct_s - self.sim_jct_s) / self.sim_jct_s
-
-
-@dataclass(frozen=True, slots=True)
-class Agreement:
-    """How far a live run's JCTs are from the simulator's on the same jobs: what every
-    sim-vs-live comparison (rounds, Gandiva, sharing) reports, and its ``--json`` keys."""
-
-    sim: Summary
-    live: Summary
-    jobs: tuple[JobDiff, ...]
-    time_scale: float
-    wall_s: float  # the live run's wall time
-
-    @property
-    def avg_jct_rel_diff(self) -> float:
-        return rel(self.live.avg_jct_s, self.sim.avg_jct_s)
-
-    @property
-    def makespan_rel_diff(self) -> float:
-        return rel(self.live.makespan_s, self.sim.makespan_s)
-
-    def per_job_quantile(self, q: float) -> float:
-        diffs = [d.rel_diff for d in self.jobs]
-        return float(np.quantile(diffs, q)) if diffs else math.nan
-
-    def agreement_json(
-        self,
-        sim: Mapping[str, object],
-        live: Mapping[str, object],
-        rounds_identical: int | None,
-    ) -> dict[str, object]:
-        """The comparison's JSON: ``sim`` and ``live`` (each side's summary and what the
-        comparison adds to it), the differences, and the run's scale and wall time."""
-
-        def clean(x: float) -> float | None:
-            return None if math.isnan(x) else x
-
-        return {
-            "sim": {**self.sim.to_json(), **sim},
-            "live": {**self.live.to_json(), **live},
-            "avg_jct_rel_diff": clean(self.avg_jct_rel_diff),
-            "makespan_rel_diff": clean(self.makespan_rel_diff),
-            "per_job_rel_diff_median": clean(self.per_job_quantile(0.5)),
-            "per_job_rel_diff_p90": clean(self.per_job_quantile(0.9)),
-            "rounds_identical": rounds_identical,
-            "time_scale": self.time_scale,
-            "wall_s": self.wall_s,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,13 +91,6 @@ class Comparison(Agreement):
         return self.agreement_json(sim, live, self.rounds_identical)
 
 
-def rel(live: float, sim: float) -> float:
-    """Signed relative difference of live from sim (NaN when either is missing)."""
-    if math.isnan(live) or math.isnan(sim) or sim == 0:
-        return math.nan
-    return (live - sim) / sim
-
-
 def rounds_description(description: RunDescription) -> RunDescription:
     return RunDescription.from_values({**description.to_json(), "mechanism": "rounds"})
 
@@ -194,14 +105,14 @@ def compare(
     simulator's rates on the live cluster's models)."""
     description = rounds_description(options.description)
     parts = build_parts(description)
-    jobs = _gpu_jobs(_finite_jobs(parts), say)
-    from gpumosaic.experiments import sim_vs_live_sharing
+    jobs = _gpu_jobs(finite_jobs(parts), say)
+    from gpumosaic.experiments.sim_vs_live import sharing as sim_vs_live_sharing
 
     sharing = sim_vs_live_sharing.parse(options.sharing)
     if sharing is not None:
         sim_vs_live_sharing.check_jobs(jobs)
-    counts = _model_counts(parts)
-    cluster = _live_cluster(counts)
+    counts = model_counts(parts)
+    cluster = live_cluster(counts)
     sim_parts = build_parts(description, cluster=cluster.spec)
     if submitter is None:
         submitter = _emulated(sim_parts)
@@ -248,7 +159,7 @@ def compare(
     return Comparison(
         sim=sim_summary,
         live=live_summary,
-        jobs=_job_diffs(sim_result, live.result),
+        jobs=job_diffs(sim_result, live.result),
         rounds_identical=_identical_rounds(sim_plans, live.plans, live.id_of),
         time_scale=scale,
         wall_s=live.wall_s,
@@ -260,9 +171,6 @@ def compare(
         extensions=live.extensions,
         sharing=shared_run,
     )
-
-
-# ---- the two sides -----------------------------------------------------------------
 
 
 def _simulate(
@@ -344,30 +252,6 @@ def _run_live(
     )
 
 
-def _live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
-    """Join the Ray this process already runs (tests) or start a local one."""
-    import ray
-
-    from gpumosaic.live.rounds.cluster import discover, local_ray_resources, ray_nodes
-
-    if not ray.is_initialized():
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # our own loopback instance
-        num_gpus, resources = local_ray_resources(counts)
-        ray.init(
-            num_cpus=os.cpu_count() or 1,
-            num_gpus=num_gpus,
-            resources=resources,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",  # our own instance: loopback only
-            logging_level=logging.ERROR,
-            log_to_driver=False,
-        )
-    return discover(ray_nodes(ray.nodes()), counts)
-
-
-# ---- inputs ------------------------------------------------------------------------
-
-
 def _emulated(parts: RunParts) -> JobSubmitter:
     """Emulated jobs at the rates the simulator admits them with: the workload's own
     throughputs on each GPU model of the (live) cluster ``parts`` was built on."""
@@ -391,24 +275,6 @@ def _gpu_jobs(jobs: Sequence[JobSpec], say: Callable[[str], None]) -> list[JobSp
     return kept
 
 
-def _model_counts(parts: RunParts) -> list[tuple[str, int]]:
-    return list(parts.cluster.gpus_per_model().items())
-
-
-def _finite_jobs(parts: RunParts) -> list[JobSpec]:
-    """The jobs the live side may submit. A window's stream goes on past the window (as
-    the simulator's does, until the window's jobs are done: the replay stops there),
-    cut at ``MAX_LIVE_JOBS``."""
-    jobs = list(islice(iter(parts.workload.jobs), MAX_LIVE_JOBS + 1))
-    measure = parts.workload.measure
-    if len(jobs) > MAX_LIVE_JOBS and (measure is None or measure[1] > MAX_LIVE_JOBS):
-        raise InputError(
-            f"the live side replays at most {MAX_LIVE_JOBS} jobs: use jobs=N or a window",
-            field="--workload",
-        )
-    return jobs[:MAX_LIVE_JOBS]
-
-
 def _write_target(jobs: Sequence[JobSpec], path: Path) -> None:
     """The simulator's placement target as a job list (``serve --target-workload``)."""
     with open(path, "w", newline="") as f:
@@ -417,19 +283,6 @@ def _write_target(jobs: Sequence[JobSpec], path: Path) -> None:
         for j in jobs:
             spec = "|".join(sorted(j.allowed_models)) if j.allowed_models else ""
             w.writerow([0, j.num_gpu, j.gpu_milli, 1, j.cpu_milli, spec])
-
-
-# ---- the comparison ----------------------------------------------------------------
-
-
-def _job_diffs(sim: SimResult, live: SimResult) -> tuple[JobDiff, ...]:
-    done = JobStatus.COMPLETED
-    sim_jct = {r.job_id: r.jct_s for r in sim.records if r.status is done and r.measured}
-    out = []
-    for r in live.records:
-        if r.status is done and r.job_id in sim_jct and sim_jct[r.job_id] > 0:
-            out.append(JobDiff(r.job_id, sim_jct[r.job_id], r.jct_s))
-    return tuple(sorted(out, key=lambda d: d.job_id))
 
 
 def _plan_key(plan: RoundPlan, id_of: dict[int, int] | None) -> frozenset[object]:
@@ -451,51 +304,3 @@ def _identical_rounds(
     sim_keys = [_plan_key(p, None) for p in sim if len(p)]
     live_keys = [_plan_key(p, id_of) for p in live if len(p)]
     return sum(1 for a, b in zip(sim_keys, live_keys, strict=False) if a == b)
-
-
-def write_outputs(comparison: Comparison | GandivaComparison, out: Path) -> list[Path]:
-    """jobs.csv (per-job JCTs and differences), summary.json and, with matplotlib, a
-    figure of the per-job relative differences."""
-    import json
-
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    path = out / "jobs.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["job_id", "sim_jct_s", "live_jct_s", "rel_diff"])
-        for d in comparison.jobs:
-            w.writerow([d.job_id, f"{d.sim_jct_s:.3f}", f"{d.live_jct_s:.3f}", f"{d.rel_diff:.5f}"])
-    written.append(path)
-    path = out / "summary.json"
-    path.write_text(json.dumps(comparison.to_json(), indent=2) + "\n")
-    written.append(path)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return written
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    sim = [d.sim_jct_s / 3600 for d in comparison.jobs]
-    live = [d.live_jct_s / 3600 for d in comparison.jobs]
-    left.scatter(sim, live, s=14)
-    top = max([*sim, *live, 1e-9])
-    left.plot([0, top], [0, top], color="grey", linewidth=0.8)
-    left.set_xlabel("simulated JCT (h)")
-    left.set_ylabel("live JCT (h)")
-    right.bar(
-        [str(d.job_id) for d in comparison.jobs],
-        [100 * (d.live_jct_s - d.sim_jct_s) / d.sim_jct_s for d in comparison.jobs],
-    )
-    right.set_xlabel("job")
-    right.set_ylabel("live - sim (% of sim JCT)")
-    right.tick_params(axis="x", labelsize=6)
-    fig.suptitle(f"sim vs live, time scale {comparison.time_scale:.3g}")
-    fig.tight_layout()
-    path = out / "jct_diff.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
-    return written

@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.sim_vs_live import (
+from gpumosaic.experiments.sim_vs_live.agreement import Agreement, job_diffs
+from gpumosaic.experiments.sim_vs_live.inputs import (
     BUDGET_SHARE,
-    Agreement,
     SimVsLiveOptions,
-    _finite_jobs,
-    _job_diffs,
-    _live_cluster,
-    _model_counts,
+    finite_jobs,
+    live_cluster,
+    model_counts,
 )
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
@@ -221,9 +220,9 @@ def compare_gandiva(
         )
     config = parts.sharing
     assert isinstance(config, GandivaConfig)
-    jobs = _finite_jobs(parts)
+    jobs = finite_jobs(parts)
     _check_gavel_types(jobs)
-    counts = _model_counts(parts)
+    counts = model_counts(parts)
 
     scale = options.time_scale
     if scale is None:  # from the description's cluster: every mistake is found before Ray
@@ -237,7 +236,7 @@ def compare_gandiva(
         )
     _check_slices(config, scale)
     limit = options.wall_limit_s or 3 * options.wall_budget_s
-    cluster = _live_cluster(counts)
+    cluster = live_cluster(counts)
 
     with tempfile.TemporaryDirectory(prefix="gpumosaic-sim-vs-live-gandiva-") as tmp:
         root = state_dir if state_dir is not None else Path(tmp)
@@ -275,7 +274,7 @@ def compare_gandiva(
     return GandivaComparison(
         sim=summarize(sim_result),
         live=summarize(live.result),
-        jobs=_job_diffs(sim_result, live.result),
+        jobs=job_diffs(sim_result, live.result),
         time_scale=scale,
         wall_s=live.wall_s,
         live_finished=live.finished,
