@@ -53,9 +53,10 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy src/gpumosaic
 
+# --durations: the slowest tests at the end of every run, to keep `make test` short.
 unit: $(STAMP_DEV)
 	@$(KERNELS_IF_MISSING)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 test: lint typecheck browser unit
 
