@@ -43,7 +43,7 @@ from gpumosaic.live.gandiva.emulate import ENV_PARTNER_FILE
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.driver import DriverConfig
 from gpumosaic.live.rounds.executor import Executor, ExitReport
-from gpumosaic.live.rounds.exits import exit_outcome
+from gpumosaic.live.rounds.exits import record_exit
 from gpumosaic.live.rounds.launch import launch_spec, stop_previous_process
 from gpumosaic.live.rounds.leases import LeaseTable, LiveLease
 from gpumosaic.live.rounds.records import GandivaJobRow, JobRow, LeaseRow
@@ -546,16 +546,14 @@ class GandivaDriver:
             del self.lease_of[job_id]
         job = self.store.job(job_id)
         assert job is not None
-        how = "lost: " + report.detail if report.lost else ("stopped" if stopped else "exited")
-        self.store.end_lease(report.lease_id, now, how, report.exit_code)
         steps = lease.steps if lease is not None else job.steps_done
-        outcome = exit_outcome(
+        outcome = record_exit(
+            self.store,
             job,
             report,
+            lease,
+            now,
             stopped=stopped,
-            steps=steps,
-            base=lease.steps_at_launch if lease is not None else job.steps_done,
-            contacted=lease is not None and lease.contacted,
             all_steps_reported=steps >= job.steps,
         )
         if report.lost and not job.cancel_requested:
@@ -563,16 +561,6 @@ class GandivaDriver:
         if outcome.retry:
             self.counters.retries += 1
         self.durable[job_id] = outcome.steps_done
-        self.store.process_ended(
-            job_id,
-            state=outcome.state,
-            steps_done=outcome.steps_done,
-            attempts=outcome.attempts,
-            exit_code=report.exit_code,
-            log_tail=report.log_tail,
-            reason=outcome.reason,
-            now=now,
-        )
         if outcome.state in ("done", "failed", "cancelled"):
             self._withdraw(job_id, now)
         # "queued": the job stays in its set; the next reconcile relaunches it there from

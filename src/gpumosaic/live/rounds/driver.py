@@ -49,7 +49,7 @@ from gpumosaic.lease import read_checkpoint_steps
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs
 from gpumosaic.live.rounds.executor import Executor, ExitReport, LaunchSpec
-from gpumosaic.live.rounds.exits import exit_outcome
+from gpumosaic.live.rounds.exits import record_exit
 from gpumosaic.live.rounds.launch import launch_spec, stop_previous_process
 from gpumosaic.live.rounds.leases import LeaseTable, LiveLease
 from gpumosaic.live.rounds.meter import RoundMeter
@@ -548,16 +548,14 @@ class RoundDriver:
         self.meter.lease_ended(job_id, report.lease_id, lease, now)
         job = self.store.job(job_id)
         assert job is not None
-        how = "lost: " + report.detail if report.lost else ("stopped" if stopped else "exited")
-        self.store.end_lease(report.lease_id, now, how, report.exit_code)
         row = self.row_of.get(job_id)
-        outcome = exit_outcome(
+        outcome = record_exit(
+            self.store,
             job,
             report,
+            lease,
+            now,
             stopped=stopped,
-            steps=lease.steps if lease is not None else job.steps_done,
-            base=lease.steps_at_launch if lease is not None else job.steps_done,
-            contacted=lease is not None and lease.contacted,
             all_steps_reported=row is not None and not self.decider.jobs.is_active[row],
             failure=failure,
         )
@@ -567,16 +565,6 @@ class RoundDriver:
         if outcome.retry:
             self.counters.retries += 1
         self.durable[job_id] = outcome.steps_done
-        self.store.process_ended(
-            job_id,
-            state=outcome.state,
-            steps_done=outcome.steps_done,
-            attempts=outcome.attempts,
-            exit_code=report.exit_code,
-            log_tail=report.log_tail,
-            reason=outcome.reason,
-            now=now,
-        )
         if outcome.state in ("done", "failed", "cancelled"):
             self.pending.pop(job_id, None)
             planned = self.plan is not None and any(job_id in e.job_ids for e in self.plan.entries)

@@ -1,13 +1,19 @@
 """What a lease's exit means for its job: done, back in the queue (at its last
-checkpoint), failed after its retries, or cancelled. A decision without a clock or any
-state of its own: the driver records the outcome and counts it."""
+checkpoint), failed after its retries, or cancelled (``exit_outcome``: a decision without
+a clock or any state of its own), and how both live drivers (rounds, Gandiva) record it
+in the store (``record_exit``); each driver counts it and updates its own state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpumosaic.live.rounds.executor import ExitReport
 from gpumosaic.live.rounds.records import JobRow
+
+if TYPE_CHECKING:
+    from gpumosaic.live.rounds.leases import LiveLease
+    from gpumosaic.live.rounds.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,45 @@ def exit_outcome(
         # The work is done even though this last process did not end cleanly.
         reason = "all steps reported" + (f"; {outcome.reason}" if outcome.reason else "")
         return ExitOutcome("done", job.steps, outcome.attempts, reason, outcome.retry)
+    return outcome
+
+
+def record_exit(
+    store: Store,
+    job: JobRow,
+    report: ExitReport,
+    lease: LiveLease | None,
+    now: float,
+    *,
+    stopped: bool,
+    all_steps_reported: bool,
+    failure: str = "",
+) -> ExitOutcome:
+    """The lease of ``report`` ended (``lease``: its last state, None if it was never
+    added): record its end and what it means for ``job`` (the store's row before the
+    exit), and return that outcome."""
+    how = "lost: " + report.detail if report.lost else ("stopped" if stopped else "exited")
+    store.end_lease(report.lease_id, now, how, report.exit_code)
+    outcome = exit_outcome(
+        job,
+        report,
+        stopped=stopped,
+        steps=lease.steps if lease is not None else job.steps_done,
+        base=lease.steps_at_launch if lease is not None else job.steps_done,
+        contacted=lease is not None and lease.contacted,
+        all_steps_reported=all_steps_reported,
+        failure=failure,
+    )
+    store.process_ended(
+        job.id,
+        state=outcome.state,
+        steps_done=outcome.steps_done,
+        attempts=outcome.attempts,
+        exit_code=report.exit_code,
+        log_tail=report.log_tail,
+        reason=outcome.reason,
+        now=now,
+    )
     return outcome
 
 
