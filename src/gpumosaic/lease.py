@@ -95,6 +95,34 @@ def read_checkpoint_steps(directory: str | Path) -> float | None:
         return None
 
 
+# The share runtime's interposer (``serve --sharing nvshare:...`` preloads it) exports
+# this: release the process's GPU lock while it waits (live/share/csrc/interposer.c).
+SHARE_PARK_SYMBOL = "gpumosaic_share_park"
+ENV_SHARE_SOCKET = "GPUMOSAIC_SHARE_SOCKET"  # set (with LD_PRELOAD) for shared jobs only
+_share_park_fn: list[Callable[[], int] | None] = []  # looked up once per process
+
+
+def share_park() -> bool:
+    """Give up this process's GPU lock under the share runtime while the lease parks
+    (waits for a round decision), so the jobs sharing its GPU use it meanwhile instead of
+    losing the rest of its quantum; the next GPU call asks for the lock again. A no-op
+    (False) unless the interposer is preloaded and this process holds its GPU's lock;
+    True when a lock was released."""
+    if not _share_park_fn:
+        fn = None
+        if os.environ.get(ENV_SHARE_SOCKET):
+            import ctypes
+
+            try:
+                fn = getattr(ctypes.CDLL(None), SHARE_PARK_SYMBOL)  # the preloaded library
+                fn.restype, fn.argtypes = ctypes.c_int, []
+            except (OSError, AttributeError):
+                fn = None  # not under the interposer (LD_PRELOAD unset or another library)
+        _share_park_fn.append(fn)
+    fn = _share_park_fn[0]
+    return fn is not None and fn() == 1
+
+
 @dataclass
 class Lease:
     job_id: int
@@ -187,6 +215,7 @@ class Lease:
             now = time.monotonic()
             if self.position >= grant.until_step or now >= deadline:
                 t0 = time.monotonic()
+                share_park()  # waiting for the decision: the GPU's lock to the others
                 nxt = self._call("progress", self._progress(at_end=True))
                 self._parked_s += time.monotonic() - t0
                 if nxt is None or nxt.stop or nxt.seconds_left <= 0:

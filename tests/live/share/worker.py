@@ -2,7 +2,9 @@
 
 ctypes finds functions with dlsym, so under the interposer every call below goes through
 its dlsym hook; ``--via getproc`` fetches cuLaunchKernel with cuGetProcAddress_v2 instead.
-Usage: worker.py --kernels N [--alloc-mib M] [--idle-s S --kernels-after K] [--hold-s H]
+Usage: worker.py --kernels N [--alloc-mib M] [--park-after-s P] [--idle-s S --kernels-after K]
+[--hold-s H]. ``--park-after-s``: P s after the first kernels, park as a lease does at a
+round boundary (``gpumosaic.lease.share_park``, twice: the second has nothing to release).
 Prints one JSON line with the return codes; exits 3 if a CUDA call failed.
 """
 
@@ -33,6 +35,7 @@ def main() -> int:
     ap.add_argument("--idle-s", type=float, default=0)
     ap.add_argument("--kernels-after", type=int, default=0)
     ap.add_argument("--hold-s", type=float, default=0)
+    ap.add_argument("--park-after-s", type=float, default=None)
     ap.add_argument("--free", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="launch from this many threads")
     ap.add_argument("--via", choices=("dlsym", "getproc", "getproc-ptds"), default="dlsym")
@@ -76,6 +79,11 @@ def main() -> int:
     for t in threads:
         t.join()
     rcs.add(cuda.cuCtxSynchronize())
+    if args.park_after_s is not None:
+        from gpumosaic.lease import share_park
+
+        time.sleep(args.park_after_s)
+        out["park"] = [share_park(), share_park()]
     if args.idle_s:
         time.sleep(args.idle_s)
         for _ in range(args.kernels_after):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -36,7 +37,13 @@ from gpumosaic.live.rounds.executor import ExitReport, LaunchSpec, rank_env
 
 LOG_TAIL_BYTES = 4000
 NAMESPACE = "gpumosaic"  # lease actors are named in it, so a restarted service finds them
-_SHELL_CHARS = set(";&|<>()$`\\\"'*?[]#~=%\n")
+# Outside quotes, these make a command the shell's (operators, expansions, globs, a
+# comment); ``=`` does only in a leading ``NAME=value`` (an assignment), not in
+# ``--flag=value``.
+_SHELL_CHARS = set(";&|<>()$`\\\"'*?[]#~%\n")
+# Quoted text without expansions: literal, so it needs no shell ("..." with $ ` \ does).
+_QUOTED = re.compile(r"'[^']*'|\"[^\"$`\\]*\"")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _PR_SET_PDEATHSIG = 1
 NODE_ID_LABEL = "ray.io/node-id"  # every Ray node's label: its node id
 
@@ -47,9 +54,15 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 
 def argv(command: str) -> list[str]:
-    """A plain command runs directly (so PDEATHSIG reaches the job itself); one that
-    needs a shell (pipes, ``&&``, variables) runs under ``/bin/sh -c``."""
-    if any(c in _SHELL_CHARS for c in command):
+    """A plain command runs directly (so PDEATHSIG and the stop's SIGTERM reach the job
+    itself); one that needs a shell (pipes, ``&&``, variables, ``NAME=value cmd``) runs
+    under ``/bin/sh -c``. Quoted arguments and ``--flag=value`` are plain: under a shell
+    that does not exec its last command (dash), a stop's SIGTERM ends the shell at once
+    while the job goes on, its lease is ended under it and its final checkpoint is
+    refused (every emulated job with ``--rates M=R`` or a quoted job type ran so)."""
+    outside = _QUOTED.sub("", command)
+    words = outside.split()
+    if any(c in _SHELL_CHARS for c in outside) or (words and _ASSIGNMENT.match(words[0])):
         return ["/bin/sh", "-c", command]
     return shlex.split(command)
 

@@ -102,6 +102,7 @@ static int req_pending;
 static _Atomic int draining;
 static _Atomic int inflight;
 static _Atomic unsigned long work_seq; /* gated calls so far: the idle check compares it */
+static unsigned long grant_seq;          /* LOCK_OKs so far (guarded by mu): a park compares it */
 static _Atomic(CUcontext) saved_ctx; /* the application's context, for the client thread */
 static int debug;
 static double idle_s = 5.0, reconnect_s = 30.0;
@@ -328,6 +329,44 @@ static void idle_check(void) {
   pthread_mutex_unlock(&mu);
 }
 
+/* Park: the application is about to wait for something other than the GPU (a lease
+ * waiting for its scheduler's round decision, gpumosaic.lease): release a held lock now,
+ * as the early release would after idle_s, so the other processes of this GPU use it
+ * meanwhile; the next gated call asks again, at the back of the line. The same steps as
+ * a drop: block new work, let the calls in flight return, synchronize, LOCK_RELEASED
+ * (unasked, which the daemon takes as an early release). Called by the application
+ * (ctypes finds it once the interposer is preloaded); any thread. Returns 1 if a lock
+ * was released, 0 if there was none to release (not sharing, not serialized, not
+ * holding, the daemon away, or a DROP_LOCK or revocation took it meanwhile). */
+EXPORT int gpumosaic_share_park(void) {
+  if (!enabled || failed) return 0;
+  pthread_mutex_lock(&mu);
+  if (!(connected && sched_on && own_lock && !draining)) {
+    pthread_mutex_unlock(&mu);
+    return 0;
+  }
+  unsigned long grant = grant_seq;
+  draining = 1;
+  while (inflight > 0) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  sync_device();
+  pthread_mutex_lock(&mu);
+  int released = 0;
+  /* A DROP_LOCK handled meanwhile already released (and may have let a new grant in):
+   * release only the grant this park began with. */
+  if (own_lock && grant_seq == grant && connected) {
+    own_lock = req_pending = 0;
+    pacing_pending = 0;
+    send_line("LOCK_RELEASED");
+    released = 1;
+  }
+  draining = 0;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  if (released) DEBUG("parked: released the lock");
+  return released;
+}
+
 static void lost_daemon(void) {
   pthread_mutex_lock(&mu);
   connected = own_lock = req_pending = draining = 0;
@@ -373,6 +412,7 @@ static void *client_thread(void *arg) {
       if (is_msg(line, "LOCK_OK")) {
         pthread_mutex_lock(&mu);
         own_lock = 1;
+        grant_seq++;
         req_pending = 0;
         idle_since_ns = now_ns(); /* a fresh grant is not idle */
         pthread_cond_broadcast(&cv);
