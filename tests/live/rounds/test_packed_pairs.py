@@ -161,7 +161,7 @@ def test_measured_pair_rates_replace_the_tables_in_the_next_solve(tmp_path: Path
     assert (ent.rate_a[pair[0], 0], ent.rate_b[pair[0], 0]) == pytest.approx(table)
     rows = [driver.row_of[j] for j in ids]
     decider.observe_pair_rate(rows[0], rows[1], 0, 7.5)
-    assert decider.need_solve  # as a job's own measured rate: the next boundary solves
+    assert not decider.need_solve  # Gavel: folded in, read by the next solve (arrivals, ...)
     decider.solve(1.0)
     ent = decider.book.entities
     assert ent is not None

@@ -159,12 +159,10 @@ class LiveRoundDecider(RoundDecider):
         self, row: int, partner_row: int, type_index: int, steps_per_s: float
     ) -> None:
         """A member of a packed pair measured its rate packed with ``partner_row``: it
-        replaces the table's rate of that member in that pair from the next solve on
-        (and, as ``observe_rate``, a changed rate asks for that solve)."""
-        key = (row, partner_row, type_index)
-        if steps_per_s > 0 and self.pair_rates.get(key) != steps_per_s:
-            self.pair_rates[key] = steps_per_s
-            self.need_solve = True
+        replaces the table's rate of that member in that pair from the next solve on (as
+        ``observe_rate``: read by the next solve, never asking for one)."""
+        if 0 < steps_per_s < float("inf"):
+            self.pair_rates[(row, partner_row, type_index)] = steps_per_s
 
     def measured_pairs(self, rows: np.ndarray, packed: PackedPairs) -> PackedPairs:
         """The solve's candidate pairs (``packed.pairs`` index ``rows``) with each

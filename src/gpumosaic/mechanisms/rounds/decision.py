@@ -300,19 +300,23 @@ class RoundDecider:
     def observe_rate(self, row: int, type_index: int, steps_per_s: float) -> None:
         """A measured rate replaces the estimate; the next solve uses it (and only then the
         step budgets, which come from the allocation's entity table). With estimation, a
-        job with unknown rates gets its other estimates redone from it."""
+        job with unknown rates gets its other estimates redone from it.
+
+        A measurement does not itself ask for a solve: Gavel's physical mode folds it into
+        the rates the next solve reads and solves on arrivals, completions and new workers
+        only (its scheduler sets ``_need_to_update_allocation`` there, never in
+        ``_update_throughput``), so the live service plans as the simulator does. A job
+        being profiled is the exception: each model it measures changes what the policy
+        may give it (``estimation.solve_wanted``)."""
         if not 0 < steps_per_s < float("inf"):
             return
         jobs = self.jobs
         estimation = self.estimation
         new = None if estimation is None else estimation.observe(row, type_index, steps_per_s)
         if new is not None:
-            if not np.array_equal(jobs.rates[row], new):
-                jobs.rates[row] = new
-                self.need_solve = True
-        elif jobs.rates[row, type_index] != steps_per_s:
+            jobs.rates[row] = new
+        else:
             jobs.rates[row, type_index] = steps_per_s
-            self.need_solve = True
 
     # ---- one round -------------------------------------------------------------------
 
