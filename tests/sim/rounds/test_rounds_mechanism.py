@@ -47,12 +47,26 @@ def test_new_job_waits_for_the_next_solve():
 
 
 def test_resolve_rate_limited():
-    # After the first solve at t > 0, completions re-solve at most once per interval.
-    jobs = [job(i, 400.0 * (i + 1), arrival=1.0) for i in range(6)]
+    # The first change after the run's first solve re-solves at once (Gavel's "last reset
+    # still the first"; at t = 1 s as at t = 0 s: a live service's first reset is never
+    # at 0.0); after that, completions re-solve at most once per interval.
+    jobs = [job(i, 400.0 * (i + 1), arrival=1.0) for i in range(10)]
     policy = FixedPolicy(equal_share)
-    run_rounds(v100s(6), workload(jobs), policy, WorstFit(), resolve_interval_s=1920.0)
-    gaps = np.diff(policy.calls)
-    assert (gaps >= 1920.0 - 1e-9).all()
+    run_rounds(v100s(10), workload(jobs), policy, WorstFit(), resolve_interval_s=1920.0)
+    assert policy.calls[0] == pytest.approx(1.0) and policy.calls[1] < 1920.0
+    gaps = np.diff(policy.calls[1:])
+    assert len(gaps) and (gaps >= 1920.0 - 1e-9).all()
+
+
+def test_an_arrival_after_a_first_solve_off_time_zero_re_solves_at_the_next_boundary():
+    # The live service's first solve comes a launch latency after its clock's origin:
+    # a job arriving later must not wait a whole resolve interval for its first solve.
+    policy = FixedPolicy(equal_share)
+    jobs = [job(0, 3000.0, arrival=0.15), job(1, 3000.0, arrival=400.0)]
+    res = run_rounds(v100s(2), workload(jobs), policy, WorstFit(), resolve_interval_s=1920.0)
+    rec = {r.job_id: r for r in res.records}
+    assert policy.calls[0] == pytest.approx(0.15)
+    assert rec[1].start_s < 1920.0 and len(policy.calls) >= 2 and policy.calls[1] < 1920.0
 
 
 def test_fractional_jobs_share_one_gpu():

@@ -55,6 +55,9 @@ class AllocationBook:
             np.zeros((0, len(models))),
         )
         self.last_reset_s = 0.0
+        # When the first solve was (None before it): Gavel re-solves on any change while
+        # every reset so far is the run's first (``RoundDecision.solve_due``).
+        self.first_reset_s: float | None = None
         self.solves = 0
         self.solve_s = 0.0
         self.fallbacks = Fallbacks()  # the policy's, summed over solves
@@ -106,6 +109,8 @@ class AllocationBook:
         table = self._entity_table(rows, allocation, jobs)
         self.entities = table if adjust is None else adjust(table)
         self.last_reset_s = now
+        if self.first_reset_s is None:
+            self.first_reset_s = now
 
     def _allocate(self, inp: PolicyInput) -> Allocation:
         """The policy's allocation; if its solve fails (a solver error, numerical trouble),

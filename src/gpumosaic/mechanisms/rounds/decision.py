@@ -270,14 +270,21 @@ class RoundDecider:
     # ---- the policy ------------------------------------------------------------------
 
     def solve_due(self, now: float) -> bool:
-        """A solve is due when jobs came or went, at most once per resolve interval (Gavel
-        also re-solves while its last reset is still the one at time 0)."""
+        """A solve is due when jobs came or went, at most once per resolve interval; and,
+        as Gavel's ``_last_reset_time == 0``, at any change while the run's first reset
+        is the last one. Gavel's simulator makes that first reset at time 0; a live
+        service makes it a launch latency after its clock's origin, so the rule reads
+        "the first reset", not "time 0" (with "time 0" the live service re-solved for
+        no arrival until a whole interval after its first round)."""
         if self.estimation is not None and self.estimation.solve_wanted:
             return True  # a profiling job measured a model: profile it on the next
         if not self.need_solve:
             return False
-        last = self.book.last_reset_s
-        return now - last >= self.config.resolve_interval_s or last == 0.0
+        book = self.book
+        first = book.first_reset_s
+        if first is None or book.last_reset_s == first:
+            return True
+        return now - book.last_reset_s >= self.config.resolve_interval_s
 
     def solve(self, now: float) -> None:
         """Re-solve the policy for the active jobs now (a driver forces this when nothing
