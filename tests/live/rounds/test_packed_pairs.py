@@ -126,8 +126,10 @@ def test_the_driver_runs_a_packed_plan_and_feeds_its_pair_rates(tmp_path: Path) 
     assert driver.counters.pair_rate_samples > 0
     rows = {job: driver.row_of[job] for job in ids}
     decider = driver.decider
-    assert decider.pair_rates[(rows[1], rows[2], 0)] == pytest.approx(3.0)
-    assert decider.pair_rates[(rows[2], rows[1], 0)] == pytest.approx(4.0)
+    # The fake executor steps in 1 s ticks: a lease whose grant ends mid-tick measures a
+    # little less (which pair lease is the last depends on the rounds the policy planned).
+    assert decider.pair_rates[(rows[1], rows[2], 0)] == pytest.approx(3.0, rel=0.02)
+    assert decider.pair_rates[(rows[2], rows[1], 0)] == pytest.approx(4.0, rel=0.02)
     # The isolated estimates hold only rates measured alone (10/s; a short lease of the
     # fake executor, whose 1 s ticks overshoot its grant, measures somewhat less), never
     # a pair's (3/s, 4/s).
