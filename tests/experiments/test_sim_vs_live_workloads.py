@@ -52,6 +52,7 @@ def test_a_duration_job_steps_at_one_step_per_second_of_its_duration_on_every_mo
     for job in jobs:
         sub = submitter.submission(job, 180.0)
         assert rates_in(sub.command) == {"V100": 1.0, "P100": 1.0, "K80": 1.0}
+        assert sub.rates == rates_in(sub.command)  # the decider's prior: not profiled live
         assert sub.steps == job.work  # the duration, in steps of 1 s
         assert sub.job_type == ""  # no Gavel type: no table prior, no refusal
         assert sub.gpus == job.num_gpu and sub.gpu_milli == job.gpu_milli
@@ -65,7 +66,7 @@ def test_an_openb_subset_is_submitted_not_refused() -> None:
     submitter = _emulated(parts)
     for job in jobs:
         sub = submitter.submission(job, 180.0)  # a JobSubmission: validated
-        assert rates_in(sub.command) == {"V100": 1.0, "K80": 1.0}
+        assert rates_in(sub.command) == {"V100": 1.0, "K80": 1.0} == sub.rates
         assert sub.steps == job.work > 0
 
 
@@ -76,6 +77,7 @@ def test_a_gavel_jobs_rates_are_its_table_rates_the_emulated_job_would_read() ->
         sub = submitter.submission(job, 180.0)
         rates = rates_in(sub.command)
         assert sub.job_type == job.job_type and "--job-type" in sub.command
+        assert sub.rates == rates
         for model, rate in rates.items():
             table = table_rate(job.job_type, model, max(job.num_gpu, 1)).steps_per_s
             assert rate == pytest.approx(table, rel=1e-12)
@@ -91,6 +93,24 @@ def test_a_model_the_job_may_not_use_gets_no_rate() -> None:
         allowed_models=frozenset({"K80"}),
     )  # fmt: skip
     assert submitter.rates(job) == {"K80": 1.0}
+
+
+def test_a_model_without_a_simulator_rate_is_not_offered_live() -> None:
+    """The simulator never runs a job where its rate is 0; live, a model without a known
+    rate would be estimated and profiled (and the emulated job has no rate there)."""
+
+    class NoK80:
+        def rate(self, job: JobSpec, gpu: object) -> float:
+            return 0.0 if getattr(gpu, "name", "") == "K80" else 2.0
+
+    models = (gpu_model("V100"), gpu_model("P100"), gpu_model("K80"))
+    submitter = EmulatedJobs(NoK80(), models)  # type: ignore[arg-type]
+    job = JobSpec(id=0, arrival_s=0.0, job_type="job", num_gpu=1, gpu_milli=1000, work=60.0)
+    sub = submitter.submission(job, 180.0)
+    assert sub.rates == {"V100": 2.0, "P100": 2.0} == rates_in(sub.command)
+    assert sub.gpu_models == ["P100", "V100"]
+    full = EmulatedJobs(parts_of(str(JOB_LIST)).workload.throughputs, models)
+    assert full.submission(job, 180.0).gpu_models == []  # every model rated: any
 
 
 def test_the_emulated_job_steps_at_the_rate_of_the_model_it_landed_on() -> None:

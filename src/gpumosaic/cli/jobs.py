@@ -48,6 +48,13 @@ def submit(
     job_type: Annotated[
         str, typer.Option(help="a Gavel job type: its throughput is the prior")
     ] = "",
+    rates: Annotated[
+        str | None,
+        typer.Option(
+            help="MODEL=R,...: the job's known steps/s on each GPU model, its prior "
+            "(not profiled); with --file, every job's"
+        ),
+    ] = None,
     workdir: Annotated[str, typer.Option(help="working directory of the job")] = "",
     env: Annotated[
         list[str] | None, typer.Option(help="KEY=VALUE for the job's environment (repeat)")
@@ -71,6 +78,7 @@ def submit(
 ) -> None:
     """Submit a job (or a job list: every row checked first, then all or none); prints
     the id(s)."""
+    from gpumosaic.live.emulate import EmulationError, parse_rates
     from gpumosaic.live.rounds.admission import check_job
 
     if command is None:
@@ -81,6 +89,10 @@ def submit(
         if not sep or not key:
             raise InputError(f"{item!r} is not KEY=VALUE", field="--env")
         environ[key] = value
+    try:  # the grammar of emulate --rates
+        known_rates = parse_rates(rates) if rates is not None else {}
+    except EmulationError as err:
+        raise InputError(str(err), field="--rates", value=rates) from None
     base: dict[str, Any] = {
         "command": command,
         "gpus": gpus,
@@ -89,6 +101,7 @@ def submit(
         "gpu_models": [m.strip() for m in gpu_models.split(",") if m.strip()],
         "priority_weight": priority_weight,
         "job_type": job_type,
+        "rates": known_rates,
         "workdir": workdir or str(Path.cwd()),
         "env": environ,
         "max_retries": max_retries,

@@ -59,6 +59,25 @@ GOOD = {"command": "train", "steps": 10}
         ('{"command": "x", "steps": 5, "env": {"A=B": "1"}}', "env"),
         ('{"command": "x", "steps": 5, "env": {"A": "\\u0000"}}', "env"),
         ('{"command": "x", "steps": 5, "gpu_models": ["Z999"]}', "gpu_models"),
+        ('{"command": "x", "steps": 5, "rates": {"V100": NaN}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"V100": Infinity}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"V100": 0}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"V100": -1.5}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"V100": 1e7}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"V100": "fast"}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"Z999": 1}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": {"v100": 1, "V100": 2}}', "rates"),
+        ('{"command": "x", "steps": 5, "rates": [1, 2]}', "rates"),
+        (
+            '{"command": "x", "steps": 5, "gpu_models": ["V100"], "rates": {"K80": 1}}',
+            "rates",
+        ),
+        (  # more names than MAX_GPU_MODELS
+            '{"command": "x", "steps": 5, "rates": {'
+            + ", ".join(f'"m{i}": 1' for i in range(17))
+            + "}}",
+            "rates",
+        ),
         ('{"command": "x", "steps": 5, "name": "' + "n" * 200 + '"}', "name"),
         ('{"command": "' + "c" * 20_000 + '", "steps": 5}', "command"),
         ('{"command": "x", "steps": 5, "plicy": 1}', "plicy"),
@@ -177,8 +196,18 @@ def test_the_batch_is_all_or_nothing(api_factory) -> None:  # type: ignore[no-un
     assert client.submit_batch([GOOD, GOOD]) == [1, 2]
 
 
+def test_known_rates_are_admitted_under_canonical_model_names() -> None:
+    job = check_job({**GOOD, "rates": {"v100": 1.5, " k80 ": 0.25}})
+    assert job.rates == {"V100": 1.5, "K80": 0.25}
+    assert check_job(GOOD).rates == {}
+
+
 def test_cli_and_http_apply_the_same_rules() -> None:
-    for bad in ({**GOOD, "steps": math.inf}, {**GOOD, "priority_weight": 1e-300}):
+    for bad in (
+        {**GOOD, "steps": math.inf},
+        {**GOOD, "priority_weight": 1e-300},
+        {**GOOD, "rates": {"V100": math.nan}},
+    ):
         with pytest.raises(InputError, match="--"):
             check_job(bad, flags=True)
     assert check_job(GOOD).steps == 10

@@ -4,6 +4,7 @@ field named), then the rows go in one batch, and the ids are printed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -57,3 +58,21 @@ def test_submit_file_is_all_or_nothing(api_factory, tmp_path: Path) -> None:  # 
     assert result.exit_code == 0, result.output
     assert result.output.strip() == '{"ids": [1, 2, 3]}'
     assert [j.command for j in svc.store.jobs()] == ["echo 0", "echo 1", "echo 2"]
+
+
+def test_submit_rates_reach_the_service_and_bad_ones_are_one_line(api_factory) -> None:  # type: ignore[no-untyped-def]
+    svc = api_factory(round_s=600.0)
+    base = ["submit", "--server", svc.url, "--command", "true", "--steps", "10"]
+    for rates in ("v100=nan", "v100=0", "v100", "v100=1,V100=2", "z999=1", "v100=1e9", ""):
+        result = runner.invoke(app, [*base, "--rates", rates])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1 and "--rates" in lines[0], result.output
+    result = runner.invoke(app, [*base, "--gpu-models", "k80", "--rates", "v100=1"])
+    assert result.exit_code == 2 and "--rates" in result.output and "gpu_models" in result.output
+    assert svc.store.jobs() == []
+    result = runner.invoke(app, [*base, "--rates", "v100=1.2,k80=0.4", "--json"])
+    assert result.exit_code == 0, result.output
+    [job] = svc.store.jobs()
+    assert svc.store.known_rates(job.id) == {"V100": 1.2, "K80": 0.4}
+    result = runner.invoke(app, ["job", str(job.id), "--server", svc.url, "--json"])
+    assert json.loads(result.output)["rates"] == {"V100": 1.2, "K80": 0.4}, result.output

@@ -22,6 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpumosaic.errors import InputError
 
 MAX_STEPS = 1e12  # total steps of a job; also any step count a lease reports
+# A submission's known rates (steps/s in job time): 12 orders of magnitude, with
+# Gavel's table (0.1-100 steps/s) in the middle; a bound, not a calibration (six
+# policies, the perf ones among them, solved jobs at both ends without a fallback).
+MIN_STEPS_PER_S = 1e-6
+MAX_STEPS_PER_S = 1e6
 MIN_PRIORITY_WEIGHT = 1e-3
 MAX_PRIORITY_WEIGHT = 1e3
 MAX_GPUS = 1024  # GPUs of one job (and ranks of one lease)

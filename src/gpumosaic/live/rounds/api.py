@@ -123,6 +123,7 @@ def job_view(
     tail: str = "",
     gandiva: GandivaJobRow | None = None,
     attained_s: float | None = None,
+    known_rates: dict[str, float] | None = None,
 ) -> JobView:
     return JobView(
         id=job.id,
@@ -136,6 +137,7 @@ def job_view(
         gpu_milli=job.gpu_milli,
         gpu_models=list(job.gpu_models),
         priority_weight=job.priority_weight,
+        rates=known_rates or {},
         gpu_type=job.gpu_type,
         gpu_index=job.gpu_index,
         attained_s=job.attained_s if attained_s is None else attained_s,
@@ -229,7 +231,8 @@ def create_app(service: ServiceView) -> FastAPI:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
         gandiva = store.gandiva_job(job.id) if service.gandiva else None
         attained = service.live_attained_s(job)
-        shown = job_view(job, service.live_steps(job), rate, tail, gandiva, attained)
+        known = store.known_rates(job.id)
+        shown = job_view(job, service.live_steps(job), rate, tail, gandiva, attained, known)
         if gandiva is None:  # rounds: a packed pair's partner while both run
             shown = shown.model_copy(update={"packed_with": service.packed_with(job.id)})
         share = service.share_view(job)  # --sharing: shared, hand-overs (sharing.py)

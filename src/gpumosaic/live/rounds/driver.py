@@ -425,7 +425,12 @@ class RoundDriver:
             if job.id in self.row_of or job.cancel_requested:
                 continue
             spec = job.spec(self.decision_time(job.submitted_at))
-            rates = np.array([self.priors.rate(spec, m) for m in self.decider.models])
+            # The prior: the submission's known rates, else Gavel's table for its type,
+            # else unknown (NaN: estimated and profiled); a measured rate beats both.
+            known = self.store.known_rates(job.id)
+            rates = np.array(
+                [known.get(m.name, self.priors.rate(spec, m)) for m in self.decider.models]
+            )
             measured = self.meter.admit(job.id, self.store.throughput_samples(job.id))
             for t, rate in measured.items():
                 rates[t] = rate

@@ -15,7 +15,11 @@ The actor is threaded (``wait`` blocks while ``terminate`` may be called) and ho
 CPU, so a 2-core machine runs many leases. The subprocess gets ``PR_SET_PDEATHSIG``
 (Linux): if the actor dies (``ray.kill``, node loss, the service's Ray job ending), its
 job dies with it, so a restarted service never finds an orphan still training. It runs
-in its own session so that SIGTERM/SIGKILL reach the whole process group.
+in its own session so that SIGTERM/SIGKILL reach the whole process group, and its exit
+is the exit of that whole group (``wait``): a command under ``/bin/sh -c`` (dash does not
+exec it) loses its shell to SIGTERM at once while the job itself checkpoints; reporting
+the shell's exit would end the lease (fencing the job's last checkpoint) and start the
+job's next lease while it still runs.
 """
 
 from __future__ import annotations
@@ -82,6 +86,13 @@ def log_tail(path: str, size: int = LOG_TAIL_BYTES) -> str:
         return ""
 
 
+# Wall seconds the rest of a job's process group may outlive its first process once that
+# one exited by itself (a job that leaves a background process behind); then the group
+# is killed. A bound, not a calibration. (A stopped lease's group gets its grace period.)
+GROUP_EXIT_GRACE_S = 10.0
+GROUP_POLL_S = 0.02
+GROUP_KILL_WAIT_S = 2.0  # after SIGKILL: then the lease is over whatever is still listed
+
 CANNOT_START_CODE = 127  # what a shell answers for a command it cannot run
 # Linux's MAX_ARG_STRLEN: no single argument (``sh -c``'s command) may be longer, so a
 # longer command cannot start; refused before it is parsed (shlex is slow on megabytes).
@@ -108,6 +119,7 @@ class LeaseProcess:
         self.log_path = log_path
         self.start_error = ""
         self.proc: subprocess.Popen[bytes] | None = None
+        self._kill_by: float | None = None  # told to stop: the group is killed then
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
         with open(log_path, "ab") as log:
             log.write(
@@ -146,18 +158,42 @@ class LeaseProcess:
         if self.proc is None:
             return CANNOT_START_CODE, log_tail(self.log_path)
         code = self.proc.wait()
+        self._wait_for_group()
         return code, log_tail(self.log_path)
 
+    def _wait_for_group(self) -> None:
+        """Until no process of the job's group is left (see module doc). The group is
+        killed at a stopped lease's grace period's end, or ``GROUP_EXIT_GRACE_S`` after
+        its first process exited by itself (said in the job's log)."""
+        assert self.proc is not None
+        pgid = self.proc.pid
+        started = time.monotonic()
+        killed: float | None = None
+        while group_alive(pgid):
+            now = time.monotonic()
+            if killed is None:
+                kill_by = self._kill_by  # terminate() may set it meanwhile
+                if now >= (kill_by if kill_by is not None else started + GROUP_EXIT_GRACE_S):
+                    if kill_by is None:
+                        with open(self.log_path, "ab") as log:
+                            log.write(b"gpumosaic: the job's other processes outlived it\n")
+                    self._signal(signal.SIGKILL)
+                    killed = now
+            elif now - killed > GROUP_KILL_WAIT_S:
+                return  # SIGKILLed and still listed: nothing more to wait for
+            time.sleep(GROUP_POLL_S)
+
     def terminate(self, grace_s: float) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None or not group_alive(self.proc.pid):
             return
+        self._kill_by = time.monotonic() + grace_s
         self._signal(signal.SIGTERM)
         timer = threading.Timer(grace_s, self._kill_if_alive)
         timer.daemon = True
         timer.start()
 
     def _kill_if_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is not None and group_alive(self.proc.pid):
             self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
@@ -167,6 +203,33 @@ class LeaseProcess:
 
     def failure(self) -> str:
         return self.start_error
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (a zombie is not: an orphan
+    that exited may wait for a parent that never reaps it)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: ask the kernel (zombies count there)
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
 
 
 def _short(err: BaseException, limit: int = 200) -> str:

@@ -81,6 +81,14 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT NOT NULL,
     detail TEXT NOT NULL DEFAULT ''
 );
+-- A submission's known rates (its prior, steps/s in job time per GPU model). A new
+-- table, created on open, so a state file of an older version opens unchanged.
+CREATE TABLE IF NOT EXISTS job_rates (
+    job_id INTEGER NOT NULL REFERENCES jobs(id),
+    gpu_type TEXT NOT NULL,
+    steps_per_s REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type)
+);
 -- serve --mechanism gandiva only (live/gandiva): a row per job Gandiva touched. A new
 -- table, created on open, so a state file of an older version opens unchanged.
 CREATE TABLE IF NOT EXISTS gandiva_jobs (

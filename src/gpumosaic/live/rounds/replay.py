@@ -10,7 +10,9 @@ The rates are the simulator's, from one source: ``EmulatedJobs`` asks the worklo
 GPU model of the live cluster and hands them to the job as ``--rates``. A Gavel job's are
 its table rates (``--job-type`` still names it: the service's prior and label); an openb
 task's or a ``duration_s`` job's are 1 step/s on every model (work = its duration), so
-every workload ``simulate`` takes replays live. Another submitter (``JobSubmitter``) runs
+every workload ``simulate`` takes replays live. The same rates go into the submission's
+``rates``, so the live decider admits the job with them as the simulator does (known,
+not profiled). Another submitter (``JobSubmitter``) runs
 other commands, e.g. real training jobs (bench/gpu_check_live.py).
 
 Jobs arriving at time 0 are in the store before the service's first round (as the
@@ -102,15 +104,22 @@ class EmulatedJobs:
 
     def submission(self, job: JobSpec, checkpoint_every_s: float) -> JobSubmission:
         job_type = job.job_type if job.job_type in self.gavel_types else ""
+        rates = self.rates(job)
+        models = sorted(job.allowed_models) if job.allowed_models else []
+        if rates and any(job.allows(g.name) and g.name not in rates for g in self.models):
+            # A model the simulator has no rate on is one it never runs the job on;
+            # live, a model without a known rate would be estimated and profiled.
+            models = sorted(rates)
         return JobSubmission(
-            command=emulate_command(job_type, self.python, self.rates(job)),
+            command=emulate_command(job_type, self.python, rates),
             steps=float(job.work),
             gpus=max(job.num_gpu, 1),
             gpu_milli=job.gpu_milli,
-            gpu_models=sorted(job.allowed_models) if job.allowed_models else [],
+            gpu_models=models,
             priority_weight=job.priority_weight,
             name=job.name or f"w{job.id}",
             job_type=job_type,
+            rates=rates,  # the decider's prior: the rates the simulator admits it with
             env={"GPUMOSAIC_CHECKPOINT_EVERY_S": repr(float(checkpoint_every_s))},
         )
 

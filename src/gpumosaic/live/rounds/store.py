@@ -112,6 +112,10 @@ class Store:
                 job_id = int(cur.lastrowid or 0)
                 if not sub.name:
                     db.execute("UPDATE jobs SET name = ? WHERE id = ?", (f"job{job_id}", job_id))
+                db.executemany(
+                    "INSERT INTO job_rates (job_id, gpu_type, steps_per_s) VALUES (?, ?, ?)",
+                    [(job_id, model, rate) for model, rate in sub.rates.items()],
+                )
                 self._event(db, now, job_id, "submitted", sub.command[:200])
                 ids.append(job_id)
             self.jobs_version += 1
@@ -292,6 +296,14 @@ class Store:
                 "DO UPDATE SET steps_per_s = excluded.steps_per_s, samples = excluded.samples",
                 rates,
             )
+
+    def known_rates(self, job_id: int) -> dict[str, float]:
+        """The rates the job's submission gave (GPU model -> steps/s): its prior."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT gpu_type, steps_per_s FROM job_rates WHERE job_id = ?", (job_id,)
+            ).fetchall()
+        return {r["gpu_type"]: float(r["steps_per_s"]) for r in rows}
 
     def throughput_samples(self, job_id: int) -> dict[str, tuple[float, int]]:
         with self._lock:

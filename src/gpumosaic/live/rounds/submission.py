@@ -10,6 +10,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,7 +29,9 @@ from gpumosaic.live.rounds.admission import (
     MAX_PRIORITY_WEIGHT,
     MAX_RETRIES,
     MAX_STEPS,
+    MAX_STEPS_PER_S,
     MIN_PRIORITY_WEIGHT,
+    MIN_STEPS_PER_S,
     no_nul,
 )
 from gpumosaic.model.gpu import MILLI_PER_GPU, UnknownGpuModelError, gpu_model
@@ -41,6 +44,7 @@ EnvKey = Annotated[
 ]
 EnvValue = Annotated[str, StringConstraints(max_length=MAX_ENV_VALUE_CHARS)]
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+StepsPerS = Annotated[float, Field(ge=MIN_STEPS_PER_S, le=MAX_STEPS_PER_S)]
 
 
 class JobSubmission(BaseModel):
@@ -63,6 +67,12 @@ class JobSubmission(BaseModel):
         default="",
         max_length=MAX_NAME_CHARS,
         description="a Gavel job type: its table rate is the prior",
+    )
+    rates: dict[ModelName, StepsPerS] = Field(
+        default_factory=dict,
+        max_length=MAX_GPU_MODELS,
+        description="known steps/s (job time) of the whole job per GPU model: its prior "
+        "there, as a Gavel type's table rate is (not profiled); {} = unknown",
     )
     workdir: str = Field(
         default="", max_length=MAX_PATH_CHARS, description="working directory ('' = the service's)"
@@ -91,6 +101,23 @@ class JobSubmission(BaseModel):
                 out.append(gpu_model(name).name)
             except UnknownGpuModelError as err:
                 raise ValueError(str(err)) from None
+        return out
+
+    @field_validator("rates")
+    @classmethod
+    def _rated_models(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        allowed = info.data.get("gpu_models") or []  # validated before (declared before)
+        out: dict[str, float] = {}
+        for name, rate in value.items():
+            try:
+                model = gpu_model(name).name
+            except UnknownGpuModelError as err:
+                raise ValueError(str(err)) from None
+            if model in out:
+                raise ValueError(f"GPU model {model} is given twice")
+            if allowed and model not in allowed:
+                raise ValueError(f"{model} is not among gpu_models ({', '.join(allowed)})")
+            out[model] = rate
         return out
 
     @field_validator("job_type")
@@ -135,6 +162,7 @@ class JobView(BaseModel):
     gpu_milli: int
     gpu_models: list[str]
     priority_weight: float
+    rates: dict[str, float] = Field(default_factory=dict)  # the submission's known rates
     gpu_type: str
     gpu_index: str
     attained_s: float
