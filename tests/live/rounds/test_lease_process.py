@@ -19,10 +19,10 @@ ENV = {"GPUMOSAIC_LEASE_ID": "L", "GPUMOSAIC_RANK": "0"}
 
 
 def job(tmp_path: Path, body: str) -> str:
-    """A Python job run through a shell (the ``=`` in its command needs one)."""
+    """A Python job run through a shell (its leading ``NAME=value`` needs one)."""
     script = tmp_path / "job.py"
     script.write_text(body)
-    return f"{sys.executable} {script} --x=1"
+    return f"X=1 {sys.executable} {script}"
 
 
 def test_a_stopped_jobs_exit_is_its_own_not_its_shells(tmp_path: Path) -> None:
