@@ -400,6 +400,7 @@ def _run_live(
     seed: int,
     say: Callable[[str], None],
 ) -> LiveGandiva:
+    from gpumosaic.live.rounds.replay import Arrivals
     from gpumosaic.live.rounds.service import Service, ServiceConfig
 
     service_config = ServiceConfig(
@@ -414,18 +415,13 @@ def _run_live(
     )
     service = Service(service_config, cluster)
     store, clock = service.store, service.clock
-    ordered = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
-    id_of: dict[int, int] = {}
     cadence = config.quantum_s  # a stop saves anyway; this bounds a lost process's redo
-
-    def submit(job: JobSpec) -> None:
-        sub = _submission(job, cadence)
-        id_of[store.add_job(sub, clock(), service_config.max_retries)] = job.id
-
-    first = 0
-    while first < len(ordered) and ordered[first].arrival_s <= 0:
-        submit(ordered[first])
-        first += 1
+    arrivals = Arrivals(
+        jobs,
+        lambda job: store.add_job(_submission(job, cadence), clock(), service_config.max_retries),
+    )
+    arrivals.submit_due(0.0)  # before the service starts, as the simulator admits them
+    ordered, id_of = arrivals.ordered, arrivals.ids
     started = time.monotonic()
     service.start()
     finished = False
@@ -434,26 +430,20 @@ def _run_live(
         driver = service.gandiva_driver
         assert driver is not None
         give_up = started + limit_s
-        nxt = first
         while time.monotonic() < give_up:
             if service.driver_error is not None:
                 raise service.driver_error
             now = clock() - driver.epoch
-            while nxt < len(ordered) and ordered[nxt].arrival_s <= now:
-                submit(ordered[nxt])
-                nxt += 1
+            arrivals.submit_due(now)
             done = sum(1 for j in store.jobs() if j.terminal)
             if done != last:
                 last = done
                 took = time.monotonic() - started
                 say(f"live: {done}/{len(ordered)} jobs final after {took:.0f} s")
-            if nxt == len(ordered) and done == len(ordered):
+            if arrivals.all_in and done == len(ordered):
                 finished = True
                 break
-            wait = 0.2
-            if nxt < len(ordered):
-                wait = min(wait, max((ordered[nxt].arrival_s - now) / scale, 0.0))
-            time.sleep(wait)
+            time.sleep(arrivals.wait_s(now, scale))
     finally:
         rows = store.jobs()  # the store closes with the service
         service.stop()

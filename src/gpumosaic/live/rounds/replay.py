@@ -124,6 +124,39 @@ class EmulatedJobs:
         )
 
 
+class Arrivals:
+    """A workload's jobs handed to ``submit`` at their arrival times on a service's job
+    clock (seconds since its driver's epoch), in arrival order; ``submit`` returns the
+    id the service gave the job (``ids`` maps it back to the workload's)."""
+
+    POLL_S = 0.2  # wall seconds between two looks at the service when no arrival is due
+
+    def __init__(self, jobs: Sequence[JobSpec], submit: Callable[[JobSpec], int]) -> None:
+        self.ordered = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+        self._submit = submit
+        self._next = 0
+        self.ids: dict[int, int] = {}
+
+    def submit_due(self, now: float) -> None:
+        """Submit every job that has arrived by ``now`` (job time) and is not yet in."""
+        ordered = self.ordered
+        while self._next < len(ordered) and ordered[self._next].arrival_s <= now:
+            job = ordered[self._next]
+            self.ids[self._submit(job)] = job.id
+            self._next += 1
+
+    @property
+    def all_in(self) -> bool:
+        return self._next == len(self.ordered)
+
+    def wait_s(self, now: float, time_scale: float) -> float:
+        """Wall seconds to sleep: until the next arrival, at most ``POLL_S``."""
+        if self.all_in:
+            return self.POLL_S
+        due = (self.ordered[self._next].arrival_s - now) / time_scale
+        return min(self.POLL_S, max(due, 0.0))
+
+
 def replay(
     jobs: Sequence[JobSpec],
     config: ServiceConfig,
@@ -142,20 +175,17 @@ def replay(
     plans: list[RoundPlan] = []
     service = Service(config, cluster, on_plan=plans.append)
     store, clock = service.store, service.clock
-    ordered = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
     lo, hi = measure if measure is not None else (-math.inf, math.inf)
-    watched = {j.id for j in ordered if lo <= j.id < hi}
-    id_of: dict[int, int] = {}
+    watched = {j.id for j in jobs if lo <= j.id < hi}
     # Saves every half round: under a time scale of hundreds, the default minute of job
     # time would be several fsyncs a second per job on a 2-core machine.
     cadence = max(config.round_s / 2, 60.0)
-    first = 0
-    while first < len(ordered) and ordered[first].arrival_s <= 0:
-        job = ordered[first]
-        id_of[store.add_job(submitter.submission(job, cadence), clock(), config.max_retries)] = (
-            job.id
-        )
-        first += 1
+    arrivals = Arrivals(
+        jobs,
+        lambda job: store.add_job(submitter.submission(job, cadence), clock(), config.max_retries),
+    )
+    arrivals.submit_due(0.0)  # before the first round, as the simulator admits them
+    id_of = arrivals.ids
     started = time.monotonic()
     service.start()
     finished = False
@@ -163,32 +193,22 @@ def replay(
         driver = service.driver
         assert driver is not None
         give_up = started + wall_limit_s
-        nxt = first
         while time.monotonic() < give_up:
             if service.driver_error is not None:
                 raise service.driver_error
             now = clock() - driver.epoch
-            while nxt < len(ordered) and ordered[nxt].arrival_s <= now:
-                job = ordered[nxt]
-                id_of[
-                    store.add_job(submitter.submission(job, cadence), clock(), config.max_retries)
-                ] = job.id
-                nxt += 1
+            arrivals.submit_due(now)
             final = [j for j in store.jobs() if j.terminal and id_of.get(j.id) in watched]
             if progress is not None:
                 progress(len(final), len(watched))
             if (
                 len(final) == len(watched)
-                and (measure is not None or nxt == len(ordered))
+                and (measure is not None or arrivals.all_in)
                 and all(_recorded(driver, j.id) for j in final if j.state == "done")
             ):
                 finished = True
                 break
-            wait = 0.2
-            if nxt < len(ordered):
-                due = (ordered[nxt].arrival_s - now) / config.time_scale
-                wait = min(wait, max(due, 0.0))
-            time.sleep(wait)
+            time.sleep(arrivals.wait_s(now, config.time_scale))
     finally:
         service.stop()
     wall = time.monotonic() - started
