@@ -209,6 +209,8 @@ def main() -> None:
     os.environ["PYTHONPATH"] = SRC  # the jobs' workers inherit it from Ray
     import ray
 
+    from gpumosaic.live.rounds.ray_connect import init_local_ray
+
     tmp = Path(tempfile.mkdtemp(prefix="gpumosaic-crash-"))
     state = tmp / "state" / "state.db"
     state.parent.mkdir()
@@ -222,14 +224,12 @@ def main() -> None:
     kills: list[float] = []
     kill_epochs: list[float] = []
     try:
-        ray.init(
+        init_local_ray(  # loopback only
             num_cpus=2,
             num_gpus=args.gpus,
             resources={"gpumosaic_model_V100": args.gpus},
-            include_dashboard=False,
             logging_level=logging.ERROR,
             log_to_driver=False,
-            _node_ip_address="127.0.0.1",  # loopback only
         )
         gcs = ray.get_runtime_context().gcs_address
         proc = serve(args, state, port, gcs)

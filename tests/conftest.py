@@ -16,12 +16,12 @@ settings.load_profile("gpumosaic")
 def ray_cluster() -> Iterator[object]:
     os.environ["RAY_AUTH_MODE"] = "disabled"
     ray = pytest.importorskip("ray")
-    ray.init(
+    from gpumosaic.live.rounds.ray_connect import init_local_ray
+
+    init_local_ray(  # loopback only
         num_cpus=2,
         num_gpus=4,
         resources={"gpumosaic_model_V100": 2, "gpumosaic_model_K80": 2},
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",  # loopback only
         logging_level="ERROR",
         log_to_driver=False,
     )

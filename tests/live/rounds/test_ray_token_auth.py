@@ -24,6 +24,7 @@ from rounds_support import wait_for
 
 from gpumosaic.errors import InputError
 from gpumosaic.live.rounds.client import ServiceClient
+from gpumosaic.live.rounds.ray_connect import LOOPBACK_ENV
 
 SRC = str(Path(__file__).parents[3] / "src")
 RAY = str(Path(sys.executable).parent / "ray")
@@ -37,6 +38,7 @@ def free_port() -> int:
 
 def clean_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env[LOOPBACK_ENV] = "0"  # one head, on 127.0.0.1 only (ray_connect.init_local_ray)
     return {**env, "HOME": str(home), "PYTHONPATH": SRC, "RAY_USAGE_STATS_ENABLED": "0"}
 
 

@@ -11,9 +11,10 @@ session of its own and stopped by killing that session's processes (never ``ray 
 which would stop every Ray on the machine). The head checks its nodes' health every
 0.5 s so that a killed node is called dead in about two seconds. Both nodes are given
 ``--node-ip-address=127.0.0.1`` and joined through 127.0.0.1; Ray's command line
-advertises the machine's own address instead of a loopback one (its daemons listen on
-every interface in any case, as the session's ``ray.init`` does), so both nodes share one
-address, which is what pinning leases by node id is for.
+advertises the machine's own address instead of a loopback one (a cluster of several
+nodes cannot use Ray's single-machine switch that keeps a local instance on 127.0.0.1,
+``ray_connect.init_local_ray``), so both nodes share one address, which is what pinning
+leases by node id is for; the traffic stays on this machine.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from pathlib import Path
 
 import pytest
 from rounds_support import JOBS, wait_for
+
+from gpumosaic.live.rounds.ray_connect import LOOPBACK_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +151,10 @@ def two_nodes() -> Iterator[TwoNodes]:
     if not RAY.exists():
         pytest.skip(f"no Ray command line next to this Python ({RAY})")
     temp = Path(tempfile.mkdtemp(prefix="gm2n-", dir="/tmp"))  # short: socket paths
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **HEALTH}
+    # Not the loopback switch of the session's local Ray (ray_connect.init_local_ray): a
+    # node's ``ray start --address`` refuses to join a cluster under it.
+    env = {k: v for k, v in os.environ.items() if k != LOOPBACK_ENV}
+    env = {**env, "RAY_AUTH_MODE": "disabled", **HEALTH}
     port = free_port()
     sessions: list[int] = []
     try:

@@ -51,16 +51,15 @@ def live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
     import ray
 
     from gpumosaic.live.rounds.cluster import discover, local_ray_resources, ray_nodes
+    from gpumosaic.live.rounds.ray_connect import init_local_ray
 
     if not ray.is_initialized():
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # our own loopback instance
         num_gpus, resources = local_ray_resources(counts)
-        ray.init(
+        init_local_ray(  # our own instance: loopback only
             num_cpus=os.cpu_count() or 1,
             num_gpus=num_gpus,
             resources=resources,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",  # our own instance: loopback only
             logging_level=logging.ERROR,
             log_to_driver=False,
         )

@@ -138,12 +138,10 @@ def _run_on_ray(
         ) from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(
-            num_cpus=max(1, workers),
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",  # a local instance: loopback only
-            log_to_driver=False,
-            configure_logging=False,
+        from gpumosaic.live.rounds.ray_connect import init_local_ray
+
+        init_local_ray(  # a local instance: loopback only
+            num_cpus=max(1, workers), log_to_driver=False, configure_logging=False
         )
     try:
         remote = ray.remote(num_cpus=1)(run_batch)

@@ -8,6 +8,13 @@ or unroutable address is one line within the timeout. While Ray connects, its C+
 retry warnings (written straight to file descriptor 2) go to ``ray-connect.log`` next to
 the state, and are read back to tell an authentication failure from silence.
 
+A local instance (``init_local_ray``) is loopback only: Ray on Linux replaces a
+``_node_ip_address`` of 127.0.0.1 by the machine's own address and its daemons then listen
+on every interface; with its single-machine switch (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``,
+read by Ray's services and inherited by its daemons and workers) it keeps 127.0.0.1 and
+they listen there alone. Such a head takes no second node (``ray start --address`` refuses
+to join it): a cluster of several nodes is started with ``ray start`` and joined by address.
+
 Token authentication (``RAY_AUTH_MODE=token``, what ``ray start`` uses when a token is
 set up): ``--ray-token-file PATH`` (or ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` with
 ``RAY_AUTH_MODE=token`` in the environment) gives the cluster's token to the driver.
@@ -35,6 +42,8 @@ AUTH_HINT = (
 _FOREVER = threading.Event()  # never set
 LOCAL_SETTLE_S = 60.0  # a local start past its deadline may finish this long, to be stopped
 _AUTH_SIGNS = ("InvalidAuthToken", "Unauthenticated", "AuthenticationError", "auth token")
+# Ray's switch for a single-machine instance: with "0" its node address is 127.0.0.1.
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 class ConnectInterrupted(Exception):
@@ -196,3 +205,18 @@ def _read(path: Path) -> str:
             return f.read(200_000).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def init_local_ray(**kwargs: Any) -> None:
+    """Start a local Ray instance that uses and listens on 127.0.0.1 only (module doc);
+    ``kwargs`` go to ``ray.init`` (resources, logging)."""
+    import ray
+
+    os.environ[LOOPBACK_ENV] = "0"  # for the daemons and workers it starts
+    # This process read the switch when it imported Ray: set Ray's copy too (a private
+    # module of Ray; where a release has none, Ray takes the machine's address).
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, **kwargs)

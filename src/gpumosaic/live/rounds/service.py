@@ -88,7 +88,7 @@ def connect_ray(config: ServiceConfig, stop: threading.Event | None = None) -> L
     ``--ray-timeout-s`` and ended early by ``stop`` (``ray_connect``)."""
     import ray
 
-    from gpumosaic.live.rounds.ray_connect import bounded_init, use_token_file
+    from gpumosaic.live.rounds.ray_connect import bounded_init, init_local_ray, use_token_file
 
     declared = parse_counts(config.cluster) if config.cluster else None
     if not ray.is_initialized():
@@ -108,11 +108,9 @@ def connect_ray(config: ServiceConfig, stop: threading.Event | None = None) -> L
             num_gpus, resources = local_ray_resources(declared)
 
             def init() -> None:
-                ray.init(
+                init_local_ray(  # loopback only
                     num_gpus=num_gpus,
                     resources=resources,
-                    include_dashboard=False,
-                    _node_ip_address="127.0.0.1",  # a local instance: loopback only
                     logging_level=logging.ERROR,
                     log_to_driver=False,
                 )
