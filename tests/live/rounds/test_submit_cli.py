@@ -76,3 +76,17 @@ def test_submit_rates_reach_the_service_and_bad_ones_are_one_line(api_factory) -
     assert svc.store.known_rates(job.id) == {"V100": 1.2, "K80": 0.4}
     result = runner.invoke(app, ["job", str(job.id), "--server", svc.url, "--json"])
     assert json.loads(result.output)["rates"] == {"V100": 1.2, "K80": 0.4}, result.output
+
+
+def test_submit_file_rates_go_with_every_row(api_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    svc = api_factory(round_s=600.0)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,num_gpu,duration_s,name\n0,1,60,a\n0,1,90,b\n")
+    result = runner.invoke(
+        app,
+        ["submit", "--server", svc.url, "--command", "true", "--file", str(jobs),
+         "--rates", "v100=1,k80=1"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rates = [svc.store.known_rates(j.id) for j in svc.store.jobs()]
+    assert rates == [{"V100": 1.0, "K80": 1.0}] * 2
