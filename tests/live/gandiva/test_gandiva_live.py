@@ -346,6 +346,67 @@ def test_a_waiting_job_migrates_to_a_gpu_that_frees_up(tmp_path: Path) -> None:
     assert any(e.kind == "migrated" for e in b.store.events(moved))
 
 
+def test_a_crash_right_after_a_migration_loses_no_job_and_runs_none_twice(
+    tmp_path: Path,
+) -> None:
+    # serve killed (no shutdown: the driver object is dropped) in the tick that executed
+    # a migration (the moved job's lease on its new GPU); a new service on the same state
+    # file finds the stale leases, and every job ends done from its checkpoints, never
+    # behind what was checkpointed and never twice at once.
+    config = GandivaConfig(quantum_s=30.0, switch_s=0.5, packing=False, migration=True)
+    b = bench(tmp_path, "v100:2", config)
+    moves: list[Migrate] = []
+    b.driver.on_step = lambda t, step: moves.extend(
+        a for a in step.actions if isinstance(a, Migrate)
+    )
+    ids = [b.submit(200), b.submit(10), b.submit(200)]
+    b.driver.recover()
+    for _ in range(600):
+        b.run(0.5, until_done=False)
+        if moves:
+            break
+    assert moves, "no migration was decided"
+    moved = moves[0].job_id
+    kept = {j.id: j.checkpoint_steps for j in b.store.jobs()}
+    assert b.overlaps == []
+    again = bench(tmp_path, "v100:2", config, store=b.store, clock=b.clock)
+    stale = again.driver.recover()
+    assert stale, "the leases alive at the crash are found"
+    again.run(400)
+    assert again.states() == dict.fromkeys(ids, "done")
+    assert again.overlaps == []
+    for job in again.store.jobs():
+        assert job.steps_done >= kept[job.id]  # no checkpoint lost
+    assert any(e.kind == "migrated" for e in again.store.events(moved))
+
+
+def test_a_crash_while_a_job_is_suspended_keeps_its_checkpoint(tmp_path: Path) -> None:
+    # Killed while a suspended job's process checkpoints on its way out (Gandiva's
+    # suspend is checkpoint-and-exit here): the restarted service resumes it from the
+    # checkpoint it had, and nothing runs twice.
+    b = bench(tmp_path, "v100:1", SLICING)
+    ids = [b.submit(60) for _ in range(2)]
+    b.driver.recover()
+
+    def suspending() -> list[int]:  # jobs whose process is on its way out, checkpointed
+        out = [p.spec.job_id for p in b.executor._procs.values() if p.stopping]
+        return [j for j in out if (row := b.store.job(j)) is not None and row.checkpoint_steps]
+
+    for _ in range(400):
+        b.run(0.5, until_done=False)
+        if suspending():
+            break
+    assert suspending(), "no suspension of a job with a checkpoint began"
+    kept = {j.id: j.checkpoint_steps for j in b.store.jobs()}
+    again = bench(tmp_path, "v100:1", SLICING, store=b.store, clock=b.clock)
+    assert again.driver.recover()
+    again.run(400)
+    assert again.states() == dict.fromkeys(ids, "done")
+    assert b.overlaps == [] and again.overlaps == []
+    for job in again.store.jobs():
+        assert job.steps_done >= kept[job.id]
+
+
 @pytest.mark.slow
 def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     ray_cluster: object, tmp_path: Path
