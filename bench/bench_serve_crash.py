@@ -20,6 +20,7 @@ restarted, and the run waits (bounded) for every job to end. Then:
   job up to one interval, so a job's total may reach two).
 
     PYTHONPATH=src python bench/bench_serve_crash.py [--jobs 10] [--gpus 4] [--json]
+        [--mechanism gandiva:quantum=5,migration=on]
 """
 
 from __future__ import annotations
@@ -113,8 +114,12 @@ def serve(args: argparse.Namespace, state: Path, port: int, gcs: str) -> subproc
     cmd = [
         sys.executable, "-m", "gpumosaic.cli", "serve", "--ray-address", gcs,
         "--cluster", f"v100:{args.gpus}", "--round-s", str(args.round_s), "--grace-s", "2",
-        "--state", str(state), "--port", str(port), "--policy", "max_min_fairness",
+        "--state", str(state), "--port", str(port),
     ]  # fmt: skip
+    if args.mechanism == "rounds":
+        cmd += ["--policy", "max_min_fairness"]
+    else:  # gandiva[:options]: its own queue order (fifo) and placement
+        cmd += ["--mechanism", args.mechanism, "--policy", "fifo"]
     out = open(state.parent / f"serve-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -179,6 +184,14 @@ def lease_overlaps(state: Path) -> int:
     return sum(1 for a, b in itertools.pairwise(rows) if a[0] == b[0] and a[2] > b[1])
 
 
+def event_counts(state: Path) -> dict[str, int]:
+    """How many of each event the service recorded (Gandiva's suspensions, migrations
+    and packs among them), over all its lives."""
+    with sqlite3.connect(f"file:{state}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT kind, COUNT(*) FROM events GROUP BY kind").fetchall()
+    return {str(kind): int(n) for kind, n in rows}
+
+
 def stop(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> None:
     if proc is None or proc.poll() is not None:
         return
@@ -198,6 +211,11 @@ def main() -> None:
     parser.add_argument("--step-s", type=float, default=0.02, help="seconds one step sleeps")
     parser.add_argument("--checkpoint-every-s", type=float, default=2.0)
     parser.add_argument("--round-s", type=float, default=6.0)
+    parser.add_argument(
+        "--mechanism",
+        default="rounds",
+        help="serve's --mechanism: rounds, or gandiva[:quantum=S,migration=on,...]",
+    )
     parser.add_argument("--kills-at-s", type=float, nargs=2, default=(25.0, 55.0),
                         help="SIGKILLs, seconds after the submissions")  # fmt: skip
     parser.add_argument("--timeout-s", type=float, default=420.0, help="bound on the whole run")
@@ -278,6 +296,8 @@ def main() -> None:
         "checkpoint_every_s": args.checkpoint_every_s,
         "interval_steps": interval_steps,
         "round_s": args.round_s,
+        "mechanism": args.mechanism,
+        "events": event_counts(state),
         "kills_at_s": kills,
         "wall_s": round(wall, 1),
         "lost": sum(1 for o in outcomes if o.state != "done"),
@@ -313,7 +333,8 @@ def main() -> None:
         f"{overlaps_db} (leases), redone {result['redone_total']} of "
         f"{result['needed_total']} steps, max per job {result['redone_max_per_job']}, "
         f"max per restart {result['redo_max_per_restart']} (one interval = "
-        f"{interval_steps:.0f} steps); kills at {kills} s, wall {wall:.0f} s, "
+        f"{interval_steps:.0f} steps); {args.mechanism}, events {result['events']}; "
+        f"kills at {kills} s, wall {wall:.0f} s, "
         f"load {result['loadavg']}; target {'met' if result['target_met'] else 'NOT met'}"
     )
 

@@ -125,11 +125,6 @@ class LeaseTable:
             lease = self._leases[lease_id]
             return lease.steps, lease.iter_s, lease.parked, lease.contacted
 
-    def restart_measurement(self, lease_id: str) -> None:
-        """A new round begins for an extended lease: its rate is measured afresh."""
-        with self._lock:
-            self._leases[lease_id].iter_s = 0.0
-
     # ---- job side (the API) --------------------------------------------------------
 
     def _grant(self, lease: LiveLease) -> Grant:
