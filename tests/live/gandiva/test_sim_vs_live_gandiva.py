@@ -50,3 +50,16 @@ def test_a_quantum_too_short_for_the_time_scale_names_the_flag() -> None:
     with pytest.raises(InputError) as err:
         compare_gandiva(SimVsLiveOptions(description, time_scale=1000.0), "gandiva:quantum=60")
     assert "--mechanism" in str(err.value) and "quantum=2000" in str(err.value)
+
+
+def test_a_window_is_replayed_up_to_its_last_measured_job() -> None:
+    # Gandiva's two sides end with the window's jobs (the rounds comparison replays the
+    # stream on past it); a stream cut at 2,000 jobs made the scale 5,000 and refused.
+    from gpumosaic.experiments.sim_vs_live.gandiva import gandiva_description, replayed_jobs
+    from gpumosaic.run.build import build_parts
+
+    description = RunDescription(
+        cluster="v100:2,p100:2", workload="gavel:rate=0.5,window=4-14", policy="fifo"
+    )
+    parts = build_parts(gandiva_description(description, "gandiva:quantum=7200"))
+    assert [j.id for j in replayed_jobs(parts)] == list(range(14))

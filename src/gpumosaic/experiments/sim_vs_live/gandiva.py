@@ -220,7 +220,7 @@ def compare_gandiva(
         )
     config = parts.sharing
     assert isinstance(config, GandivaConfig)
-    jobs = finite_jobs(parts)
+    jobs = replayed_jobs(parts)
     _check_gavel_types(jobs)
     counts = model_counts(parts)
 
@@ -287,6 +287,16 @@ def compare_gandiva(
         config=sim_config,
         launches=live.launches,
     )
+
+
+def replayed_jobs(parts: RunParts) -> list[JobSpec]:
+    """The jobs both sides run: with a window, the stream up to its last measured job
+    (the simulator is given exactly these, ``_same_jobs``). Unlike the rounds comparison,
+    which replays the stream on past the window as the rounds simulator runs it, Gandiva's
+    simulation and its live run end with the window's jobs."""
+    jobs = finite_jobs(parts)
+    measure = parts.workload.measure
+    return jobs if measure is None else [j for j in jobs if j.id < measure[1]]
 
 
 def _same_jobs(
