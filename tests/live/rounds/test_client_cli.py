@@ -38,6 +38,13 @@ def cli(svc, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     return result.exit_code, result.output
 
 
+def _interactive_signals() -> None:  # pragma: no cover - runs in the child
+    # As a terminal starts a command: Ctrl-C's SIGINT at its default, whatever this test
+    # run inherited (a run started in the background by a non-interactive shell ignores
+    # SIGINT, and an ignored SIGINT is inherited: the Ctrl-C test would wait forever).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(svc, *args: str) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
     env = {**os.environ, "PYTHONPATH": SRC, "GPUMOSAIC_SERVER": svc.url}
     return subprocess.Popen(
@@ -46,6 +53,7 @@ def spawn(svc, *args: str) -> subprocess.Popen[str]:  # type: ignore[no-untyped-
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_interactive_signals,
     )
 
 
