@@ -130,9 +130,7 @@ def handover_stats(state_path: str) -> HandoverStats:
     for log in sorted(sock_dir.glob("events-gpu*.jsonl")):
         released: float | None = None
         asked: dict[object, float] = {}
-        before = limits.rotated_log(log)  # a log moved aside when full came first
-        text = (before.read_text() if before.exists() else "") + log.read_text()
-        for line in text.splitlines():
+        for line in log.read_text().splitlines():
             try:
                 event = json.loads(line)
             except ValueError:

@@ -20,7 +20,6 @@ import functools
 import itertools
 import json
 import math
-import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -102,7 +101,6 @@ class ShareDaemon:
         event_log: Path | None = None,
         revoke_grace_s: float = limits.DEFAULT_REVOKE_GRACE_S,
         allow_group: bool = False,
-        event_log_max_bytes: int = limits.EVENT_LOG_MAX_BYTES,
     ) -> None:
         if not gpus or len(set(gpus)) != len(gpus):
             raise ShareError(f"--gpus must list distinct GPU indices, got {list(gpus)}")
@@ -122,7 +120,6 @@ class ShareDaemon:
         }
         self.metrics_port = metrics_port
         self.event_log_path = event_log
-        self.event_log_max_bytes = event_log_max_bytes
         self._log: TextIO | None = None
         self._writers: dict[int, asyncio.StreamWriter] = {}
         self._open = 0
@@ -228,21 +225,6 @@ class ShareDaemon:
         if handover is not None:
             record["handover"] = handover
         self._log.write(json.dumps(record) + "\n")
-        if self._log.tell() >= self.event_log_max_bytes:
-            self._rotate_log()
-
-    def _rotate_log(self) -> None:
-        """The log moves to ``NAME.1`` (the one before is dropped) and a new one starts,
-        after a whole line: a long-running daemon's log is bounded (readers follow the
-        move: ``node.NodeShareAgent``)."""
-        assert self._log is not None and self.event_log_path is not None
-        path = self.event_log_path
-        self._log.close()
-        try:
-            os.replace(path, limits.rotated_log(path))
-        except OSError as err:  # keep logging to the same file: one line says why
-            print(f"--event-log: cannot move {path} aside: {err.strerror or err}", flush=True)
-        self._log = path.open("a", buffering=1)
 
     # --- life cycle -------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 # A quantum shorter than 10 ms is below the daemon's own turn-around under load; one longer
 # than a day is a mistake (anti-thrashing off is the way to never hand over).
@@ -96,13 +95,3 @@ def client_name(text: str) -> str:
     if not _NAME.fullmatch(text):
         raise ValueError(f"name must be 1-{NAME_MAX} printable ASCII characters without spaces")
     return text
-
-
-# A bound on one event log file (``--event-log``), not a calibration: about 160,000
-# events, a day of hand-overs every second; past it the file moves to NAME.1.
-EVENT_LOG_MAX_BYTES = 16 << 20
-
-
-def rotated_log(path: Path) -> Path:
-    """Where a full event log goes (the one before there is dropped)."""
-    return path.with_name(path.name + ".1")

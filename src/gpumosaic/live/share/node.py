@@ -72,7 +72,6 @@ class _Daemon:
     restarts: int = 0
     log_offset: int = 0
     partial: bytes = b""
-    log_inode: int | None = None  # the file read so far (the daemon moves a full one aside)
 
 
 @dataclass(slots=True)
@@ -238,38 +237,13 @@ class NodeShareAgent:
                     d.restarts += 1
 
     def _read_events(self, d: _Daemon) -> None:
-        """Count the grants and hand-overs logged since the last read (caller holds _mu).
-        A log the daemon moved aside when full (``limits.rotated_log``) is read to its
-        end first, then the new one from its start."""
-        path = self.event_log(d.gpu)
+        """Count the grants and hand-overs logged since the last read (caller holds _mu)."""
         try:
-            inode = path.stat().st_ino
-        except OSError:
-            return
-        if d.log_inode is not None and inode != d.log_inode:
-            rotated = limits.rotated_log(path)
-            try:
-                same = rotated.stat().st_ino == d.log_inode
-            except OSError:
-                same = False
-            if same:
-                while self._read_chunk(d, rotated):
-                    pass
-            else:  # moved aside twice between two reads: its rest is gone, say so
-                print(f"share: events of GPU {d.gpu} not counted (log rotated twice)", flush=True)
-            d.log_offset, d.partial = 0, b""
-        d.log_inode = inode
-        self._read_chunk(d, path)
-
-    def _read_chunk(self, d: _Daemon, path: Path) -> bool:
-        """Count the events of up to ``EVENT_READ_MAX`` bytes of ``path`` from the offset
-        read so far; whether any were read."""
-        try:
-            with open(path, "rb") as f:
+            with open(self.event_log(d.gpu), "rb") as f:
                 f.seek(d.log_offset)
                 chunk = f.read(EVENT_READ_MAX)
         except OSError:
-            return False
+            return
         d.log_offset += len(chunk)
         lines = (d.partial + chunk).split(b"\n")
         d.partial = lines.pop()  # an incomplete last line waits for the next read
@@ -287,4 +261,3 @@ class NodeShareAgent:
             counts.grants[name] = counts.grants.get(name, 0) + 1
             if record.get("handover") is True:
                 counts.handovers[name] = counts.handovers.get(name, 0) + 1
-        return bool(chunk)
