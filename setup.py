@@ -1,5 +1,5 @@
 """Build step of the install: compile the share interposer (C) from source with the
-machine's C compiler into the package (gpumosaic/live/share/_native/). Everything else
+machine's C compiler into the package (gpumosaic/runtime/share/_native/). Everything else
 is declared in pyproject.toml. Without a compiler the install still succeeds and the
 library is built on first use (or `gpumosaic share run` says why it cannot be)."""
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from gpumosaic.mechanisms.rounds.decision import RoundConfig
 from gpumosaic.mechanisms.rounds.estimation import EstimationConfig
-from gpumosaic.metrics.summary import summarize
+from gpumosaic.results.summary import summarize
 from gpumosaic.run.rounds import round_simulator
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 

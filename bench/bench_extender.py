@@ -29,10 +29,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from gpumosaic.live.extender.loadgen import run_load
-from gpumosaic.live.extender.server import loopback_socket
-from gpumosaic.live.extender.vocabulary import node_object, pod_object
-from gpumosaic.sim.fill import fill_order
+from gpumosaic.apps.extender.loadgen import run_load
+from gpumosaic.apps.extender.server import loopback_socket
+from gpumosaic.apps.extender.vocabulary import node_object, pod_object
+from gpumosaic.mechanisms.fill.simulator import fill_order
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 
@@ -115,10 +115,10 @@ def handler_cpu(pods: int, full_nodes: bool, seed: int) -> dict[str, float]:
     targets on a busy machine."""
     import gc
 
-    from gpumosaic.live.extender.service import ExtenderService
-    from gpumosaic.live.extender.sqlite_store import SqliteBackend
-    from gpumosaic.live.extender.target import TargetSource
-    from gpumosaic.live.extender.wire import encode, parse_args, parse_binding
+    from gpumosaic.apps.extender.service import ExtenderService
+    from gpumosaic.apps.extender.sqlite_store import SqliteBackend
+    from gpumosaic.apps.extender.target import TargetSource
+    from gpumosaic.apps.extender.wire import encode, parse_args, parse_binding
     from gpumosaic.placement.workload import TargetWorkload
 
     cluster = load_openb_nodes("openb:gpu")

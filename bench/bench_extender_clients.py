@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from gpumosaic.live.extender.vocabulary import pod_object
-from gpumosaic.sim.fill import fill_order
+from gpumosaic.apps.extender.vocabulary import pod_object
+from gpumosaic.mechanisms.fill.simulator import fill_order
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -75,8 +75,8 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from gpumosaic.live.rounds.client import ServiceClient
-    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.runtime.api.client import ServiceClient
 
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "job.py"

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.live.rounds.cluster import RayNode, discover
-from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
-from gpumosaic.live.rounds.executor import InProcessExecutor
-from gpumosaic.live.rounds.leases import LeaseTable
-from gpumosaic.live.rounds.service import ServiceConfig, build_decider
-from gpumosaic.live.rounds.store import Store
-from gpumosaic.live.rounds.submission import JobSubmission
+from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.run.serve import ServiceConfig, build_decider
+from gpumosaic.runtime.cluster import RayNode, discover
+from gpumosaic.runtime.executors.contract import InProcessExecutor
+from gpumosaic.runtime.jobs.submission import JobSubmission
+from gpumosaic.runtime.leases import LeaseTable
+from gpumosaic.runtime.state.store import Store
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 

@@ -86,7 +86,7 @@ def main() -> None:
 
 def run_openb_bench(args: argparse.Namespace, window: tuple[int, int]) -> None:
     from gpumosaic.experiments.reproductions.gavel_openb import openb_workload
-    from gpumosaic.sim.rounds import RoundSimulator
+    from gpumosaic.mechanisms.rounds.sim import RoundSimulator
     from gpumosaic.traces.openb import load_openb_nodes
 
     class _Stop(Exception):

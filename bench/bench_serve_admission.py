@@ -28,9 +28,9 @@ import numpy as np
 
 SERVICE = """
 import signal, sys, threading, time
-from gpumosaic.live.rounds.cluster import RayNode, discover
-from gpumosaic.live.rounds.executor import InProcessExecutor
-from gpumosaic.live.rounds.service import Service, ServiceConfig
+from gpumosaic.runtime.cluster import RayNode, discover
+from gpumosaic.runtime.executors.contract import InProcessExecutor
+from gpumosaic.run.serve import Service, ServiceConfig
 
 nodes = [RayNode(f"node-{i:02d}", f"10.0.0.{i}", (("V100", 8),)) for i in range(32)]
 config = ServiceConfig(state=sys.argv[1], port=int(sys.argv[2]), placement="strided")
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
-    from gpumosaic.live.rounds.client import ServiceClient
+    from gpumosaic.runtime.api.client import ServiceClient
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -227,7 +227,7 @@ def main() -> None:
     os.environ["PYTHONPATH"] = SRC  # the jobs' workers inherit it from Ray
     import ray
 
-    from gpumosaic.live.rounds.ray_connect import init_local_ray
+    from gpumosaic.runtime.executors.ray_connect import init_local_ray
 
     tmp = Path(tempfile.mkdtemp(prefix="gpumosaic-crash-"))
     state = tmp / "state" / "state.db"

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.live.share.native import find_compiler, library_path
+from gpumosaic.runtime.share.native import find_compiler, library_path
 
 HERE = Path(__file__).parent
-WORKER = HERE.parent / "tests" / "live" / "share" / "worker.py"
+WORKER = HERE.parent / "tests" / "runtime" / "share" / "worker.py"
 
 
 def start_daemon(sock_dir: Path, mode: str, tq: float, events: Path) -> subprocess.Popen:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpumosaic.metrics.summary import summarize
+from gpumosaic.results.summary import summarize
 from gpumosaic.run.build import build_parts, run_parts
 from gpumosaic.run.description import RunDescription
 from gpumosaic.workloads.spec import parse_cluster, parse_workload

@@ -51,8 +51,8 @@ def main() -> None:
         # Steps enough that no job ends within the run: a steady state to measure.
         submit_jobs(service, args.jobs, steps=(10**6, 10**7))
         time.sleep(5.0)  # the first boundary: admissions, the first solve, ~250 launches
-        from gpumosaic.live.ui.rounds import RoundsView  # the page's feed, measured apart
-        from gpumosaic.live.ui.stream import Feed
+        from gpumosaic.mechanisms.rounds.ui import RoundsView  # the page's feed, measured apart
+        from gpumosaic.runtime.ui.stream import Feed
 
         view = RoundsView(service)
         feed = Feed(view.world, interval_s=0.0)

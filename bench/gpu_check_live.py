@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpumosaic.live.rounds.submission import JobSubmission
     from gpumosaic.model.job import JobSpec
     from gpumosaic.run.description import RunDescription
+    from gpumosaic.runtime.jobs.submission import JobSubmission
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pytorch_train.py"
 CHECKS = ("all", "share", "sim-vs-live")
@@ -139,7 +139,7 @@ class RealJobs:
     steps_per_s: float
 
     def submission(self, job: JobSpec, checkpoint_every_s: float) -> JobSubmission:
-        from gpumosaic.live.rounds.submission import JobSubmission
+        from gpumosaic.runtime.jobs.submission import JobSubmission
 
         return JobSubmission(
             command=self.command,
@@ -205,8 +205,8 @@ def dry_run(args: argparse.Namespace) -> dict[str, object]:
 def profile(args: argparse.Namespace, command: str, tmp: str) -> float:
     """The job's isolated rate on the GPU: one job alone under a service, its steps/s as
     the service measured it from its lease reports."""
-    from gpumosaic.live.rounds.client import ServiceClient
-    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.runtime.api.client import ServiceClient
 
     config = ServiceConfig(
         cluster=f"{args.model}:1",
@@ -294,8 +294,8 @@ def share_check(args: argparse.Namespace) -> dict[str, object]:
     """Checks 1 and 2 (module doc)."""
     import ray
 
-    from gpumosaic.live.rounds.client import ServiceClient
-    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.runtime.api.client import ServiceClient
 
     command = f"{sys.executable} {EXAMPLE}"
     with tempfile.TemporaryDirectory() as tmp:

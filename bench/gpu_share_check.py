@@ -133,8 +133,8 @@ def serve_check(args: argparse.Namespace) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from gpumosaic.live.rounds.client import ServiceClient
-    from gpumosaic.live.rounds.service import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.runtime.api.client import ServiceClient
 
     def wait(client: ServiceClient, ids: list[int]) -> dict[int, dict]:  # type: ignore[type-arg]
         give_up = time.monotonic() + args.timeout_s

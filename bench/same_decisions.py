@@ -132,7 +132,7 @@ def gavel_round_hashes() -> dict[str, str]:
 def gandiva_hashes() -> dict[str, str]:
     from gpumosaic.experiments.reproductions.gandiva import QUICK_SCENARIOS, VARIANTS, build
     from gpumosaic.mechanisms.gandiva import GandivaConfig, Step
-    from gpumosaic.sim.gandiva import GandivaSimulator
+    from gpumosaic.mechanisms.gandiva.sim import GandivaSimulator
     from gpumosaic.workloads.throughputs import GavelThroughputTable
 
     table = GavelThroughputTable.load()

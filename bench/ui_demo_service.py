@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.live.rounds.cluster import RayNode, discover
-from gpumosaic.live.rounds.executor import InProcessExecutor
-from gpumosaic.live.rounds.leases import LeaseTable
-from gpumosaic.live.rounds.service import Service, ServiceConfig
-from gpumosaic.live.rounds.submission import JobSubmission
+from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.runtime.cluster import RayNode, discover
+from gpumosaic.runtime.executors.contract import InProcessExecutor
+from gpumosaic.runtime.jobs.submission import JobSubmission
+from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 

@@ -19,8 +19,8 @@ from collections import Counter
 import numpy as np
 
 from gpumosaic.mechanisms.gandiva import Migrate, Step
-from gpumosaic.sim.gandiva import GandivaConfig, GandivaSimulator
-from gpumosaic.sim.result import JobStatus
+from gpumosaic.mechanisms.gandiva.sim import GandivaConfig, GandivaSimulator
+from gpumosaic.results.result import JobStatus
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
 WIDTHS = (5, 7, 9, 7, 13)

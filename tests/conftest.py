@@ -16,7 +16,7 @@ settings.load_profile("gpumosaic")
 def ray_cluster() -> Iterator[object]:
     os.environ["RAY_AUTH_MODE"] = "disabled"
     ray = pytest.importorskip("ray")
-    from gpumosaic.live.rounds.ray_connect import init_local_ray
+    from gpumosaic.runtime.executors.ray_connect import init_local_ray
 
     init_local_ray(  # loopback only
         num_cpus=2,

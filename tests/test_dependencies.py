@@ -50,8 +50,8 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path: Path, monkeypatch) ->
 
     from gpumosaic.errors import InputError
     from gpumosaic.experiments.store import write_run
-    from gpumosaic.metrics.summary import summarize
-    from gpumosaic.sim.gandiva import GandivaConfig, simulate_gandiva
+    from gpumosaic.mechanisms.gandiva.sim import GandivaConfig, simulate_gandiva
+    from gpumosaic.results.summary import summarize
     from gpumosaic.workloads.spec import parse_cluster, parse_workload
 
     workload = parse_workload("gavel:jobs=3", seed=0).workload

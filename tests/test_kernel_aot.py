@@ -22,7 +22,7 @@ SRC = Path(kernel_cache.__file__).resolve().parent.parent
 
 def test_the_fill_imports_no_numba_until_a_kernel_runs() -> None:
     code = (
-        "import sys; import gpumosaic.placement.kernel, gpumosaic.sim.fill, "
+        "import sys; import gpumosaic.placement.kernel, gpumosaic.mechanisms.fill.simulator, "
         "gpumosaic.mechanisms.rounds.kernel; print('numba' in sys.modules)"
     )
     out = subprocess.run(
@@ -123,7 +123,7 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
         "gpumosaic.placement.kernel.random.random_feasible",
         "gpumosaic.placement.kernel.random.random_node",
         "gpumosaic.placement.kernel.random.nth_fitting_gpu",
-        "gpumosaic.sim.timeline.kernel.replay_samples",
+        "gpumosaic.results.timeline.kernel.replay_samples",
         "gpumosaic.mechanisms.rounds.round_kernel.round_singles",
         "gpumosaic.mechanisms.rounds.round_kernel.account_round",
     }

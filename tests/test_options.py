@@ -92,8 +92,8 @@ def test_base_keeps_unset_fields_and_aliases_map_to_fields() -> None:
 def test_one_vocabulary_everywhere(spec: str) -> None:
     """``maybe`` is refused with the same words wherever an on/off option is read (nvshare's
     anti_thrashing also takes ``auto``: "expected one of auto, on, off (or true/false...")."""
+    from gpumosaic.mechanisms.gandiva.sim import parse_gandiva_options
     from gpumosaic.sharing.speed import build_speed_model
-    from gpumosaic.sim.gandiva import parse_gandiva_options
     from gpumosaic.workloads.spec import parse_workload
 
     parse = {
@@ -107,9 +107,9 @@ def test_one_vocabulary_everywhere(spec: str) -> None:
 
 
 def test_yes_means_on_everywhere() -> None:
+    from gpumosaic.mechanisms.gandiva.sim import parse_gandiva_options
     from gpumosaic.sharing.lock import AntiThrashing
     from gpumosaic.sharing.speed import build_speed_model
-    from gpumosaic.sim.gandiva import parse_gandiva_options
     from gpumosaic.workloads.spec import parse_workload
 
     assert parse_gandiva_options("gandiva:packing=yes,migration=no").packing is True

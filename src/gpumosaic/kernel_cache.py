@@ -54,8 +54,8 @@ KERNEL_SOURCES: tuple[str, ...] = (
     "placement/kernel/step.py",
     "placement/kernel/tournament.py",
     "policies/row_classes.py",
-    "sim/rounds/tracker_kernel.py",
-    "sim/timeline/kernel.py",
+    "mechanisms/rounds/sim/tracker_kernel.py",
+    "results/timeline/kernel.py",
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

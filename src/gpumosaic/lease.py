@@ -58,6 +58,7 @@ ENV_TOTAL_STEPS = "GPUMOSAIC_TOTAL_STEPS"
 ENV_TOKEN = "GPUMOSAIC_TOKEN"
 ENV_TIME_SCALE = "GPUMOSAIC_TIME_SCALE"
 ENV_CHECKPOINT_EVERY_S = "GPUMOSAIC_CHECKPOINT_EVERY_S"
+ENV_PACKED_WITH = "GPUMOSAIC_PACKED_WITH"  # the partner's job type, for a packed pair
 
 CHECKPOINT_FILE = "checkpoint.json"
 RENEW_FRACTION = 0.75  # renew once 75 % of the grant (steps or time) is used, as Gavel
@@ -96,7 +97,7 @@ def read_checkpoint_steps(directory: str | Path) -> float | None:
 
 
 # The share runtime's interposer (``serve --sharing nvshare:...`` preloads it) exports
-# this: release the process's GPU lock while it waits (live/share/csrc/interposer.c).
+# this: release the process's GPU lock while it waits (runtime/share/csrc/interposer.c).
 SHARE_PARK_SYMBOL = "gpumosaic_share_park"
 ENV_SHARE_SOCKET = "GPUMOSAIC_SHARE_SOCKET"  # set (with LD_PRELOAD) for shared jobs only
 _share_park_fn: list[Callable[[], int] | None] = []  # looked up once per process

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from gpumosaic.cli import app
 from gpumosaic.cli.compare.table import different_jobs_warning, table_rows
 from gpumosaic.experiments.sweeps.runs import SweepRun
-from gpumosaic.metrics.summary import summarize
+from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.results.summary import summarize
 from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
 
 runner = CliRunner()
 

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 NOT_RUN = {
-    "serve": "starts the round service and waits (tests/live/rounds)",
-    "submit": "talks to a running service (tests/live/rounds)",
-    "jobs": "talks to a running service (tests/live/rounds)",
-    "share": "needs a GPU and the share daemon (tests/live/share, bench/gpu_share_check.py)",
-    "extender": "serves kube-scheduler until stopped (tests/live/extender)",
+    "serve": "starts the round service and waits (tests/runtime/service)",
+    "submit": "talks to a running service (tests/runtime/service)",
+    "jobs": "talks to a running service (tests/runtime/service)",
+    "share": "needs a GPU and the share daemon (tests/runtime/share, bench/gpu_share_check.py)",
+    "extender": "serves kube-scheduler until stopped (tests/apps/extender)",
 }
 
 

@@ -27,7 +27,12 @@ HEAVY = (
     "numba",
 )
 # What --help and fill never run: the run description's simulator and the round mechanism.
-SIMULATOR = ("gpumosaic.run.build", "gpumosaic.mechanisms", "gpumosaic.sim.event")
+SIMULATOR = (
+    "gpumosaic.run.build",
+    "gpumosaic.mechanisms.rounds.decision",
+    "gpumosaic.mechanisms.event.scheduling_pass",
+    "gpumosaic.mechanisms.event.simulator",
+)
 # fill runs one replay in this process: no pool, no event loop, no policies, no bar (--json).
 FILL_ONLY = (
     "gpumosaic.policies",
@@ -122,11 +127,12 @@ def test_fill_imports_only_the_replay(tmp_path: Path, placement: str) -> None:
         placement,
         "--json",
     )
-    assert "gpumosaic.sim.fill" in modules
+    assert "gpumosaic.mechanisms.fill.simulator" in modules
     # Every placement decides in compiled code (placement/kernel/): numba, which itself
     # imports yaml (its config file), concurrent.futures, and scipy.linalg (its CPU target
-    # looks for BLAS). Nothing else heavy is loaded.
-    compiled = ("numba", "scipy", "yaml", "concurrent.futures")
+    # looks for BLAS); with coverage.py installed (the dev extras) numba's coverage support
+    # imports it, and it multiprocessing. Nothing else heavy is loaded.
+    compiled = ("numba", "scipy", "yaml", "concurrent.futures", "multiprocessing")
     expected = tuple(n for n in HEAVY + SIMULATOR + FILL_ONLY if n not in compiled)
     assert top_level(modules, expected) == []
     # The other commands' modules are not even imported.
@@ -185,10 +191,10 @@ LIGHT_MISTAKES = (
 # What a light mistake never loads (besides HEAVY and SIMULATOR).
 RUN_ONLY = (
     "numpy",
-    "gpumosaic.sim",
-    "gpumosaic.sim.event",
-    "gpumosaic.sim.rounds",
-    "gpumosaic.sim.gandiva",
+    "gpumosaic.engine",
+    "gpumosaic.mechanisms.event.simulator",
+    "gpumosaic.mechanisms.rounds.sim",
+    "gpumosaic.mechanisms.gandiva.sim",
     "gpumosaic.policies.fifo",
     "gpumosaic.policies.lp_base",
     "gpumosaic.experiments.study.execute",
@@ -256,13 +262,10 @@ SPEC_MISTAKES = (
     ("fill", "--tasks", "{out}/tasks.csv"),
 )
 # What a spec mistake never loads: HEAVY, SIMULATOR and RUN_ONLY, the scorers, the policy
-# classes, the sharing models, the mechanisms' deciders, the live services. (The package
-# gpumosaic.mechanisms itself loads for ``--sharing gandiva:...``: Gandiva's options are
-# its plain-Python ``mechanisms.gandiva.config``.)
-NEVER_FOR_A_SPEC = tuple(n for n in HEAVY + SIMULATOR + RUN_ONLY if n != "gpumosaic.mechanisms")
+# classes, the sharing models, the mechanisms' deciders, the live services. (The
+# mechanisms' packages and plug-ins load: they check their options, in plain Python.)
+NEVER_FOR_A_SPEC = HEAVY + SIMULATOR + RUN_ONLY
 SPEC_ONLY = (
-    "gpumosaic.mechanisms.event",
-    "gpumosaic.mechanisms.rounds",
     "gpumosaic.placement.scorers",
     "gpumosaic.placement.base",
     "gpumosaic.policies.base",
@@ -271,7 +274,7 @@ SPEC_ONLY = (
     "gpumosaic.mechanisms.gandiva.decider",
     "gpumosaic.model.state",
     "gpumosaic.workloads.gavel",
-    "gpumosaic.live.rounds.service",
+    "gpumosaic.run.serve",
     "gpumosaic.experiments.sim_vs_live.rounds",
     "gpumosaic.experiments.sim_vs_live.agreement",
 )
@@ -307,11 +310,15 @@ def test_a_job_list_mistake_is_refused_before_numpy_loads(tmp_path: Path, text: 
 
 def test_the_mechanism_registry_loads_no_simulator() -> None:
     # The registry is imported to validate every description; a plug-in imports its
-    # simulator in simulate() only (run/mechanisms/base.py).
+    # simulator in simulate() only (mechanisms/contract.py).
+    # Each mechanism's package and plug-in load; its decision and simulator do not.
+    light = ("__init__", "contract", "plugin", "config")
     code = (
-        "import sys; import gpumosaic.run.mechanisms as m; m.mechanism_names(); "
+        "import sys; import gpumosaic.run.registry as m; m.mechanism_names(); "
         "print(sorted(n for n in sys.modules if n == 'numpy' or n.startswith("
-        "('gpumosaic.sim', 'gpumosaic.mechanisms', 'gpumosaic.policies.'))))"
+        "('gpumosaic.engine', 'gpumosaic.mechanisms.', 'gpumosaic.policies.')) "
+        f"and n.rsplit('.', 1)[-1] not in {light!r} "
+        "and not (n.startswith('gpumosaic.mechanisms.') and n.count('.') == 2)))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

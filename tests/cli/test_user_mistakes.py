@@ -360,7 +360,7 @@ def test_an_unknown_job_type_is_refused_where_jobs_are_submitted() -> None:
     # Issue 28: `gpumosaic submit --job-type` accepted any name (the job got no prior).
     from pydantic import ValidationError
 
-    from gpumosaic.live.rounds.submission import JobSubmission
+    from gpumosaic.runtime.jobs.submission import JobSubmission
 
     JobSubmission(command="true", steps=5, job_type="A3C")
     with pytest.raises(ValidationError, match=r"unknown job type 'A3D' \(did you mean 'A3C'\?\)"):
@@ -430,9 +430,9 @@ SPEC_LINES = [
 def _built_line(flag: str, value: str) -> str:
     """The line of the error the build's own function raises for ``flag value``."""
     from gpumosaic.errors import InputError
+    from gpumosaic.mechanisms.gandiva.plugin import GandivaMechanism
     from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.run.mechanisms.gandiva import GandivaMechanism
     from gpumosaic.run.parts import build_placement_for
     from gpumosaic.sharing.speed import build_speed_model
     from gpumosaic.workloads.spec import parse_cluster, parse_workload

@@ -11,7 +11,7 @@ import pytest
 from gpumosaic.cli.sim_vs_live.command import print_agreement
 from gpumosaic.experiments.sim_vs_live.agreement import JobDiff
 from gpumosaic.experiments.sim_vs_live.rounds import Comparison
-from gpumosaic.metrics.summary_value import Summary
+from gpumosaic.results.summary_value import Summary
 
 KEYS = {
     "sim", "live", "avg_jct_rel_diff", "makespan_rel_diff", "per_job_rel_diff_median",

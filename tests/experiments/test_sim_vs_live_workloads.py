@@ -14,15 +14,15 @@ from typer.testing import CliRunner
 
 from gpumosaic.cli import app
 from gpumosaic.experiments.sim_vs_live.inputs import finite_jobs
+from gpumosaic.experiments.sim_vs_live.replay import EmulatedJobs, _as_workload_job
 from gpumosaic.experiments.sim_vs_live.rounds import _emulated, _gpu_jobs, rounds_description
-from gpumosaic.live.emulate import EmulationError, main, parse_rates, rate_of, table_rate
-from gpumosaic.live.rounds.replay import EmulatedJobs, _as_workload_job
+from gpumosaic.mechanisms.contract import RunParts
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.job import JobSpec
+from gpumosaic.results.result import JobRecord, JobStatus
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
-from gpumosaic.run.mechanisms.base import RunParts
-from gpumosaic.sim.result import JobRecord, JobStatus
+from gpumosaic.runtime.emulate import EmulationError, main, parse_rates, rate_of, table_rate
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_LIST = ROOT / "docs" / "examples" / "sim_vs_live_jobs.csv"
@@ -40,7 +40,7 @@ def parts_of(workload: str, cluster: str = "v100:2,p100:2,k80:2") -> RunParts:
 def rates_in(command: str) -> dict[str, float]:
     """What the emulated job parses from its command line."""
     words = shlex.split(command)
-    assert words[1:3] == ["-m", "gpumosaic.live.emulate"]
+    assert words[1:3] == ["-m", "gpumosaic.runtime.emulate"]
     return parse_rates(words[words.index("--rates") + 1])
 
 
@@ -205,7 +205,7 @@ def test_the_replay_ends_only_when_the_decider_has_recorded_each_completion() ->
 
     import numpy as np
 
-    from gpumosaic.live.rounds.replay import _recorded
+    from gpumosaic.experiments.sim_vs_live.replay import _recorded
 
     jobs = SimpleNamespace(finish_s=np.array([np.nan, 120.0]))
     driver = SimpleNamespace(row_of={7: 0, 8: 1}, decider=SimpleNamespace(jobs=jobs))

@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
+from gpumosaic.mechanisms.contract import check_placement
+from gpumosaic.mechanisms.event.simulator import EventSimulator
 from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.run import mechanisms
+from gpumosaic.run import registry as mechanisms
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
-from gpumosaic.run.mechanisms import PolicyKind, RunParts
-from gpumosaic.run.mechanisms.base import check_placement
-from gpumosaic.sim.simulator import EventSimulator
+from gpumosaic.run.registry import PolicyKind, RunParts
 
 runner = CliRunner()
 # Multi-GPU jobs queue on one 4-GPU server: backfill changes who waits.
@@ -109,9 +109,9 @@ def test_fifo_under_rounds_follows_the_seed(tmp_path: Path) -> None:
 
 
 def test_gandivas_own_order_is_the_name_its_ranking_registers() -> None:
-    # run/mechanisms/gandiva.py spells it so that checking a description loads no ranking.
+    # mechanisms/gandiva/plugin.py spells it so that checking a description loads no ranking.
+    from gpumosaic.mechanisms.gandiva.plugin import GandivaMechanism
     from gpumosaic.mechanisms.gandiva.ranking import AFFINITY
-    from gpumosaic.run.mechanisms.gandiva import GandivaMechanism
 
     mechanism = GandivaMechanism()
     assert mechanism.own_placement == AFFINITY == mechanism.default_placement

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from gpumosaic.errors import InputError
+from gpumosaic.mechanisms.rounds.sim import RoundConfig, RoundSimulator
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.parts import build_placement_for, build_round_parts
-from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
 
 
 def test_round_parts_draw_as_the_simulated_run_draws() -> None:

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
+from gpumosaic.results.result import JobStatus
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.result import JobStatus
 
 runner = CliRunner()
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gpumosaic.errors import InputError
-from gpumosaic.live.rounds.sharing import parse_sharing
 from gpumosaic.model.gpu import gpu_model
 from gpumosaic.model.job import JobSpec
+from gpumosaic.runtime.share.supervisor import parse_sharing
 from gpumosaic.sharing import NvshareModel, SharedJob
 from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
 from gpumosaic.sharing.lock import AntiThrashing, GpuLock

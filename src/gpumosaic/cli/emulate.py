@@ -1,4 +1,4 @@
-"""``gpumosaic emulate``: an emulated training job (``live/emulate.py``) for ``serve``."""
+"""``gpumosaic emulate``: an emulated training job (``runtime/emulate.py``) for ``serve``."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def emulate(
     model it was given (GPUMOSAIC_GPU_MODEL), times the service's time scale, through
     gpumosaic.lease."""
     from gpumosaic.lease import LeaseError
-    from gpumosaic.live.emulate import EmulationError, parse_rates, run
+    from gpumosaic.runtime.emulate import EmulationError, parse_rates, run
 
     if steps is not None and not (0 < steps < math.inf):
         raise InputError("must be a finite number > 0", field="--steps", value=steps)

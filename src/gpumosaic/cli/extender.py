@@ -93,7 +93,7 @@ def extender(
         return
     # The names first, by the parsers the service builds with (plain Python): a mistake
     # is one line without the Kubernetes client, the web server or numpy.
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     check_placement_for(placement)
     if cluster is not None:
@@ -107,10 +107,10 @@ def extender(
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
     import uvicorn
 
-    from gpumosaic.live.extender.app import Verbs, create_app
-    from gpumosaic.live.extender.server import settle_heap
-    from gpumosaic.live.extender.service import ExtenderService
-    from gpumosaic.live.extender.target import TargetSource, load_target_jobs
+    from gpumosaic.apps.extender.app import Verbs, create_app
+    from gpumosaic.apps.extender.server import settle_heap
+    from gpumosaic.apps.extender.service import ExtenderService
+    from gpumosaic.apps.extender.target import TargetSource, load_target_jobs
     from gpumosaic.placement.workload import TargetWorkload
 
     fixed = None
@@ -120,14 +120,14 @@ def extender(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     watcher = None
     if cluster is not None:
-        from gpumosaic.live.extender.sqlite_store import SqliteBackend
+        from gpumosaic.apps.extender.sqlite_store import SqliteBackend
         from gpumosaic.workloads.spec import parse_cluster
 
         service = ExtenderService(
             SqliteBackend(parse_cluster(cluster), db, cluster), placement, target, seed
         )
     else:
-        from gpumosaic.live.extender.kube import KubeBackend, Watcher
+        from gpumosaic.apps.extender.kube import KubeBackend, Watcher
 
         backend = KubeBackend.connect(kubeconfig)
         service = ExtenderService(backend, placement, target, seed)
@@ -188,7 +188,7 @@ def replay_command(
 ) -> None:
     """Play kube-scheduler against an extender over loopback HTTP, task by task in
     ``gpumosaic fill``'s order, and report the allocation rate and verb latencies."""
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     check_placement_for(placement)  # one line without the Kubernetes client or numpy
     require_kube_extra()
@@ -196,7 +196,7 @@ def replay_command(
         raise InputError("must be > 0", field="--inflate")
     if url is not None and restart_at is not None:
         raise InputError("--restart-at needs the local extender (no --url)", field="--restart-at")
-    from gpumosaic.live.extender.replay import replay
+    from gpumosaic.apps.extender.replay import replay
     from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 

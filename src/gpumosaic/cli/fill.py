@@ -21,7 +21,7 @@ from gpumosaic.cli.app import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from gpumosaic.sim.fill import FillPoint, FillResult
+    from gpumosaic.mechanisms.fill.simulator import FillPoint, FillResult
 
 TASKS_HELP = "openb:NAME (default, gpushare40, multigpu20, ...) or a task-list CSV"
 NODES_HELP = "openb:gpu (1,213 GPU nodes), openb:all, or a node-list CSV"
@@ -112,7 +112,7 @@ def fill(
     check_seed(seed)
     check_out_dir(out)
     check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     check_placement_for(placement)  # the placement grammar: no scorer, no numpy
     from gpumosaic.traces.openb_files import resolve_openb

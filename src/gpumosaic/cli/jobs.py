@@ -17,7 +17,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.errors import InputError
-from gpumosaic.live.rounds.client import DEFAULT_SERVER, ServiceClient
+from gpumosaic.runtime.api.client import DEFAULT_SERVER, ServiceClient
 
 ServerOpt = Annotated[str, typer.Option(envvar="GPUMOSAIC_SERVER", help="URL of gpumosaic serve")]
 TokenOpt = Annotated[str, typer.Option(envvar="GPUMOSAIC_TOKEN", help="the service's token")]
@@ -78,8 +78,8 @@ def submit(
 ) -> None:
     """Submit a job (or a job list: every row checked first, then all or none); prints
     the id(s)."""
-    from gpumosaic.live.emulate import EmulationError, parse_rates
-    from gpumosaic.live.rounds.admission import check_job
+    from gpumosaic.runtime.emulate import EmulationError, parse_rates
+    from gpumosaic.runtime.jobs.admission import check_job
 
     if command is None:
         raise InputError("give the job's command line", field="--command")
@@ -187,7 +187,7 @@ def _from_job_list(path: Path, base: dict[str, Any]) -> tuple[list[dict[str, Any
 
 
 def _check_id(job_id: int) -> None:
-    from gpumosaic.live.rounds.admission import MAX_ID
+    from gpumosaic.runtime.jobs.admission import MAX_ID
 
     if not 1 <= job_id <= MAX_ID:
         raise InputError(f"a job id is from 1 to {MAX_ID}", field="JOB_ID", value=job_id)
@@ -230,7 +230,7 @@ def _wait_for(client: ServiceClient, ids: list[int]) -> list[str]:
     """Poll until every job of ``ids`` ends; the end states in ``ids``' order. A progress
     line on stderr (rewritten in place on a terminal, else one line per change of
     states). Ctrl-C: one line (the jobs go on), exit 130."""
-    from gpumosaic.live.rounds.submission import TERMINAL_STATES
+    from gpumosaic.runtime.jobs.submission import TERMINAL_STATES
 
     wanted = set(ids)
     last, poll = "", Poll()
@@ -351,8 +351,8 @@ def jobs_command(
     """The service's jobs: state, progress, GPU type and index, attained time, steps/s.
 
     Attained time grows while a job runs; when each was submitted ("2 min ago")."""
-    from gpumosaic.live.rounds.admission import MAX_NAME_CHARS
-    from gpumosaic.live.rounds.submission import JOB_STATES
+    from gpumosaic.runtime.jobs.admission import MAX_NAME_CHARS
+    from gpumosaic.runtime.jobs.submission import JOB_STATES
 
     if state is not None and state not in JOB_STATES:
         raise InputError(f"must be one of {', '.join(JOB_STATES)}", field="--state")
@@ -452,7 +452,7 @@ def logs(
     ] = False,
 ) -> None:
     """The job's output (all its leases, newest last)."""
-    from gpumosaic.live.rounds.admission import MAX_LOG_TAIL_BYTES
+    from gpumosaic.runtime.jobs.admission import MAX_LOG_TAIL_BYTES
 
     if not 0 <= tail <= MAX_LOG_TAIL_BYTES:
         raise InputError(f"must be from 0 to {MAX_LOG_TAIL_BYTES}", field="--tail", value=tail)
@@ -492,7 +492,7 @@ class LogWriter:
 def _follow(client: ServiceClient, job_id: int, offset: int, out: LogWriter) -> str:
     """Print the job's new output until it ends and its log is read to the end; its end
     state. The state is read before the log, so the last read follows the end."""
-    from gpumosaic.live.rounds.submission import TERMINAL_STATES
+    from gpumosaic.runtime.jobs.submission import TERMINAL_STATES
 
     poll = Poll(most_s=2.0)
     while True:

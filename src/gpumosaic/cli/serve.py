@@ -91,14 +91,15 @@ def serve(
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     # The names first, by the parsers the service builds with (plain Python): a mistake
     # is one line without the service's imports (numpy, Ray's client, the web server).
-    from gpumosaic.live.rounds.cluster import parse_counts
-    from gpumosaic.run.parts import check_allocation_policy, check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
+    from gpumosaic.run.parts import check_allocation_policy
+    from gpumosaic.runtime.cluster import parse_counts
 
     check_allocation_policy(policy)
     check_placement_for(placement)
     if cluster:
         parse_counts(cluster)
-    from gpumosaic.live.rounds.config import ServiceConfig
+    from gpumosaic.run.service_config import ServiceConfig
 
     config = ServiceConfig(
         policy=policy,
@@ -124,14 +125,14 @@ def serve(
         mechanism=mechanism,
     )
     # Every flag is valid (ServiceConfig checks them all, plain Python): now the service.
-    from gpumosaic.live.rounds.ray_connect import ConnectInterrupted
-    from gpumosaic.live.rounds.service import (
+    from gpumosaic.run.serve import (
         Service,
         bind_api,
         check_names,
         connect_ray,
         open_state,
     )
+    from gpumosaic.runtime.executors.ray_connect import ConnectInterrupted
 
     check_names(config)
     state_held = open_state(config)  # one service per state file: refused here, at once

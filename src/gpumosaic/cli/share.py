@@ -15,10 +15,10 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
 from gpumosaic.errors import InputError
-from gpumosaic.live.share import client, limits
-from gpumosaic.live.share.daemon import ShareDaemon
-from gpumosaic.live.share.native import ShareError, check_loadable, library_path
-from gpumosaic.live.share.sockets import default_socket_dir, socket_path
+from gpumosaic.runtime.share import client, limits
+from gpumosaic.runtime.share.daemon import ShareDaemon
+from gpumosaic.runtime.share.native import ShareError, check_loadable, library_path
+from gpumosaic.runtime.share.sockets import default_socket_dir, socket_path
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing
 
 share_app = typer.Typer(
@@ -248,7 +248,7 @@ def device_plugin_cmd(
     ),
 ) -> None:
     """Advertise SLOTS gpumosaic.io/share slots per GPU to the kubelet (gRPC device plugin)."""
-    from gpumosaic.live.share.deviceplugin import SharePlugin, SlotPlan
+    from gpumosaic.runtime.share.deviceplugin import SharePlugin, SlotPlan
 
     if not 1 <= slots <= limits.SLOTS_MAX:
         raise InputError(f"--slots must be between 1 and {limits.SLOTS_MAX}, got {slots}")

@@ -15,9 +15,9 @@ from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
 
 if TYPE_CHECKING:
     from gpumosaic.mechanisms.rounds.estimation import EstimationReport
-    from gpumosaic.metrics.summary import Summary
+    from gpumosaic.results.result import GandivaReport
+    from gpumosaic.results.summary import Summary
     from gpumosaic.run.description import RunDescription
-    from gpumosaic.sim.result import GandivaReport
 
 WORKLOAD_HELP = (
     "gavel:key=value,... with jobs=N, rate=JOBS_PER_HOUR (0 = all at t=0), window=A-B "

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpumosaic.results.run_outcome import RunOutcome
 from gpumosaic.run.build import run
-from gpumosaic.run.description import DEFAULT_PLACEMENT, RunDescription, is_gandiva
-from gpumosaic.run.outcome import RunOutcome
+from gpumosaic.run.description import DEFAULT_PLACEMENT, RunDescription
+from gpumosaic.sharing.spec import is_gandiva
 
 RunRequest = RunDescription
 # Spellings of --mechanism (the registry in run/mechanisms has the plug-ins).

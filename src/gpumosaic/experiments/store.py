@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from gpumosaic.errors import InputError
-from gpumosaic.metrics.columns import job_table
-from gpumosaic.metrics.summary import Summary
-from gpumosaic.sim.result import SimResult
+from gpumosaic.results.columns import job_table
+from gpumosaic.results.result import SimResult
+from gpumosaic.results.summary import Summary
 
 
 def jobs_frame(result: SimResult) -> pd.DataFrame:

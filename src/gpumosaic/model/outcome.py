@@ -4,7 +4,7 @@ A job that arrived ends ``Outcome.COMPLETED``, ``Outcome.REJECTED`` (with a type
 ``RejectReason``), or unfinished when the run stopped: ``RUNNING`` (holding GPUs),
 ``QUEUED`` (it had run, and was waiting again) or ``NEVER_STARTED`` (admitted, never
 placed). Mechanisms decide rejections (``Rejection``: the reason and a detail for people);
-drivers put the reason on each ``sim.result.JobRecord``; ``run/outcome.py``, the summary
+drivers put the reason on each ``sim.result.JobRecord``; ``results/run_outcome.py``, the summary
 and the per-job table read the type.
 """
 

@@ -13,8 +13,9 @@ classes load when a strategy is built, from the same parsed value.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpumosaic.errors import InputError, unknown_name
 
@@ -148,3 +149,22 @@ def _scorer(name: str, workload: TargetWorkload | None) -> Scorer:
         spelled = _SPELLED.get(name, name)
         raise InputError(f"placement {spelled!r} needs the target workload (the task list)")
     return getattr(scorers, entry.class_name)(workload, **options)
+
+
+_T = TypeVar("_T")
+
+
+def check_placement_for(name: str, field: str = "--placement") -> PlacementChoice:
+    """``name`` parsed by the placement grammar (the one ``build_placement_for`` builds
+    from), refused as it would refuse it; imports no scorer and no numpy."""
+    return naming(name, field, lambda: parse_placement(name))
+
+
+def naming(name: str, field: str, make: Callable[[], _T]) -> _T:
+    """``make()``, a placement's error as one ``InputError`` naming ``field`` and ``name``."""
+    try:
+        return make()
+    except InputError as err:
+        raise InputError(err.message, field=field, value=name) from None
+    except ValueError as err:
+        raise InputError(str(err), field=field, value=name) from None

@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpumosaic.mechanisms.contract import ProgressCallback
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.policies.base import Policy
 from gpumosaic.policies.ordering import QueueOrder, build_queue_order
 from gpumosaic.run.description import RunDescription
-from gpumosaic.run.mechanisms import PolicyKind, RunParts, get_mechanism
-from gpumosaic.run.mechanisms.base import ProgressCallback
 from gpumosaic.run.parts import build_allocation_policy, build_placement_for
+from gpumosaic.run.registry import PolicyKind, RunParts, get_mechanism
 from gpumosaic.workloads.spec import ParsedWorkload, parse_cluster, parse_workload
 from gpumosaic.workloads.workload import Workload
 
 if TYPE_CHECKING:
-    from gpumosaic.run.outcome import RunOutcome
+    from gpumosaic.results.run_outcome import RunOutcome
 
 
 def build_parts(
@@ -92,8 +92,8 @@ def run(description: RunDescription, progress: ProgressCallback | None = None) -
 def run_parts(parts: RunParts, progress: ProgressCallback | None = None) -> RunOutcome:
     """Run built parts (``build_parts``) with their mechanism and summarize the result."""
     # Imported here: building parts (and refusing a bad --cluster) needs none of them.
-    from gpumosaic.metrics.summary import summarize
-    from gpumosaic.run.outcome import RunOutcome, never_fit_lines
+    from gpumosaic.results.run_outcome import RunOutcome, never_fit_lines
+    from gpumosaic.results.summary import summarize
     from gpumosaic.workloads.load import offered_load
 
     mechanism = get_mechanism(parts.description.resolved_mechanism())

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.sharing.spec import is_gandiva
 
 DEFAULT_PLACEMENT = "fgd"
 AUTO = "auto"
@@ -137,7 +138,7 @@ class RunDescription(BaseModel):
     @field_validator("mechanism")
     @classmethod
     def _mechanism(cls, value: str) -> str:
-        from gpumosaic.run.mechanisms import mechanism_names
+        from gpumosaic.run.registry import mechanism_names
 
         known = (AUTO, *mechanism_names())
         if value not in known:
@@ -147,7 +148,7 @@ class RunDescription(BaseModel):
     @model_validator(mode="after")
     def _fits_the_mechanism(self) -> RunDescription:
         """The mechanism's own checks: the kind of --policy, --placement, --sharing."""
-        from gpumosaic.run.mechanisms import get_mechanism
+        from gpumosaic.run.registry import get_mechanism
 
         mechanism = get_mechanism(self.resolved_mechanism())
         mechanism.check(self)
@@ -188,7 +189,7 @@ class RunDescription(BaseModel):
         """The mechanism that runs: ``--sharing gandiva:...`` asks for Gandiva (a spelling
         kept from before ``--mechanism gandiva``); ``auto`` is the first mechanism whose
         policy kind knows ``--policy`` (a queue order: event; a Gavel policy: rounds)."""
-        from gpumosaic.run.mechanisms import auto_mechanism
+        from gpumosaic.run.registry import auto_mechanism
 
         if is_gandiva(self.sharing) and self.mechanism in (AUTO, "event"):
             return "gandiva"
@@ -199,7 +200,7 @@ class RunDescription(BaseModel):
     def resolved_placement(self) -> str:
         if self.placement is not None:
             return self.placement
-        from gpumosaic.run.mechanisms import get_mechanism
+        from gpumosaic.run.registry import get_mechanism
 
         return get_mechanism(self.resolved_mechanism()).default_placement
 
@@ -207,8 +208,3 @@ class RunDescription(BaseModel):
         """The description as the JSON of ``simulate --json`` and sweeps (placement
         resolved)."""
         return {**self.model_dump(), "placement": self.resolved_placement()}
-
-
-def is_gandiva(sharing: str) -> bool:
-    """``--sharing gandiva[:...]`` runs Gandiva's own scheduler instead of a mechanism."""
-    return sharing.strip().lower().startswith("gandiva")

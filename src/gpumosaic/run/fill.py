@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from gpumosaic.mechanisms.fill.simulator import FillResult, run_fill
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.run.parts import build_placement_for
-from gpumosaic.sim.fill import FillResult, run_fill
 
 
 def fill_replay(

@@ -10,17 +10,21 @@ no solver): the extender imports it at start-up.
   run's Generator (``check_allocation_policy(name)``: its refusal from the names alone);
 - ``build_round_parts(...)``: the round mechanism's policy, placement, ``RoundConfig``
   and the decider's two Generators, spawned from the seed's root Generator exactly as
-  ``sim/rounds`` spawns them for ``simulate --mechanism rounds``.
+  ``mechanisms/rounds/sim`` spawns them for ``simulate --mechanism rounds``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from gpumosaic.errors import InputError, unknown_name
-from gpumosaic.placement.registry import PlacementChoice, build_placement, parse_placement
+from gpumosaic.errors import unknown_name
+from gpumosaic.placement.registry import (
+    build_placement,
+)
+from gpumosaic.placement.registry import (
+    naming as _naming,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,22 +43,6 @@ def build_placement_for(
     """A placement strategy from its name (``fgd``, ``pwr=200,fgd=800``, ...) scoring
     against ``target``; a bad name is an ``InputError`` naming ``field``."""
     return _naming(name, field, lambda: build_placement(name, target))
-
-
-def check_placement_for(name: str, field: str = "--placement") -> PlacementChoice:
-    """``name`` parsed by the placement grammar (the one ``build_placement_for`` builds
-    from), refused as it would refuse it; imports no scorer and no numpy."""
-    return _naming(name, field, lambda: parse_placement(name))
-
-
-def _naming(name: str, field: str, make: Callable[[], T]) -> T:
-    """``make()``, a placement's error as one ``InputError`` naming ``field`` and ``name``."""
-    try:
-        return make()
-    except InputError as err:
-        raise InputError(err.message, field=field, value=name) from None
-    except ValueError as err:
-        raise InputError(str(err), field=field, value=name) from None
 
 
 def build_allocation_policy(name: str, rng: np.random.Generator, field: str = "--policy") -> Policy:
@@ -95,7 +83,7 @@ def build_round_parts(
 ) -> RoundParts:
     """The round mechanism's decision objects from names: the policy drawing from the
     run's root Generator (``default_rng(seed)``), the decider's two streams spawned from
-    it, as ``sim/rounds`` does for ``simulate --mechanism rounds``."""
+    it, as ``mechanisms/rounds/sim`` does for ``simulate --mechanism rounds``."""
     import numpy as np
 
     from gpumosaic.mechanisms.rounds.decision import RoundConfig

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from gpumosaic.mechanisms.rounds.decision import RoundConfig, RoundPlan
+from gpumosaic.mechanisms.rounds.sim import RoundSimulator
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.run.parts import build_allocation_policy, build_placement_for
-from gpumosaic.sim.rounds import RoundSimulator
 from gpumosaic.workloads.workload import Workload
 
 

@@ -1,7 +1,7 @@
 """The time-quantum lock of one GPU: who holds it, who waits, when a quantum ends. No clock.
 
 One object decides for both drivers: the nvshare model (``sharing/nvshare.py``) feeds it
-simulated times, the share daemon (``live/share/daemon.py``) wall-clock times. Each method
+simulated times, the share daemon (``runtime/share/daemon.py``) wall-clock times. Each method
 takes ``now`` (seconds) and returns the decisions to act on: ``Grant`` (LOCK_OK),
 ``Drop`` (DROP_LOCK), ``Revoke`` (LOCK_REVOKED) and ``Schedule`` (SCHED_ON / SCHED_OFF).
 Rules (nvshare's scheduler, plus ``auto`` and revocation):
@@ -99,7 +99,7 @@ Decision = Grant | Drop | Revoke | Schedule
 
 def check_tq(tq_s: float) -> float:
     """A quantum the lock can run with: finite and > 0 (the daemon's inputs are also held
-    to a documented range, ``live/share/limits.py``)."""
+    to a documented range, ``runtime/share/limits.py``)."""
     if not (math.isfinite(tq_s) and tq_s > 0):
         raise ValueError(f"tq must be a finite number of seconds > 0, got {tq_s}")
     return float(tq_s)

@@ -103,3 +103,8 @@ def parse_sharing(spec: str) -> SharingChoice:
     # Every --sharing name that is neither a speed model nor gandiva (a mechanism): the
     # user's choice is among all of them.
     raise unknown_name("sharing model", name, SHARING_MODELS, field="--sharing")
+
+
+def is_gandiva(sharing: str) -> bool:
+    """``--sharing gandiva[:...]`` runs Gandiva's own scheduler instead of a mechanism."""
+    return sharing.strip().lower().startswith("gandiva")

@@ -1,5 +1,5 @@
 """``--background TASKS[,fraction=F]``'s grammar, plain Python: a description is checked
-with it before numpy loads; ``sim/background.py`` pre-fills the cluster from the value."""
+with it before numpy loads; ``placement/background.py`` pre-fills the cluster from the value."""
 
 from __future__ import annotations
 

@@ -54,6 +54,12 @@ class ConstantThroughputs:
 JobKey = tuple[str, int]
 
 
+# A placeholder, not a calibration: every unmeasured live job gets the same rate, so a
+# live decider splits time evenly until the jobs report their own rates (a lease granted
+# on an unmeasured rate is bounded by time only).
+UNMEASURED_PRIOR_STEPS_PER_S = 1.0
+
+
 class GavelThroughputTable:
     """Gavel's measured throughputs, isolated and packed."""
 

@@ -11,7 +11,7 @@ from gpumosaic.experiments.plots.fill import (
     fill_run_figure,
     plot_fill_comparison,
 )
-from gpumosaic.sim.fill import PLACED, FillResult
+from gpumosaic.mechanisms.fill.simulator import PLACED, FillResult
 
 
 def fill_result(placement: str, seed: int, cap_pct: float, frag_wiggle: float) -> FillResult:

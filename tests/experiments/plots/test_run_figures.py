@@ -7,9 +7,9 @@ import numpy as np
 
 from gpumosaic.experiments.plots.runs import comparison_figure, run_figure, timelines_figure
 from gpumosaic.experiments.store import run_title
+from gpumosaic.results.result import Timeline
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.result import Timeline
 
 HOUR = 3600.0
 

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from gpumosaic.experiments.reproductions.gavel import repro_figures
-from gpumosaic.metrics.summary import summarize
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.results.summary import summarize
 
 
 def _record(job_id: int, arrival: float, finish: float, measured: bool) -> JobRecord:

@@ -209,7 +209,7 @@ def _stress_page(path: Path) -> None:
 )
 def test_no_axis_title_overlaps_its_tick_labels(tiny_store: Path) -> None:
     pytest.importorskip("websocket")
-    sys.path.insert(0, str(Path(__file__).parents[2] / "live" / "ui"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "runtime" / "ui"))
     from browser import Browser
 
     runner.invoke(app, ["report", str(tiny_store)])

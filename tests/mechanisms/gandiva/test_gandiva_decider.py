@@ -25,9 +25,9 @@ from gpumosaic.mechanisms.gandiva import (
     Suspend,
     Unpack,
 )
+from gpumosaic.mechanisms.gandiva.sim import run_gandiva
 from gpumosaic.model import ClusterSpec, JobSpec
 from gpumosaic.policies.ordering import build_queue_order
-from gpumosaic.sim.gandiva import run_gandiva
 from gpumosaic.workloads.throughputs import ConstantThroughputs, GavelThroughputTable, Throughputs
 from gpumosaic.workloads.workload import Workload
 
@@ -256,7 +256,11 @@ def test_a_driver_that_only_executes_the_actions_gets_the_simulators_schedule() 
         migration=False,
     )
     assert finished == {r.job_id: r.finish_s for r in simulated.records}
-    assert finished == {0: 213.0, 1: 111.0, 2: 304.0}  # tests/sim/gandiva/test_timeslice.py
+    assert finished == {
+        0: 213.0,
+        1: 111.0,
+        2: 304.0,
+    }  # tests/mechanisms/gandiva/sim/test_timeslice.py
 
 
 def test_a_first_start_costs_start_s_and_nothing_else_moves() -> None:
@@ -286,10 +290,10 @@ def test_a_trial_left_below_the_clocks_resolution_is_over() -> None:
     # A live run's measured costs (sim-vs-live): a trial's residue of 4.5e-13 s at
     # t = 4,223.9 s was "not over" while its due time equalled now, so the set was woken
     # at the same time for ever. The run ends, and the pair on trial gets its verdict.
-    from gpumosaic.live.rounds.cluster import RayNode, discover
+    from gpumosaic.mechanisms.gandiva.sim.simulator import GandivaSimulator
     from gpumosaic.run.build import build_parts
     from gpumosaic.run.description import RunDescription
-    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
+    from gpumosaic.runtime.cluster import RayNode, discover
 
     live = discover([RayNode("node-a", "127.0.0.1", (("V100", 2), ("P100", 2)))], None)
     description = RunDescription(

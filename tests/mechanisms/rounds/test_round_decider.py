@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from gpumosaic.mechanisms.rounds import RoundConfig, RoundDecider, RoundPlan, RoundReport
+from gpumosaic.mechanisms.rounds.sim import RoundSimulator
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.registry import build_policy
 from gpumosaic.run.parts import build_allocation_policy, build_placement_for
-from gpumosaic.sim.rounds import RoundSimulator
 from gpumosaic.workloads.spec import parse_cluster, parse_workload
 from gpumosaic.workloads.workload import Workload
 

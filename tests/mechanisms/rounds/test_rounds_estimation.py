@@ -15,11 +15,11 @@ from gpumosaic.errors import InputError
 from gpumosaic.mechanisms.rounds import RoundConfig, RoundDecider, RoundReport
 from gpumosaic.mechanisms.rounds.estimation import EstimationConfig, ThroughputEstimation
 from gpumosaic.mechanisms.rounds.priorities import EntityTable
-from gpumosaic.metrics.summary import summarize
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.registry import build_placement
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.registry import build_policy
+from gpumosaic.results.summary import summarize
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
 from gpumosaic.run.rounds import round_simulator

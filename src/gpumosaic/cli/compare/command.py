@@ -321,7 +321,7 @@ def default_out(mode: str, policies: str | None) -> Path:
 
 def check_placements(placements: list[str]) -> None:
     """Every ``--placements`` entry by the placement grammar."""
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     for placement in placements:
         check_placement_for(placement, field="--placements")

@@ -27,9 +27,9 @@ from gpumosaic.experiments.sweeps.fill import (
     run_fill_sweep,
     summarize,
 )
+from gpumosaic.mechanisms.fill.simulator import FillResult
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.run.parts import build_placement_for
-from gpumosaic.sim.fill import FillResult
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 

@@ -29,8 +29,8 @@ def stored_runs(study: Experiment, out: Path) -> list[SweepRun]:
     """The study's runs as ``SweepRun`` values, from what the store holds, in the study's
     order (runs the store lacks are skipped)."""
     from gpumosaic.experiments.results.store import ROW_FILE, read_table, run_folder
+    from gpumosaic.results.result import Timeline
     from gpumosaic.run.description import RunDescription
-    from gpumosaic.sim.result import Timeline
 
     runs: list[SweepRun] = []
     for planned in study.runs():
@@ -74,7 +74,7 @@ def stored_runs(study: Experiment, out: Path) -> list[SweepRun]:
 def _summary(row: dict[str, Any]) -> Any:
     """The run's Summary from its stored row (the store writes NaN as null)."""
     from gpumosaic.fallbacks import Fallback, Fallbacks
-    from gpumosaic.metrics.summary import Summary
+    from gpumosaic.results.summary import Summary
 
     values: dict[str, Any] = {}
     for field in fields(Summary):

@@ -54,7 +54,7 @@ def gavel(
     """Gavel's experiments (docs/gavel.md has the setups and the reference numbers): avg JCT
     and makespan per policy, ours beside Gavel's."""
     from gpumosaic.experiments.reproductions.gavel_request import check_request
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     # The request and the placement grammar, before the runs (no numpy).

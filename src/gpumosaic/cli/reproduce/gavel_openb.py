@@ -59,7 +59,7 @@ def gavel_openb(
     chosen = [p.strip() for p in placements.split(",") if p.strip()]
     if not chosen:
         raise InputError("give at least one placement", field="--placements", value=placements)
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     for placement in chosen:  # the placement grammar, before the runs (no numpy)
         check_placement_for(placement, field="--placements")

@@ -27,7 +27,7 @@ from gpumosaic.experiments.plots.style import (
     zoomed_percent_axis,
 )
 from gpumosaic.experiments.sweeps.fill import on_grid
-from gpumosaic.sim.fill import FillResult
+from gpumosaic.mechanisms.fill.simulator import FillResult
 
 ZOOM_FROM_PCT = 80.0
 ARRIVED_LABEL = "arrived workload (% of cluster GPUs)"

@@ -27,8 +27,8 @@ from gpumosaic.experiments.plots.style import (
     seeds_label,
     series_style,
 )
-from gpumosaic.metrics.summary import jct_values
-from gpumosaic.sim.result import SimResult, Timeline
+from gpumosaic.results.result import SimResult, Timeline
+from gpumosaic.results.summary import jct_values
 
 __all__ = [
     "HOUR",

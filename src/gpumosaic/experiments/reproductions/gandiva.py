@@ -31,7 +31,7 @@ import numpy as np
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.sim.result import JobStatus, SimResult
+from gpumosaic.results.result import JobStatus, SimResult
 from gpumosaic.workloads.gavel import REFERENCE_GPU, GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 from gpumosaic.workloads.workload import Workload

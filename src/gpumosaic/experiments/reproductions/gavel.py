@@ -24,12 +24,12 @@ from gpumosaic.experiments.reproductions.gavel_request import (
     check_request,
 )
 from gpumosaic.kernel_aot import kernels_ran
-from gpumosaic.metrics.summary import jct_values, summarize
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
+from gpumosaic.results.result import SimResult
+from gpumosaic.results.summary import jct_values, summarize
 from gpumosaic.run.build import build_parts, run_parts
 from gpumosaic.run.description import RunDescription
-from gpumosaic.sim.result import SimResult
 from gpumosaic.workloads.gavel import GavelGenerator, GavelWorkloadConfig
 from gpumosaic.workloads.gavel_trace import gavel_trace_workload
 from gpumosaic.workloads.throughputs import GavelThroughputTable

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumosaic.experiments.parallel import parallel_map
-from gpumosaic.sim.result import JobStatus
+from gpumosaic.results.result import JobStatus
 from gpumosaic.workloads.workload import Workload
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpumosaic.metrics.summary import Summary
-from gpumosaic.sim.result import JobStatus, SimResult
+from gpumosaic.results.result import JobStatus, SimResult
+from gpumosaic.results.summary import Summary
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.sim_vs_live.gandiva import GandivaComparison

@@ -5,7 +5,7 @@ measured against ``simulate --mechanism gandiva`` on one run description.
 (``run.build.build_parts``), start a local service on Ray (loopback) with the same
 Gandiva options and seed, submit the workload to it as emulated jobs that step at Gavel's
 table rate alone and at their rate in Gavel's measured pair while packed
-(``live/gandiva/emulate.py``), then simulate the same description on the live cluster's
+(``mechanisms/gandiva/live/emulate.py``), then simulate the same description on the live cluster's
 own ``ClusterSpec`` with the costs the live run measured
 (``GandivaDriver.times``: the mean time from a decision to the first lease call of the
 job's new process, in job time) as ``start_s``, ``switch_s`` and ``migration_cost_s``,
@@ -44,8 +44,7 @@ from gpumosaic.experiments.sim_vs_live.inputs import (
     live_cluster,
     model_counts,
 )
-from gpumosaic.live.rounds.submission import JobSubmission
-from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
+from gpumosaic.mechanisms.contract import RunParts
 from gpumosaic.mechanisms.gandiva import (
     GandivaConfig,
     Migrate,
@@ -54,17 +53,18 @@ from gpumosaic.mechanisms.gandiva import (
     Suspend,
     Unpack,
 )
-from gpumosaic.metrics.summary import summarize
 from gpumosaic.model.job import JobSpec
+from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.results.summary import summarize
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
-from gpumosaic.run.mechanisms.base import RunParts
-from gpumosaic.sim.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.runtime.jobs.submission import JobSubmission
+from gpumosaic.runtime.timescale import MAX_TIME_SCALE
 
 if TYPE_CHECKING:
-    from gpumosaic.live.gandiva.driver import GandivaDriver, HandOverTimes
-    from gpumosaic.live.rounds.cluster import LiveCluster
+    from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver, HandOverTimes
     from gpumosaic.model.cluster import ClusterSpec
+    from gpumosaic.runtime.cluster import LiveCluster
 
 MECHANISM_FLAG = "--mechanism"
 MIN_WALL_S = 2.0  # a quantum or trial shorter than this (wall) is refused (module doc)
@@ -329,8 +329,8 @@ def _check_slices(config: GandivaConfig, scale: float) -> None:
 def _simulate(parts: RunParts, config: GandivaConfig) -> tuple[SimResult, ActionCounts]:
     from typing import cast
 
+    from gpumosaic.mechanisms.gandiva.sim.simulator import GandivaSimulator
     from gpumosaic.policies.ordering import QueueOrder
-    from gpumosaic.sim.gandiva.simulator import GandivaSimulator
 
     tally = _Tally()
     simulator = GandivaSimulator(
@@ -375,7 +375,7 @@ def _check_gavel_types(jobs: Sequence[JobSpec]) -> None:
 
 
 def _submission(job: JobSpec, checkpoint_every_s: float) -> JobSubmission:
-    """The job as Gandiva's emulated job (``live/gandiva/emulate.py``); its save cadence
+    """The job as Gandiva's emulated job (``mechanisms/gandiva/live/emulate.py``); its save cadence
     (job time) as ``GPUMOSAIC_CHECKPOINT_EVERY_S``."""
     return JobSubmission(
         command=emulate_command(job.job_type),
@@ -394,7 +394,7 @@ def emulate_command(job_type: str, python: str = sys.executable) -> str:
     import shlex
 
     return (
-        f"{shlex.quote(python)} -m gpumosaic.live.gandiva.emulate "
+        f"{shlex.quote(python)} -m gpumosaic.mechanisms.gandiva.live.emulate "
         f"--job-type {shlex.quote(job_type)}"
     )
 
@@ -410,8 +410,8 @@ def _run_live(
     seed: int,
     say: Callable[[str], None],
 ) -> LiveGandiva:
-    from gpumosaic.live.rounds.replay import Arrivals
-    from gpumosaic.live.rounds.service import Service, ServiceConfig
+    from gpumosaic.experiments.sim_vs_live.replay import Arrivals
+    from gpumosaic.run.serve import Service, ServiceConfig
 
     service_config = ServiceConfig(
         state=str(root / "state.db"),
@@ -481,7 +481,7 @@ def _live_result(
     """The store's rows as the simulator's records (job time, the workload's ids): a
     job's times run from its arrival in the decider (its submission, or the service's
     start for one submitted before it)."""
-    from gpumosaic.live.rounds.records import JobRow
+    from gpumosaic.runtime.state.records import JobRow
 
     spec_of = {j.id: j for j in jobs}
     records = []

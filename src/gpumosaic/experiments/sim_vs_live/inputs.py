@@ -12,13 +12,13 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from gpumosaic.errors import InputError
-from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
+from gpumosaic.mechanisms.contract import RunParts
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.description import RunDescription
-from gpumosaic.run.mechanisms.base import RunParts
+from gpumosaic.runtime.timescale import MAX_TIME_SCALE
 
 if TYPE_CHECKING:
-    from gpumosaic.live.rounds.cluster import LiveCluster
+    from gpumosaic.runtime.cluster import LiveCluster
 
 MAX_LIVE_JOBS = 2000  # jobs materialised for the live side (a window's stream is cut there)
 BUDGET_SHARE = 0.8  # of --wall-budget-s given to the live run's job-time makespan
@@ -50,8 +50,8 @@ def live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
     """Join the Ray this process already runs (tests) or start a local one."""
     import ray
 
-    from gpumosaic.live.rounds.cluster import discover, local_ray_resources, ray_nodes
-    from gpumosaic.live.rounds.ray_connect import init_local_ray
+    from gpumosaic.runtime.cluster import discover, local_ray_resources, ray_nodes
+    from gpumosaic.runtime.executors.ray_connect import init_local_ray
 
     if not ray.is_initialized():
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # our own loopback instance

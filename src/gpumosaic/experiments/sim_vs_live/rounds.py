@@ -3,7 +3,7 @@
 ``compare(options)``: build the run as ``simulate --mechanism rounds`` does
 (``run.build.build_parts``), start a local service on Ray (loopback) with the same policy,
 placement, round length, resolve interval, seed and placement target, replay the
-workload on it as emulated jobs (``live/rounds/replay.py``), then simulate the same
+workload on it as emulated jobs (``experiments/sim_vs_live/replay.py``), then simulate the same
 description on the live cluster's own ``ClusterSpec`` with the launch latency the live
 run measured (``RoundSimulator(launch_latency_s=...)``; the mean over its new leases, in
 job time: the mean, because the work a round loses is the sum of its latencies) and
@@ -12,7 +12,7 @@ plan is the simulator's.
 
 Every workload ``simulate --mechanism rounds`` takes replays: each emulated job steps at
 the rate the simulator admits it with (the workload's own throughputs, handed to the job
-as ``emulate --rates``: ``live/rounds/replay.py EmulatedJobs``), Gavel job or not. The
+as ``emulate --rates``: ``experiments/sim_vs_live/replay.py EmulatedJobs``), Gavel job or not. The
 rounds simulator rejects CPU-only jobs (no GPU to schedule); they are not submitted live
 and are said so.
 
@@ -41,19 +41,19 @@ from gpumosaic.experiments.sim_vs_live.inputs import (
     live_cluster,
     model_counts,
 )
-from gpumosaic.live.rounds.timescale import MAX_TIME_SCALE
+from gpumosaic.mechanisms.contract import RunParts
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
-from gpumosaic.metrics.summary import summarize
 from gpumosaic.model.job import JobSpec
+from gpumosaic.results.result import SimResult
+from gpumosaic.results.summary import summarize
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
-from gpumosaic.run.mechanisms.base import RunParts
-from gpumosaic.sim.result import SimResult
+from gpumosaic.runtime.timescale import MAX_TIME_SCALE
 
 if TYPE_CHECKING:
+    from gpumosaic.experiments.sim_vs_live.replay import JobSubmitter, LiveReplay
     from gpumosaic.experiments.sim_vs_live.sharing import SharingRun
-    from gpumosaic.live.rounds.cluster import LiveCluster
-    from gpumosaic.live.rounds.replay import JobSubmitter, LiveReplay
+    from gpumosaic.runtime.cluster import LiveCluster
     from gpumosaic.sharing.speed import SpeedModel
 
 
@@ -178,8 +178,8 @@ def _simulate(
 ) -> tuple[SimResult, list[RoundPlan]]:
     from typing import cast
 
+    from gpumosaic.mechanisms.rounds.sim import RoundConfig, RoundSimulator
     from gpumosaic.policies.base import Policy
-    from gpumosaic.sim.rounds import RoundConfig, RoundSimulator
 
     d = parts.description
     assert parts.placement is not None
@@ -213,8 +213,8 @@ def _run_live(
     measure: tuple[int, int] | None = None,
     sharing: str | None = None,
 ) -> LiveReplay:
-    from gpumosaic.live.rounds.replay import replay
-    from gpumosaic.live.rounds.service import ServiceConfig
+    from gpumosaic.experiments.sim_vs_live.replay import replay
+    from gpumosaic.run.serve import ServiceConfig
 
     config = ServiceConfig(
         policy=description.policy,
@@ -255,7 +255,7 @@ def _run_live(
 def _emulated(parts: RunParts) -> JobSubmitter:
     """Emulated jobs at the rates the simulator admits them with: the workload's own
     throughputs on each GPU model of the (live) cluster ``parts`` was built on."""
-    from gpumosaic.live.rounds.replay import EmulatedJobs
+    from gpumosaic.experiments.sim_vs_live.replay import EmulatedJobs
 
     models = tuple(dict.fromkeys(node.gpu for node in parts.cluster.nodes))
     return EmulatedJobs(parts.workload.throughputs, models)

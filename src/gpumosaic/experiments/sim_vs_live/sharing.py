@@ -1,7 +1,7 @@
 """``sim-vs-live --sharing nvshare:tq=S[,anti_thrashing=on|off|auto]``: the live service
 runs with its share runtime and the simulator with the nvshare model, from one spec.
 
-- The spec is checked by both sides' parsers (``serve``'s ``live/rounds/sharing.py`` and
+- The spec is checked by both sides' parsers (``serve``'s ``runtime/share/supervisor.py`` and
   ``simulate``'s ``sharing/speed.py``), so it is one both accept: ``tq`` and
   ``anti_thrashing`` (``at``); keys only one side has (``mem_cap``, ``grace``,
   ``jobs_per_gpu``) are refused by the other.
@@ -9,9 +9,9 @@ runs with its share runtime and the simulator with the nvshare model, from one s
   live daemons get ``tq / time scale`` wall seconds (at least the daemon's 0.01 s).
 - The live side: ``serve --sharing`` launches every job with gpu_milli < 1000 under the
   interposer and its GPU's daemon; an emulated job then steps through the stand-in
-  libcuda (``live/emulate.py``, ``run_shared``), so the quanta really serialize it.
+  libcuda (``runtime/emulate.py``, ``run_shared``), so the quanta really serialize it.
 - The simulator: the nvshare model (``NvshareModel``) on each GPU's company every round
-  (``sim/rounds/sharing.py``), with ``jobs_per_gpu=1`` (only the workload's fractional
+  (``mechanisms/rounds/sim/sharing.py``), with ``jobs_per_gpu=1`` (only the workload's fractional
   jobs share, as live), the interposer's idle release (5 wall seconds) in job time, and
   the hand-over cost the live run measured (``handover_cost``) instead of the model's
   0.1 s real-GPU default.
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpumosaic.errors import InputError
-from gpumosaic.live.rounds.sharing import parse_sharing, share_socket_dir
-from gpumosaic.live.share import limits
 from gpumosaic.model.job import JobSpec
+from gpumosaic.runtime.share import limits
+from gpumosaic.runtime.share.supervisor import parse_sharing, share_socket_dir
 from gpumosaic.sharing.lock import AntiThrashing
 from gpumosaic.sharing.nvshare import NvshareModel
 from gpumosaic.sharing.speed import NvshareSpeed, build_speed_model

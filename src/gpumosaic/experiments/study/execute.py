@@ -138,7 +138,7 @@ def _run_on_ray(
         ) from None
     started_here = not ray.is_initialized()
     if started_here:
-        from gpumosaic.live.rounds.ray_connect import init_local_ray
+        from gpumosaic.runtime.executors.ray_connect import init_local_ray
 
         init_local_ray(  # a local instance: loopback only
             num_cpus=max(1, workers), log_to_driver=False, configure_logging=False

@@ -14,10 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.experiments.parallel import default_workers, parallel_map
+from gpumosaic.mechanisms.fill.simulator import FillResult
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.fill import fill_replay
-from gpumosaic.sim.fill import FillResult
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
 TABLE_POINTS_PCT = (90.0, 100.0, 110.0, 130.0)

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from gpumosaic.experiments.runner import RunRequest
-    from gpumosaic.metrics.summary import Summary
-    from gpumosaic.sim.result import Timeline
+    from gpumosaic.results.result import Timeline
+    from gpumosaic.results.summary import Summary
 
 __all__ = ["SweepRun", "default_workers", "parse_seeds", "run_one", "run_sweep", "write_runs_csv"]
 
@@ -50,7 +50,7 @@ class SweepRun:
 def run_one(request: RunRequest) -> SweepRun:
     from gpumosaic.experiments.runner import run_request
     from gpumosaic.kernel_aot import kernels_ran
-    from gpumosaic.metrics.summary import completed_job_ids, jct_values
+    from gpumosaic.results.summary import completed_job_ids, jct_values
 
     outcome = run_request(request)
     result = outcome.result

@@ -6,7 +6,7 @@ through the placement strategy, allocating it in ``state``. Strict order stops a
 first job that does not fit (FIFO head-of-line); ``backfill`` lets later jobs that fit go
 ahead. A multi-GPU job that may span servers (``JobSpec.may_span_nodes``) and finds no
 single server takes GPUs of one model on several servers (a gang), when the driver
-allows spanning. The simulator (``sim/event/simulator.py``) calls it after all events
+allows spanning. The simulator (``mechanisms/event/simulator.py``) calls it after all events
 of one instant; a live driver (the Kubernetes extender, a wall-clock service) calls the
 same object whenever jobs arrive or GPUs are freed, then starts the jobs it returns.
 """
@@ -20,12 +20,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from gpumosaic.mechanisms.gang import gang_parts
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import feasible_among, feasible_shapes_among
+from gpumosaic.placement.gang import gang_parts
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 
 Shape = tuple[int, int, int, int, frozenset[str] | None, bool]

@@ -14,7 +14,7 @@ Defaults and where they come from (docs/gandiva.md has the long version):
   process). Gandiva's paper does not count it (a job's JCT starts with its launch) and
   neither does the simulator by default; live it is the launch latency of a process, and
   ``sim-vs-live --mechanism gandiva`` sets it (with ``switch_s`` and ``migration_cost_s``)
-  to what the same live run measured (``live/gandiva/driver.py``, ``HandOverTimes``; the
+  to what the same live run measured (``mechanisms/gandiva/live/driver.py``, ``HandOverTimes``; the
   measured values are in docs/gandiva.md, "Simulator vs live").
 - ``max_share`` 4: at most this many jobs resident on a GPU set (time-sliced or packed);
   beyond it a job waits in the queue. Gandiva bounds oversubscription by host memory

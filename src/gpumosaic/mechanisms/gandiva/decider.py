@@ -6,7 +6,7 @@ queue order), the GPU sets with their time-slicing units and pair trials (``GpuS
 (``RateBook``). It never reads a clock: every call carries ``now``, and every call
 returns a ``Step``: the typed actions decided (start, suspend, resume, pack, unpack,
 migrate, reject) in order, and the GPU sets whose next due time moved. A driver
-(the simulator in ``sim/gandiva``, or a live service) calls it so::
+(the simulator in ``mechanisms/gandiva/sim``, or a live service) calls it so::
 
     step = decider.admit(job, now)                   # a job arrived
     decider.observe(job_id, steps_per_s)             # a running job's measured rate

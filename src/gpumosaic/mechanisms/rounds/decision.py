@@ -4,7 +4,7 @@ The decider owns what the mechanism decides with: the jobs it knows (``JobStore`
 allocation in force and its accounting (``AllocationBook``: the policy, entities,
 priorities, deficits) and the leases on a ``ClusterState`` (``LeaseBook``: placement,
 lease extension). It never reads a clock: every call carries ``now``. A driver
-(the simulator in ``sim/rounds``, or a live service) calls it in this order::
+(the simulator in ``mechanisms/rounds/sim``, or a live service) calls it in this order::
 
     decider.admit(job, rates)           # for every job that arrived by `now`
     plan = decider.plan(now)            # solve if due, choose entities, place them
@@ -42,6 +42,7 @@ from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.outcome import Rejection, RejectReason
+from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
@@ -76,18 +77,6 @@ class RoundConfig:
             raise ValueError("round_s must be > 0")
         if self.resolve_interval_s < 0:
             raise ValueError("resolve_interval_s must be >= 0")
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedEntity:
-    """One entity (a job, or a packed pair) that runs this round, and where."""
-
-    job_ids: tuple[int, ...]  # one id, or two for a packed pair
-    gpu_type: str
-    parts: tuple[Assignment, ...]  # node, GPU indices and milli per GPU (several: a gang)
-    extended: bool  # the entity keeps last round's GPUs (no restart)
-    steps: tuple[float, ...]  # steps granted to each member for the round
-    rates: tuple[float, ...]  # each member's planned steps/s on this type
 
 
 @dataclass(frozen=True, slots=True)

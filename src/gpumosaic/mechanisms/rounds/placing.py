@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpumosaic.mechanisms.gang import gang_parts
 from gpumosaic.mechanisms.rounds.runs import KernelRuns
 from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id, pair_spec
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -27,6 +26,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.batch import place_run
+from gpumosaic.placement.gang import gang_parts
 from gpumosaic.types import BoolArray, IntArray
 
 

@@ -21,10 +21,10 @@ from gpumosaic.experiments.study.kinds.base import (
     unique,
 )
 from gpumosaic.experiments.sweeps.fill import TABLE_POINTS_PCT, _inputs
+from gpumosaic.mechanisms.fill.simulator import FAIL_REASONS, FillResult, kind_label
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
 from gpumosaic.run.fill import fill_replay
-from gpumosaic.sim.fill import FAIL_REASONS, FillResult, kind_label
 
 
 class FillGrid(GridModel):

@@ -32,7 +32,7 @@ from gpumosaic.experiments.study.kinds.base import (
     unique,
 )
 from gpumosaic.experiments.study.kinds.simulate import jobs_table, timeline_table
-from gpumosaic.sim.result import SimResult
+from gpumosaic.results.result import SimResult
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 

@@ -24,13 +24,13 @@ from gpumosaic.experiments.study.kinds.base import (
     RunProduct,
     unique,
 )
-from gpumosaic.metrics.summary_value import Summary
+from gpumosaic.results.summary_value import Summary
 from gpumosaic.run.description import RunDescription
 
 if TYPE_CHECKING:  # a study file is checked without them (numpy, Parquet, the simulators)
     import pyarrow as pa
 
-    from gpumosaic.sim.result import SimResult
+    from gpumosaic.results.result import SimResult
 
 LOAD_PLACEHOLDER = "{load}"
 
@@ -179,7 +179,7 @@ def _check_inputs(description: RunDescription) -> None:
 
 def _check_placement(name: str, gandiva: bool) -> None:
     """The placement grammar's own check (no scorer, no numpy: a mistake's one line)."""
-    from gpumosaic.run.parts import check_placement_for
+    from gpumosaic.placement.registry import check_placement_for
 
     if name.strip().lower() == GANDIVA_ORDER:
         if not gandiva:
@@ -188,7 +188,7 @@ def _check_placement(name: str, gandiva: bool) -> None:
     check_placement_for(name, field="placement")
 
 
-# Gandiva's own server order (run/mechanisms/gandiva.py: the name its ranking registers).
+# Gandiva's own server order (mechanisms/gandiva/plugin.py: the name its ranking registers).
 GANDIVA_ORDER = "affinity"
 
 
@@ -218,7 +218,7 @@ def jobs_table(result: SimResult) -> pa.Table:
     GPU each job held)."""
     import pyarrow as pa
 
-    from gpumosaic.metrics.columns import job_table
+    from gpumosaic.results.columns import job_table
 
     return pa.table(job_table(result.records))
 

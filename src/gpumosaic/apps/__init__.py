@@ -1,0 +1,1 @@
+"""Applications over placement and the share lock: the Kubernetes scheduler extender."""

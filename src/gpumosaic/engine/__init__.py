@@ -1,0 +1,1 @@
+"""The simulated clock: a small, domain-free discrete-event engine."""

@@ -1,1 +1,0 @@
-"""Pure functions over a SimResult: JCT, makespan, utilization, fragmentation, energy."""

@@ -1,0 +1,1 @@
+"""Executors: run a lease somewhere (in-process, Ray, warm Ray) behind one contract."""

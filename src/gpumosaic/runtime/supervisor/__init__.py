@@ -1,0 +1,1 @@
+"""The process supervisor: what an exit means, lost and returned nodes."""

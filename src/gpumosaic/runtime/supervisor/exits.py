@@ -1,0 +1,120 @@
+"""What a lease's exit means for its job: done, back in the queue (at its last
+checkpoint), failed after its retries, or cancelled (``exit_outcome``: a decision without
+a clock or any state of its own), and how both live drivers (rounds, Gandiva) record it
+in the store (``record_exit``); each driver counts it and updates its own state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpumosaic.runtime.executors.contract import ExitReport
+from gpumosaic.runtime.state.records import JobRow
+
+if TYPE_CHECKING:
+    from gpumosaic.runtime.leases import LiveLease
+    from gpumosaic.runtime.state.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class ExitOutcome:
+    state: str  # "done", "queued", "failed" or "cancelled"
+    steps_done: float  # the job's steps that survive (its checkpoint unless done)
+    attempts: int
+    reason: str
+    retry: bool = False  # a failed attempt that will run again
+
+
+def exit_outcome(
+    job: JobRow,
+    report: ExitReport,
+    *,
+    stopped: bool,
+    steps: float,
+    base: float,
+    contacted: bool,
+    all_steps_reported: bool,
+    failure: str = "",
+) -> ExitOutcome:
+    """``job`` as the store has it before this exit; ``stopped``: the driver asked the
+    lease to stop; ``steps``: the steps the lease reported (``base`` at its launch);
+    ``contacted``: the process called the lease API; ``all_steps_reported``: the decider
+    already counted all the job's steps (it will never plan it again); ``failure``: why
+    the driver stopped a lease as failed (it stopped reporting, or never called the API).
+
+    The rule (docs/live.md, "Launch failures"): a process that cannot start, exits before
+    its first lease call, exits non-zero, exits 0 with no step done, or is stopped as
+    failed is a failed attempt; after ``max_retries`` retries the job is failed. A job is
+    done only when all its steps were reported."""
+    kept = job.checkpoint_steps  # what survives this process
+    code = report.exit_code
+    if job.cancel_requested:
+        outcome = ExitOutcome("cancelled", kept, job.attempts, "cancelled by the user")
+    elif failure:
+        outcome = _failed_attempt(job, kept, failure)
+    elif report.lost:
+        reason = f"lease lost ({report.detail}); back in the queue at its last checkpoint"
+        outcome = ExitOutcome("queued", kept, job.attempts, reason)
+    elif steps >= job.steps and (code == 0 or stopped):
+        # All steps reported: done, even if our stop (the decider saw it finish at the
+        # round's end) caught the process on its way out.
+        outcome = ExitOutcome("done", job.steps, job.attempts, "")
+    elif not contacted and not stopped:
+        what = report.detail or f"exit code {code} before its first lease call"
+        outcome = _failed_attempt(job, kept, what)
+    elif stopped or (code == 0 and steps > base):
+        outcome = ExitOutcome("queued", kept, job.attempts, "")  # the lease simply ended
+    else:
+        # Not asked to stop, and an error or no step at all (Gavel's failed micro-task).
+        outcome = _failed_attempt(job, kept, f"exit code {code}")
+    if outcome.state == "queued" and all_steps_reported:
+        # The work is done even though this last process did not end cleanly.
+        reason = "all steps reported" + (f"; {outcome.reason}" if outcome.reason else "")
+        return ExitOutcome("done", job.steps, outcome.attempts, reason, outcome.retry)
+    return outcome
+
+
+def record_exit(
+    store: Store,
+    job: JobRow,
+    report: ExitReport,
+    lease: LiveLease | None,
+    now: float,
+    *,
+    stopped: bool,
+    all_steps_reported: bool,
+    failure: str = "",
+) -> ExitOutcome:
+    """The lease of ``report`` ended (``lease``: its last state, None if it was never
+    added): record its end and what it means for ``job`` (the store's row before the
+    exit), and return that outcome."""
+    how = "lost: " + report.detail if report.lost else ("stopped" if stopped else "exited")
+    store.end_lease(report.lease_id, now, how, report.exit_code)
+    outcome = exit_outcome(
+        job,
+        report,
+        stopped=stopped,
+        steps=lease.steps if lease is not None else job.steps_done,
+        base=lease.steps_at_launch if lease is not None else job.steps_done,
+        contacted=lease is not None and lease.contacted,
+        all_steps_reported=all_steps_reported,
+        failure=failure,
+    )
+    store.process_ended(
+        job.id,
+        state=outcome.state,
+        steps_done=outcome.steps_done,
+        attempts=outcome.attempts,
+        exit_code=report.exit_code,
+        log_tail=report.log_tail,
+        reason=outcome.reason,
+        now=now,
+    )
+    return outcome
+
+
+def _failed_attempt(job: JobRow, kept: float, what: str) -> ExitOutcome:
+    attempts = job.attempts + 1
+    if attempts > job.max_retries:
+        return ExitOutcome("failed", kept, attempts, f"{what} after {attempts} attempt(s)")
+    return ExitOutcome("queued", kept, attempts, f"attempt {attempts} failed ({what})", True)

@@ -1,1 +1,0 @@
-"""Event engine and the simulators that wire traces, policies, placements and sharing."""

@@ -1,7 +1,0 @@
-"""Gavel's round mechanism, simulated: ``driver`` (clock, arrivals, progress model around
-the clock-free ``mechanisms.rounds.RoundDecider``), ``sharing`` (co-located speeds in a
-round), ``tracker`` (the round timeline's cluster figures)."""
-
-from gpumosaic.sim.rounds.driver import RoundConfig, RoundSimulator, job_records, run_rounds
-
-__all__ = ["RoundConfig", "RoundSimulator", "job_records", "run_rounds"]

@@ -1,0 +1,90 @@
+"""A lease's processes are its whole process group: a job under ``/bin/sh -c`` loses its
+shell to SIGTERM at once while the job itself still checkpoints; the lease is over (and
+the job's next lease may start) only when the job is gone too (docs/live.md, "measured
+rates after a move")."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpumosaic.runtime.executors import ray as ray_executor
+from gpumosaic.runtime.executors.ray import LeaseProcess, group_alive
+
+ENV = {"GPUMOSAIC_LEASE_ID": "L", "GPUMOSAIC_RANK": "0"}
+
+
+def job(tmp_path: Path, body: str) -> str:
+    """A Python job run through a shell (its leading ``NAME=value`` needs one)."""
+    script = tmp_path / "job.py"
+    script.write_text(body)
+    return f"X=1 {sys.executable} {script}"
+
+
+def test_a_stopped_jobs_exit_is_its_own_not_its_shells(tmp_path: Path) -> None:
+    marker = tmp_path / "saved"
+    command = job(
+        tmp_path,
+        "import pathlib, signal, sys, time\n"
+        "stop = []\n"
+        "signal.signal(signal.SIGTERM, lambda *_: stop.append(1))\n"
+        "print('ready', flush=True)\n"
+        "while not stop:\n"
+        "    time.sleep(0.01)\n"
+        "time.sleep(0.5)  # its checkpoint\n"
+        f"pathlib.Path({str(marker)!r}).write_text('done')\n",
+    )
+    log = tmp_path / "job.log"
+    proc = LeaseProcess(command, "", ENV, str(log))
+    assert ray_executor.argv(command)[:2] == ["/bin/sh", "-c"]
+    deadline = time.monotonic() + 20
+    while "ready" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pgid = proc.pid()
+    assert pgid is not None
+    proc.terminate(10.0)
+    proc.wait()
+    assert marker.read_text() == "done"  # the job finished its checkpoint first
+    assert not group_alive(pgid)
+
+
+def test_a_process_left_behind_is_killed_after_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ray_executor, "GROUP_EXIT_GRACE_S", 0.3)
+    log = tmp_path / "job.log"
+    proc = LeaseProcess("sleep 60 & exit 0", "", ENV, str(log))
+    pgid = proc.pid()
+    assert pgid is not None
+    started = time.monotonic()
+    code, tail = proc.wait()
+    assert code == 0 and time.monotonic() - started < 10
+    assert not group_alive(pgid)
+    assert "other processes outlived it" in tail
+
+
+def test_a_job_that_ignores_sigterm_is_killed_at_the_grace_periods_end(tmp_path: Path) -> None:
+    command = job(
+        tmp_path,
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n",
+    )
+    log = tmp_path / "job.log"
+    proc = LeaseProcess(command, "", ENV, str(log))
+    deadline = time.monotonic() + 20
+    while "ready" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    result: list[tuple[int, str]] = []
+    waiter = threading.Thread(target=lambda: result.append(proc.wait()))
+    waiter.start()
+    started = time.monotonic()
+    proc.terminate(0.5)
+    waiter.join(20)
+    assert result and time.monotonic() - started < 10
+    assert proc.pid() is not None and not group_alive(proc.pid())  # type: ignore[arg-type]

@@ -1,0 +1,101 @@
+"""The serve page's world, from a round service with the in-process executor (no Ray):
+why each queued job waits, rates and allocation from the decider, progress between
+rounds, rho, and that an unchanged job keeps its value object (only changes travel)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpumosaic.mechanisms.rounds.ui import RoundsView
+from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.runtime.cluster import RayNode, discover
+from gpumosaic.runtime.executors.contract import InProcessExecutor
+from gpumosaic.runtime.jobs.submission import JobSubmission
+from gpumosaic.runtime.leases import LeaseTable
+from gpumosaic.runtime.ui.stream import Feed, diff
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    live = discover([RayNode("n0", "10.0.0.1", (("V100", 2),))], None)
+    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, round_s=2.0)
+
+    def executor(table: LeaseTable) -> InProcessExecutor:
+        return InProcessExecutor(table, time.time, lambda job, model: 100.0)
+
+    svc = Service(config, live, executor_factory=executor)
+    svc.start()
+    yield svc
+    svc.stop()
+
+
+def submit(svc: Service, steps: float, gpus: int = 1) -> int:
+    return svc.store.add_job(JobSubmission(command="x", steps=steps, gpus=gpus), time.time(), 0)
+
+
+def wait_round(svc: Service, at_least: int) -> None:
+    give_up = time.monotonic() + 30
+    while svc.driver is None or svc.driver.round_idx < at_least:
+        assert time.monotonic() < give_up, "no round boundary"
+        time.sleep(0.02)
+
+
+def test_queue_says_why_and_jobs_carry_the_deciders_view(service: Service) -> None:
+    view = RoundsView(service)
+    wait_round(service, 0)
+    # Three two-GPU jobs on two GPUs: one runs, two wait their turn.
+    ids = [submit(service, 10**6, gpus=2) for _ in range(3)]
+    first = service.driver.round_idx  # type: ignore[union-attr]
+    world = view.world()
+    assert {world["plan"][str(i)]["why"] for i in ids} == {
+        "submitted during this round: admitted at the next round boundary"
+    }
+    wait_round(service, first + 1)
+    time.sleep(0.3)
+    world = view.world()
+    states = {i: world["jobs"][str(i)]["state"] for i in ids}
+    assert sorted(states.values()) == ["queued", "queued", "running"]
+    for i in ids:
+        plan = world["plan"][str(i)]
+        assert plan["rates"] == [1.0] and plan["measured"] == [False]  # the placeholder prior
+        assert math.isclose(sum(plan["x"]), 1 / 3, rel_tol=0.05)  # an equal share of V100
+        if states[i] == "queued":
+            assert plan["why"].startswith("waits its turn: allocated V100 33%")
+    running = next(i for i in ids if states[i] == "running")
+    gpus = {k: v for k, v in world["gpus"].items() if v}
+    assert gpus == {"0.0": [[running, 1000]], "0.1": [[running, 1000]]}
+    done, rho = world["progress"][str(running)]
+    assert done > 0 and rho is not None and rho > 0
+    s = world["service"]["s"]
+    assert s["counts"] == {"queued": 2, "running": 1} and s["gpus_total"] == 2
+    assert s["rho_max"] >= s["rho_mean"] > 0
+    rounds = world["rounds"]
+    assert str(service.driver.round_idx) in rounds  # type: ignore[union-attr]
+
+
+def test_an_unchanged_job_keeps_its_value_so_only_changes_travel(service: Service) -> None:
+    view = RoundsView(service)
+    wait_round(service, 0)
+    a, b = submit(service, 10**6), submit(service, 10**6)
+    wait_round(service, service.driver.round_idx + 1)  # type: ignore[union-attr]
+    before = view.world()
+    submit(service, 10**6)  # a store write that changes neither a nor b
+    after = view.world()
+    for i in (a, b):
+        assert after["jobs"][str(i)] is before["jobs"][str(i)]
+    changed, deleted = diff(before, after)
+    assert set(changed["jobs"]) == {"3"} and deleted == {}
+
+
+def test_a_feed_builds_once_per_interval_for_every_client(service: Service) -> None:
+    view = RoundsView(service)
+    feed = Feed(view.world, interval_s=60.0)
+    version = feed.refresh()
+    for _ in range(20):
+        assert feed.refresh() == version
+    assert feed.refreshes == 1
