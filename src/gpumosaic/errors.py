@@ -63,3 +63,7 @@ def unknown_name(kind: str, name: str, known: Iterable[str], *, field: str | Non
     return InputError(
         f"unknown {kind}{did_you_mean(name, names)}; {listed}", field=field, value=name
     )
+
+
+class BookkeepingError(RuntimeError):
+    """An allocation would break an invariant (a bug in the caller, never user input)."""

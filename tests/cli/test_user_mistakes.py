@@ -528,3 +528,11 @@ LIVE = ["sim-vs-live", "--policy", "fifo"]
 )
 def test_every_command_refuses_a_spec_in_one_line(args: list[str], line: str) -> None:
     assert line in one_line_error(args)
+
+
+def test_the_suggestion_for_an_unknown_command_does_not_depend_on_what_ran_before() -> None:
+    # click suggests from the commands loaded so far; a command run earlier in the same
+    # process (here: simulate's help) must not narrow the suggestion to itself.
+    assert runner.invoke(app, ["simulate", "--help"]).exit_code == 0
+    line = one_line_error(["simulte"])
+    assert "Did you mean 'simulate', 'emulate'?" in line, line

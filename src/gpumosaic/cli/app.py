@@ -124,11 +124,15 @@ class LazyCommandGroup(TyperGroup):
                 return super().resolve_command(ctx, args)
             except Exception as err:
                 message = getattr(err, "message", None)
-                if isinstance(message, str) and "Did you mean" not in message:
+                if isinstance(message, str):
+                    # click suggests from the commands loaded so far (which depends on what
+                    # ran before in this process); the suggestion is from every name.
+                    message = message.split(" Did you mean", 1)[0]
                     close = difflib.get_close_matches(args[0], list(COMMAND_MODULES))
                     if close:
                         names = ", ".join(repr(name) for name in close)
-                        err.message = f"{message.rstrip('.')}. Did you mean {names}?"  # type: ignore[attr-defined]
+                        message = f"{message.rstrip('.')}. Did you mean {names}?"
+                    err.message = message  # type: ignore[attr-defined]
                 raise
         return super().resolve_command(ctx, args)
 

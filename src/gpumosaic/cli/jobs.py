@@ -79,7 +79,7 @@ def submit(
     """Submit a job (or a job list: every row checked first, then all or none); prints
     the id(s)."""
     from gpumosaic.runtime.emulate import EmulationError, parse_rates
-    from gpumosaic.runtime.jobs.admission import check_job
+    from gpumosaic.runtime.jobs.submission import check_job
 
     if command is None:
         raise InputError("give the job's command line", field="--command")

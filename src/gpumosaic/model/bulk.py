@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.types import IntArray
 
 if TYPE_CHECKING:
@@ -54,8 +55,6 @@ def apply(state: ClusterState, parts: PartArrays, sign: int) -> int:
     """Give back (``sign`` +1) or take (-1) the resources of ``parts`` on ``state``'s arrays,
     as ``allocate`` / ``release`` would one by one; taking is all or nothing (raises
     ``BookkeepingError`` and changes nothing). Returns the change of allocated milli."""
-    from gpumosaic.model.state import BookkeepingError
-
     error, delta = _kernel().apply_parts(
         sign, *parts, state.gpu_free, state.gpu_exists, state.gpu_tasks, state.cpu_free,
         state.memory_free, state.kind_count, state.node_version,
@@ -68,8 +67,6 @@ def apply(state: ClusterState, parts: PartArrays, sign: int) -> int:
 def release_rows(state: ClusterState, ids: IntArray) -> int:
     """Give back what row holders ``ids`` hold (``holders.RowHolders``) and forget them;
     all or nothing. Returns the change of allocated milli."""
-    from gpumosaic.model.state import BookkeepingError
-
     rows = state.rows
     error, delta = _kernel().release_rows(
         ids, rows.node, rows.slots, rows.count, rows.milli, rows.cpu, rows.memory,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.model import bulk
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -54,10 +55,6 @@ class Assignment:
         if len(self.gpus) == 1 and self.gpu_milli < MILLI_PER_GPU:
             return SHARING_KIND
         return len(self.gpus)
-
-
-class BookkeepingError(RuntimeError):
-    """An allocation would break an invariant (a bug in the caller, never user input)."""
 
 
 class ClusterState:

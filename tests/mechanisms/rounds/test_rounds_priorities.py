@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpumosaic.mechanisms.rounds.choice_kernel import NEW_ENTITY_PRIORITY
 from gpumosaic.mechanisms.rounds.priorities import (
-    NEW_ENTITY_PRIORITY,
     EntityTable,
     priorities,
     reset_accounting,

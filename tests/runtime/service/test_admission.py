@@ -19,8 +19,8 @@ from gpumosaic.runtime.jobs.admission import (
     MAX_BODY_BYTES,
     MAX_LOG_TAIL_BYTES,
     MAX_PAGE,
-    check_job,
 )
+from gpumosaic.runtime.jobs.submission import check_job
 
 
 def raw(url: str, method: str, path: str, body: bytes | None = None, **headers: str):  # type: ignore[no-untyped-def]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 
 from gpumosaic.kernel_cache import njit
-from gpumosaic.mechanisms.rounds.priorities import NEW_ENTITY_PRIORITY
 
 
 @njit(cache=True, inline="always")
@@ -45,6 +44,7 @@ def priority_matrix(x, time, type_total):  # pragma: no cover
     return out
 
 
+NEW_ENTITY_PRIORITY = 1e9  # Gavel: "don't use inf so 2 * new_priority > new_priority"
 _RADIX_BITS = 11
 _RADIX_FROM = 512  # below this many keys numba's merge sort is as fast
 

@@ -50,8 +50,6 @@ from gpumosaic.policies.base import Policy, TypeOrder
 from gpumosaic.types import BoolArray, FloatArray, IntArray
 from gpumosaic.workloads.throughputs import Throughputs
 
-# Steps below this are a finished job (the arithmetic of float step counts).
-STEP_EPS = 1e-6
 _CPU_ONLY = "the rounds schedule GPU jobs only (num_gpu=0)"
 _NO_THROUGHPUT = "no GPU model of the cluster gives it a throughput"
 

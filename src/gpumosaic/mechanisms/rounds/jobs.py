@@ -16,6 +16,9 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.outcome import Rejection
 from gpumosaic.types import FloatArray, IntArray
 
+# Steps below this are a finished job (the arithmetic of float step counts).
+STEP_EPS = 1e-6
+
 _INITIAL_ROWS = 256
 
 # What admission writes of each spec, as columns of two blocks (one write per block per

@@ -29,8 +29,6 @@ import numpy.typing as npt
 
 from gpumosaic.types import FloatArray, IntArray
 
-NEW_ENTITY_PRIORITY = 1e9  # Gavel: "don't use inf so 2 * new_priority > new_priority"
-
 
 @dataclass(slots=True)
 class EntityTable:

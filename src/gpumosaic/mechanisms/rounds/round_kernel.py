@@ -12,7 +12,7 @@ import numpy as np
 
 from gpumosaic.kernel_cache import njit
 from gpumosaic.mechanisms.rounds.choice_kernel import choose
-from gpumosaic.mechanisms.rounds.decision import STEP_EPS
+from gpumosaic.mechanisms.rounds.jobs import STEP_EPS
 from gpumosaic.mechanisms.rounds.kernel import STARTED, start_singles
 from gpumosaic.model.gpu import MILLI_PER_GPU
 

@@ -14,12 +14,7 @@ fallback, ``mechanisms/rounds/allocation.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from gpumosaic.errors import InputError
 
 MAX_STEPS = 1e12  # total steps of a job; also any step count a lease reports
 # A submission's known rates (steps/s in job time): 12 orders of magnitude, with
@@ -90,26 +85,3 @@ def first_problem(err: ValidationError) -> tuple[str, str]:
     loc = ".".join(str(p) for p in first.get("loc", ()))
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     return loc, message
-
-
-def check_job(
-    body: Mapping[str, Any],
-    *,
-    path: str | None = None,
-    row: int | None = None,
-    flags: bool = False,
-) -> Any:
-    """``body`` validated as a ``JobSubmission`` (the rules the service applies), or an
-    ``InputError`` naming the file and row, and the field (as a CLI flag with ``flags``)."""
-    from gpumosaic.runtime.jobs.submission import JobSubmission
-
-    try:
-        return JobSubmission.model_validate(dict(body))
-    except ValidationError as err:
-        field, message = first_problem(err)
-        name = field.split(".")[0]
-        if flags and name:
-            value = body.get(name)
-            shown = value if isinstance(value, int | float) else None
-            raise InputError(message, field="--" + name.replace("_", "-"), value=shown) from None
-        raise InputError(message, path=path, row=row, field=field or None) from None

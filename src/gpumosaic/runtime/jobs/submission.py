@@ -3,18 +3,21 @@ service shows back. The limits are ``admission``'s (documented in docs/live.md).
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from gpumosaic.errors import InputError
 from gpumosaic.model.gpu import MILLI_PER_GPU, UnknownGpuModelError, gpu_model
 from gpumosaic.runtime.jobs.admission import (
     ENV_KEY_PATTERN,
@@ -33,6 +36,7 @@ from gpumosaic.runtime.jobs.admission import (
     MAX_STEPS_PER_S,
     MIN_PRIORITY_WEIGHT,
     MIN_STEPS_PER_S,
+    first_problem,
     no_nul,
 )
 
@@ -184,3 +188,24 @@ class JobView(BaseModel):
     suspensions: int | None = None
     migrations: int | None = None
     packed_with: int | None = None
+
+
+def check_job(
+    body: Mapping[str, Any],
+    *,
+    path: str | None = None,
+    row: int | None = None,
+    flags: bool = False,
+) -> Any:
+    """``body`` validated as a ``JobSubmission`` (the rules the service applies), or an
+    ``InputError`` naming the file and row, and the field (as a CLI flag with ``flags``)."""
+    try:
+        return JobSubmission.model_validate(dict(body))
+    except ValidationError as err:
+        field, message = first_problem(err)
+        name = field.split(".")[0]
+        if flags and name:
+            value = body.get(name)
+            shown = value if isinstance(value, int | float) else None
+            raise InputError(message, field="--" + name.replace("_", "-"), value=shown) from None
+        raise InputError(message, path=path, row=row, field=field or None) from None
