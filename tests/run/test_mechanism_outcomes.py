@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
-from gpumosaic.model.outcome import Outcome, RejectReason
+from gpumosaic.results.outcome import Outcome, RejectReason
 from gpumosaic.run.build import run
 from gpumosaic.run.description import RunDescription
 

@@ -332,7 +332,8 @@ TIME_FIELDS = ("submitted_at", "started_at", "finished_at")
 
 @app.command(
     "jobs",
-    epilog="Example: gpumosaic jobs --server URL --state running --name j1 --json",
+    epilog="Example: gpumosaic jobs --server URL --state running --name j1 --json; "
+    "gpumosaic jobs --server URL --summary --json",
 )
 @user_errors
 def jobs_command(
@@ -347,10 +348,20 @@ def jobs_command(
     ] = None,
     name: Annotated[str | None, typer.Option(help="only jobs of this name")] = None,
     utc: UtcOpt = False,
+    summary: Annotated[
+        bool,
+        typer.Option(
+            "--summary", help="the run so far, as simulate summarises one (--json: its keys)"
+        ),
+    ] = False,
 ) -> None:
     """The service's jobs: state, progress, GPU type and index, attained time, steps/s.
 
     Attained time grows while a job runs; when each was submitted ("2 min ago")."""
+    if summary:
+        from gpumosaic.cli.jobs_summary import show_summary
+
+        return show_summary(server, token, json_out, state, name)
     from gpumosaic.runtime.jobs.admission import MAX_NAME_CHARS
     from gpumosaic.runtime.jobs.submission import JOB_STATES
 

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
-from gpumosaic.model.outcome import Outcome, RejectReason
 from gpumosaic.placement.background import BackgroundLoad
+from gpumosaic.results.outcome import JobEnd, Outcome, RejectReason
 
 if TYPE_CHECKING:
     from gpumosaic.mechanisms.rounds.estimation import EstimationReport
@@ -24,12 +24,15 @@ if TYPE_CHECKING:
 
 class JobStatus(StrEnum):
     """What a driver knows of a job when the run stops; ``JobRecord.outcome`` refines it
-    (a queued job that never ran is ``Outcome.NEVER_STARTED``)."""
+    (a queued job that never ran is ``Outcome.NEVER_STARTED``). Failed and cancelled
+    happen live only (a simulated job neither fails nor is cancelled)."""
 
     COMPLETED = "completed"
     RUNNING = "running"
     QUEUED = "queued"
     REJECTED = "rejected"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ class JobRecord:
     num_gpu: int
     gpu_milli: int
     status: JobStatus
-    reason: str = ""  # for people: why rejected (or why still queued at the end)
+    reason: str = ""  # for people: why rejected, failed (or why still queued at the end)
     rejection: RejectReason | None = None  # the typed reason of a rejected job
     gpu_model: str = ""  # GPU model of its first placement
     measured: bool = True  # inside the measurement window
@@ -69,6 +72,17 @@ class JobRecord:
         return _OUTCOME[status]
 
     @property
+    def end(self) -> JobEnd:
+        """``outcome`` with its reason, one value (``results.outcome.JobEnd``). The
+        words of a rejection are the record's ``reason`` (``code: detail``)."""
+        rejection = self.rejection
+        if rejection is not None and self.status is JobStatus.REJECTED:
+            prefix = f"{rejection.value}: "
+            detail = self.reason[len(prefix) :] if self.reason.startswith(prefix) else self.reason
+            return JobEnd(Outcome.REJECTED, rejection, detail)
+        return JobEnd(self.outcome, None, self.reason)
+
+    @property
     def jct_s(self) -> float:
         return self.finish_s - self.arrival_s
 
@@ -81,7 +95,16 @@ _OUTCOME = {
     JobStatus.COMPLETED: Outcome.COMPLETED,
     JobStatus.RUNNING: Outcome.RUNNING,
     JobStatus.REJECTED: Outcome.REJECTED,
+    JobStatus.FAILED: Outcome.FAILED,
+    JobStatus.CANCELLED: Outcome.CANCELLED,
 }
+_STATUS = {outcome: status for status, outcome in _OUTCOME.items()}
+
+
+def status_of(outcome: Outcome) -> JobStatus:
+    """The status a driver records for a job that ends (or stands) ``outcome``: an
+    unfinished job waiting, started or not, is queued."""
+    return _STATUS.get(outcome, JobStatus.QUEUED)
 
 
 @dataclass(frozen=True, slots=True)

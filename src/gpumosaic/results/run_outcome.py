@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.outcome import RejectReason
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.filter import explain
+from gpumosaic.results.outcome import RejectReason
 from gpumosaic.results.result import SimResult
 from gpumosaic.results.summary import Summary
 from gpumosaic.workloads.load import OfferedLoad

@@ -91,6 +91,8 @@ def summarize(result: SimResult) -> Summary:
         running=count[JobStatus.RUNNING],
         queued=count[JobStatus.QUEUED],
         rejected=count[JobStatus.REJECTED],
+        failed=count[JobStatus.FAILED],
+        cancelled=count[JobStatus.CANCELLED],
         unfinished=count[JobStatus.RUNNING] + count[JobStatus.QUEUED],
         never_started=jobs.never_started,
         measured_jobs=int(measured.sum()),

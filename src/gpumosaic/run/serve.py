@@ -34,6 +34,7 @@ from gpumosaic.mechanisms.rounds.live.decider import (
     estimation_metrics,
 )
 from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import build_queue_order
@@ -304,6 +305,7 @@ class Service:
         self._server: Any = None
         self.url = ""
         self.max_gpus = self._max_gpus()
+        self.total_gpu_milli = cluster.spec.num_gpus * MILLI_PER_GPU
         self.driver_error: BaseException | None = None
 
     # ---- what the API asks ---------------------------------------------------------

@@ -54,7 +54,7 @@ from gpumosaic.mechanisms.gandiva import (
     Unpack,
 )
 from gpumosaic.model.job import JobSpec
-from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.results.result import JobStatus, RunStats, SimResult, TimelineRecorder
 from gpumosaic.results.summary import summarize
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
@@ -480,7 +480,11 @@ def _live_result(
 ) -> SimResult:
     """The store's rows as the simulator's records (job time, the workload's ids): a
     job's times run from its arrival in the decider (its submission, or the service's
-    start for one submitted before it)."""
+    start for one submitted before it). Each keeps its typed end (``JobRow.end``):
+    failed, cancelled and rejected (with its reason) as they ended."""
+    from dataclasses import replace
+
+    from gpumosaic.runtime.state.live_result import job_record
     from gpumosaic.runtime.state.records import JobRow
 
     spec_of = {j.id: j for j in jobs}
@@ -490,32 +494,18 @@ def _live_result(
         spec = spec_of[id_of[row.id]]
         # job time since the decider's arrival, from the workload's arrival
         shift = spec.arrival_s - max(row.submitted_at - driver.epoch, 0.0) - driver.epoch
-
-        def at(t: float | None, shift: float = shift) -> float:
-            return math.nan if t is None else t + shift
-
-        status = {
-            "done": JobStatus.COMPLETED,
-            "rejected": JobStatus.REJECTED,
-            "running": JobStatus.RUNNING,
-        }.get(row.state, JobStatus.QUEUED)
+        record = job_record(row, epoch=-shift)
         records.append(
-            JobRecord(
+            replace(
+                record,
                 job_id=spec.id,
                 name=spec.name,
                 job_type=spec.job_type,
                 arrival_s=spec.arrival_s,
-                start_s=at(row.started_at),
-                finish_s=at(row.finished_at) if status is JobStatus.COMPLETED else math.nan,
-                num_gpu=spec.num_gpu,
-                gpu_milli=spec.gpu_milli,
-                status=status,
-                reason=row.reason,
-                gpu_model=row.gpu_type,
             )
         )
     records.sort(key=lambda r: r.job_id)
-    end = max((r.finish_s for r in records if r.finish_s == r.finish_s), default=0.0)
+    end = max((r.finish_s for r in records if r.status is JobStatus.COMPLETED), default=0.0)
     total_milli = int(driver.decider.state.total_gpu_milli)
     return SimResult(
         records=tuple(records),

@@ -33,13 +33,13 @@ from gpumosaic import cyclic_gc
 from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, job_shape
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.outcome import RejectReason
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import Reason, explain
 from gpumosaic.placement.gang import could_span
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder
+from gpumosaic.results.outcome import RejectReason
 from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult
 from gpumosaic.results.timeline.log import TimelineLog
 from gpumosaic.sharing.interference import NoInterference

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpumosaic.model.outcome import Rejection
+from gpumosaic.results.outcome import Rejection
 
 
 @dataclass(frozen=True, slots=True)

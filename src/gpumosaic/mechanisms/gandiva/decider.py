@@ -44,11 +44,11 @@ from gpumosaic.mechanisms.gandiva.rates import RateModel
 from gpumosaic.mechanisms.gandiva.sets import GpuSets
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.outcome import Rejection, RejectReason
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
 from gpumosaic.policies.ordering import QueueOrder, SortKey
+from gpumosaic.results.outcome import Rejection, RejectReason
 from gpumosaic.workloads.throughputs import Throughputs
 
 

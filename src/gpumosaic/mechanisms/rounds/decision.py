@@ -41,12 +41,12 @@ from gpumosaic.mechanisms.rounds.priorities import EntityTable, select_entity_ar
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.outcome import Rejection, RejectReason
 from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import explain
 from gpumosaic.policies.base import Policy, TypeOrder
+from gpumosaic.results.outcome import Rejection, RejectReason
 from gpumosaic.types import BoolArray, FloatArray, IntArray
 from gpumosaic.workloads.throughputs import Throughputs
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from gpumosaic.mechanisms.rounds.policy_input import JobColumns
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.outcome import Rejection
+from gpumosaic.results.outcome import Outcome, Rejection
 from gpumosaic.types import FloatArray, IntArray
 
 # Steps below this are a finished job (the arithmetic of float step counts).
@@ -46,6 +46,8 @@ class JobStore:
         self.job_type: list[str] = []
         self.entity: list[str] = []
         self.rejected: dict[int, Rejection] = {}  # row -> typed reason
+        # row -> how a job left before its steps were done (live: failed, cancelled)
+        self.withdrawn: dict[int, Outcome] = {}
         # Active rows in arrival order (a dict: a completion removes its row in O(1)).
         self._active: dict[int, None] = {}
 
@@ -141,6 +143,16 @@ class JobStore:
 
     def reject(self, row: int, rejection: Rejection) -> None:
         self.rejected[row] = rejection
+
+    def withdraw(self, row: int, left_s: float, outcome: Outcome) -> None:
+        """The job left at ``left_s`` without doing its steps (``outcome``: failed or
+        cancelled): no longer active, its steps stay as counted."""
+        if outcome is Outcome.COMPLETED or not outcome.final:
+            raise ValueError(f"a withdrawn job ends failed or cancelled, not {outcome.value}")
+        self.finish_s[row] = left_s
+        self.withdrawn[row] = outcome
+        self.is_active[row] = False
+        self._active.pop(row, None)
 
     def complete(self, rows: list[int], finish: list[float]) -> None:
         for row, t in zip(rows, finish, strict=True):

@@ -3,7 +3,8 @@
 Users: ``POST /v1/jobs``, ``POST /v1/jobs/batch`` (all or nothing), ``GET /v1/jobs``
 (paginated: ``limit``, ``after``; filters ``state``, ``name``), ``GET /v1/jobs/{id}``,
 ``GET /v1/jobs/{id}/logs`` (a bounded tail, or from an ``offset``; streamed),
-``POST /v1/jobs/{id}/cancel``.
+``POST /v1/jobs/{id}/cancel``, ``GET /v1/summary`` (the run so far, the keys of
+``simulate --json``, by the simulations' own summary).
 Jobs (``gpumosaic.lease``): ``POST /v1/leases/{id}/init``, ``/progress`` (steps;
 ``at_end`` waits for the round decision), ``/checkpoint``, and ``GET /v1/leases/{id}``
 (410 once the lease is over: the caller is fenced). Operators: ``/healthz`` and
@@ -60,6 +61,7 @@ from gpumosaic.runtime.jobs.submission import (
 )
 from gpumosaic.runtime.leases import Grant, LeaseTable
 from gpumosaic.runtime.share.supervisor import ShareView
+from gpumosaic.runtime.state.live_result import store_summary
 from gpumosaic.runtime.state.records import GandivaJobRow, JobRow
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.ui import docs_page
@@ -80,6 +82,7 @@ class ServiceView(Protocol):
     authority: Authority
     park_margin_s: float
     default_retries: int
+    total_gpu_milli: int  # the cluster's, for the summary's utilization
 
     def health_problem(self) -> str | None: ...
 
@@ -327,6 +330,10 @@ def create_app(service: ServiceView, ui: Callable[[Any], APIRouter] | None = Non
         headers = {"X-Next-After": str(rows[-1].id)} if len(rows) == limit else {}
         body = [view(j).model_dump() for j in rows]
         return JSONResponse(content=body, headers=headers)
+
+    @app.get("/v1/summary", dependencies=users)
+    def summary() -> dict[str, Any]:
+        return store_summary(store, service.total_gpu_milli, service.clock()).to_json()
 
     @app.get("/v1/jobs/{job_id}", dependencies=users)
     def job(job_id: JobId) -> JobView:

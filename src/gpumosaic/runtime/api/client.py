@@ -101,6 +101,10 @@ class ServiceClient:
     def cancel(self, job_id: int) -> dict[str, Any]:
         return dict(self.request("POST", f"/v1/jobs/{job_id}/cancel"))
 
+    def summary(self) -> dict[str, Any]:
+        """The run so far, summarised as a simulation is (``GET /v1/summary``)."""
+        return dict(self.request("GET", "/v1/summary"))
+
 
 def _http_error(err: urllib.error.HTTPError) -> InputError:
     try:

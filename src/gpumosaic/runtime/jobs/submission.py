@@ -40,8 +40,9 @@ from gpumosaic.runtime.jobs.admission import (
     no_nul,
 )
 
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "rejected")
-TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "rejected"})
+# The states' spellings (an interface) and their typed ends are ``ends``'s.
+from gpumosaic.runtime.jobs.ends import JOB_STATES as JOB_STATES
+from gpumosaic.runtime.jobs.ends import TERMINAL_STATES as TERMINAL_STATES
 
 EnvKey = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_ENV_KEY_CHARS, pattern=ENV_KEY_PATTERN)

@@ -8,7 +8,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from gpumosaic.model.job import JobSpec
-from gpumosaic.runtime.jobs.submission import TERMINAL_STATES
+from gpumosaic.results.outcome import JobEnd, RejectReason
+from gpumosaic.runtime.jobs.ends import TERMINAL_STATES, job_end
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -26,6 +27,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     max_retries INTEGER NOT NULL,
     state TEXT NOT NULL,
     reason TEXT NOT NULL DEFAULT '',
+    rejection TEXT NOT NULL DEFAULT '',  -- a rejected job's RejectReason code ('' otherwise)
     steps_done REAL NOT NULL DEFAULT 0,
     checkpoint_steps REAL NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
@@ -130,10 +132,16 @@ class JobRow:
     submitted_at: float
     started_at: float | None
     finished_at: float | None
+    rejection: str = ""  # a rejected job's RejectReason code
 
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def end(self) -> JobEnd:
+        """How the job ended (or stands), typed (``runtime.jobs.ends``)."""
+        return job_end(self.state, self.reason, self.rejection, self.started_at is not None)
 
     def spec(self, arrival_s: float) -> JobSpec:
         """The job as the decider sees it (arriving at ``arrival_s`` on its clock)."""
@@ -219,7 +227,31 @@ def job_row(r: sqlite3.Row) -> JobRow:
         submitted_at=r["submitted_at"],
         started_at=r["started_at"],
         finished_at=r["finished_at"],
+        rejection=r["rejection"],
     )
+
+
+def add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring a state file of an older version up to ``SCHEMA``: its jobs table gets the
+    ``rejection`` column, filled from the words its rejected jobs kept (``code: detail``,
+    as ``Rejection`` wrote them), once."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(jobs)").fetchall()}
+    if "rejection" in columns:
+        return
+    db.execute("BEGIN IMMEDIATE")  # the column and its values, or neither
+    try:
+        db.execute("ALTER TABLE jobs ADD COLUMN rejection TEXT NOT NULL DEFAULT ''")
+        for code in RejectReason:
+            prefix = f"{code.value}: "
+            db.execute(
+                "UPDATE jobs SET rejection = ? WHERE state = 'rejected' "
+                "AND substr(reason, 1, ?) = ?",
+                (code.value, len(prefix), prefix),
+            )
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def lease_row(r: sqlite3.Row) -> LeaseRow:

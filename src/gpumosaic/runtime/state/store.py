@@ -14,13 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpumosaic.runtime.jobs.submission import TERMINAL_STATES, JobSubmission
+from gpumosaic.results.outcome import JobEnd
+from gpumosaic.runtime.jobs.ends import TERMINAL_STATES, rejection_code, store_state
+from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.state.records import (
     SCHEMA,
     EventRow,
     GandivaJobRow,
     JobRow,
     LeaseRow,
+    add_missing_columns,
     job_row,
     lease_row,
 )
@@ -38,6 +41,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        add_missing_columns(self._db)
         self._depth = 0  # > 0 inside ``batch``: changes join its one transaction
         # Bumped by every submission and cancellation, so the driver rescans the jobs
         # only when one happened (not at every tick).
@@ -217,13 +221,14 @@ class Store:
             if state != "queued" or reason:  # a lease that simply ended is in ``leases``
                 self._event(db, now, job_id, state, reason)
 
-    def finish(self, job_id: int, state: str, reason: str, now: float) -> None:
+    def finish(self, job_id: int, end: JobEnd, now: float) -> None:
         """A job leaves for good without a process ending (cancelled while queued, rejected)."""
+        state, reason = store_state(end), end.words
         with self._tx() as db:
             db.execute(
-                "UPDATE jobs SET state = ?, reason = ?, finished_at = ?, lease_id = NULL "
-                "WHERE id = ?",
-                (state, reason, now, job_id),
+                "UPDATE jobs SET state = ?, reason = ?, rejection = ?, finished_at = ?, "
+                "lease_id = NULL WHERE id = ?",
+                (state, reason, rejection_code(end), now, job_id),
             )
             self._event(db, now, job_id, state, reason)
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpumosaic.results.outcome import JobEnd
 from gpumosaic.runtime.executors.contract import ExitReport
+from gpumosaic.runtime.jobs.ends import job_end
 from gpumosaic.runtime.state.records import JobRow
 
 if TYPE_CHECKING:
@@ -23,6 +25,11 @@ class ExitOutcome:
     attempts: int
     reason: str
     retry: bool = False  # a failed attempt that will run again
+
+    @property
+    def end(self) -> JobEnd:
+        """The job's end, typed (``runtime.jobs.ends``): a process ran, so it started."""
+        return job_end(self.state, self.reason, "", started=True)
 
 
 def exit_outcome(

@@ -63,3 +63,53 @@ def test_a_window_is_replayed_up_to_its_last_measured_job() -> None:
     )
     parts = build_parts(gandiva_description(description, "gandiva:quantum=7200"))
     assert [j.id for j in replayed_jobs(parts)] == list(range(14))
+
+
+def test_live_rows_keep_their_ends_as_the_simulators_records(tmp_path: Path) -> None:
+    """sim-vs-live's Gandiva side: a failed and a cancelled job stay failed and cancelled
+    (they were "queued"), and a rejection keeps its typed reason and its words."""
+    from types import SimpleNamespace
+
+    from gpumosaic.experiments.sim_vs_live.gandiva import _live_result
+    from gpumosaic.fallbacks import Fallbacks
+    from gpumosaic.model.job import JobSpec
+    from gpumosaic.results.outcome import JobEnd, Outcome, Rejection, RejectReason
+    from gpumosaic.results.result import JobStatus
+    from gpumosaic.runtime.jobs.submission import JobSubmission
+    from gpumosaic.runtime.state.store import Store
+
+    store = Store(tmp_path / "state.db")
+    sub = JobSubmission(command="x", steps=10)
+    done, failed, cancelled, rejected = store.add_jobs([sub] * 4, 100.0, default_retries=0)
+    for job in (done, failed, cancelled):
+        store.mark_running(job, f"L{job}", "V100", "0", 101.0)
+    for job, state in ((done, "done"), (failed, "failed")):
+        store.process_ended(
+            job, state=state, steps_done=10, attempts=1, exit_code=0, log_tail="",
+            reason="exit code 1" if state == "failed" else "", now=111.0,
+        )  # fmt: skip
+    store.finish(cancelled, JobEnd(Outcome.CANCELLED, None, "cancelled by the user"), 105.0)
+    never = Rejection(RejectReason.NEVER_FITS, "asks for 9 GPUs")
+    store.finish(rejected, JobEnd.rejected(never), 100.0)
+    rows = store.jobs()
+    store.close()
+
+    specs = [JobSpec(10 + i, 0.0, "t", num_gpu=1, gpu_milli=1000, work=10) for i in range(4)]
+    driver = SimpleNamespace(
+        epoch=100.0,
+        decider=SimpleNamespace(state=SimpleNamespace(total_gpu_milli=1000), fallbacks=Fallbacks()),
+    )
+    id_of = {done: 10, failed: 11, cancelled: 12, rejected: 13}
+    result = _live_result(rows, driver, id_of, specs, wall_s=1.0)  # type: ignore[arg-type]
+    by_id = {r.job_id: r for r in result.records}
+    assert [by_id[i].status for i in (10, 11, 12, 13)] == [
+        JobStatus.COMPLETED,
+        JobStatus.FAILED,
+        JobStatus.CANCELLED,
+        JobStatus.REJECTED,
+    ]
+    assert by_id[13].rejection is RejectReason.NEVER_FITS
+    assert by_id[13].reason == str(never)
+    assert by_id[11].reason == "exit code 1"
+    assert by_id[10].jct_s == pytest.approx(11.0)  # job time from its arrival at 0
+    assert result.end_s == pytest.approx(11.0)  # the last completion

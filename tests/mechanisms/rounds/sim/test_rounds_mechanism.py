@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from rounds_builders import FixedPolicy, WorstFit, equal_share, job, run_rounds, v100s, workload
 
-from gpumosaic.model.outcome import RejectReason
+from gpumosaic.results.outcome import RejectReason
 from gpumosaic.results.result import JobStatus
 
 

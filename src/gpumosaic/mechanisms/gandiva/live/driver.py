@@ -54,9 +54,11 @@ from gpumosaic.mechanisms.gandiva.live.emulate import ENV_PARTNER_FILE
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment
+from gpumosaic.results.outcome import JobEnd
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.executors.contract import Executor, ExitReport
 from gpumosaic.runtime.executors.launch import launch_spec, stop_previous_process
+from gpumosaic.runtime.jobs.ends import CANCELLED_BY_USER
 from gpumosaic.runtime.leases import LeaseTable, LiveLease
 from gpumosaic.runtime.state.records import GandivaJobRow, JobRow, LeaseRow
 from gpumosaic.runtime.state.store import Store
@@ -319,7 +321,7 @@ class GandivaDriver:
             match action:
                 case Reject(job_id=job_id, reason=reason):
                     c.rejected += 1
-                    self.store.finish(job_id, "rejected", str(reason), now)
+                    self.store.finish(job_id, JobEnd.rejected(reason), now)
                 case Start(job_id=job_id, running=True):
                     self._awaited[job_id] = (self.times.start, now)
                 case Suspend(job_id=job_id):
@@ -562,7 +564,7 @@ class GandivaDriver:
         if outcome.retry:
             self.counters.retries += 1
         self.durable[job_id] = outcome.steps_done
-        if outcome.state in ("done", "failed", "cancelled"):
+        if outcome.end.final:
             self._withdraw(job_id, now)
         # "queued": the job stays in its set; the next reconcile relaunches it there from
         # its checkpoint if its unit holds the GPUs (a lost or retried process).
@@ -573,7 +575,7 @@ class GandivaDriver:
             if lease_id not in self.stopping:
                 self._stop(lease_id)
             return  # cancelled when the process is gone
-        self.store.finish(job.id, "cancelled", "cancelled by the user", now)
+        self.store.finish(job.id, CANCELLED_BY_USER, now)
         self._withdraw(job.id, now)
 
     # ---- reading -------------------------------------------------------------------

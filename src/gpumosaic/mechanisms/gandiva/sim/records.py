@@ -9,7 +9,7 @@ from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
 from gpumosaic.mechanisms.gandiva.group import GandivaJob
 from gpumosaic.mechanisms.gandiva.sim.progress import JobProgress, Ledger
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.model.outcome import Rejection
+from gpumosaic.results.outcome import Rejection
 from gpumosaic.results.result import (
     GandivaReport,
     GandivaWindow,

@@ -26,6 +26,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
 from gpumosaic.policies.base import PackedPairs
+from gpumosaic.results.outcome import Outcome
 from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
@@ -133,12 +134,17 @@ class LiveRoundDecider(RoundDecider):
         finally:
             self.capacity_gpus -= away
 
-    def withdraw(self, row: int, now: float) -> None:
-        """The job left for good (cancelled, failed): it is no longer active, its cached
-        placements are dropped, and the policy re-solves without it."""
+    def withdraw(self, row: int, now: float, outcome: Outcome) -> None:
+        """The job left for good, ``outcome`` typed: done outside a planned round (all
+        its steps reported), failed or cancelled (recorded as such, never as completed).
+        It is no longer active, its cached placements are dropped, and the policy
+        re-solves without it."""
         if not self.jobs.is_active[row]:
             return
-        self.jobs.complete([row], [now])
+        if outcome is Outcome.COMPLETED:
+            self.jobs.complete([row], [now])
+        else:
+            self.jobs.withdraw(row, now, outcome)
         self.leases.forget([row])
         self.need_solve = True
 

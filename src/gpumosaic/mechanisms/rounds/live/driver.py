@@ -49,9 +49,11 @@ from gpumosaic.lease import read_checkpoint_steps
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundPlan
 from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider, PriorThroughputs
 from gpumosaic.mechanisms.rounds.live.meter import RoundMeter
+from gpumosaic.results.outcome import JobEnd, Outcome
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.executors.contract import Executor, ExitReport, LaunchSpec
 from gpumosaic.runtime.executors.launch import launch_spec, stop_previous_process
+from gpumosaic.runtime.jobs.ends import CANCELLED_BY_USER
 from gpumosaic.runtime.leases import LeaseTable, LiveLease
 from gpumosaic.runtime.state.records import JobRow, LeaseRow
 from gpumosaic.runtime.state.store import Store
@@ -413,7 +415,7 @@ class RoundDriver:
             self._static[job.id] = job
             self.total_of[job.id] = job.steps
             if row in self.decider.jobs.rejected:
-                self.store.finish(job.id, "rejected", str(self.decider.jobs.rejected[row]), now)
+                self.store.finish(job.id, JobEnd.rejected(self.decider.jobs.rejected[row]), now)
                 continue
             self.durable[job.id] = job.steps_done
             if job.steps_done > 0:
@@ -427,13 +429,13 @@ class RoundDriver:
             if lease_id not in self.stopping:
                 self._stop(job.id, lease_id)
             return  # cancelled when the process is gone
-        self.store.finish(job.id, "cancelled", "cancelled by the user", now)
-        self._withdraw(job.id, now)
+        self.store.finish(job.id, CANCELLED_BY_USER, now)
+        self._withdraw(job.id, now, Outcome.CANCELLED)
 
-    def _withdraw(self, job_id: int, now: float) -> None:
+    def _withdraw(self, job_id: int, now: float, outcome: Outcome) -> None:
         row = self.row_of.get(job_id)
         if row is not None:
-            self.decider.withdraw(row, self.decision_time(now))
+            self.decider.withdraw(row, self.decision_time(now), outcome)
 
     # ---- leases --------------------------------------------------------------------
 
@@ -541,11 +543,12 @@ class RoundDriver:
         if outcome.retry:
             self.counters.retries += 1
         self.durable[job_id] = outcome.steps_done
-        if outcome.state in ("done", "failed", "cancelled"):
+        end = outcome.end.outcome
+        if end.final:
             self.pending.pop(job_id, None)
             planned = self.plan is not None and any(job_id in e.job_ids for e in self.plan.entries)
-            if outcome.state != "done" or not planned:  # a planned one is credited at round end
-                self._withdraw(job_id, now)
+            if end is not Outcome.COMPLETED or not planned:  # planned: credited at round end
+                self._withdraw(job_id, now, end)
 
     # ---- helpers -------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.base import Policy
+from gpumosaic.results.outcome import Outcome
 from gpumosaic.results.result import (
     JobRecord,
     JobStatus,
@@ -424,6 +425,8 @@ def job_records(jobs: JobStore, type_names: tuple[str, ...]) -> tuple[JobRecord,
     rejected = jobs.rejected
     for row in rejected:
         status[row] = _REJECTED
+    for row, outcome in jobs.withdrawn.items():  # live only: failed, cancelled
+        status[row] = _WITHDRAWN[outcome]
     statuses = [_STATUS[s] for s in status.tolist()]
     names = (*type_names, "")  # first_type -1 -> ""
     return tuple(
@@ -460,5 +463,13 @@ def job_records(jobs: JobStore, type_names: tuple[str, ...]) -> tuple[JobRecord,
     )
 
 
-_COMPLETED, _RUNNING, _QUEUED, _REJECTED = range(4)
-_STATUS = (JobStatus.COMPLETED, JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.REJECTED)
+_COMPLETED, _RUNNING, _QUEUED, _REJECTED, _FAILED, _CANCELLED = range(6)
+_WITHDRAWN = {Outcome.FAILED: _FAILED, Outcome.CANCELLED: _CANCELLED}
+_STATUS = (
+    JobStatus.COMPLETED,
+    JobStatus.RUNNING,
+    JobStatus.QUEUED,
+    JobStatus.REJECTED,
+    JobStatus.FAILED,
+    JobStatus.CANCELLED,
+)
