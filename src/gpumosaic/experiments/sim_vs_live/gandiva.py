@@ -410,8 +410,9 @@ def _run_live(
     seed: int,
     say: Callable[[str], None],
 ) -> LiveGandiva:
+    from gpumosaic.live.rounds.config import ServiceConfig
     from gpumosaic.live.rounds.replay import Arrivals
-    from gpumosaic.live.rounds.service import Service, ServiceConfig
+    from gpumosaic.live.rounds.service import Service
 
     service_config = ServiceConfig(
         state=str(root / "state.db"),

@@ -213,8 +213,8 @@ def _run_live(
     measure: tuple[int, int] | None = None,
     sharing: str | None = None,
 ) -> LiveReplay:
+    from gpumosaic.live.rounds.config import ServiceConfig
     from gpumosaic.live.rounds.replay import replay
-    from gpumosaic.live.rounds.service import ServiceConfig
 
     config = ServiceConfig(
         policy=description.policy,

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpumosaic.live.rounds.cluster import LiveCluster
+from gpumosaic.live.rounds.config import ServiceConfig
 from gpumosaic.live.rounds.driver import RoundDriver
-from gpumosaic.live.rounds.service import Service, ServiceConfig
+from gpumosaic.live.rounds.service import Service
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.model.gpu import GpuModel

@@ -73,7 +73,10 @@ class GpuSets:
     def free_counts(self) -> npt.NDArray[np.intp]:
         """Fully free GPUs per server."""
         state = self.state
-        return (state.gpu_exists & (state.gpu_free == MILLI_PER_GPU)).sum(axis=1)
+        counts: npt.NDArray[np.intp] = (state.gpu_exists & (state.gpu_free == MILLI_PER_GPU)).sum(
+            axis=1
+        )
+        return counts
 
     def views(self, k: int, allowed: npt.NDArray[np.bool_]) -> list[ServerView]:
         """What the affinity order needs to know of every allowed server with >= k GPUs,
