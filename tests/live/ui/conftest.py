@@ -48,6 +48,41 @@ def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-
 
 
 @pytest.fixture
+def ui_in_process(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Round services without Ray (cluster v100:2,k80:2; the in-process executor: virtual
+    jobs stepping at 50 steps/s), for what the page's data needs no real job for."""
+    import time
+
+    from gpumosaic.live.rounds.cluster import RayNode, discover
+    from gpumosaic.live.rounds.executor import InProcessExecutor
+    from gpumosaic.live.rounds.service import Service, ServiceConfig
+
+    live = discover([RayNode("node-a", "127.0.0.1", (("V100", 2), ("K80", 2)))], None)
+    started: list[Service] = []
+
+    def start(**options: object) -> Service:
+        defaults: dict[str, object] = {
+            "state": str(tmp_path / f"svc{len(started)}" / "state.db"),
+            "port": 0,
+            "round_s": 3.0,
+            "grace_s": 2.0,
+        }
+        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        service = Service(
+            config,
+            live,
+            executor_factory=lambda table: InProcessExecutor(table, time.time, lambda j, m: 50.0),
+        )
+        service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture
 def serve_app():  # type: ignore[no-untyped-def]
     """Serve FastAPI apps with uvicorn on 127.0.0.1 (a free port) in threads; returns the
     base URL; every server is stopped at the test's end."""

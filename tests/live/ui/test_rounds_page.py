@@ -93,8 +93,8 @@ def test_token_guards_the_stream_and_the_page_takes_it_once(ui_service, browser:
     assert browser.console == []
 
 
-def test_stream_sends_the_world_then_patches(ui_service) -> None:  # type: ignore[no-untyped-def]
-    service = ui_service()
+def test_stream_sends_the_world_then_patches(ui_in_process) -> None:  # type: ignore[no-untyped-def]
+    service = ui_in_process()
     client = ServiceClient(service.url)
     request = urllib.request.Request(f"{service.url}/ui/stream")
     with urllib.request.urlopen(request, timeout=10) as r:
