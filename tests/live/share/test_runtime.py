@@ -81,11 +81,24 @@ def test_three_clients_fcfs_handover_at_tq_with_sync_before_release(share_factor
     assert share.status()["handovers"] >= 4
 
 
-def test_threaded_clients_never_launch_without_the_lock(share_factory) -> None:
+def test_threaded_clients_never_launch_without_the_lock(share_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
     # Four launching threads per process race the drop: no launch may land between a
-    # client's LOCK_RELEASED and its next LOCK_OK.
+    # client's LOCK_RELEASED and its next LOCK_OK. Both start launching together (once
+    # both are registered), so the lock changes hands however slow the machine.
     share = share_factory(tq_s=0.1, mode="on")
-    procs = [share.client("--kernels", "800", "--threads", "4") for _ in range(2)]
+    go = tmp_path / "go"
+    procs = [
+        share.client("--kernels", "800", "--threads", "4", "--go-file", str(go)) for _ in range(2)
+    ]
+    share.wait_for(
+        lambda: (
+            {e["pid"] for e in share.daemon.event_list() if e["event"] == "REGISTER"}
+            >= {p.pid for p in procs}
+        ),
+        timeout_s=60,
+        what="both clients registered",
+    )
+    go.touch()
     for p in procs:
         finish(p)
     # The last holder exits holding the lock: wait until the daemon has logged both
