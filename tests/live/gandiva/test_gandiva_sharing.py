@@ -8,13 +8,13 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from gpumosaic.live.share.native import library_path
+from waiting import wait_for
 
 CUDA_TRAIN = f"{sys.executable} {Path(__file__).parents[1] / 'rounds' / 'jobs' / 'cuda_train.py'}"
 PAIRS_WELL = "ResNet-18 (batch size 32)"  # Gavel's table: two of them pack with a gain
@@ -61,13 +61,18 @@ def test_a_packed_pair_runs_under_the_share_daemon(ray_cluster: object, tmp_path
         assert service.sharing is not None
         with httpx.Client(base_url=service.url, timeout=10) as client:
             ids = [client.post("/v1/jobs", json=cuda_job(150)).json()["id"] for _ in range(2)]
-            give_up = time.monotonic() + 45
-            while time.monotonic() < give_up:
+
+            def observe() -> list[dict]:
                 jobs = client.get("/v1/jobs").json()
-                seen_packed |= {(j["id"], j["packed_with"]) for j in jobs if j["packed_with"]}
-                if all(j["state"] in ("done", "failed") for j in jobs):
-                    break
-                time.sleep(0.1)
+                seen_packed.update((j["id"], j["packed_with"]) for j in jobs if j["packed_with"])
+                return jobs
+
+            wait_for(
+                observe,
+                300,
+                "the packed pair to end",
+                until=lambda jobs: all(j["state"] in ("done", "failed") for j in jobs),
+            )
             service.sharing.wait_reports()
             jobs = client.get("/v1/jobs").json()
     finally:
