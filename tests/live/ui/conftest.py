@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from browser import Browser
 
+from waiting import wait_for
+
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
@@ -87,7 +89,6 @@ def serve_app():  # type: ignore[no-untyped-def]
     """Serve FastAPI apps with uvicorn on 127.0.0.1 (a free port) in threads; returns the
     base URL; every server is stopped at the test's end."""
     import threading
-    import time
 
     import uvicorn
 
@@ -99,10 +100,10 @@ def serve_app():  # type: ignore[no-untyped-def]
         server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
-        give_up = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < give_up and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
+        wait_for(
+            lambda: server.started or not thread.is_alive(), 60, "uvicorn to start", poll_s=0.02
+        )
+        assert server.started, "uvicorn's thread ended before it started serving"
         servers.append((server, thread))
         port = server.servers[0].sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
