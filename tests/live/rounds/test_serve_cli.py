@@ -152,8 +152,7 @@ def test_a_silent_ray_head_times_out_in_one_line(tmp_path: Path, silent_gcs: str
         "--ray-timeout-s",
         "3",
     )
-    took = refused(proc, "--ray-address", "within 3 s")
-    assert took < 30
+    refused(proc, "--ray-address", "within 3 s")  # (a serve that waited on: 60 s, a failure)
 
 
 @pytest.mark.slow

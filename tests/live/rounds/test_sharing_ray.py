@@ -10,7 +10,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
@@ -170,13 +169,16 @@ def test_a_job_killed_holding_the_lock_does_not_stall_the_other(service_factory)
     victim_pid = holder_pid(service, gpu)
     victim = next(i for i in ids if pid_of(service, i) == victim_pid)
     other = next(i for i in ids if i != victim)
-    time.sleep(1.0)  # the other waits for the lock the holder keeps (TQ 600 s)
+    wait_for(  # the other asks for the lock the holder keeps (TQ 600 s)
+        lambda: share_client.status(service.sharing.socket_dir, gpu)[0]["waiting"],
+        60,
+        "the other job to wait for the lock",
+    )
     assert holder_pid(service, gpu) == victim_pid
     assert client.job(other)["steps_done"] == 0
     os.kill(victim_pid, signal.SIGKILL)
-    t0 = time.monotonic()
-    wait_for(lambda: client.job(other)["state"] == "done", 60, "the other job", explain(service))
-    assert time.monotonic() - t0 < 60  # far less than the 600 s quantum
+    # Done long before the 600 s quantum could end: the disconnect handed the GPU over.
+    wait_for(lambda: client.job(other)["state"] == "done", 180, "the other job", explain(service))
     assert client.job(victim)["state"] != "done"
     assert "stop at step 200" in log_of(service, other)
 
