@@ -41,6 +41,9 @@ def state(job_id: int) -> str:
 @pytest.mark.slow
 @needs_chromium
 def test_serve_page_follows_the_cluster(ui_service, browser: Browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The whole page in a real browser on the real service (Ray, real jobs): what only
+    Chromium shows (the page renders and follows the stream without a reload, with no
+    console message)."""
     service = ui_service(round_s=3.0)
     status, page = fetch(f"{service.url}/ui")
     assert status == 200 and len(page) < PAGE_LIMIT_BYTES
@@ -78,8 +81,10 @@ def test_serve_page_follows_the_cluster(ui_service, browser: Browser, tmp_path: 
 
 @pytest.mark.slow
 @needs_chromium
-def test_token_guards_the_stream_and_the_page_takes_it_once(ui_service, browser: Browser) -> None:  # type: ignore[no-untyped-def]
-    service = ui_service(token="s3cret")
+def test_token_guards_the_stream_and_the_page_takes_it_once(  # type: ignore[no-untyped-def]
+    ui_in_process, browser: Browser
+) -> None:
+    service = ui_in_process(token="s3cret")  # no job runs: no Ray needed
     assert fetch(f"{service.url}/ui")[0] == 200  # the page holds no data
     assert fetch(f"{service.url}/ui/stream")[0] == 401
     assert fetch(f"{service.url}/ui/stream", "wrong")[0] == 401
@@ -97,7 +102,7 @@ def test_stream_sends_the_world_then_patches(ui_in_process) -> None:  # type: ig
     service = ui_in_process()
     client = ServiceClient(service.url)
     request = urllib.request.Request(f"{service.url}/ui/stream")
-    with urllib.request.urlopen(request, timeout=10) as r:
+    with urllib.request.urlopen(request, timeout=60) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         lines: list[bytes] = []
         while not any(line.startswith(b"data: ") for line in lines):
@@ -112,7 +117,7 @@ def test_stream_sends_the_world_then_patches(ui_in_process) -> None:  # type: ig
     request = urllib.request.Request(
         f"{service.url}/ui/stream", headers={"Last-Event-ID": event_id}
     )
-    with urllib.request.urlopen(request, timeout=10) as r:
+    with urllib.request.urlopen(request, timeout=60) as r:
         patch: dict[str, object] = {}
         kind = b""
         while str(job_id) not in json.dumps(patch.get("set", {})):
