@@ -287,7 +287,7 @@ def test_service_shows_counts_in_jobs_json_and_metrics(tmp_path: Path) -> None:
     )
     service.start()
     try:
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             plain = [client.post("/v1/jobs", json={"command": "x", "steps": 40}) for _ in range(2)]
             packed = [
                 client.post("/v1/jobs", json={"command": "x", "steps": 40, "job_type": PAIRS_WELL})
@@ -424,7 +424,7 @@ def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     service = Service(config, connect_ray(config))
     service.start()
     try:
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             body = {"command": TRAIN, "steps": 200, "env": {"STEP_S": "0.03"}}  # 6 s vs 2 s quanta
             ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
             jobs = wait_for(
@@ -466,7 +466,7 @@ def test_real_jobs_on_ray_are_packed_on_one_gpu(ray_cluster: object, tmp_path: P
     service.start()
     seen_packed: set[tuple[int, int]] = set()
     try:
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             # Sleeping steps: each job steps as fast beside the other as alone.
             body = {"command": TRAIN, "steps": 150, "env": {"STEP_S": "0.02"}}
             body["job_type"] = PAIRS_WELL

@@ -59,7 +59,7 @@ def test_a_packed_pair_runs_under_the_share_daemon(ray_cluster: object, tmp_path
     seen_packed: set[tuple[int, int]] = set()
     try:
         assert service.sharing is not None
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             ids = [client.post("/v1/jobs", json=cuda_job(150)).json()["id"] for _ in range(2)]
 
             def observe() -> list[dict]:

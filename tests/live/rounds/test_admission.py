@@ -142,7 +142,7 @@ def test_a_50_mb_body_is_refused_before_it_is_read(api_factory) -> None:  # type
 def test_a_chunked_body_over_the_limit_is_refused(api_factory) -> None:  # type: ignore[no-untyped-def]
     svc = api_factory()
     parts = urlsplit(svc.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     big = json.dumps({"command": "x" * (MAX_BODY_BYTES + 10), "steps": 1}).encode()
     chunks = (big[i : i + 65536] for i in range(0, len(big), 65536))
     conn.request(

@@ -93,7 +93,7 @@ def test_an_unwritable_state_turns_healthz_unhealthy(api_factory) -> None:  # ty
 
     def health() -> int:
         try:
-            with urllib.request.urlopen(svc.url + "/healthz", timeout=10) as resp:
+            with urllib.request.urlopen(svc.url + "/healthz", timeout=60) as resp:
                 return int(resp.status)
         except urllib.error.HTTPError as err:
             return err.code
@@ -109,7 +109,7 @@ def test_an_unwritable_state_turns_healthz_unhealthy(api_factory) -> None:  # ty
         method="POST",
     )
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req, timeout=10)
+        urllib.request.urlopen(req, timeout=60)
     assert err.value.code == 503
     svc.store._db.execute("PRAGMA query_only = OFF")
     wait_for(lambda: health() == 200, 30, "/healthz to recover")

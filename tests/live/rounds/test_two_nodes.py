@@ -221,7 +221,7 @@ class Serve:
         request = urllib.request.Request(
             self.url + path, data=data, headers={"Content-Type": "application/json"}
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             raw = response.read().decode()
         return json.loads(raw) if path != "/metrics" else raw
 

@@ -50,7 +50,7 @@ def serve_metrics(tmp_path: Path) -> str:
             "two rounds",
             until=lambda rounds: rounds is not None and rounds >= 2,
         )
-        with urllib.request.urlopen(f"{svc.url}/metrics", timeout=10) as r:
+        with urllib.request.urlopen(f"{svc.url}/metrics", timeout=60) as r:
             return r.read().decode()
     finally:
         svc.stop()

@@ -22,7 +22,7 @@ def fetch(url: str, token: str = "") -> tuple[int, bytes]:
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as r:
+        with urllib.request.urlopen(request, timeout=60) as r:
             return r.status, r.read(PAGE_LIMIT_BYTES + 1)
     except urllib.error.HTTPError as err:
         return err.code, err.read()
