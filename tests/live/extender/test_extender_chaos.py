@@ -16,6 +16,7 @@ import pytest
 from test_state import _free_port, extender_process, wait_healthy
 
 from gpumosaic.live.extender.vocabulary import GPU_MILLI
+from waiting import wait_for
 
 NODES = [f"v100-{i:04d}" for i in range(16)]  # --cluster v100:16 as parse_cluster names them
 SHARES = (250, 500, 750, 1000)
@@ -105,9 +106,13 @@ def test_sigkill_loop_loses_and_doubles_no_bind(tmp_path: Path) -> None:
             thread.start()
             # Kill after a few acknowledged binds, at a random point of the next cycle.
             wanted = int(rng.integers(2, 6))
-            deadline = time.monotonic() + 10
-            while len(client.acked) < wanted and time.monotonic() < deadline:
-                time.sleep(0.005)
+            wait_for(
+                lambda c=client: len(c.acked),
+                60,
+                f"{wanted} acknowledged binds",
+                until=lambda n, w=wanted: n >= w,
+                poll_s=0.005,
+            )
             time.sleep(float(rng.uniform(0.0, 0.03)))
         finally:
             os.kill(proc.pid, signal.SIGKILL)
