@@ -96,7 +96,7 @@ def test_make_test_under_load_runs_the_suite_three_times_beside_four_busy_proces
     assert (tree / "alive").read_text().split() == ["4", "4", "4"]  # three runs, each loaded
     assert done.stdout.count("passed in") == 3
     for pid in (tree / "busy").read_text().split():  # the busy processes end with make
-        wait_for(lambda pid=pid: not _running(pid), 30, f"busy process {pid} to end")
+        wait_for(lambda pid=pid: not _running(pid), 120, f"busy process {pid} to end")
 
 
 def _running(pid: str) -> bool:

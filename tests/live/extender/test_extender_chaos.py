@@ -46,7 +46,7 @@ class Client:
         self.stop = threading.Event()
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=5.0) as http:
+        with httpx.Client(base_url=self.url, timeout=30.0) as http:
             while not self.stop.is_set():
                 name = f"p{self.next}"
                 self.next += 1
@@ -106,11 +106,12 @@ def test_sigkill_loop_loses_and_doubles_no_bind(tmp_path: Path) -> None:
             thread.start()
             # Kill after a few acknowledged binds, at a random point of the next cycle.
             wanted = int(rng.integers(2, 6))
+            # (A client whose call failed has ended: its run is over, kill now.)
             wait_for(
-                lambda c=client: len(c.acked),
-                60,
+                lambda c=client, t=thread: (len(c.acked), t.is_alive()),
+                120,
                 f"{wanted} acknowledged binds",
-                until=lambda n, w=wanted: n >= w,
+                until=lambda seen, w=wanted: seen[0] >= w or not seen[1],
                 poll_s=0.005,
             )
             time.sleep(float(rng.uniform(0.0, 0.03)))

@@ -143,7 +143,7 @@ def test_an_unwritable_database_is_503_and_unhealthy_and_the_pod_stays(tmp_path:
     backend._db.execute("PRAGMA query_only = OFF")
     # The health probe runs at most once a second: healthy again at its next run.
     wait_for(
-        lambda: c.get("/healthz").status_code, 30, "/healthz to recover", until=lambda s: s == 200
+        lambda: c.get("/healthz").status_code, 120, "/healthz to recover", until=lambda s: s == 200
     )
     backend.close()
     again = service(spec, tmp_path / "s.db")  # the refused DELETE did not happen: held

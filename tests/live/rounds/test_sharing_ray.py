@@ -132,7 +132,7 @@ def test_a_dead_daemon_is_restarted_and_its_jobs_go_on(service_factory, ray_clus
     os.kill(old, signal.SIGKILL)  # the daemon dies while a job holds the lock
     wait_for(
         lambda: ray_cluster.get(agent.daemon_pids.remote())[gpu] != old,
-        30,
+        120,
         "the daemon to be restarted",
     )
     wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
@@ -192,7 +192,7 @@ def test_a_lost_node_agent_is_started_again_with_its_daemons(service_factory, ra
     wait_for(lambda: all(started(service, i) for i in ids), 60, "the jobs to start")
     (agent,) = service.sharing.agents().values()
     ray_cluster.kill(agent)  # the agent and, with it, its daemons (PR_SET_PDEATHSIG)
-    wait_for(lambda: service.sharing.agent_restarts >= 1, 30, "a new agent")
+    wait_for(lambda: service.sharing.agent_restarts >= 1, 120, "a new agent")
     wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
     for i in ids:
         assert client.job(i)["state"] == "done", log_of(service, i)

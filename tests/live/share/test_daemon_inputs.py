@@ -197,7 +197,7 @@ def test_connections_are_bounded_and_idle_control_connections_dropped(
             c.close()
 
     wait_for(
-        newcomer, 30, "a newcomer served in the freed slot", until=lambda r: r[:7] == b"STATUS "
+        newcomer, 120, "a newcomer served in the freed slot", until=lambda r: r[:7] == b"STATUS "
     )
     # Registered clients may stay silent for as long as they like: silent for longer than
     # the idle limit (0.3 s), a span of time by its nature.

@@ -139,7 +139,7 @@ def test_reregisters_when_the_kubelet_restarts(tmp_path) -> None:
     thread.start()
     try:
         assert first.registered.wait(5)
-        wait_for(lambda: dp._kubelet_id, 30, "the kubelet's reply", poll_s=0.01)
+        wait_for(lambda: dp._kubelet_id, 120, "the kubelet's reply", poll_s=0.01)
         first.server.stop(0).wait()
         (plugin_dir / api.KUBELET_SOCKET).unlink(missing_ok=True)
         (plugin_dir / PLUGIN_SOCKET).unlink()  # a restarting kubelet wipes the directory

@@ -54,9 +54,9 @@ def test_extender_page_shows_nodes_and_binds(tmp_path: Path, serve_app, browser:
     with urllib.request.urlopen(f"{url}/ui", timeout=60) as r:
         assert len(r.read()) < 1_000_000
     browser.open(f"{url}/ui")
-    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 6", 20, "six GPUs")
+    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 6", 120, "six GPUs")
     assert bind(svc, v1_pod(milli=500, name="job-b"), "n1") == ""
-    browser.wait_for("!!document.querySelector('#binds-table tr[data-bind]')", 5, "the bind")
+    browser.wait_for("!!document.querySelector('#binds-table tr[data-bind]')", 120, "the bind")
     assert "team-a/job-b" in browser.js("document.getElementById('binds-table').textContent")
     assert browser.js("document.querySelectorAll('#mosaic .gpu.busy').length") == 1
     assert browser.console == []

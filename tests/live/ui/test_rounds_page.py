@@ -55,7 +55,7 @@ def test_serve_page_follows_the_cluster(ui_service, browser: Browser, tmp_path: 
     gpus = browser.wait_for(
         "document.querySelectorAll('#mosaic .gpu').length === 4 && "
         "Array.from(document.querySelectorAll('#mosaic .gpu')).map(g => g.dataset.gpu)",
-        30, "the mosaic's four GPUs",
+        120, "the mosaic's four GPUs",
     )  # fmt: skip
     assert len(set(gpus)) == 4
     # A job submitted while the page is open appears within one round (3 s), no reload.
@@ -91,10 +91,10 @@ def test_token_guards_the_stream_and_the_page_takes_it_once(  # type: ignore[no-
     # The page asks for the token; given once in the fragment, it is kept for the tab
     # and removed from the address bar.
     browser.open(f"{service.url}/ui#token=s3cret")
-    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 4", 30, "the mosaic")
+    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 4", 120, "the mosaic")
     assert browser.js("location.hash") == ""
     browser.open(f"{service.url}/ui")  # a reload: no token in the URL, still connected
-    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 4", 30, "the mosaic")
+    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 4", 120, "the mosaic")
     assert browser.console == []
 
 
