@@ -36,13 +36,28 @@ def launch_segments(share, pids) -> list[tuple[int, int, int]]:
     return [tuple(s) for s in segs]  # type: ignore[misc]
 
 
-def test_three_clients_fcfs_handover_at_tq_with_sync_before_release(share_factory) -> None:
+def test_three_clients_fcfs_handover_at_tq_with_sync_before_release(
+    share_factory, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     share = share_factory(tq_s=0.2, mode="on")
-    a = share.client("--kernels", "800")
+    # All three start (and register) first; then each starts its launches on its own
+    # start line, in order, so that all three compete whatever the machine's speed.
+    go = {name: tmp_path / f"go-{name}" for name in "abc"}
+    a, b, c = (share.client("--kernels", "800", "--go-file", str(go[n])) for n in "abc")
+    share.wait_for(
+        lambda: (
+            {e["pid"] for e in share.daemon.event_list() if e["event"] == "REGISTER"}
+            >= {a.pid, b.pid, c.pid}
+        ),
+        timeout_s=120,
+        what="the three clients registered",
+    )
+    go["a"].touch()
     share.wait_for(lambda: holder_pid(share) == a.pid, what="A holds")
-    b = share.client("--kernels", "800")
+    go["b"].touch()
     share.wait_for(lambda: len(share.status()["waiting"]) == 1, what="B waits")
-    c = share.client("--kernels", "800")
+    go["c"].touch()
+    share.wait_for(lambda: len(share.status()["waiting"]) == 2, what="B and C wait")
     for p in (a, b, c):
         finish(p)
     events = share.daemon.event_list()
