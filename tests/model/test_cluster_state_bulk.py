@@ -124,6 +124,7 @@ def test_gangs_in_bulk_are_gangs_one_by_one() -> None:
         )
 
 
+@pytest.mark.slow  # hypothesis examples of bulk assignments: seconds of CPU
 @settings(max_examples=40, deadline=None)
 @given(fitting_assignments(), st.data())
 def test_rows_are_assignments_kept_as_arrays(assignments: list[Assignment], data: st.DataObject):
