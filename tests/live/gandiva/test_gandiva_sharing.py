@@ -73,7 +73,9 @@ def test_a_packed_pair_runs_under_the_share_daemon(ray_cluster: object, tmp_path
                 "the packed pair to end",
                 until=lambda jobs: all(j["state"] in ("done", "failed") for j in jobs),
             )
-            service.sharing.wait_reports()
+            # The node agents' last counts (grants, hand-overs): awaited, with a bound far
+            # above the 10 s default, which a loaded machine passed (lock_grants read 0).
+            assert service.sharing.wait_reports(timeout_s=180), "the node agents' last reports"
             jobs = client.get("/v1/jobs").json()
     finally:
         service.stop()

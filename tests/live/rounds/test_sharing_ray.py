@@ -86,7 +86,7 @@ def test_fractional_jobs_share_one_gpu_under_the_daemon(service_factory) -> None
     # Each half asks for 300 MiB (fits its 512 MiB share), then for 400 MiB more (does not).
     halves = client.submit_batch([cuda_job(400, 500, ALLOC_MIB="300") for _ in range(2)])
     wait_for(lambda: all_done(client), 180, "two shared jobs to finish", explain(service))
-    service.sharing.wait_reports()
+    assert service.sharing.wait_reports(timeout_s=180), "the node agents' last reports"
     jobs = {j["id"]: j for j in client.jobs()}
     for i in halves:
         assert jobs[i]["state"] == "done", log_of(service, i)
@@ -136,7 +136,7 @@ def test_a_dead_daemon_is_restarted_and_its_jobs_go_on(service_factory, ray_clus
         "the daemon to be restarted",
     )
     wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
-    service.sharing.wait_reports()
+    assert service.sharing.wait_reports(timeout_s=180), "the node agents' last reports"
     assert service.sharing.daemon_restarts() >= 1
     metrics = urllib.request.urlopen(f"{service.url}/metrics", timeout=30).read().decode()
     assert re.search(r"share_daemon_restarts_total [1-9]", metrics), metrics
