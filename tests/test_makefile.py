@@ -86,7 +86,10 @@ def test_make_test_under_load_runs_the_suite_three_times_beside_four_busy_proces
         "#!/bin/sh\n"
         'case "$*" in\n'
         f'  *"while True"*) echo $$ >> {tree}/busy; exec sleep 120;;\n'
-        f"  *pytest*) n=0; for p in $(cat {tree}/busy); do kill -0 $p && n=$((n+1)); done;"
+        # (the busy processes start in the background: wait, bounded, until all four did)
+        f"  *pytest*) i=0; while [ $(cat {tree}/busy 2>/dev/null | wc -l) -lt 4 ] &&"
+        f" [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done;"
+        f" n=0; for p in $(cat {tree}/busy); do kill -0 $p && n=$((n+1)); done;"
         f" echo $n >> {tree}/alive;;\n"
         "esac\n"
     )
