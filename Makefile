@@ -1,13 +1,16 @@
 # Two commands on a fresh machine with python3 and make: `make demo` and `make test`.
-# `make test` runs everything (CI: lint, types, every test); `make check` is the fast lane
-# for day-to-day work (ruff and the tests not marked slow; under 3 minutes here).
+# The test lanes and their budgets on a quiet 2-core machine (README, "Tests"):
+#   make check            lint, types, every test not marked slow          <= 90 s
+#   make test             CI: lint, types, every test, a coverage figure   <= 10 min
+#   make test-under-load  make test's suite 3 times beside 4 busy processes (must pass)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test check lint typecheck unit bench clean browser kernels kernels-if-missing
+.PHONY: demo test check lint typecheck unit test-under-load bench clean browser kernels \
+	kernels-if-missing
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,18 +56,39 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy src/gpumosaic
 
+# Both cores: two pytest-xdist workers; the tests that start Ray are one group, run by one
+# worker (tests/conftest.py), so one local Ray runs at a time.
+PARALLEL := -n 2 --dist loadgroup
+
 # --durations: the slowest tests at the end of every run, to keep `make test` short.
+# --cov: the line coverage of gpumosaic by the test processes, printed as one figure.
 unit: $(STAMP_DEV)
 	@$(KERNELS_IF_MISSING)
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest $(PARALLEL) --durations=25 --cov --cov-report=
+	@echo "coverage: $$($(BIN)/coverage report --format=total)% of gpumosaic's lines"
 
 test: lint typecheck browser unit
 
-# The fast lane: ruff and every test not marked slow (`@pytest.mark.slow`: a test over ~5 s).
+# The fast lane: lint, types and every test not marked slow (`@pytest.mark.slow`: a test
+# over ~3 s alone); mypy's cache keeps the types step to seconds after the first run.
 check: $(STAMP_DEV)
 	@$(KERNELS_IF_MISSING)
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy src/gpumosaic
+	$(BIN)/python -m pytest -m "not slow" $(PARALLEL)
+
+# `make test`'s suite three times in a row beside four busy processes (two per core here):
+# a test that leans on timing fails here first (lint and types do not depend on load). The
+# busy processes end with the target.
+test-under-load: $(STAMP_DEV)
+	@busy=""; for i in 1 2 3 4; do $(BIN)/python -c 'while True: pass' & busy="$$busy $$!"; done; \
+	trap 'kill $$busy' EXIT INT TERM; \
+	for run in 1 2 3; do \
+		start=$$(date +%s); \
+		$(MAKE) --no-print-directory unit || exit 1; \
+		echo "make test-under-load: run $$run of 3 passed in $$(( $$(date +%s) - start )) s"; \
+	done
 
 # Headless Chromium for the report test (tests/experiments/study): Debian's package, about
 # 2 minutes when it is missing (apt-get, root). Where it cannot be installed the set-up says

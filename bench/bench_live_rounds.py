@@ -26,13 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.run.serve import ServiceConfig, build_decider
 from gpumosaic.runtime.cluster import RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.supervisor.config import DriverConfig
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 

@@ -27,3 +27,23 @@ def ray_cluster() -> Iterator[object]:
     )
     yield ray
     ray.shutdown()
+
+
+# Test modules that start a Ray instance of their own (a `serve` process with a local Ray,
+# `ray start`); with the tests on the session's Ray (the `ray_cluster` fixture) they form
+# one pytest-xdist group, run by one worker (`make test`: `-n 2 --dist loadgroup`), so
+# that the machine runs one Ray at a time as without xdist, and `ray_cluster` starts once.
+_STARTS_RAY = frozenset(
+    {
+        "test_ray_token_auth.py",
+        "test_serve_cli.py",
+        "test_two_nodes.py",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()) or item.path.name in _STARTS_RAY:
+            item.add_marker(pytest.mark.xdist_group("ray"))

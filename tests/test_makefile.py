@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from waiting import wait_for
+
 MAKEFILE = Path(__file__).parents[1] / "Makefile"
 
 
@@ -67,6 +69,42 @@ def test_a_failed_kernel_build_is_said_and_retried_and_a_built_one_is_kept(
 def test_make_check_is_the_fast_lane_and_make_test_runs_everything(tmp_path: Path) -> None:
     tree = _tree(tmp_path, built=True, kernels_exit=0)
     check = _make(tree, "-n", "check").stdout
-    assert 'pytest -m "not slow"' in check and "ruff check" in check
+    assert 'pytest -m "not slow"' in check and "ruff check" in check and "mypy" in check
     unit = _make(tree, "-n", "unit").stdout
     assert "pytest" in unit and "not slow" not in unit
+    assert "--cov" in unit and "-n 2 --dist loadgroup" in unit  # both cores; a coverage figure
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_under_load_runs_the_suite_three_times_beside_four_busy_processes(
+    tmp_path: Path,
+) -> None:
+    tree = _tree(tmp_path, built=True, kernels_exit=0)
+    # The stand-in python: a busy process records its pid and sleeps in its place; the
+    # suite records how many busy processes are alive while it runs.
+    (tree / ".venv" / "bin" / "python").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f'  *"while True"*) echo $$ >> {tree}/busy; exec sleep 120;;\n'
+        # (the busy processes start in the background: wait, bounded, until all four did)
+        f"  *pytest*) i=0; while [ $(cat {tree}/busy 2>/dev/null | wc -l) -lt 4 ] &&"
+        f" [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done;"
+        f" n=0; for p in $(cat {tree}/busy); do kill -0 $p && n=$((n+1)); done;"
+        f" echo $n >> {tree}/alive;;\n"
+        "esac\n"
+    )
+    _stand_in(tree / ".venv" / "bin" / "coverage", 0)
+    done = _make(tree, "test-under-load")
+    assert done.returncode == 0, done.stderr
+    assert (tree / "alive").read_text().split() == ["4", "4", "4"]  # three runs, each loaded
+    assert done.stdout.count("passed in") == 3
+    for pid in (tree / "busy").read_text().split():  # the busy processes end with make
+        wait_for(lambda pid=pid: not _running(pid), 120, f"busy process {pid} to end")
+
+
+def _running(pid: str) -> bool:
+    """Alive and not a zombie (a zombie is dead: only its exit status is left)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False

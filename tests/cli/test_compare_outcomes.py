@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
@@ -58,6 +59,7 @@ def test_a_run_that_leaves_the_big_job_unstarted_is_named_and_common_jobs_compar
     assert different_jobs_warning(same) == ""
 
 
+@pytest.mark.slow  # a whole compare run over every mechanism: seconds of CPU
 def test_compare_rows_carry_completed_rejected_unfinished(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("arrival_s,num_gpu,gpu_milli,duration_s\n0,1,500,10\n0,1,500,20\n0,8,1000,5\n")

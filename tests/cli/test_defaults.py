@@ -19,6 +19,7 @@ NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\nn1,64000,65536,
 TASKS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,1024,1,500\np1,8000,1024,2,1000\n"
 
 
+@pytest.mark.slow  # two whole compare runs: seconds of CPU
 def test_placement_and_fill_comparisons_write_different_default_folders(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -52,6 +53,7 @@ seed = "0-1"
 """
 
 
+@pytest.mark.slow  # a whole compare run, then its rerun: seconds of CPU
 def test_the_reports_rerun_line_writes_there_and_skips_stored_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli.app import app
@@ -67,6 +68,7 @@ def test_fill_user_errors_exit_2(tmp_path: Path) -> None:
     assert "row 5" in bad.output and "cpu_milli" in bad.output and "broken.csv" in bad.output
 
 
+@pytest.mark.slow  # a whole fill comparison with its figures: seconds of CPU
 def test_compare_fill_writes_figures_and_tables(tmp_path: Path, capsys: object) -> None:
     nodes, tasks = files(tmp_path)
     out = tmp_path / "cmp"

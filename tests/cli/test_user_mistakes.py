@@ -97,6 +97,7 @@ def test_a_short_job_list_on_a_big_cluster_is_not_an_overload(tmp_path: Path) ->
     assert "(25% of capacity)" in result.output and "warning" not in result.output
 
 
+@pytest.mark.slow  # every command's help and example, each run: seconds of CPU
 def test_version_and_an_example_in_every_command_help() -> None:
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("gpumosaic ")
@@ -115,6 +116,7 @@ def test_background_is_refused_where_it_would_be_ignored() -> None:
     assert "--background openb:default: background load needs the event mechanism" in line
 
 
+@pytest.mark.slow  # a simulation on the 6,212-GPU openb cluster: seconds of CPU
 def test_a_job_list_on_a_loaded_openb_cluster(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.csv"
     jobs.write_text(
@@ -195,6 +197,7 @@ def test_many_never_fitting_jobs_are_counted_not_listed(tmp_path: Path) -> None:
     assert len(rejected) == 11 and "15 more jobs that no server can ever hold" in rejected[-1]
 
 
+@pytest.mark.slow  # a simulation on the openb cluster: seconds of CPU
 def test_jobs_csv_names_each_jobs_node_gpus_and_model(tmp_path: Path) -> None:
     args = ["simulate", "--cluster", "v100:8", "--gpus-per-node", "4", "--out", str(tmp_path)]
     result = runner.invoke(app, [*args, "--workload", "gavel:jobs=6,rate=0,milli=spatial"])

@@ -70,6 +70,7 @@ def test_an_openb_subset_is_submitted_not_refused() -> None:
         assert sub.steps == job.work > 0
 
 
+@pytest.mark.slow  # every Gavel job type through the emulated job: seconds of CPU
 def test_a_gavel_jobs_rates_are_its_table_rates_the_emulated_job_would_read() -> None:
     parts = parts_of("gavel:jobs=8,rate=0")
     submitter = _emulated(parts)

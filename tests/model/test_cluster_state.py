@@ -1,7 +1,7 @@
 import pytest
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.model import Assignment, ClusterSpec, ClusterState, NodeSpec, gpu_model
-from gpumosaic.model.state import BookkeepingError
 
 
 def two_nodes() -> ClusterState:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.model import Assignment, ClusterSpec, ClusterState, NodeSpec, gpu_model
-from gpumosaic.model.state import BookkeepingError
 
 
 def small_cluster() -> ClusterState:
@@ -124,6 +124,7 @@ def test_gangs_in_bulk_are_gangs_one_by_one() -> None:
         )
 
 
+@pytest.mark.slow  # hypothesis examples of bulk assignments: seconds of CPU
 @settings(max_examples=40, deadline=None)
 @given(fitting_assignments(), st.data())
 def test_rows_are_assignments_kept_as_arrays(assignments: list[Assignment], data: st.DataObject):

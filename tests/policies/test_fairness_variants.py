@@ -56,6 +56,7 @@ def test_water_filling_two_entities_weighted_and_fifo_inside() -> None:
     assert "fallbacks=0" in alloc.notes[-1]
 
 
+@pytest.mark.slow  # finish-time fairness's conic solve: seconds of CPU
 def test_finish_time_fairness_equal_jobs() -> None:
     # Two equal jobs on one GPU, no history: the isolated share is 1/2 each, so iso = 1/2
     # and the isolated finish time is 100 / 0.5 = 200 s. rho = (100 / x) / 200 is

@@ -72,6 +72,7 @@ def small_inputs(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     )  # fmt: skip
 
 
+@pytest.mark.slow  # hypothesis examples through every policy's solver: seconds of CPU
 @settings(max_examples=30, deadline=None)
 @given(small_inputs())
 def test_every_policy_keeps_the_base_constraints(inp) -> None:  # type: ignore[no-untyped-def]

@@ -74,6 +74,7 @@ def test_mechanism_gandiva_is_sharing_gandiva() -> None:
     assert by_mechanism["placement"] == "affinity"
 
 
+@pytest.mark.slow  # several whole round-mechanism runs: seconds of CPU
 def test_fifo_under_rounds_follows_the_seed(tmp_path: Path) -> None:
     """Gavel's fifo draws a random GPU type for each job: the draw follows --seed (it used
     to come from seed 0 whatever the run's seed). The jobs come from a fixed trace, so

@@ -91,6 +91,7 @@ def reference_gpu_hours(job: JobSpec, workload: Workload, cluster: ClusterSpec) 
     )
 
 
+@pytest.mark.slow  # a job-by-job reference over a whole trace: seconds of CPU
 def test_grouped_gpu_hours_equal_np_average_job_by_job_bit_for_bit() -> None:
     import numpy as np
 

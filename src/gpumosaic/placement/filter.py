@@ -111,7 +111,8 @@ def feasible_shapes_among(
         else np.zeros((0, len(nodes)), dtype=bool)
     )
     fitting = (state.gpu_free[nodes][None, :, :] >= milli[:, None, None]).sum(axis=2)
-    return ok & models & (fitting >= num_gpu[:, None])
+    feasible: npt.NDArray[np.bool_] = ok & models & (fitting >= num_gpu[:, None])
+    return feasible
 
 
 def explain(state: ClusterState, job: JobSpec) -> Verdict:

@@ -178,7 +178,8 @@ class FragmentationTracker:
         """
         c = self.classes
         ok = node_ok[:, None, :] & (fit >= c.num_gpu)
-        return (np.where(ok, below, free[:, :, None]) * c.weight).sum(axis=-1)
+        f: npt.NDArray[np.float64] = (np.where(ok, below, free[:, :, None]) * c.weight).sum(axis=-1)
+        return f
 
     def refresh(self) -> None:
         """Recompute the nodes that changed since they were last counted."""

@@ -143,12 +143,13 @@ def _scorer(name: str, workload: TargetWorkload | None) -> Scorer:
     entry = SCORERS[name]
     scorers = importlib.import_module("gpumosaic.placement.scorers")
     options = dict(entry.options)
+    scorer_class: type[Scorer] = getattr(scorers, entry.class_name)
     if not entry.needs_workload:
-        return getattr(scorers, entry.class_name)(**options)
+        return scorer_class(**options)
     if workload is None:
         spelled = _SPELLED.get(name, name)
         raise InputError(f"placement {spelled!r} needs the target workload (the task list)")
-    return getattr(scorers, entry.class_name)(workload, **options)
+    return scorer_class(workload, **options)  # type: ignore[call-arg]
 
 
 _T = TypeVar("_T")

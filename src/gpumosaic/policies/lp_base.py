@@ -137,7 +137,8 @@ def _pair_upper(inp: PolicyInput, pairs: PackedPairs | None) -> FloatArray:
     a, b = pairs.pairs[:, 0], pairs.pairs[:, 1]
     same_scale = inp.scale_factors[a] == inp.scale_factors[b]
     measured = (pairs.throughputs[:, :, 0] > 0) & (pairs.throughputs[:, :, 1] > 0)
-    return (measured & same_scale[:, None]).astype(np.float64)
+    mask: FloatArray = (measured & same_scale[:, None]).astype(np.float64)
+    return mask
 
 
 def job_rate_matrix(

@@ -33,7 +33,7 @@ from gpumosaic.mechanisms.rounds.live.decider import (
     PriorThroughputs,
     estimation_metrics,
 )
-from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.workload import TargetWorkload
@@ -55,6 +55,7 @@ from gpumosaic.runtime.share.supervisor import ShareSupervisor, ShareView
 from gpumosaic.runtime.state.fencing import StateLock
 from gpumosaic.runtime.state.records import JobRow
 from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.supervisor.config import DriverConfig
 from gpumosaic.runtime.supervisor.nodes import NODE_POLL_S, NodeWatcher
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 

@@ -37,9 +37,9 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 
 # The grammar and the calibrated constants live in the light spec module (sharing/spec.py).
+from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
 from gpumosaic.sharing.spec import (
     DEFAULT_ALPHA,
-    GPU_PHASE_BUSY,
     SHARING_MODELS,
     ParametricOptions,
     check_parametric,

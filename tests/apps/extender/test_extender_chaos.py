@@ -16,6 +16,7 @@ import pytest
 from test_state import _free_port, extender_process, wait_healthy
 
 from gpumosaic.apps.extender.vocabulary import GPU_MILLI
+from waiting import wait_for
 
 NODES = [f"v100-{i:04d}" for i in range(16)]  # --cluster v100:16 as parse_cluster names them
 SHARES = (250, 500, 750, 1000)
@@ -45,7 +46,7 @@ class Client:
         self.stop = threading.Event()
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=5.0) as http:
+        with httpx.Client(base_url=self.url, timeout=30.0) as http:
             while not self.stop.is_set():
                 name = f"p{self.next}"
                 self.next += 1
@@ -105,9 +106,14 @@ def test_sigkill_loop_loses_and_doubles_no_bind(tmp_path: Path) -> None:
             thread.start()
             # Kill after a few acknowledged binds, at a random point of the next cycle.
             wanted = int(rng.integers(2, 6))
-            deadline = time.monotonic() + 10
-            while len(client.acked) < wanted and time.monotonic() < deadline:
-                time.sleep(0.005)
+            # (A client whose call failed has ended: its run is over, kill now.)
+            wait_for(
+                lambda c=client, t=thread: (len(c.acked), t.is_alive()),
+                120,
+                f"{wanted} acknowledged binds",
+                until=lambda seen, w=wanted: seen[0] >= w or not seen[1],
+                poll_s=0.005,
+            )
             time.sleep(float(rng.uniform(0.0, 0.03)))
         finally:
             os.kill(proc.pid, signal.SIGKILL)

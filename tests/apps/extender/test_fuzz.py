@@ -74,6 +74,7 @@ def test_arbitrary_bytes_never_crash(client, raw, verb) -> None:
         ["1", "-1", "abc", "1e309", "0.001", "100000", "NaN", "inf", "\u0663", "9" * 40, "1e-999"]
     ),
 )
+@pytest.mark.slow  # hypothesis examples through the extender's HTTP API: seconds of CPU
 def test_absurd_pods_get_a_named_error_or_a_sound_answer(client, notes, names, cpu) -> None:
     pod = v1_pod(annotations=notes, cpu=cpu)
     r = client.post("/filter", json=args(pod, names))

@@ -3,7 +3,6 @@ real API shapes served over loopback (fake_apiserver.py). No cluster runs here."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +15,7 @@ from gpumosaic.apps.extender.server import start_in_thread
 from gpumosaic.apps.extender.service import ExtenderService
 from gpumosaic.apps.extender.target import TargetSource
 from gpumosaic.apps.extender.wire import ExtenderArgs, ExtenderBindingArgs
+from waiting import wait_for
 
 
 @pytest.fixture
@@ -32,15 +32,6 @@ def api() -> Iterator[tuple[FakeApiServer, KubeBackend]]:
 
 def _service(backend: KubeBackend) -> ExtenderService:
     return ExtenderService(backend, "fgd", TargetSource(workload((1, 500), (2, 1000)), 10, 5))
-
-
-def _wait(condition, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_start_rebuilds_every_gpu_from_the_pods_annotations(api) -> None:
@@ -107,16 +98,16 @@ def test_the_watch_frees_deleted_pods_and_follows_nodes(api) -> None:
         a = svc.nodes.index["gpu-a"]
         bert = fake.pod("research", "bert-0")
         fake.push("pods", "DELETED", bert)
-        assert _wait(lambda: svc.nodes.state.gpu_free[a, 3] == 1000)
+        wait_for(lambda: svc.nodes.state.gpu_free[a, 3] == 1000, 60, "GPU 3 of gpu-a freed")
         resnet = fake.pod("research", "resnet-0")
         fake.push("pods", "MODIFIED", {**resnet, "status": {"phase": "Failed"}})
-        assert _wait(lambda: svc.nodes.state.gpu_free[a, 0] == 1000)
+        wait_for(lambda: svc.nodes.state.gpu_free[a, 0] == 1000, 60, "GPU 0 of gpu-a freed")
         new_node = {
             **fake.nodes["items"][1],
             "metadata": {**fake.nodes["items"][1]["metadata"], "name": "gpu-d"},
         }
         fake.push("nodes", "ADDED", new_node)
-        assert _wait(lambda: "gpu-d" in svc.nodes.index)
+        wait_for(lambda: "gpu-d" in svc.nodes.index, 60, "the new node gpu-d in the table")
         assert len(svc.held()) == 1  # coredns survives the rebuild
     finally:
         watcher.stop()

@@ -23,6 +23,7 @@ from gpumosaic.apps.extender.sqlite_store import SqliteBackend, WriterLock
 from gpumosaic.apps.extender.target import TargetSource
 from gpumosaic.apps.extender.wire import ExtenderArgs, ExtenderBindingArgs
 from gpumosaic.errors import InputError
+from waiting import wait_for
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 
@@ -140,8 +141,10 @@ def test_an_unwritable_database_is_503_and_unhealthy_and_the_pod_stays(tmp_path:
     assert r.status_code == 503 and "readonly" in r.json()["Error"]
     assert len(svc.held()) == 1 and int(svc.nodes.state.gpu_free[0, 0]) == 700  # unchanged
     backend._db.execute("PRAGMA query_only = OFF")
-    time.sleep(1.1)  # the health probe runs at most once a second
-    assert c.get("/healthz").status_code == 200
+    # The health probe runs at most once a second: healthy again at its next run.
+    wait_for(
+        lambda: c.get("/healthz").status_code, 120, "/healthz to recover", until=lambda s: s == 200
+    )
     backend.close()
     again = service(spec, tmp_path / "s.db")  # the refused DELETE did not happen: held
     assert [r.name for r, _, _ in again.held()] == ["held"]

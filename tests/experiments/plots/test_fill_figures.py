@@ -4,6 +4,7 @@ cannot blow up a wiggle, identical placements marked, fragmentation defined."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpumosaic.experiments.plots.fill import (
     FILL_METRICS,
@@ -56,6 +57,7 @@ def test_comparison_titles_seeds_and_keeps_rates_on_0_to_100(figure_texts, legen
     assert "fragmentation rate = free milli-GPU" in text and "fgd = fgd-copy" in text
 
 
+@pytest.mark.slow  # a fill run and its figures: seconds of CPU
 def test_power_is_not_a_rate_but_starts_at_zero(tmp_path):
     paths = plot_fill_comparison(results(), tmp_path, scenario="x")
     assert [p.name for p in paths] == [m.file_name for m in FILL_METRICS]

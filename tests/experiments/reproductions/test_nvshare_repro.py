@@ -92,6 +92,7 @@ def test_short_quanta_slow_down_without_collapse() -> None:
         assert rows[(job, 30.0)].total_s < rows[(job, 10.0)].total_s < rows[(job, 5.0)].total_s
 
 
+@pytest.mark.slow  # the nvshare reproduction at several quanta: seconds of CPU
 def test_any_quantum_finishes_and_longer_quanta_never_hurt_big_jobs() -> None:
     tqs = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 1000.0)
     rows = [r for r in reproduce_nvshare(tqs) if r.setup == "on"]

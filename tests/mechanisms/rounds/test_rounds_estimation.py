@@ -171,6 +171,7 @@ def simulate(estimation: EstimationConfig | None, policy: str = "max_min_fairnes
     return simulator.run()
 
 
+@pytest.mark.slow  # two whole simulations with estimation: seconds of CPU
 def test_simulated_estimation_is_deterministic_and_near_the_oracle() -> None:
     first = simulate(EstimationConfig())
     again = simulate(EstimationConfig())

@@ -2,6 +2,7 @@
 lowest-index nodes of its type whose GPU is untouched and whose CPU and memory fit."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +66,7 @@ def snapshot(state: ClusterState) -> tuple[object, ...]:
         max_size=12,
     ),
 )
+@pytest.mark.slow  # the compiled step against a one-by-one reference, many cases: seconds of CPU
 def test_compiled_step_places_as_one_by_one(busy: list[int], wishes: list[tuple]) -> None:
     states = [one_gpu_servers(), one_gpu_servers()]
     for state in states:  # some GPUs already shared by fractional holders

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_builders import cluster, job, workload
@@ -74,6 +75,7 @@ def _numpy_decision(raw: np.ndarray, weights: np.ndarray, all_equal: np.ndarray)
     ),
     scale=st.sampled_from([1.0, 0.37, 1e-3]),
 )
+@pytest.mark.slow  # the kernel against numpy, many cases: seconds of CPU
 @settings(max_examples=300, deadline=None)
 def test_decision_equals_the_numpy_formulation(
     members: list[tuple[float, float | None]], columns: list[tuple[bool, list[int]]], scale: float

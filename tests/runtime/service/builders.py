@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
-from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.run.serve import ServiceConfig, build_decider
 from gpumosaic.runtime.cluster import LiveCluster, RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.supervisor.config import DriverConfig
 
 
 def cluster(counts: str = "v100:2,k80:2") -> LiveCluster:

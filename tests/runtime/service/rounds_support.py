@@ -5,26 +5,15 @@ name other test folders share (which one ``import conftest`` finds depends on th
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from waiting import wait_for
+
+__all__ = ["JOBS", "TRAIN", "explain", "job_body", "running_per_round", "wait_for"]
+
 JOBS = Path(__file__).parent / "jobs"
 TRAIN = f"{sys.executable} {JOBS / 'train.py'}"
-
-
-def wait_for(
-    predicate: Callable[[], bool],
-    timeout_s: float,
-    what: str,
-    explain: Callable[[], str] | None = None,
-) -> None:
-    give_up = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > give_up:
-            detail = f"\n{explain()}" if explain is not None else ""
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}{detail}")
-        time.sleep(0.05)
 
 
 def explain(service) -> Callable[[], str]:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -126,17 +125,16 @@ def test_ids_and_paths_out_of_range_are_4xx(api_factory) -> None:  # type: ignor
 def test_a_50_mb_body_is_refused_before_it_is_read(api_factory) -> None:  # type: ignore[no-untyped-def]
     svc = api_factory()
     parts = urlsplit(svc.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
-    # Announce 50 MB, send 10 bytes: the answer comes at once (nothing was awaited).
+    # Announce 50 MB, send 10 bytes: an answer comes at all only if the body was not
+    # awaited (the rest never comes; a server waiting for it times the client out).
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     conn.putrequest("POST", "/v1/jobs")
     conn.putheader("Content-Type", "application/json")
     conn.putheader("Content-Length", str(50 * 1024 * 1024))
     conn.endheaders()
     conn.send(b'{"command"')
-    t0 = time.monotonic()
     resp = conn.getresponse()
     assert resp.status == 413
-    assert time.monotonic() - t0 < 5
     conn.close()
     assert svc.store.jobs() == []
 
@@ -144,7 +142,7 @@ def test_a_50_mb_body_is_refused_before_it_is_read(api_factory) -> None:  # type
 def test_a_chunked_body_over_the_limit_is_refused(api_factory) -> None:  # type: ignore[no-untyped-def]
     svc = api_factory()
     parts = urlsplit(svc.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     big = json.dumps({"command": "x" * (MAX_BODY_BYTES + 10), "steps": 1}).encode()
     chunks = (big[i : i + 65536] for i in range(0, len(big), 65536))
     conn.request(

@@ -55,8 +55,9 @@ def test_malformed_headers_are_401(api_factory) -> None:  # type: ignore[no-unty
 def test_a_job_token_opens_its_own_leases_only(api_factory) -> None:  # type: ignore[no-untyped-def]
     svc = api_factory(token=TOKEN, round_s=600.0)
     client = ServiceClient(svc.url, TOKEN)
-    first = client.submit({"command": "train", "steps": 1e9})
-    second = client.submit({"command": "train", "steps": 1e9})
+    # One batch: both are admitted at the same round boundary (one by one, the second
+    # could miss the first round and wait the whole 600 s round).
+    first, second = client.submit_batch([{"command": "train", "steps": 1e9}] * 2)
 
     def leases() -> dict[int, str]:
         return {j["id"]: j["lease_id"] for j in client.jobs() if j["lease_id"]}

@@ -56,17 +56,17 @@ def test_sigkill_restart_loop_loses_nothing_runs_nothing_twice(tmp_path: Path) -
     proc = start(state, port)
     try:
         for _kill in range(3):
-            wait_for(lambda: up(client), 30, "the service to start")
+            wait_for(lambda: up(client), 120, "the service to start")
             for _ in range(int(rng.integers(5, 15))):
                 acknowledged.append(client.submit({"command": "train", "steps": 300}))
             time.sleep(float(rng.uniform(0.2, 1.5)))  # mid-round, leases alive
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             proc = start(state, port)
-        wait_for(lambda: up(client), 30, "the last restart")
+        wait_for(lambda: up(client), 120, "the last restart")
         wait_for(
             lambda: all(j["state"] == "done" for j in client.jobs()),
-            45,
+            120,
             "every job done",
             lambda: str([(j["id"], j["state"], j["steps_done"]) for j in client.jobs()]),
         )

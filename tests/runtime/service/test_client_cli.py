@@ -72,8 +72,11 @@ def test_jobs_filters_times_and_the_no_jobs_line(api_factory) -> None:  # type: 
     svc = api_factory(round_s=600.0)
     assert cli(svc, "jobs") == (0, "no jobs\n")
     client = ServiceClient(svc.url)
-    for name in ("alpha", "beta", "alpha"):
-        client.submit({"command": "train", "steps": 1e9, "name": name})
+    # One batch: all three are admitted at one round boundary (one by one, a later one
+    # could miss the first round and wait the whole 600 s round).
+    client.submit_batch(
+        [{"command": "train", "steps": 1e9, "name": n} for n in ("alpha", "beta", "alpha")]
+    )
     code, out = cli(svc, "jobs", "--name", "alpha", "--json")
     assert code == 0 and [r["id"] for r in json.loads(out)] == [1, 3]
     code, out = cli(svc, "jobs", "--name", "  beta ", "--json")  # stored stripped, as admitted
@@ -90,7 +93,7 @@ def test_jobs_filters_times_and_the_no_jobs_line(api_factory) -> None:  # type: 
         query = urllib.parse.urlencode({"name": bad})
         with pytest.raises(Exception, match=r"name|128"):
             client.request("GET", f"/v1/jobs?{query}")
-    wait_for(lambda: len(client.jobs("running")) == 3, 30, "three running jobs")
+    wait_for(lambda: len(client.jobs("running")) == 3, 120, "three running jobs")
     code, out = cli(svc, "jobs", "--state", "running", "--name", "alpha", "--json")
     assert [r["id"] for r in json.loads(out)] == [1, 3]
     code, out = cli(svc, "jobs")
@@ -105,7 +108,7 @@ def test_attained_grows_while_a_job_runs(api_factory) -> None:  # type: ignore[n
     svc = api_factory(round_s=600.0)  # one long round: nothing is credited at a round end
     client = ServiceClient(svc.url)
     client.submit({"command": "train", "steps": 1e9, "gpu_milli": 500})
-    wait_for(lambda: client.job(1)["steps_done"] > 0, 30, "the job to step")
+    wait_for(lambda: client.job(1)["steps_done"] > 0, 120, "the job to step")
     t0 = time.time()
     first = client.job(1)["attained_s"]
     t1 = time.time()
@@ -132,7 +135,7 @@ def test_cancel_several_ids(api_factory) -> None:  # type: ignore[no-untyped-def
     assert result.exit_code == 2
     assert "job 1: cancelling" in result.stdout and "job 2: cancelling" in result.stdout
     assert "job 99" in result.output and "no job 99" in result.output
-    wait_for(lambda: client.job(2)["state"] == "cancelled", 30, "job 2 cancelled")
+    wait_for(lambda: client.job(2)["state"] == "cancelled", 120, "job 2 cancelled")
     code, out = cli(svc, "cancel", "3", "2", "--json")
     assert code == 2
     answers = json.loads(out)
@@ -200,7 +203,7 @@ def test_submit_wait_exit_code_follows_the_end_state(api_factory) -> None:  # ty
     waiting = spawn(svc, "submit", "--command", "train", "--steps", "1e9", "--wait")
     try:
         assert readline(waiting) == "2\n"  # the id first, then the wait
-        wait_for(lambda: ServiceClient(svc.url).job(2)["state"] == "running", 30, "running")
+        wait_for(lambda: ServiceClient(svc.url).job(2)["state"] == "running", 120, "running")
         ServiceClient(svc.url).cancel(2)
         out, err = waiting.communicate(timeout=120)
         assert waiting.returncode == 3, err  # cancelled

@@ -59,7 +59,7 @@ def test_on_ray_an_unknown_job_is_profiled_and_metrics_count_it(service_factory)
     wait_for(lambda: client.job(job)["state"] == "done", 180, "the job to finish", explain(service))
     models = [e.gpu_type for plan in service.plans for e in plan.entries if job in e.job_ids]
     assert {"V100", "K80"} <= set(models), models  # profiled on each model
-    with urllib.request.urlopen(f"{service.url}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"{service.url}/metrics", timeout=60) as response:
         text = response.read().decode()
     values = dict(re.findall(r"^gpumosaic_(estimation_\w+) (\S+)$", text, re.MULTILINE))
     assert float(values["estimation_profiled_jobs_total"]) == 1

@@ -93,7 +93,7 @@ def test_an_unwritable_state_turns_healthz_unhealthy(api_factory) -> None:  # ty
 
     def health() -> int:
         try:
-            with urllib.request.urlopen(svc.url + "/healthz", timeout=10) as resp:
+            with urllib.request.urlopen(svc.url + "/healthz", timeout=60) as resp:
                 return int(resp.status)
         except urllib.error.HTTPError as err:
             return err.code
@@ -101,7 +101,7 @@ def test_an_unwritable_state_turns_healthz_unhealthy(api_factory) -> None:  # ty
     assert health() == 200
     # What a read-only remount or a full disk does to the open database (SQLITE_READONLY).
     svc.store._db.execute("PRAGMA query_only = ON")
-    wait_for(lambda: health() == 503, 30, "/healthz to report the unwritable state")
+    wait_for(lambda: health() == 503, 120, "/healthz to report the unwritable state")
     req = urllib.request.Request(
         svc.url + "/v1/jobs",
         data=json.dumps({"command": "x", "steps": 1}).encode(),
@@ -109,10 +109,10 @@ def test_an_unwritable_state_turns_healthz_unhealthy(api_factory) -> None:  # ty
         method="POST",
     )
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req, timeout=10)
+        urllib.request.urlopen(req, timeout=60)
     assert err.value.code == 503
     svc.store._db.execute("PRAGMA query_only = OFF")
-    wait_for(lambda: health() == 200, 30, "/healthz to recover")
+    wait_for(lambda: health() == 200, 120, "/healthz to recover")
     with pytest.raises(sqlite3.OperationalError):  # the store itself refuses, it is not hidden
         svc.store._db.execute("PRAGMA query_only = ON")
         svc.store.probe_write()

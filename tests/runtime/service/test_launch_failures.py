@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from builders import FakeClock, cluster
 
-from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.run.serve import ServiceConfig, build_decider
 from gpumosaic.runtime.executors.contract import ExitReport, LaunchSpec
 from gpumosaic.runtime.executors.ray import CANNOT_START_CODE, LeaseProcess
@@ -19,6 +19,7 @@ from gpumosaic.runtime.executors.warm_ray import NodeLauncher
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.supervisor.config import DriverConfig
 
 ENV = {"GPUMOSAIC_LEASE_ID": "L", "GPUMOSAIC_RANK": "0"}
 

@@ -14,6 +14,7 @@ import pytest
 
 from gpumosaic.runtime.executors import ray as ray_executor
 from gpumosaic.runtime.executors.ray import LeaseProcess, group_alive
+from waiting import wait_for
 
 ENV = {"GPUMOSAIC_LEASE_ID": "L", "GPUMOSAIC_RANK": "0"}
 
@@ -41,9 +42,7 @@ def test_a_stopped_jobs_exit_is_its_own_not_its_shells(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     proc = LeaseProcess(command, "", ENV, str(log))
     assert ray_executor.argv(command)[:2] == ["/bin/sh", "-c"]
-    deadline = time.monotonic() + 20
-    while "ready" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(log.read_text, 60, "the job to print ready", until=lambda text: "ready" in text)
     pgid = proc.pid()
     assert pgid is not None
     proc.terminate(10.0)
@@ -77,9 +76,7 @@ def test_a_job_that_ignores_sigterm_is_killed_at_the_grace_periods_end(tmp_path:
     )
     log = tmp_path / "job.log"
     proc = LeaseProcess(command, "", ENV, str(log))
-    deadline = time.monotonic() + 20
-    while "ready" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(log.read_text, 60, "the job to print ready", until=lambda text: "ready" in text)
     result: list[tuple[int, str]] = []
     waiter = threading.Thread(target=lambda: result.append(proc.wait()))
     waiter.start()

@@ -63,7 +63,7 @@ def test_park_extend_stop_and_checkpoint(service: Service, tmp_path: Path) -> No
                 service.table.get("L1").steps >= 15  # type: ignore[union-attr]
                 and service.table.get("L1").parked
             ),
-            10,
+            120,
             "the job to park again",
         )  # type: ignore[union-attr]
         service.table.stop("L1")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.mechanisms.rounds.live.meter import RATE_EMA_ALPHA, RoundMeter
+from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.runtime.leases import LiveLease
 
 ENTRY = PlannedEntity((1,), "V100", (), False, (50.0,), (1.0,))

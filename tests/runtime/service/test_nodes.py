@@ -10,12 +10,13 @@ from pathlib import Path
 from builders import Bench, FakeClock
 
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
-from gpumosaic.mechanisms.rounds.live.driver import DriverConfig, RoundDriver
+from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.run.serve import ServiceConfig, build_decider
 from gpumosaic.runtime.cluster import LiveCluster, RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.supervisor.config import DriverConfig
 from gpumosaic.runtime.supervisor.nodes import NodeEvent, NodeWatcher
 
 A = RayNode("aaaa1111", "10.0.0.1", (("V100", 1),))

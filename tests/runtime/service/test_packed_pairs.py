@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from builders import cluster, in_process
 
-from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.mechanisms.rounds.live.meter import RoundMeter
 from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment
 from gpumosaic.policies.packing_pairs import pair_rates_by_key
 from gpumosaic.runtime.emulate import EmulationError, column_rate, rate_of, table_rate

@@ -151,7 +151,7 @@ def test_a_token_head_with_the_token_file_serves(token_head, tmp_path: Path) -> 
             except InputError:
                 return False
 
-        wait_for(healthy, 30, "the service to answer")
+        wait_for(healthy, 120, "the service to answer")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

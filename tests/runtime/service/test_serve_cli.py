@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
+from waiting import wait_for
 
 runner = CliRunner()
 SRC = str(Path(__file__).parents[3] / "src")
@@ -151,8 +152,7 @@ def test_a_silent_ray_head_times_out_in_one_line(tmp_path: Path, silent_gcs: str
         "--ray-timeout-s",
         "3",
     )
-    took = refused(proc, "--ray-address", "within 3 s")
-    assert took < 30
+    refused(proc, "--ray-address", "within 3 s")  # (a serve that waited on: 60 s, a failure)
 
 
 @pytest.mark.slow
@@ -167,7 +167,10 @@ def test_sigterm_while_connecting_ends_serve(tmp_path: Path, silent_gcs: str) ->
         "--ray-timeout-s",
         "600",
     )
-    time.sleep(4)  # importing Ray, then connecting
+    # serve redirects Ray's stderr to this log just before ray.init: it is connecting now.
+    connecting = tmp_path / "ray-connect.log"
+    wait_for(connecting.exists, 120, f"serve to start connecting ({connecting})")
+    assert proc.poll() is None
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode != 0 and "interrupted while connecting" in out, out
@@ -203,14 +206,16 @@ def test_serve_on_a_local_ray_starts_and_stops_cleanly(tmp_path: Path) -> None:
         from gpumosaic.runtime.api.client import ServiceClient
 
         assert ServiceClient(url).request("GET", "/healthz")["ok"]
-        time.sleep(2)  # the local Ray is still there a moment after start (not torn down)
+        # The local Ray outlives the thread that started it (Linux fires PR_SET_PDEATHSIG
+        # when the forking *thread* ends; ray_connect keeps that thread alive): a wait of
+        # time on purpose, as the thread's end is not visible outside the process.
+        time.sleep(2)
         assert ServiceClient(url).request("GET", "/healthz")["ok"]
         assert ray_processes_of(proc.pid)  # (the check below sees them while they run)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert proc.returncode == 0
-    give_up = time.monotonic() + 20
-    while ray_processes_of(proc.pid) and time.monotonic() < give_up:
-        time.sleep(0.5)
-    assert ray_processes_of(proc.pid) == []
+    wait_for(
+        lambda: ray_processes_of(proc.pid), 60, "serve's Ray daemons to end", until=lambda p: not p
+    )

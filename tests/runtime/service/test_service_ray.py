@@ -1,12 +1,12 @@
 """The round service on a local Ray instance (logical GPUs): real subprocesses using
-``gpumosaic.lease``, rounds of a few seconds."""
+``gpumosaic.lease``, rounds of a few seconds. Only what needs Ray or a real process is here
+(each test says what); the driver's logic is tested in-process on a fake clock
+(test_driver.py, test_driver_leases.py), the API with the in-process executor."""
 
 from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,14 +14,12 @@ from rounds_support import explain, job_body, running_per_round, wait_for
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
-from gpumosaic.errors import InputError
 from gpumosaic.lease import read_checkpoint_steps
-from gpumosaic.run.serve import ServiceConfig
 from gpumosaic.runtime.api.client import ServiceClient
 from gpumosaic.runtime.auth import job_token
 from gpumosaic.runtime.executors.contract import LaunchSpec, RankLaunch, rank_env
 
-pytestmark = pytest.mark.slow  # a Ray service per test: ~90 s in all (issue 25)
+pytestmark = pytest.mark.slow  # a Ray service per test (issue 25)
 
 runner = CliRunner()
 
@@ -35,6 +33,9 @@ def all_done(client: ServiceClient) -> bool:
 
 
 def test_workload_completes_and_runs_what_the_decider_chose(service_factory) -> None:  # type: ignore[no-untyped-def]
+    """What only Ray and real processes show: the GPU index the placement chose is the CUDA
+    device the process saw, and no process of a lease runs twice. (The decider's choices
+    being what runs is also tested in-process: test_driver.py.)"""
     service = service_factory(round_s=3.0)
     client = ServiceClient(service.url)
     ids = [
@@ -65,6 +66,8 @@ def test_workload_completes_and_runs_what_the_decider_chose(service_factory) -> 
 
 
 def test_preemption_resumes_from_the_checkpoint(service_factory) -> None:  # type: ignore[no-untyped-def]
+    """What only real processes show: a preempted process checkpoints through the lease
+    library on SIGTERM and its next process resumes from that file."""
     service = service_factory(cluster="v100:1", round_s=1.5, policy="max_min_fairness")
     client = ServiceClient(service.url)
     # 6 s of steps each against 1.5 s rounds: max-min fairness alternates the two, and a
@@ -82,18 +85,9 @@ def test_preemption_resumes_from_the_checkpoint(service_factory) -> None:  # typ
         assert json.loads((ckpt / "checkpoint.json").read_text())["state"]["starts"] == len(starts)
 
 
-def test_lease_extension_keeps_the_process(service_factory) -> None:  # type: ignore[no-untyped-def]
-    service = service_factory(cluster="v100:1", round_s=2.0)
-    client = ServiceClient(service.url)
-    job = client.submit(job_body(250, step_s=0.02))  # ~5 s of steps: several rounds
-    wait_for(lambda: all_done(client), 120, "the job to finish", explain(service))
-    leases = service.store.leases(job)
-    assert len(leases) == 1 and leases[0].extensions >= 1
-    assert len(re.findall(r"start pid=(\d+)", logs_of(service, job))) == 1
-    assert client.job(job)["state"] == "done"
-
-
 def test_cancel_and_a_failing_job(service_factory) -> None:  # type: ignore[no-untyped-def]
+    """What only real processes show: a cancel kills the process (its pid is gone), and a
+    real non-zero exit's code and log tail reach the job. (Retries: test_driver_leases.py.)"""
     service = service_factory(cluster="v100:2", round_s=3.0, max_retries=1)
     client = ServiceClient(service.url)
     long = client.submit(job_body(1_000_000))
@@ -118,74 +112,6 @@ def test_cancel_and_a_failing_job(service_factory) -> None:  # type: ignore[no-u
     assert "exit code 3" in failed["reason"]
 
 
-def test_a_lost_actor_sends_its_job_back_to_the_queue(service_factory) -> None:  # type: ignore[no-untyped-def]
-    service = service_factory(cluster="v100:1", round_s=3.0)
-    client = ServiceClient(service.url)
-    job = client.submit(job_body(150, step_s=0.02))
-    wait_for(
-        lambda: client.job(job)["steps_done"] > 20, 60, "the job to make progress", explain(service)
-    )
-    lease_id = client.job(job)["lease_id"]
-    service.executor.kill(lease_id)  # as a dead node would
-    wait_for(lambda: all_done(client), 120, "the job to finish after the loss", explain(service))
-    assert client.job(job)["state"] == "done"
-    first = service.store.leases(job)[0]
-    assert first.id == lease_id and first.end_reason.startswith("lost")
-    assert len(service.store.leases(job)) >= 2
-    assert service.driver.counters.lost == 1
-
-
-def test_bad_submissions_name_the_field(service_factory) -> None:  # type: ignore[no-untyped-def]
-    service = service_factory(cluster="v100:2")
-    base = ["submit", "--server", service.url, "--command", "python x.py", "--steps", "60"]
-    # The CLI checks the service's own rules first (the flag is named); fitting the
-    # cluster is the service's check (the field is named).
-    for extra, field in ((["--gpu-milli", "1500"], "--gpu-milli"), (["--gpus", "9"], "gpus")):
-        result = runner.invoke(app, base + extra)
-        assert result.exit_code == 2
-        lines = result.output.strip().splitlines()
-        assert len(lines) == 1 and field in lines[0], result.output
-    req = urllib.request.Request(
-        service.url + "/v1/jobs",
-        data=b'{"command": "x", "steps": -1}',
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req)
-    assert err.value.code == 422
-    assert json.loads(err.value.read())["detail"][0]["loc"] == ["body", "steps"]
-    ok = runner.invoke(app, [*base, "--gpus", "1", "--gpu-milli", "500", "--name", "j1", "--json"])
-    assert ok.exit_code == 0 and set(json.loads(ok.output)) == {"id"}
-    listed = runner.invoke(app, ["jobs", "--server", service.url, "--json"])
-    row = json.loads(listed.output)[0]
-    assert {"id", "name", "state", "steps_done"} <= set(row) and row["name"] == "j1"
-    metrics = urllib.request.urlopen(service.url + "/metrics").read().decode()
-    assert 'gpumosaic_jobs{state="queued"}' in metrics or 'state="running"' in metrics
-    assert urllib.request.urlopen(service.url + "/openapi.json").status == 200
-
-
-def test_token_required_off_loopback_and_enforced(service_factory) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(InputError, match="--token"):
-        ServiceConfig(host="0.0.0.0")
-    assert ServiceConfig(host="0.0.0.0", token="s3cret").token == "s3cret"
-    service = service_factory(cluster="v100:1", token="s3cret")
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(service.url + "/v1/jobs")
-    assert err.value.code == 401
-    client = ServiceClient(service.url, token="s3cret")
-    assert client.jobs() == []
-    # A real job under the token: it runs on its own token (its leases only), never sees
-    # the service's, and finishes.
-    body = job_body(30)
-    body["command"] = f"echo token=$GPUMOSAIC_TOKEN; exec {body['command']}"
-    job = client.submit(body)
-    wait_for(lambda: all_done(client), 120, "the job to finish", explain(service))
-    assert client.job(job)["state"] == "done"
-    log = logs_of(service, job)
-    assert f"token={job_token('s3cret', job)}" in log and "s3cret" not in log
-
-
 def test_a_cpu_only_rank_sees_no_gpu() -> None:
     spec = LaunchSpec(
         "l",
@@ -202,19 +128,27 @@ def test_a_cpu_only_rank_sees_no_gpu() -> None:
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["A"] == "1"
 
 
-def test_the_numpy_example_runs_under_the_service(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_the_numpy_example_runs_under_a_token_on_its_job_token(service_factory) -> None:  # type: ignore[no-untyped-def]
+    """What only a real process shows: the README's example runs as a user runs it, and a
+    real job's lease calls pass on its own job token (never the service's), which reaches
+    its environment. The token's rules are tested in-process (test_auth.py)."""
     import sys
 
     example = Path(__file__).parents[3] / "examples" / "numpy_train.py"
-    service = service_factory(cluster="v100:1", round_s=3.0)
-    client = ServiceClient(service.url)
-    job = client.submit({"command": f"{sys.executable} {example}", "steps": 300})
+    service = service_factory(cluster="v100:1", round_s=3.0, token="s3cret")
+    client = ServiceClient(service.url, token="s3cret")
+    command = f"echo token=$GPUMOSAIC_TOKEN; exec {sys.executable} {example}"
+    job = client.submit({"command": command, "steps": 300})
     wait_for(lambda: all_done(client), 120, "the example to finish", explain(service))
     assert client.job(job)["state"] == "done"
-    assert "loss" in logs_of(service, job)
+    log = logs_of(service, job)
+    assert "loss" in log
+    assert f"token={job_token('s3cret', job)}" in log and "s3cret" not in log
 
 
 def test_a_gang_runs_one_process_per_gpu(service_factory) -> None:  # type: ignore[no-untyped-def]
+    """What only Ray shows: a gang's ranks are real processes, one per GPU, each on the
+    device its lease names."""
     service = service_factory(cluster="v100:2", round_s=3.0)
     client = ServiceClient(service.url)
     job = client.submit(job_body(100, gpus=2))

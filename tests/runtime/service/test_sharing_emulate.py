@@ -12,13 +12,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpumosaic.runtime.share.native import library_path
+from waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -75,10 +75,8 @@ def run_pair(sock_dir: Path, mode: str, tmp_path: Path) -> tuple[list[int], Even
     )  # fmt: skip
     try:
         socket = sock_dir / "gpu0.sock"
-        deadline = time.monotonic() + 30
-        while not socket.exists():
-            assert daemon.poll() is None and time.monotonic() < deadline, "no daemon"
-            time.sleep(0.05)
+        wait_for(lambda: socket.exists() or daemon.poll() is not None, 60, f"the daemon's {socket}")
+        assert daemon.poll() is None, "the daemon exited"
         calls = tmp_path / f"calls-{mode}.log"
         job_env = {
             **env,

@@ -10,7 +10,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
@@ -87,7 +86,7 @@ def test_fractional_jobs_share_one_gpu_under_the_daemon(service_factory) -> None
     # Each half asks for 300 MiB (fits its 512 MiB share), then for 400 MiB more (does not).
     halves = client.submit_batch([cuda_job(400, 500, ALLOC_MIB="300") for _ in range(2)])
     wait_for(lambda: all_done(client), 180, "two shared jobs to finish", explain(service))
-    service.sharing.wait_reports()
+    assert service.sharing.wait_reports(timeout_s=180), "the node agents' last reports"
     jobs = {j["id"]: j for j in client.jobs()}
     for i in halves:
         assert jobs[i]["state"] == "done", log_of(service, i)
@@ -133,11 +132,11 @@ def test_a_dead_daemon_is_restarted_and_its_jobs_go_on(service_factory, ray_clus
     os.kill(old, signal.SIGKILL)  # the daemon dies while a job holds the lock
     wait_for(
         lambda: ray_cluster.get(agent.daemon_pids.remote())[gpu] != old,
-        30,
+        120,
         "the daemon to be restarted",
     )
     wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
-    service.sharing.wait_reports()
+    assert service.sharing.wait_reports(timeout_s=180), "the node agents' last reports"
     assert service.sharing.daemon_restarts() >= 1
     metrics = urllib.request.urlopen(f"{service.url}/metrics", timeout=30).read().decode()
     assert re.search(r"share_daemon_restarts_total [1-9]", metrics), metrics
@@ -170,13 +169,16 @@ def test_a_job_killed_holding_the_lock_does_not_stall_the_other(service_factory)
     victim_pid = holder_pid(service, gpu)
     victim = next(i for i in ids if pid_of(service, i) == victim_pid)
     other = next(i for i in ids if i != victim)
-    time.sleep(1.0)  # the other waits for the lock the holder keeps (TQ 600 s)
+    wait_for(  # the other asks for the lock the holder keeps (TQ 600 s)
+        lambda: share_client.status(service.sharing.socket_dir, gpu)[0]["waiting"],
+        60,
+        "the other job to wait for the lock",
+    )
     assert holder_pid(service, gpu) == victim_pid
     assert client.job(other)["steps_done"] == 0
     os.kill(victim_pid, signal.SIGKILL)
-    t0 = time.monotonic()
-    wait_for(lambda: client.job(other)["state"] == "done", 60, "the other job", explain(service))
-    assert time.monotonic() - t0 < 60  # far less than the 600 s quantum
+    # Done long before the 600 s quantum could end: the disconnect handed the GPU over.
+    wait_for(lambda: client.job(other)["state"] == "done", 180, "the other job", explain(service))
     assert client.job(victim)["state"] != "done"
     assert "stop at step 200" in log_of(service, other)
 
@@ -190,7 +192,7 @@ def test_a_lost_node_agent_is_started_again_with_its_daemons(service_factory, ra
     wait_for(lambda: all(started(service, i) for i in ids), 60, "the jobs to start")
     (agent,) = service.sharing.agents().values()
     ray_cluster.kill(agent)  # the agent and, with it, its daemons (PR_SET_PDEATHSIG)
-    wait_for(lambda: service.sharing.agent_restarts >= 1, 30, "a new agent")
+    wait_for(lambda: service.sharing.agent_restarts >= 1, 120, "a new agent")
     wait_for(lambda: all_done(client), 180, "the jobs to finish", explain(service))
     for i in ids:
         assert client.job(i)["state"] == "done", log_of(service, i)

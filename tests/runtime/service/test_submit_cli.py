@@ -5,8 +5,11 @@ field named), then the rows go in one batch, and the ids are printed."""
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpumosaic.cli import app
@@ -90,3 +93,33 @@ def test_submit_file_rates_go_with_every_row(api_factory, tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     rates = [svc.store.known_rates(j.id) for j in svc.store.jobs()]
     assert rates == [{"V100": 1.0, "K80": 1.0}] * 2
+
+
+def test_bad_submissions_name_the_field(api_factory) -> None:  # type: ignore[no-untyped-def]
+    service = api_factory(round_s=600.0)
+    base = ["submit", "--server", service.url, "--command", "python x.py", "--steps", "60"]
+    # The CLI checks the service's own rules first (the flag is named); fitting the
+    # cluster is the service's check (the field is named).
+    for extra, field in ((["--gpu-milli", "1500"], "--gpu-milli"), (["--gpus", "9"], "gpus")):
+        result = runner.invoke(app, base + extra)
+        assert result.exit_code == 2
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and field in lines[0], result.output
+    req = urllib.request.Request(
+        service.url + "/v1/jobs",
+        data=b'{"command": "x", "steps": -1}',
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req)
+    assert err.value.code == 422
+    assert json.loads(err.value.read())["detail"][0]["loc"] == ["body", "steps"]
+    ok = runner.invoke(app, [*base, "--gpus", "1", "--gpu-milli", "500", "--name", "j1", "--json"])
+    assert ok.exit_code == 0 and set(json.loads(ok.output)) == {"id"}
+    listed = runner.invoke(app, ["jobs", "--server", service.url, "--json"])
+    row = json.loads(listed.output)[0]
+    assert {"id", "name", "state", "steps_done"} <= set(row) and row["name"] == "j1"
+    metrics = urllib.request.urlopen(service.url + "/metrics").read().decode()
+    assert 'gpumosaic_jobs{state="' in metrics
+    assert urllib.request.urlopen(service.url + "/openapi.json").status == 200

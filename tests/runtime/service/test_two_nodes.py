@@ -221,7 +221,7 @@ class Serve:
         request = urllib.request.Request(
             self.url + path, data=data, headers={"Content-Type": "application/json"}
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             raw = response.read().decode()
         return json.loads(raw) if path != "/metrics" else raw
 
@@ -293,7 +293,7 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
         # A gang across the two one-GPU nodes: one rank on each.
         gang = serve.submit(steps=20, gpus=2)
         wait_for(lambda: serve.job(gang)["state"] == "done", 60, "the gang", serve.output)
-        wait_for(lambda: ranks_logged(serve, gang, 2), 30, "the gang's ranks' logs", serve.output)
+        wait_for(lambda: ranks_logged(serve, gang, 2), 120, "the gang's ranks' logs", serve.output)
         ranks = lease_blocks(serve.log(gang))
         assert {r[2] for r in ranks} == {head.raylet_pid, worker.raylet_pid}, ranks
         # Three one-GPU jobs time-share the two GPUs (so they checkpoint and move).
@@ -327,7 +327,7 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
         seen = {j: len(serve.log(j)) for j in singles}  # what its processes wrote
         wait_for(
             lambda: serve.metric("ray_nodes_lost_total") == 1 and serve.metric("cluster_gpus") == 1,
-            30,
+            120,
             "the service to see the node gone",
             serve.output,
         )
@@ -360,13 +360,13 @@ def test_serve_on_two_ray_nodes_places_gangs_and_survives_a_lost_node(
             lambda: (
                 serve.metric("ray_nodes_returned_total") == 1 and serve.metric("cluster_gpus") == 2
             ),
-            30,
+            120,
             "the service to take the node back",
             serve.output,
         )
         again = serve.submit(steps=20, gpus=2)
         wait_for(lambda: serve.job(again)["state"] == "done", 60, "a gang again", serve.output)
-        wait_for(lambda: ranks_logged(serve, again, 2), 30, "its ranks' logs", serve.output)
+        wait_for(lambda: ranks_logged(serve, again, 2), 120, "its ranks' logs", serve.output)
         ranks = lease_blocks(serve.log(again))
         assert {r[2] for r in ranks} == {head.raylet_pid, back.raylet_pid}, ranks
     finally:

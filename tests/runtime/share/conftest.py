@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import waiting
 from gpumosaic.runtime.share.daemon import ShareDaemon
 from gpumosaic.runtime.share.native import library_path
 from gpumosaic.runtime.share.sockets import socket_path
@@ -121,14 +122,16 @@ class Share:
         lock = self.daemon.daemon.locks[0]  # type: ignore[union-attr]
         return self.daemon.call(lambda: lock.status(time.monotonic()).as_dict())
 
-    def wait_for(self, predicate, timeout_s: float = 10.0, what: str = "condition"):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.02)
-        raise AssertionError(f"timed out waiting for {what}")
+    def wait_for(self, predicate, timeout_s: float = 120.0, what: str = "condition"):
+        """``waiting.wait_for`` with the daemon's status as the account of a timeout."""
+
+        def status() -> str:
+            try:
+                return repr(self.status())
+            except Exception as err:  # the daemon itself may be what failed
+                return f"(no daemon status: {err!r})"
+
+        return waiting.wait_for(predicate, timeout_s, what, explain=status, poll_s=0.02)
 
 
 @pytest.fixture

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from waiting import wait_for
 
 grpc = pytest.importorskip("grpc")
 
@@ -138,9 +139,7 @@ def test_reregisters_when_the_kubelet_restarts(tmp_path) -> None:
     thread.start()
     try:
         assert first.registered.wait(5)
-        deadline = time.monotonic() + 5
-        while dp._kubelet_id is None and time.monotonic() < deadline:  # the reply arrived
-            time.sleep(0.01)
+        wait_for(lambda: dp._kubelet_id, 120, "the kubelet's reply", poll_s=0.01)
         first.server.stop(0).wait()
         (plugin_dir / api.KUBELET_SOCKET).unlink(missing_ok=True)
         (plugin_dir / PLUGIN_SOCKET).unlink()  # a restarting kubelet wipes the directory

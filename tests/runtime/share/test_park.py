@@ -5,7 +5,6 @@ the real interposer and daemon against the stand-in libcuda, through
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -28,11 +27,9 @@ def test_a_parked_holder_releases_and_its_partner_runs_within_the_quantum(share_
     share = share_factory(tq_s=30.0, mode="on", GPUMOSAIC_SHARE_IDLE_S="30")
     a = share.client("--kernels", "20", "--park-after-s", "1.0", "--idle-s", "1.0")
     share.wait_for(lambda: holder_pid(share) == a.pid, what="A holds")
-    t0 = time.monotonic()
     b = share.client("--kernels", "20")
     share.wait_for(lambda: len(share.status()["waiting"]) == 1, what="B waits")
-    finish(b)
-    assert time.monotonic() - t0 < 15  # far under the 30 s quantum, with slack for CI
+    finish(b, timeout_s=60)  # long before the quantum's end: no DROP_LOCK (below)
     out = finish(a)
     assert out["park"] == [True, False]  # released once; nothing held the second time
     events = share.daemon.event_list()

@@ -119,6 +119,7 @@ def test_no_compiler_is_one_clear_line(tmp_path, monkeypatch) -> None:
         native.library_path("interposer")
 
 
+@pytest.mark.slow  # compiles the C libraries again: seconds of CPU
 def test_library_is_rebuilt_when_sources_change(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(native, "PACKAGED", tmp_path / "none")

@@ -3,7 +3,8 @@
 ctypes finds functions with dlsym, so under the interposer every call below goes through
 its dlsym hook; ``--via getproc`` fetches cuLaunchKernel with cuGetProcAddress_v2 instead.
 Usage: worker.py --kernels N [--alloc-mib M] [--park-after-s P] [--idle-s S --kernels-after K]
-[--hold-s H]. ``--park-after-s``: P s after the first kernels, park as a lease does at a
+[--hold-s H] [--go-file F]. ``--go-file``: launch only once F exists (racing clients start
+together). ``--park-after-s``: P s after the first kernels, park as a lease does at a
 round boundary (``gpumosaic.lease.share_park``, twice: the second has nothing to release).
 Prints one JSON line with the return codes; exits 3 if a CUDA call failed.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import sys
 import threading
 import time
@@ -39,6 +41,7 @@ def main() -> int:
     ap.add_argument("--free", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="launch from this many threads")
     ap.add_argument("--via", choices=("dlsym", "getproc", "getproc-ptds"), default="dlsym")
+    ap.add_argument("--go-file", default=None, help="launch once this file exists (a start line)")
     args = ap.parse_args()
     cuda = ctypes.CDLL("libcuda.so.1")
     out: dict[str, object] = {"init": cuda.cuInit(0)}
@@ -70,6 +73,8 @@ def main() -> int:
         for _ in range(n):
             rcs.add(launch(None, 1, 1, 1, 1, 1, 1, 0, None, None, None))
 
+    while args.go_file is not None and not os.path.exists(args.go_file):
+        time.sleep(0.005)  # racing clients start their launches together
     threads = [
         threading.Thread(target=launches, args=(args.kernels // args.threads,))
         for _ in range(args.threads)

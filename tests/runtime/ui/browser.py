@@ -59,7 +59,7 @@ class Browser:
                 raise RuntimeError("chromium did not start its DevTools endpoint")
             time.sleep(0.05)
         port = int(port_file.read_text().split()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=60) as r:
             pages = [t for t in json.load(r) if t["type"] == "page"]
         self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30)
         self._id = 0

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from browser import Browser
 
+from waiting import wait_for
+
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
@@ -48,11 +50,45 @@ def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-
 
 
 @pytest.fixture
+def ui_in_process(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Round services without Ray (cluster v100:2,k80:2; the in-process executor: virtual
+    jobs stepping at 50 steps/s), for what the page's data needs no real job for."""
+    import time
+
+    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.runtime.cluster import RayNode, discover
+    from gpumosaic.runtime.executors.contract import InProcessExecutor
+
+    live = discover([RayNode("node-a", "127.0.0.1", (("V100", 2), ("K80", 2)))], None)
+    started: list[Service] = []
+
+    def start(**options: object) -> Service:
+        defaults: dict[str, object] = {
+            "state": str(tmp_path / f"svc{len(started)}" / "state.db"),
+            "port": 0,
+            "round_s": 3.0,
+            "grace_s": 2.0,
+        }
+        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        service = Service(
+            config,
+            live,
+            executor_factory=lambda table: InProcessExecutor(table, time.time, lambda j, m: 50.0),
+        )
+        service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture
 def serve_app():  # type: ignore[no-untyped-def]
     """Serve FastAPI apps with uvicorn on 127.0.0.1 (a free port) in threads; returns the
     base URL; every server is stopped at the test's end."""
     import threading
-    import time
 
     import uvicorn
 
@@ -64,10 +100,10 @@ def serve_app():  # type: ignore[no-untyped-def]
         server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
-        give_up = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < give_up and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
+        wait_for(
+            lambda: server.started or not thread.is_alive(), 60, "uvicorn to start", poll_s=0.02
+        )
+        assert server.started, "uvicorn's thread ended before it started serving"
         servers.append((server, thread))
         port = server.servers[0].sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"

@@ -42,7 +42,7 @@ def serve_page(out: Path, rounds: int = 6) -> None:
             try:
                 browser.open(f"{service.url}/ui")
                 browser.wait_for(
-                    "document.querySelectorAll('#mosaic .gpu').length === 16", 30, "mosaic"
+                    "document.querySelectorAll('#mosaic .gpu').length === 16", 120, "mosaic"
                 )
                 browser.pump(2.5)
                 browser.screenshot(out / "live_ui.png")
@@ -76,7 +76,7 @@ def extender_page(out: Path) -> None:
         browser = Browser(width=1440, height=900)
         try:
             browser.open(f"{url}/ui")
-            browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 24", 30, "gpus")
+            browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 24", 120, "gpus")
             nodes = ["n0", "n1", "n2", "n3"]
             for i, milli in enumerate([1000, 500, 500, 250, 1000, 300, 700, 1000, 500, 250, 250]):
                 pod = v1_pod(milli=milli, name=f"train-{i}")
@@ -106,7 +106,7 @@ def share_page(out: Path) -> None:
         clients = []
         try:
             browser.open(f"{running.url}/ui")
-            browser.wait_for("document.querySelectorAll('[data-gpu]').length === 2", 20, "locks")
+            browser.wait_for("document.querySelectorAll('[data-gpu]').length === 2", 120, "locks")
             path = socket_path(running.daemon.socket_dir, 0)
             a, b, c = (Client(path, n) for n in ("resnet50-train", "bert-finetune", "eval-job"))
             clients += [a, b, c]

@@ -51,12 +51,12 @@ def test_view_lists_binds_and_releases_seen_between_refreshes(tmp_path: Path) ->
 def test_extender_page_shows_nodes_and_binds(tmp_path: Path, serve_app, browser: Browser) -> None:  # type: ignore[no-untyped-def]
     svc = service(cluster(("V100", 2), ("K80", 4)), tmp_path / "s.db")
     url = serve_app(create_app(svc))
-    with urllib.request.urlopen(f"{url}/ui", timeout=10) as r:
+    with urllib.request.urlopen(f"{url}/ui", timeout=60) as r:
         assert len(r.read()) < 1_000_000
     browser.open(f"{url}/ui")
-    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 6", 20, "six GPUs")
+    browser.wait_for("document.querySelectorAll('#mosaic .gpu').length === 6", 120, "six GPUs")
     assert bind(svc, v1_pod(milli=500, name="job-b"), "n1") == ""
-    browser.wait_for("!!document.querySelector('#binds-table tr[data-bind]')", 5, "the bind")
+    browser.wait_for("!!document.querySelector('#binds-table tr[data-bind]')", 120, "the bind")
     assert "team-a/job-b" in browser.js("document.getElementById('binds-table').textContent")
     assert browser.js("document.querySelectorAll('#mosaic .gpu.busy').length") == 1
     assert browser.console == []

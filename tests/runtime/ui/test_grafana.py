@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from waiting import wait_for
+
 sys.path.insert(0, str(Path(__file__).parents[2] / "apps" / "extender"))
 
 from extender_builders import args, binding, cluster, service, v1_pod
@@ -42,11 +44,13 @@ def serve_metrics(tmp_path: Path) -> str:
     svc.start()
     try:
         svc.store.add_job(JobSubmission(command="x", steps=20.0), time.time(), 0)
-        give_up = time.monotonic() + 20
-        while svc.driver is None or svc.driver.counters.rounds < 2:
-            assert time.monotonic() < give_up
-            time.sleep(0.05)
-        with urllib.request.urlopen(f"{svc.url}/metrics", timeout=10) as r:
+        wait_for(
+            lambda: svc.driver.counters.rounds if svc.driver is not None else None,
+            60,
+            "two rounds",
+            until=lambda rounds: rounds is not None and rounds >= 2,
+        )
+        with urllib.request.urlopen(f"{svc.url}/metrics", timeout=60) as r:
             return r.read().decode()
     finally:
         svc.stop()

@@ -18,6 +18,7 @@ from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.ui.stream import Feed, diff
+from waiting import wait_for
 
 
 @pytest.fixture
@@ -39,10 +40,12 @@ def submit(svc: Service, steps: float, gpus: int = 1) -> int:
 
 
 def wait_round(svc: Service, at_least: int) -> None:
-    give_up = time.monotonic() + 30
-    while svc.driver is None or svc.driver.round_idx < at_least:
-        assert time.monotonic() < give_up, "no round boundary"
-        time.sleep(0.02)
+    wait_for(
+        lambda: svc.driver.round_idx if svc.driver is not None else None,
+        60,
+        f"round {at_least}'s boundary",
+        until=lambda idx: idx is not None and idx >= at_least,
+    )
 
 
 def test_queue_says_why_and_jobs_carry_the_deciders_view(service: Service) -> None:
@@ -56,10 +59,18 @@ def test_queue_says_why_and_jobs_carry_the_deciders_view(service: Service) -> No
         "submitted during this round: admitted at the next round boundary"
     }
     wait_round(service, first + 1)
-    time.sleep(0.3)
-    world = view.world()
+
+    def one_runs_and_has_stepped(world: dict) -> bool:  # type: ignore[type-arg]
+        states = {i: world["jobs"][str(i)]["state"] for i in ids}
+        running = [i for i in ids if states[i] == "running"]
+        return sorted(states.values()) == ["queued", "queued", "running"] and (
+            world["progress"][str(running[0])][0] > 0
+        )
+
+    world = wait_for(
+        view.world, 60, "one job running (and stepping), two queued", until=one_runs_and_has_stepped
+    )
     states = {i: world["jobs"][str(i)]["state"] for i in ids}
-    assert sorted(states.values()) == ["queued", "queued", "running"]
     for i in ids:
         plan = world["plan"][str(i)]
         assert plan["rates"] == [1.0] and plan["measured"] == [False]  # the placeholder prior

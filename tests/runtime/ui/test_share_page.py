@@ -130,20 +130,20 @@ def test_share_page_shows_the_lock_holder_and_the_handover(
     running: Running, browser: Browser
 ) -> None:
     browser.open(f"{running.url}/ui")
-    browser.wait_for("document.querySelectorAll('[data-gpu]').length === 2", 20, "two GPU locks")
+    browser.wait_for("document.querySelectorAll('[data-gpu]').length === 2", 120, "two GPU locks")
     a, b = handover(running)
     browser.wait_for(
-        "document.getElementById('holder-0').textContent.includes('trainer-a')", 5, "a"
+        "document.getElementById('holder-0').textContent.includes('trainer-a')", 120, "a"
     )
     assert a.read() == "DROP_LOCK"
     a.send("LOCK_RELEASED")
     assert b.read() == "LOCK_OK"
     browser.wait_for(
-        "!!document.querySelector('#handovers-table tr[data-handover]')", 5, "hand-over"
+        "!!document.querySelector('#handovers-table tr[data-handover]')", 120, "hand-over"
     )
     assert "trainer-b" in browser.js("document.getElementById('handovers-table').textContent")
     browser.wait_for(
-        "document.getElementById('holder-0').textContent.includes('trainer-b')", 5, "b"
+        "document.getElementById('holder-0').textContent.includes('trainer-b')", 120, "b"
     )
     a.close()
     b.close()

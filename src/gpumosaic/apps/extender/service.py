@@ -43,8 +43,9 @@ from gpumosaic.apps.extender.wire import (
     filter_result,
     host_priority_list,
 )
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.state import Assignment, BookkeepingError
+from gpumosaic.model.state import Assignment
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import feasible_nodes
 from gpumosaic.placement.workload import TargetWorkload

@@ -411,7 +411,8 @@ def _run_live(
     say: Callable[[str], None],
 ) -> LiveGandiva:
     from gpumosaic.experiments.sim_vs_live.replay import Arrivals
-    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.run.serve import Service
+    from gpumosaic.run.service_config import ServiceConfig
 
     service_config = ServiceConfig(
         state=str(root / "state.db"),

@@ -38,7 +38,8 @@ from gpumosaic.mechanisms.rounds.sim.driver import job_records
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.results.result import JobRecord, RunStats, SimResult, TimelineRecorder
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import Service
+from gpumosaic.run.service_config import ServiceConfig
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs

@@ -214,7 +214,7 @@ def _run_live(
     sharing: str | None = None,
 ) -> LiveReplay:
     from gpumosaic.experiments.sim_vs_live.replay import replay
-    from gpumosaic.run.serve import ServiceConfig
+    from gpumosaic.run.service_config import ServiceConfig
 
     config = ServiceConfig(
         policy=description.policy,

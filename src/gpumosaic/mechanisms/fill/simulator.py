@@ -91,7 +91,8 @@ class FillResult:
 
     @property
     def failed(self) -> npt.NDArray[np.bool_]:
-        return self.fail_reason != PLACED
+        failed: npt.NDArray[np.bool_] = self.fail_reason != PLACED
+        return failed
 
     @property
     def power_w(self) -> Floats:

@@ -67,8 +67,10 @@ class TierRanker:
 
         def scores(servers: Sequence[ServerView]) -> Sequence[float]:
             if isinstance(self.strategy, RandomPlacement):
-                return self.rng.random(len(servers)).tolist()
+                drawn: list[float] = self.rng.random(len(servers)).tolist()
+                return drawn
             nodes = np.fromiter((s.node for s in servers), dtype=np.intp, count=len(servers))
-            return self.strategy.scores(self.state, group_job, nodes).tolist()
+            ranked: list[float] = self.strategy.scores(self.state, group_job, nodes).tolist()
+            return ranked
 
         return scores

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.mechanisms.gandiva.actions import Action, Migrate, MoveReason
 from gpumosaic.mechanisms.gandiva.affinity import ServerView
 from gpumosaic.mechanisms.gandiva.config import GandivaConfig
@@ -22,7 +23,7 @@ from gpumosaic.mechanisms.gandiva.group import GpuGroup, Meter
 from gpumosaic.mechanisms.gandiva.observations import RateBook
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.model.state import Assignment, ClusterState
 
 
 def holder_id(gid: int) -> int:
@@ -73,7 +74,10 @@ class GpuSets:
     def free_counts(self) -> npt.NDArray[np.intp]:
         """Fully free GPUs per server."""
         state = self.state
-        return (state.gpu_exists & (state.gpu_free == MILLI_PER_GPU)).sum(axis=1)
+        counts: npt.NDArray[np.intp] = (state.gpu_exists & (state.gpu_free == MILLI_PER_GPU)).sum(
+            axis=1
+        )
+        return counts
 
     def views(self, k: int, allowed: npt.NDArray[np.bool_]) -> list[ServerView]:
         """What the affinity order needs to know of every allowed server with >= k GPUs,

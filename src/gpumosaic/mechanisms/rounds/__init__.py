@@ -14,12 +14,12 @@ from gpumosaic.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpumosaic.mechanisms.rounds.decision import (
-        PlannedEntity,
         RoundConfig,
         RoundDecider,
         RoundPlan,
         RoundReport,
     )
+    from gpumosaic.model.plan import PlannedEntity
 
 __getattr__ = lazy_names(
     __name__,

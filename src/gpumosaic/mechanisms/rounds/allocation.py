@@ -183,4 +183,5 @@ class AllocationBook:
 
 def _entity_keys(rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """One int64 per entity (job rows a, b; b = -1 for a single job), for lookups."""
-    return np.asarray(rows_a, dtype=np.int64) * (1 << 31) + (np.asarray(rows_b) + 1)
+    keys: np.ndarray = np.asarray(rows_a, dtype=np.int64) * (1 << 31) + (np.asarray(rows_b) + 1)
+    return keys

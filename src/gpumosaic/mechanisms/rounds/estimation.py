@@ -294,7 +294,8 @@ class ThroughputEstimation:
         profile = self._profiles.get(row)
         if profile is None:
             return None
-        return profile.usable & ~profile.measured
+        estimated: np.ndarray = profile.usable & ~profile.measured
+        return estimated
 
     def report(self) -> EstimationReport:
         c = self._counts

@@ -38,13 +38,14 @@ from typing import Literal
 
 import numpy as np
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.mechanisms.rounds.placing import Lease, StrategyPlacing
 from gpumosaic.mechanisms.rounds.runs import KernelRuns
 from gpumosaic.mechanisms.rounds.shapes import EntityKey, RowShapes, holder_id
 from gpumosaic.mechanisms.rounds.symmetric import SymmetricTypes, symmetric_kernel
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.types import BoolArray, IntArray
 

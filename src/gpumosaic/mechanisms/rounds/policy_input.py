@@ -78,7 +78,8 @@ def build_policy_input(
 def pick(values: Sequence[T], index: list[int]) -> tuple[T, ...]:
     """``tuple(values[i] for i in index)``, gathered in C (``operator.itemgetter``)."""
     if len(index) > 1:
-        return itemgetter(*index)(values)
+        gathered: tuple[T, ...] = itemgetter(*index)(values)
+        return gathered
     return tuple(values[i] for i in index)
 
 

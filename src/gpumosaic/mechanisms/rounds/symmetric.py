@@ -20,8 +20,9 @@ from types import ModuleType
 
 import numpy as np
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.model.gpu import MILLI_PER_GPU
-from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.types import BoolArray, IntArray
 
 

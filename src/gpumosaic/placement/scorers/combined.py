@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.kernel_cache import jit, resolve
 from gpumosaic.model.job import JobSpec
-from gpumosaic.model.state import Assignment, BookkeepingError, ClusterState
+from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.filter import FilterKey, filter_key, job_args
 from gpumosaic.placement.scorers.base import (
     KernelInputs,

@@ -233,8 +233,9 @@ class ShareSupervisor:
         self._views = views  # replaced whole: the API thread reads it without a lock
         self._restarts = restarts
 
-    def wait_reports(self, timeout_s: float = 10.0) -> None:
-        """Poll until every agent has answered once more (tests, the CLI at exit)."""
+    def wait_reports(self, timeout_s: float = 10.0) -> bool:
+        """Poll until every agent has answered once more (tests, the CLI at exit); False
+        when one had not within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         asked = {n: a.asked_at for n, a in self._agents.items()}
         while time.monotonic() < deadline:
@@ -243,8 +244,9 @@ class ShareSupervisor:
                 a.pending is None and a.asked_at > asked.get(n, 0) and a.last is not None
                 for n, a in self._agents.items()
             ):
-                return
+                return True
             time.sleep(0.05)
+        return False
 
     def view(self, job_id: int, gpu_milli: int, num_gpu: int) -> ShareView:
         handovers, grants = self._views.get(f"job-{job_id}", (0, 0))

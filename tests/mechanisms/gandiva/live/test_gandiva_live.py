@@ -17,7 +17,6 @@ import pytest
 from gpumosaic.mechanisms.gandiva import GandivaConfig, GandivaDecider, Migrate
 from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver
 from gpumosaic.mechanisms.gandiva.live.throughputs import LiveThroughputs
-from gpumosaic.mechanisms.rounds.live.driver import DriverConfig
 from gpumosaic.policies.ordering import build_queue_order
 from gpumosaic.runtime.cluster import LiveCluster, RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
@@ -25,6 +24,8 @@ from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.state.records import GandivaJobRow
 from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.supervisor.config import DriverConfig
+from waiting import wait_for
 
 PAIRS_WELL = "ResNet-18 (batch size 32)"  # Gavel's table: two of them pack with a gain
 TABLE_RATE = 29.947  # its steps/s alone on a V100 in Gavel's table (and beside another)
@@ -288,20 +289,19 @@ def test_service_shows_counts_in_jobs_json_and_metrics(tmp_path: Path) -> None:
     )
     service.start()
     try:
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             plain = [client.post("/v1/jobs", json={"command": "x", "steps": 40}) for _ in range(2)]
             packed = [
                 client.post("/v1/jobs", json={"command": "x", "steps": 40, "job_type": PAIRS_WELL})
                 for _ in range(2)
             ]
             assert all(r.status_code in (200, 201) for r in plain + packed), plain[0].text
-            give_up = time.monotonic() + 30
-            while time.monotonic() < give_up:
-                jobs = client.get("/v1/jobs").json()
-                if all(j["state"] == "done" for j in jobs):
-                    break
-                time.sleep(0.1)
-            assert [j["state"] for j in jobs] == ["done"] * 4, jobs
+            jobs = wait_for(
+                lambda: client.get("/v1/jobs").json(),
+                120,
+                "the four jobs to be done",
+                until=lambda jobs: all(j["state"] == "done" for j in jobs),
+            )
             assert all(j["suspensions"] is not None for j in jobs)
             assert sum(j["suspensions"] for j in jobs) > 0
             text = client.get("/metrics").text
@@ -426,15 +426,15 @@ def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     service = Service(config, connect_ray(config))
     service.start()
     try:
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             body = {"command": TRAIN, "steps": 200, "env": {"STEP_S": "0.03"}}  # 6 s vs 2 s quanta
             ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
-            give_up = time.monotonic() + 180
-            while time.monotonic() < give_up:
-                jobs = client.get("/v1/jobs").json()
-                if all(j["state"] in ("done", "failed") for j in jobs):
-                    break
-                time.sleep(0.2)
+            jobs = wait_for(
+                lambda: client.get("/v1/jobs").json(),
+                300,
+                "the two jobs to end",
+                until=lambda jobs: all(j["state"] in ("done", "failed") for j in jobs),
+            )
             assert [j["state"] for j in jobs] == ["done", "done"], jobs
             assert sum(j["suspensions"] for j in jobs) > 0, jobs
     finally:
@@ -468,18 +468,23 @@ def test_real_jobs_on_ray_are_packed_on_one_gpu(ray_cluster: object, tmp_path: P
     service.start()
     seen_packed: set[tuple[int, int]] = set()
     try:
-        with httpx.Client(base_url=service.url, timeout=10) as client:
+        with httpx.Client(base_url=service.url, timeout=60) as client:
             # Sleeping steps: each job steps as fast beside the other as alone.
             body = {"command": TRAIN, "steps": 150, "env": {"STEP_S": "0.02"}}
             body["job_type"] = PAIRS_WELL
             ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
-            give_up = time.monotonic() + 90
-            while time.monotonic() < give_up:
+
+            def observe() -> list[dict]:
                 jobs = client.get("/v1/jobs").json()
-                seen_packed |= {(j["id"], j["packed_with"]) for j in jobs if j["packed_with"]}
-                if all(j["state"] in ("done", "failed") for j in jobs):
-                    break
-                time.sleep(0.1)
+                seen_packed.update((j["id"], j["packed_with"]) for j in jobs if j["packed_with"])
+                return jobs
+
+            jobs = wait_for(
+                observe,
+                300,
+                "the packed pair to end",
+                until=lambda jobs: all(j["state"] in ("done", "failed") for j in jobs),
+            )
             assert [j["state"] for j in jobs] == ["done", "done"], jobs
             metrics = client.get("/metrics").text
     finally:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpumosaic.engine.core import Engine, EventHandle
+from gpumosaic.errors import BookkeepingError
 from gpumosaic.mechanisms.gandiva.actions import Pack, Start
 from gpumosaic.mechanisms.gandiva.config import GandivaConfig
 from gpumosaic.mechanisms.gandiva.decider import GandivaDecider, Step
@@ -34,7 +35,6 @@ from gpumosaic.mechanisms.gandiva.sim.records import Snapshot, build_result
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.power import PowerTracker
-from gpumosaic.model.state import BookkeepingError
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.fragmentation import shared_tracker
 from gpumosaic.policies.ordering import Fifo, QueueOrder

@@ -46,9 +46,10 @@ from pathlib import Path
 import numpy as np
 
 from gpumosaic.lease import read_checkpoint_steps
-from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundPlan
+from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider, PriorThroughputs
 from gpumosaic.mechanisms.rounds.live.meter import RoundMeter
+from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.results.outcome import JobEnd, Outcome
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.executors.contract import Executor, ExitReport, LaunchSpec

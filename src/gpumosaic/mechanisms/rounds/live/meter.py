@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundReport
+from gpumosaic.mechanisms.rounds.decision import RoundReport
 from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.runtime.leases import LiveLease
 
 RATE_EMA_ALPHA = 0.5  # Gavel's throughput EMA

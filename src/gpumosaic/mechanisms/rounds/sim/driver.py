@@ -394,7 +394,7 @@ class RoundSimulator:
             self.completions += 1
             self._count_done(jobs.measured[row])
         self.rounds += 1
-        return end
+        return float(end)
 
     def _sample(self, now: float, running: int) -> None:
         tracker = self.tracker
