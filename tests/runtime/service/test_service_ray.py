@@ -132,7 +132,7 @@ def test_a_lost_actor_sends_its_job_back_to_the_queue(service_factory) -> None: 
     first = service.store.leases(job)[0]
     assert first.id == lease_id and first.end_reason.startswith("lost")
     assert len(service.store.leases(job)) >= 2
-    assert service.driver.counters.lost == 1
+    assert service.driver.process_counters.lost == 1
 
 
 def test_bad_submissions_name_the_field(service_factory) -> None:  # type: ignore[no-untyped-def]

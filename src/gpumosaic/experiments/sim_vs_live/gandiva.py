@@ -467,7 +467,7 @@ def _run_live(
         ),
         wall_s=wall,
         finished=finished,
-        launches=driver.counters.launches,
+        launches=driver.supervisor.counters.launches,
     )
 
 

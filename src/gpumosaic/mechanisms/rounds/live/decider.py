@@ -142,6 +142,18 @@ class LiveRoundDecider(RoundDecider):
         self.leases.forget([row])
         self.need_solve = True
 
+    def all_steps_done(self, row: int) -> bool:
+        """A round's report counted every step of the job: it will never be planned again,
+        so its process is done even if it did not end cleanly."""
+        jobs = self.jobs
+        return bool(not jobs.is_active[row] and jobs.done_steps[row] >= jobs.total_steps[row])
+
+    def process_ended(self, row: int, now: float, *, state: str, in_round: bool) -> None:
+        """The job's last process ended (``state``: done, failed or cancelled). A done job
+        of the round in progress is credited by that round's report; any other leaves now."""
+        if state != "done" or not in_round:
+            self.withdraw(row, now)
+
     def restore_progress(self, row: int, done_steps: float) -> None:
         """A restarted service re-admits a job that had already made progress."""
         self.jobs.done_steps[row] = min(done_steps, float(self.jobs.total_steps[row]))
