@@ -147,7 +147,7 @@ def main() -> None:
                     "of_which_decider_plan_ms_median": round(float(np.median(p)), 2),
                     "policy_solves": len(solve_s),
                     "policy_solve_ms": [round(s * 1e3, 1) for s in solve_s],
-                    "launches": driver.counters.launches,
+                    "launches": driver.process_counters.launches,
                     "extensions": driver.counters.extensions,
                 },
                 indent=1,

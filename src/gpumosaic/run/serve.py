@@ -235,7 +235,9 @@ class LoopDriver(Protocol):
     """What the service loop needs of a driver (``RoundDriver``, ``GandivaDriver``)."""
 
     config: DriverConfig
-    lease_of: dict[int, str]
+
+    @property
+    def lease_of(self) -> dict[int, str]: ...
 
     def boundary(self, now: float) -> object: ...
 
@@ -351,6 +353,8 @@ class Service:
     def live_attained_s(self, job: JobRow) -> float:
         """GPU seconds credited at round ends plus those held in the current round so far
         (from the later of the round's start and the job's first lease call)."""
+        if self.gandiva_driver is not None:  # credited at each lease's end, plus the live one
+            return job.attained_s + self.gandiva_driver.held_gpu_s(job.id)
         driver = self.driver
         if driver is None:
             return job.attained_s
@@ -379,16 +383,16 @@ class Service:
         d = self.driver
         if d is None:
             return {}
-        c = d.counters
+        c, p = d.counters, d.process_counters
         book = self.decider.book
         last = c.boundary_s[-1] if c.boundary_s else 0.0
         return {
             "rounds_total": c.rounds,
-            "leases_launched_total": c.launches,
+            "leases_launched_total": p.launches,
             "lease_extensions_total": c.extensions,
-            "lease_stops_total": c.stops,
-            "leases_lost_total": c.lost,
-            "job_retries_total": c.retries,
+            "lease_stops_total": p.stops,
+            "leases_lost_total": p.lost,
+            "job_retries_total": p.retries,
             "forced_solves_total": c.forced_solves,
             "unmeasured_grants_total": c.unmeasured_grants,
             "placement_failures_total": self.decider.leases.failures,
@@ -408,10 +412,13 @@ class Service:
     def start(self) -> None:
         import uvicorn
 
-        from gpumosaic.mechanisms.rounds.ui import ui_router
         from gpumosaic.runtime.api.app import create_app
         from gpumosaic.runtime.timescale import ScaledClock
 
+        if self.gandiva:  # each mechanism's own /ui view
+            from gpumosaic.mechanisms.gandiva.ui import ui_router
+        else:
+            from gpumosaic.mechanisms.rounds.ui import ui_router
         app = create_app(self, ui=ui_router)
         listener = self._listener if self._listener is not None else bind_api(self.config)
         self._listener = None

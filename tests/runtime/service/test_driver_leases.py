@@ -41,6 +41,7 @@ def dying(tmp_path: Path, counts: str = "v100:1", **options: object) -> Bench:
     bench = in_process(tmp_path, counts=counts, **options)  # type: ignore[arg-type]
     executor = DyingExecutor(bench.driver.table, bench.clock, bench.executor.rate_of)
     bench.driver.executor = executor
+    bench.driver.supervisor.executor = executor  # the supervisor launches and polls
     bench.executor = executor
     return bench
 
@@ -78,13 +79,13 @@ def test_a_lost_lease_sends_its_job_back_to_the_queue_at_its_checkpoint(tmp_path
     row = bench.store.job(job)
     assert row is not None and row.state == "queued"
     assert row.steps_done == checkpointed  # back at its last checkpoint, not further
-    assert bench.driver.counters.lost == 1
+    assert bench.driver.process_counters.lost == 1
     run_until_final(bench)
     assert bench.states() == {job: "done"}
     first, *later = bench.store.leases(job)
     assert first.id == lease_id and first.end_reason.startswith("lost")
     assert later  # it ran again on a new lease
-    assert bench.driver.counters.lost == 1 and bench.store.job(job).attempts == 0  # type: ignore[union-attr]
+    assert bench.driver.process_counters.lost == 1 and bench.store.job(job).attempts == 0  # type: ignore[union-attr]
 
 
 def test_a_failing_job_is_retried_then_fails_with_its_exit_code(tmp_path: Path) -> None:

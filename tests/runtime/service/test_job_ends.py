@@ -112,8 +112,8 @@ def test_the_live_decider_records_failed_and_cancelled_as_such(tmp_path: Path) -
     assert failed in bench.driver.lease_of, bench.states()
     # the failing job's process dies with an error; the other is cancelled
     lease = bench.driver.lease_of[failed]
-    bench.executor.stop(lease, 0.0)
-    bench.driver.failing[lease] = "it stopped reporting"
+    bench.executor.stop(lease, 0.0)  # its process dies; the supervisor counts it failed
+    bench.driver.supervisor.stop(lease, failure="it stopped reporting")
     bench.store.request_cancel(cancelled, bench.clock())
     for _ in range(5):
         bench.clock.t += 1.0

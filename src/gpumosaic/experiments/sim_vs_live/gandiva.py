@@ -468,7 +468,7 @@ def _run_live(
         ),
         wall_s=wall,
         finished=finished,
-        launches=driver.counters.launches,
+        launches=driver.supervisor.counters.launches,
     )
 
 

@@ -244,7 +244,7 @@ def replay(
         launch_latency_s=tuple(c.launch_latency_s),
         wall_s=wall,
         finished=finished,
-        launches=c.launches,
+        launches=driver.process_counters.launches,
         extensions=c.extensions,
     )
 

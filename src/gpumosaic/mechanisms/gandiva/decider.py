@@ -192,6 +192,26 @@ class GandivaDecider:
         """``wake`` for one job that exited (a live driver's report)."""
         return self.wake(self.jobs[job_id].group, now, (job_id,))
 
+    def withdraw(self, job_id: int, now: float) -> Step | None:
+        """The job left for good (done, failed or cancelled): a job of a GPU set leaves it
+        as a finished one does (its set's step); a queued one leaves the queue (None:
+        nothing else to do)."""
+        job = self.jobs.get(job_id)
+        if job is None or job.finished:
+            return None
+        if job.group >= 0:
+            return self.job_finished(job_id, now)
+        if job in self.queue:  # nothing else refers to a queued job
+            self.queue.remove(job)
+            job.finished = True
+        return None
+
+    def all_steps_done(self, job_id: int, steps: float) -> bool:
+        """``steps`` (the job's last reported count) reach its work: it is done even if
+        its last process did not end cleanly."""
+        job = self.jobs.get(job_id)
+        return job is not None and steps >= job.spec.work
+
     # --- the scheduling pass ------------------------------------------------------------
 
     def _refusal(self, job: JobSpec) -> Rejection | None:

@@ -214,13 +214,13 @@ class RoundsView:
         driver = self.service.driver
         if driver is None:
             return {}
-        c = driver.counters
+        c, p = driver.counters, driver.process_counters
         return {
-            "leases_launched": c.launches,
+            "leases_launched": p.launches,
             "lease_extensions": c.extensions,
-            "lease_stops": c.stops,
-            "leases_lost": c.lost,
-            "job_retries": c.retries,
+            "lease_stops": p.stops,
+            "leases_lost": p.lost,
+            "job_retries": p.retries,
             "forced_solves": c.forced_solves,
             "unmeasured_grants": c.unmeasured_grants,
             "policy_solves": self.service.decider.book.solves,

@@ -231,7 +231,8 @@ def create_app(service: ServiceView, ui: Callable[[Any], APIRouter] | None = Non
 
     def view(job: JobRow, tail: str = "") -> JobView:
         rate = store.throughputs(job.id).get(job.gpu_type) if job.gpu_type else None
-        gandiva = store.gandiva_job(job.id) if service.gandiva else None
+        # Gandiva: a job never suspended, moved or packed has no row yet (all zero).
+        gandiva = (store.gandiva_job(job.id) or GandivaJobRow(job.id)) if service.gandiva else None
         attained = service.live_attained_s(job)
         known = store.known_rates(job.id)
         shown = job_view(job, service.live_steps(job), rate, tail, gandiva, attained, known)

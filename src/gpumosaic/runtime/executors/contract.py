@@ -1,6 +1,6 @@
 """How a lease becomes running processes: the executor contract, and an in-process
 executor whose "processes" follow the lease protocol at a given rate (benchmarks and
-fast tests of the driver; no subprocess, no Ray).
+fast tests of the drivers and the supervisor; no subprocess).
 
 An executor starts the processes of a lease (one per rank), stops them (SIGTERM, then
 SIGKILL after a grace period) and says when they are gone (``poll``). It never decides
@@ -25,10 +25,10 @@ class RankLaunch:
     """One process of a lease: where it runs and which GPUs it sees."""
 
     rank: int
-    ray_node_id: str
+    node_id: str  # the executor's id of the machine it runs on
     ip: str
     devices: tuple[int, ...]  # CUDA device indices on that node (empty: CPU only)
-    gpu_share: float  # Ray num_gpus (GPUs x milli / 1000)
+    gpu_share: float  # GPUs it holds (GPUs x milli / 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,8 @@ class Executor(Protocol):
 
 def rank_env(spec: LaunchSpec, rank: RankLaunch, master_port: int) -> dict[str, str]:
     """The environment of one rank: the lease's, plus rank, world size and GPUs. A rank
-    with no GPU gets ``CUDA_VISIBLE_DEVICES=""``: Ray leaves every GPU visible otherwise."""
+    with no GPU gets ``CUDA_VISIBLE_DEVICES=""``: an executor may leave every GPU visible
+    otherwise."""
     env = dict(spec.env)
     world = len(spec.ranks)
     env.update(

@@ -274,7 +274,7 @@ class RayExecutor:
         pg = None
         if len(spec.ranks) > 1:
             bundles = [self._resources(spec, r, bundle=True) for r in spec.ranks]
-            on_node = [{NODE_ID_LABEL: r.ray_node_id} for r in spec.ranks]
+            on_node = [{NODE_ID_LABEL: r.node_id} for r in spec.ranks]
             pg = placement_group(bundles, strategy="PACK", bundle_label_selector=on_node)
         self._port += 1
         actors, waits, started = [], [], []
@@ -290,7 +290,7 @@ class RayExecutor:
             else:
                 opts = self._resources(spec, rank, bundle=False, split=True)
                 opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                    rank.ray_node_id, soft=False
+                    rank.node_id, soft=False
                 )
             opts.update(name=actor_name(spec.lease_id, rank.rank), namespace=NAMESPACE)
             actor = self._actor_cls.options(**opts).remote(

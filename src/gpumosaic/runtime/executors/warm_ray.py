@@ -169,12 +169,12 @@ class WarmRayExecutor:
         self._port += 1
         lease = _Lease(spec, [], [])
         for rank in spec.ranks:
-            launcher = self._launcher(rank.ray_node_id, rank.ip)
+            launcher = self._launcher(rank.node_id, rank.ip)
             key = f"{spec.lease_id}/{rank.rank}"
             env = rank_env(spec, rank, self._port)
             launcher.actor.start.remote(key, spec.command, spec.workdir, env, spec.log_path)
             lease.keys.append(key)
-            lease.nodes.append(rank.ray_node_id)
+            lease.nodes.append(rank.node_id)
             self._owner[key] = (spec.lease_id, rank.rank)
         self._leases[spec.lease_id] = lease
 

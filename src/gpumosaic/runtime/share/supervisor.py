@@ -172,7 +172,7 @@ class ShareSupervisor:
         if not is_shared(spec.gpu_milli, len(spec.ranks)):
             return spec
         rank = spec.ranks[0]
-        interposer = self._interposer.get(rank.ray_node_id)
+        interposer = self._interposer.get(rank.node_id)
         if interposer is None:  # a node the service was not started with
             return spec
         # The runtime's variables are the service's to set: a job's own (a larger cap,

@@ -21,12 +21,15 @@ def ui_routes(
     kind: str,
     title: str,
     token: Callable[[], str],
+    script_of: str | None = None,
 ) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get("/ui")
     async def ui_page() -> Response:
-        return Response(page(kind, title), media_type="text/html; charset=utf-8", headers=NO_CACHE)
+        return Response(
+            page(kind, title, script_of), media_type="text/html; charset=utf-8", headers=NO_CACHE
+        )
 
     @router.get("/ui/stream", response_model=None)
     async def ui_stream(request: Request) -> Response:

@@ -16,11 +16,12 @@ def asset(name: str) -> str:
 
 
 @cache
-def page(kind: str, title: str) -> bytes:
-    """The page of ``kind`` (``rounds``, ``extender``, ``share``): the shared shell, the
-    shared script and the kind's own script and body."""
+def page(kind: str, title: str, script_of: str | None = None) -> bytes:
+    """The page of ``kind`` (``rounds``, ``gandiva``, ``extender``, ``share``): the shared
+    shell, the shared script and the kind's own body and script (``script_of``: the
+    script of another kind, whose world this kind's view also builds)."""
     body = asset(f"{kind}.html")
-    script = asset("ui.js") + "\n" + asset(f"{kind}.js")
+    script = asset("ui.js") + "\n" + asset(f"{script_of or kind}.js")
     doc = (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"

@@ -77,7 +77,7 @@ class Bench:
         for lease_id, proc in procs.items():
             if proc.stopping:  # checkpointing on its way out (the next unit waits for it)
                 continue
-            where = self.driver.where_of_lease[lease_id]
+            where = self.driver.where_of(lease_id)
             for g in where.gpus:
                 on_gpu.setdefault((where.node, g), []).append(proc.spec.job_id)
         for gpu, ids in on_gpu.items():

@@ -1,6 +1,7 @@
 """The wall-clock Gandiva driver: the simulator's ``GandivaDecider``, driven by the wall
-clock, the jobs' lease reports and their exits, executed through the round service's
-executor (in-process or Ray), store and lease table.
+clock, the jobs' lease reports and their exits, its processes run by the live runtime's
+process supervisor (``runtime/supervisor``: launch, stop, exits, retries, cancellations,
+restarts, silent leases) through the service's executor (in-process or Ray).
 
 What the decider is told, and when (``tick``, every ``poll_s``):
 
@@ -10,8 +11,12 @@ What the decider is told, and when (``tick``, every ``poll_s``):
   rate book files rates by partner, alone = -1);
 - ``wake(set, now)`` once the wall clock passes ``next_due(set)`` (armed for every set in
   a step's ``retimed``): quantum ends and trial verdicts;
-- ``job_finished(job, now)`` when a job's process exits having done its steps (and the
-  same call withdraws a job that failed or was cancelled: it leaves its GPU set).
+- ``withdraw(job, now)`` when a job left for good (its process exited having done its
+  steps as the decider judges them, ``all_steps_done``; or it failed or was cancelled).
+
+What it measures, as the round driver does: each job's attained GPU time (the seconds its
+processes spent stepping, times its GPUs) and its steps/s on its GPU model, in the store
+(``gpumosaic jobs``), and its suspensions, migrations and packed partner.
 
 How its actions run: the driver reconciles the processes with the decider's sets after
 every step. A job of a set's running unit must have a live lease on that set's node and
@@ -33,12 +38,10 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from gpumosaic.lease import read_checkpoint_steps
 from gpumosaic.mechanisms.gandiva import (
     GandivaDecider,
     Migrate,
@@ -51,19 +54,27 @@ from gpumosaic.mechanisms.gandiva import (
     Unpack,
 )
 from gpumosaic.mechanisms.gandiva.live.emulate import ENV_PARTNER_FILE
+from gpumosaic.mechanisms.gandiva.live.records import (
+    GandivaLiveCounters,
+    HandOverTimes,
+    ShownCounts,
+    Where,
+)
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment
-from gpumosaic.results.outcome import JobEnd
+from gpumosaic.results.outcome import JobEnd, Outcome
 from gpumosaic.runtime.cluster import LiveCluster
-from gpumosaic.runtime.executors.contract import Executor, ExitReport
-from gpumosaic.runtime.executors.launch import launch_spec, stop_previous_process
-from gpumosaic.runtime.jobs.ends import CANCELLED_BY_USER
+from gpumosaic.runtime.executors.contract import Executor
 from gpumosaic.runtime.leases import LeaseTable, LiveLease
-from gpumosaic.runtime.state.records import GandivaJobRow, JobRow, LeaseRow
+from gpumosaic.runtime.state.records import GandivaJobRow, LeaseRow
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.supervisor.config import DriverConfig
-from gpumosaic.runtime.supervisor.exits import record_exit
+from gpumosaic.runtime.supervisor.nodes import NodeChange
+from gpumosaic.runtime.supervisor.processes import Supervisor
+from gpumosaic.runtime.supervisor.requests import LeaseRequest
+
+__all__ = ["GandivaDriver", "GandivaLiveCounters", "HandOverTimes", "Where"]
 
 # A lease's time horizon in wall seconds (times the time scale in the service's job-time
 # clock), renewed when half of it is left: long enough that a job never parks waiting for
@@ -71,53 +82,12 @@ from gpumosaic.runtime.supervisor.exits import record_exit
 # was 0.6 s of wall time at a scale of 1,000: jobs reached its end between renewals, saved
 # a checkpoint at each and, once parked, were never renewed.)
 LEASE_HORIZON_S = 600.0
-# What each rank of a one-GPU job reserves from Ray: half a GPU, so that a packed pair
-# fits on one GPU in Ray's accounting. Whether two jobs share a GPU is the decider's
-# decision, not Ray's: the driver launches a second job onto a GPU only when packed.
+# What each rank of a one-GPU job reserves from the executor: half a GPU, so that a packed
+# pair fits on one GPU in its accounting. Whether two jobs share a GPU is the decider's
+# decision: the driver launches a second job onto a GPU only when packed.
 PACKABLE_SHARE_MILLI = MILLI_PER_GPU // 2
-
-
-@dataclass(frozen=True, slots=True)
-class Where:
-    """A node and its GPUs (ClusterState indices), as a set holds them."""
-
-    node: int
-    gpus: tuple[int, ...]
-
-
-@dataclass(slots=True)
-class GandivaLiveCounters:
-    """What the live driver did (``/metrics``); the decider's own counts are separate."""
-
-    launches: int = 0
-    stops: int = 0
-    suspensions: int = 0  # Suspend and Unpack actions executed
-    resumes: int = 0
-    migrations: int = 0
-    packs: int = 0
-    unpacks: int = 0
-    rejected: int = 0
-    lost: int = 0
-    retries: int = 0
-    wakes: int = 0
-    observations: int = 0
-    renewals: int = 0
-
-
-@dataclass(slots=True)
-class HandOverTimes:
-    """What the decider's actions really cost live, in job time (the service's clock):
-    from the decision to the first lease call of the job's new process. ``start``: a
-    first start onto free GPUs; ``switch``: a resume at a quantum's end or after a finish
-    (the outgoing job's checkpoint and exit, then the launch), or a move within a server;
-    ``migration``: a move to another server (checkpoint, exit, relaunch there); ``pack``:
-    a guest launched beside its running host. The simulator models them as
-    ``GandivaConfig.start_s``, ``switch_s`` and ``migration_cost_s``."""
-
-    start: list[float] = field(default_factory=list)
-    switch: list[float] = field(default_factory=list)
-    migration: list[float] = field(default_factory=list)
-    pack: list[float] = field(default_factory=list)
+# A job's steps/s is written to the store when it moved by more than this fraction.
+RATE_WRITE_CHANGE = 0.01
 
 
 @dataclass(slots=True)
@@ -143,37 +113,45 @@ class GandivaDriver:
     ) -> None:
         self.store = store
         self.table = table
-        self.executor = executor
         self.decider = decider
-        self.cluster = cluster
         self.config = config
         self.clock = clock
         self.on_step = on_step
+        self.supervisor = Supervisor(store, table, executor, cluster, config, self, clock)
         self.epoch = store.epoch(clock())
         self.counters = GandivaLiveCounters()
         self.times = HandOverTimes()
+        self.shown = ShownCounts(store)
         # job -> (which list of ``times``, when decided) until its new process calls
         self._awaited: dict[int, tuple[list[float], float]] = {}
         self._partner_written: dict[int, str] = {}
-        self.lease_of: dict[int, str] = {}  # job -> its lease whose processes exist
-        self.job_of_lease: dict[str, int] = {}
-        self.where_of_lease: dict[str, Where] = {}
-        self.stopping: set[str] = set()
         self.due: dict[int, float] = {}  # set -> its next wake (decision time)
-        self.total_of: dict[int, float] = {}
-        self.durable: dict[int, float] = {}  # job -> steps that survive (its checkpoint)
-        self._static: dict[int, JobRow] = {}
-        self._base: dict[int, GandivaJobRow] = {}  # counts of earlier runs of the service
-        self._shown: dict[int, GandivaJobRow] = {}  # what the store has now
-        self._packed_shown: set[int] = set()  # jobs the store shows packed
         self._windows: dict[str, _Window] = {}
+        self._rate_written: dict[int, tuple[str, float, int]] = {}  # job -> model, rate, n
+        self.attained_s = 0.0  # GPU seconds credited to every job so far (this run)
         self._launch_seq = len(store.leases())  # lease numbers go on across restarts
         self._admitted_seen = -1
-        self._cancels_seen = -1
         self._lock = threading.Lock()
-        self._ckpt_root = config.checkpoint_root.resolve()
-        self._log_root = config.log_root.resolve()
         self._model_index = {m.name: i for i, m in enumerate(cluster.spec.gpu_models)}
+
+    # ---- what the supervisor owns, read here -----------------------------------------
+
+    @property
+    def cluster(self) -> LiveCluster:
+        return self.supervisor.cluster
+
+    @property
+    def lease_of(self) -> dict[int, str]:
+        """job -> its lease whose processes exist (the supervisor's)."""
+        return self.supervisor.lease_of
+
+    def where_of(self, lease_id: str) -> Where:
+        request = self.supervisor.request_of[lease_id]
+        part = request.entry.parts[0]
+        return Where(part.node, tuple(part.gpus))
+
+    def checkpoint_dir(self, job_id: int) -> Path:
+        return self.supervisor.checkpoint_dir(job_id)
 
     # ---- time ----------------------------------------------------------------------
 
@@ -183,19 +161,11 @@ class GandivaDriver:
     # ---- restart -------------------------------------------------------------------
 
     def recover(self) -> list[LeaseRow]:
-        """Take over a state file: end the previous run's leases (stopping survivors on
-        this machine), requeue their jobs at their last checkpoint, unpack every job (the
-        decider starts afresh) and admit the live jobs again."""
+        """Take over a state file (``Supervisor.recover``), unpack every job (the decider
+        starts afresh) and admit the live jobs again."""
         now = self.clock()
-        stale = self.store.recover(now)
-        for lease in stale:
-            self.executor.reap(lease.id, sum(len(gpus) for _, gpus, _ in lease.parts))
-            stop_previous_process(lease, self.config.grace_s)
+        stale = self.supervisor.recover(now)
         for job in self.store.jobs(live_only=True):
-            on_disk = read_checkpoint_steps(self.checkpoint_dir(job.id))
-            if on_disk is not None and on_disk > job.checkpoint_steps:
-                self.store.record_checkpoint(job.id, on_disk, now)
-                self.store.record_progress(job.id, on_disk)
             row = self.store.gandiva_job(job.id)
             if row is not None and row.packed_with is not None:
                 self.store.save_gandiva_job(
@@ -223,13 +193,7 @@ class GandivaDriver:
 
     def tick(self, now: float) -> None:
         with self._lock, self.store.batch():
-            for report in self.executor.poll():
-                self._on_exit(report, now)
-            if self.store.jobs_version != self._cancels_seen:
-                self._cancels_seen = self.store.jobs_version
-                for job in self.store.jobs(live_only=True):
-                    if job.cancel_requested:
-                        self._cancel(job, now)
+            self.supervisor.tick(now)
             self._admit(now)
             self._observe(now)
             self._wake_due(now)
@@ -242,12 +206,10 @@ class GandivaDriver:
             return
         self._admitted_seen = self.store.jobs_version
         for job in self.store.jobs(live_only=True):
-            if job.id in self._static or job.cancel_requested:
+            if job.id in self.supervisor.jobs or job.cancel_requested:
                 continue
-            self._static[job.id] = job
-            self.total_of[job.id] = job.steps
-            self.durable[job.id] = job.steps_done
-            self._base[job.id] = self.store.gandiva_job(job.id) or GandivaJobRow(job.id)
+            self.supervisor.know(job)
+            self.shown.admit(job.id)
             t = self.decision_time(now)
             self._apply(self.decider.admit(job.spec(self.decision_time(job.submitted_at)), t), now)
 
@@ -266,7 +228,7 @@ class GandivaDriver:
     def _observe(self, now: float) -> None:
         """Each running lease's rate since its partner last changed -> ``observe``."""
         for job_id, lease_id in self.lease_of.items():
-            if lease_id in self.stopping:
+            if lease_id in self.supervisor.stopping:
                 continue
             lease = self.table.get(lease_id)
             if lease is None or not lease.contacted:
@@ -284,8 +246,20 @@ class GandivaDriver:
                 continue
             ran_s = lease.iter_s - window.iter_s
             if ran_s > 0 and lease.steps > window.steps:
-                self.decider.observe(job_id, (lease.steps - window.steps) / ran_s)
+                rate = (lease.steps - window.steps) / ran_s
+                self.decider.observe(job_id, rate)
                 self.counters.observations += 1
+                self._write_rate(job_id, lease.gpu_type, rate)
+
+    def _write_rate(self, job_id: int, gpu_type: str, rate: float) -> None:
+        """The job's steps/s on its model for ``gpumosaic jobs``, where it moved."""
+        model, written, n = self._rate_written.get(job_id, ("", 0.0, 0))
+        n = n + 1 if model == gpu_type else 1
+        self._rate_written[job_id] = (gpu_type, written if model == gpu_type else 0.0, n)
+        if model == gpu_type and abs(rate - written) <= RATE_WRITE_CHANGE * written:
+            return
+        self._rate_written[job_id] = (gpu_type, rate, n)
+        self.store.save_round_measures([], [(job_id, gpu_type, rate, n)])
 
     def _partner(self, job_id: int) -> int:
         """The job it shares its GPU with in its set's running unit (-1: alone or none)."""
@@ -297,18 +271,6 @@ class GandivaDriver:
         if gjob not in running:
             return -1
         return next((j.id for j in running if j is not gjob), -1)
-
-    def _withdraw(self, job_id: int, now: float) -> None:
-        """The job leaves the decider (done, failed or cancelled)."""
-        gjob = self.decider.jobs.get(job_id)
-        if gjob is None or gjob.finished:
-            return
-        if gjob.group >= 0:
-            self._apply(self.decider.job_finished(job_id, self.decision_time(now)), now)
-        elif gjob in self.decider.queue:
-            # Still queued: the decider has no withdraw, and nothing else refers to it.
-            self.decider.queue.remove(gjob)
-            gjob.finished = True
 
     # ---- decider out ---------------------------------------------------------------
 
@@ -352,47 +314,7 @@ class GandivaDriver:
                 self.due.pop(gid, None)
             else:
                 self.due[gid] = max(due, t)
-        self._save_counts(step)
-
-    def _save_counts(self, step: Step) -> None:
-        """Per job: suspensions and migrations (this run's plus earlier runs') and the
-        partner, written where they changed. Only the jobs a step can change are looked
-        at: those its actions name and those in GPU sets (a finish changes its partner's)."""
-        ids: set[int] = set()
-        for action in step.actions:
-            match action:
-                case Pack(guest_id=guest, host_id=host) | Unpack(guest_id=guest, host_id=host):
-                    ids.update((guest, host))
-                case Reject():
-                    pass
-                case _:
-                    ids.add(action.job_id)
-        for group in self.decider.sets:
-            ids.update(j.id for j in group.jobs())
-        for job_id in ids | self._packed_shown:
-            self._save_count(job_id)
-
-    def _save_count(self, job_id: int) -> None:
-        gjob = self.decider.jobs.get(job_id)
-        base = self._base.get(job_id)
-        if gjob is None or base is None:
-            return
-        group = self.decider.group(gjob.group) if gjob.group >= 0 else None
-        partner = None
-        if group is not None:
-            partner = next((j.id for j in group.unit_of(gjob).jobs if j is not gjob), None)
-        row = GandivaJobRow(
-            job_id, base.suspensions + gjob.suspensions, base.migrations + gjob.migrations, partner
-        )
-        shown = self._shown.get(job_id)
-        if shown == row or (shown is None and row == GandivaJobRow(job_id)):
-            return
-        self.store.save_gandiva_job(row)
-        self._shown[job_id] = row
-        if partner is None:
-            self._packed_shown.discard(job_id)
-        else:
-            self._packed_shown.add(job_id)
+        self.shown.save(self.decider, step)
 
     # ---- processes -----------------------------------------------------------------
 
@@ -405,30 +327,24 @@ class GandivaDriver:
         return out
 
     def _reconcile(self, now: float) -> None:
+        sup = self.supervisor
         wanted = self.wanted()
-        for job_id, lease_id in list(self.lease_of.items()):
-            if (
-                lease_id not in self.stopping
-                and wanted.get(job_id) != self.where_of_lease[lease_id]
-            ):
-                self._stop(lease_id)
-        busy = {
-            (w.node, g)
-            for lease_id in self.stopping
-            for w in (self.where_of_lease[lease_id],)
-            for g in w.gpus
-        }
+        for job_id, lease_id in list(sup.lease_of.items()):
+            if lease_id not in sup.stopping and wanted.get(job_id) != self.where_of(lease_id):
+                sup.stop(lease_id)
+        busy = {(w.node, g) for lease_id in sup.stopping for w in (self.where_of(lease_id),)
+                for g in w.gpus}  # fmt: skip
         for job_id, where in wanted.items():
-            if job_id in self.lease_of or job_id not in self._static:
+            if job_id in sup.lease_of or job_id not in sup.jobs:
                 continue  # running there already, or its previous process is stopping
             if any((where.node, g) in busy for g in where.gpus):
                 continue  # the outgoing unit has not let go of the GPUs yet
             self._launch(job_id, where, now)
         self._write_partners()
         horizon = self.horizon_s
-        for lease_id in self.lease_of.values():  # renew the horizon before it runs out
+        for lease_id in sup.lease_of.values():  # renew the horizon before it runs out
             lease = self.table.get(lease_id)
-            if lease is None or lease_id in self.stopping or lease.steps >= lease.until_step:
+            if lease is None or lease_id in sup.stopping or lease.steps >= lease.until_step:
                 continue
             # A parked lease (its job reached the horizon first) is renewed too: it waits
             # for exactly this.
@@ -441,9 +357,6 @@ class GandivaDriver:
         """A lease's horizon in the service's clock (job time under a time scale)."""
         return LEASE_HORIZON_S * self.config.time_scale
 
-    def checkpoint_dir(self, job_id: int) -> Path:
-        return self._ckpt_root / f"job-{job_id}"
-
     def partner_file(self, job_id: int) -> Path:
         """The job type of the job whose process shares this job's GPU now (empty when
         alone), for the job to read (``mechanisms/gandiva/live/emulate.py`` steps at its
@@ -454,19 +367,16 @@ class GandivaDriver:
         """Write each running process's partner where it changed. The partner is the other
         live process on its GPU (not the decider's plan: a guest waiting for its launch
         does not slow its host yet)."""
+        sup = self.supervisor
         on_gpu: dict[tuple[int, int], list[int]] = {}
-        for job_id, lease_id in self.lease_of.items():
-            if lease_id in self.stopping:
-                continue
-            where = self.where_of_lease[lease_id]
+        running = [(j, self.where_of(lease)) for j, lease in sup.lease_of.items()
+                   if lease not in sup.stopping]  # fmt: skip
+        for job_id, where in running:
             if len(where.gpus) == 1:
                 on_gpu.setdefault((where.node, where.gpus[0]), []).append(job_id)
-        for job_id, lease_id in self.lease_of.items():
-            if lease_id in self.stopping:
-                continue
-            where = self.where_of_lease[lease_id]
+        for job_id, where in running:
             others = on_gpu.get((where.node, where.gpus[0]), []) if len(where.gpus) == 1 else []
-            partner = next((self._static[o].job_type for o in others if o != job_id), "")
+            partner = next((sup.jobs[o].job_type for o in others if o != job_id), "")
             if self._partner_written.get(job_id) != partner:
                 self._write_partner(job_id, partner)
 
@@ -479,111 +389,80 @@ class GandivaDriver:
         self._partner_written[job_id] = partner
 
     def _launch(self, job_id: int, where: Where, now: float) -> None:
-        job = self._static[job_id]
-        group_model = self.cluster.spec.nodes[where.node].gpu
-        gpu_type = group_model.name
+        job = self.supervisor.jobs[job_id]
+        gpu_type = self.cluster.spec.nodes[where.node].gpu.name
+        # A one-GPU job may be packed at any time without a relaunch, so it is launched as
+        # the half-GPU share the executor reserves for it: under ``--sharing``
+        # (SharedExecutor) that puts it under the share runtime, beside whichever partner
+        # comes.
         milli = PACKABLE_SHARE_MILLI if len(where.gpus) == 1 else MILLI_PER_GPU
         part = Assignment(job_id, where.node, where.gpus, milli, 0, 0)
         entry = PlannedEntity((job_id,), gpu_type, (part,), False, (job.steps,), (0.0,))
         self._launch_seq += 1
-        lease_id = f"{job_id}-g{self._launch_seq}-{uuid.uuid4().hex[:8]}"
-        spec = launch_spec(
-            job,
-            entry,
-            lease_id,
-            self.cluster,
-            server_url=self.config.server_url,
-            token=self.config.token,
-            checkpoint_dir=self.checkpoint_dir(job_id),
-            log_path=self._log_root / f"job-{job_id}.log",
-            time_scale=self.config.time_scale,
-        )
-        env = dict(spec.env)
-        env[ENV_PARTNER_FILE] = str(self.partner_file(job_id))
-        # A one-GPU job may be packed at any time without a relaunch, so it is launched as
-        # the half-GPU share Ray reserves for it: under ``--sharing`` (SharedExecutor) that
-        # puts it under the share runtime, beside whichever partner comes.
-        spec = replace(spec, env=tuple(sorted(env.items())), gpu_milli=milli)
         self._write_partner(job_id, "")  # written again after the launches if it has one
-        lease = LiveLease(
-            lease_id=lease_id,
+        request = LeaseRequest(
             job_id=job_id,
+            entry=entry,
+            tag=f"g{self._launch_seq}",
             round_idx=self._launch_seq,
-            gpu_type=gpu_type,
             type_index=self._model_index[gpu_type],
-            world_size=len(spec.ranks),
-            total_steps=job.steps,
             until_step=job.steps,
             deadline=now + self.horizon_s,
-            launched_at=now,
-            steps_at_launch=self.durable.get(job_id, 0.0),
-            measured_grant=True,
+            measured=True,
+            parts=((where.node, where.gpus, milli),),
+            env=((ENV_PARTNER_FILE, str(self.partner_file(job_id))),),
+            gpu_milli=milli,
         )
-        self.table.add(lease)
-        parts = [(where.node, where.gpus, milli)]
-        self.store.add_lease(lease_id, job_id, self._launch_seq, gpu_type, parts, now)
-        index = "-".join(str(g) for g in where.gpus)
-        self.store.mark_running(job_id, lease_id, gpu_type, index, now)
-        self.lease_of[job_id] = lease_id
-        self.job_of_lease[lease_id] = job_id
-        self.where_of_lease[lease_id] = where
-        self.executor.launch(spec)
-        self.counters.launches += 1
+        self.supervisor.launch(request, now)
 
-    def _stop(self, lease_id: str) -> None:
-        self.table.stop(lease_id)
-        self.executor.stop(lease_id, self.config.grace_s)
-        self.stopping.add(lease_id)
-        self.counters.stops += 1
+    # ---- what the supervisor asks (``runtime.supervisor.requests.Mechanism``) ----------
 
-    def _on_exit(self, report: ExitReport, now: float) -> None:
-        job_id = self.job_of_lease.pop(report.lease_id, None)
-        if job_id is None:
+    def all_steps_done(self, job_id: int, steps: float) -> bool:
+        return self.decider.all_steps_done(job_id, steps)
+
+    def lease_started(self, request: LeaseRequest, lease_id: str, now: float) -> None:
+        pass
+
+    def lease_ended(self, job_id: int, lease_id: str, lease: LiveLease | None, now: float) -> None:
+        """Credit the lease's stepping time (times the job's GPUs) as attained."""
+        self._windows.pop(lease_id, None)
+        if lease is None or lease.iter_s <= 0:
             return
-        lease = self.table.end(report.lease_id)
-        stopped = report.lease_id in self.stopping
-        self.stopping.discard(report.lease_id)
-        self.where_of_lease.pop(report.lease_id, None)
-        self._windows.pop(report.lease_id, None)
-        if self.lease_of.get(job_id) == report.lease_id:
-            del self.lease_of[job_id]
-        job = self.store.job(job_id)
-        assert job is not None
-        steps = lease.steps if lease is not None else job.steps_done
-        outcome = record_exit(
-            self.store,
-            job,
-            report,
-            lease,
-            now,
-            stopped=stopped,
-            all_steps_reported=steps >= job.steps,
-        )
-        if report.lost and not job.cancel_requested:
-            self.counters.lost += 1
-        if outcome.retry:
-            self.counters.retries += 1
-        self.durable[job_id] = outcome.steps_done
-        if outcome.end.final:
-            self._withdraw(job_id, now)
-        # "queued": the job stays in its set; the next reconcile relaunches it there from
-        # its checkpoint if its unit holds the GPUs (a lost or retried process).
+        job = self.supervisor.jobs[job_id]
+        gpu_s = lease.iter_s * job.num_gpu * job.gpu_milli / MILLI_PER_GPU
+        self.attained_s += gpu_s
+        self.store.save_round_measures([(gpu_s, job_id)], [])
 
-    def _cancel(self, job: JobRow, now: float) -> None:
-        lease_id = self.lease_of.get(job.id)
-        if lease_id is not None:
-            if lease_id not in self.stopping:
-                self._stop(lease_id)
-            return  # cancelled when the process is gone
-        self.store.finish(job.id, CANCELLED_BY_USER, now)
-        self._withdraw(job.id, now)
+    def job_ended(self, job_id: int, outcome: Outcome, now: float) -> None:
+        step = self.decider.withdraw(job_id, self.decision_time(now))
+        if step is not None:
+            self._apply(step, now)
+        # A job back in the queue ("queued") stays in its set; the next reconcile relaunches
+        # it there from its checkpoint if its unit holds the GPUs (a lost or retried process).
+
+    def nodes_changed(self, change: NodeChange, now: float) -> None:
+        """Not followed yet: the service runs Gandiva without a node watcher."""
 
     # ---- reading -------------------------------------------------------------------
+
+    def held_gpu_s(self, job_id: int) -> float:
+        """GPU seconds the job's live lease has stepped so far (credited at its end)."""
+        lease_id = self.lease_of.get(job_id)
+        lease = None if lease_id is None else self.table.get(lease_id)
+        job = self.supervisor.jobs.get(job_id)
+        if lease is None or job is None:
+            return 0.0
+        return lease.iter_s * job.num_gpu * job.gpu_milli / MILLI_PER_GPU
 
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {
             f"gandiva_{f.name}_total": getattr(self.counters, f.name) for f in fields(self.counters)
         }
+        sup = self.supervisor.counters
+        for name in ("launches", "stops", "lost", "retries"):
+            out[f"gandiva_{name}_total"] = getattr(sup, name)
+        out["gandiva_attained_gpu_seconds_total"] = self.attained_s
+        out["gandiva_packed_jobs"] = self.shown.packed_now()
         decided = self.decider.counters
         for f in fields(decided):
             out[f"gandiva_decided_{f.name}_total"] = getattr(decided, f.name)
@@ -595,6 +474,4 @@ class GandivaDriver:
     def shutdown(self) -> None:
         """Stop every lease (the service is going down on purpose)."""
         with self._lock:
-            for lease_id in list(self.lease_of.values()):
-                if lease_id not in self.stopping:
-                    self._stop(lease_id)
+            self.supervisor.stop_all()

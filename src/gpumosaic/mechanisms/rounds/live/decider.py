@@ -148,6 +148,19 @@ class LiveRoundDecider(RoundDecider):
         self.leases.forget([row])
         self.need_solve = True
 
+    def all_steps_done(self, row: int) -> bool:
+        """A round's report counted every step of the job: it will never be planned again,
+        so its process is done even if it did not end cleanly."""
+        jobs = self.jobs
+        return bool(not jobs.is_active[row] and jobs.done_steps[row] >= jobs.total_steps[row])
+
+    def process_ended(self, row: int, now: float, *, outcome: Outcome, in_round: bool) -> None:
+        """The job's last process ended (``outcome``: completed, failed or cancelled). A
+        completed job of the round in progress is credited by that round's report; any
+        other leaves now, with its outcome."""
+        if outcome is not Outcome.COMPLETED or not in_round:
+            self.withdraw(row, now, outcome)
+
     def restore_progress(self, row: int, done_steps: float) -> None:
         """A restarted service re-admits a job that had already made progress."""
         self.jobs.done_steps[row] = min(done_steps, float(self.jobs.total_steps[row]))

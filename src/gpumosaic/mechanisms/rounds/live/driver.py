@@ -15,9 +15,11 @@ At each round boundary (``boundary(now)``):
    launched on exactly the node and GPUs the plan names, once the job's previous
    process (if any) is gone, so a job never runs twice at once.
 
-Between boundaries ``tick`` handles process exits (done, lease end, failure with bounded
-retries, a lost actor or node -> back to the queue at its last checkpoint), cancellations
-and deferred launches. The round ends at ``round_s`` or earlier when every lease of the
+Between boundaries ``tick`` lets the process supervisor (``runtime/supervisor``) handle
+process exits (done, lease end, failure with bounded retries, a lost actor or node ->
+back to the queue at its last checkpoint), cancellations, deferred launches, silent
+leases and lost nodes; it asks this driver's decider whether a job did all its steps and
+tells it which jobs left. The round ends at ``round_s`` or earlier when every lease of the
 plan has parked (used its grant) or exited, as the simulator ends a round when its last
 job stops.
 
@@ -35,9 +37,9 @@ told so at the next round it runs in).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -45,32 +47,31 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.lease import read_checkpoint_steps
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
+from gpumosaic.mechanisms.rounds.idle import force_solve_due
 from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider, PriorThroughputs
 from gpumosaic.mechanisms.rounds.live.meter import RoundMeter
 from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.results.outcome import JobEnd, Outcome
 from gpumosaic.runtime.cluster import LiveCluster
-from gpumosaic.runtime.executors.contract import Executor, ExitReport, LaunchSpec
-from gpumosaic.runtime.executors.launch import launch_spec, stop_previous_process
-from gpumosaic.runtime.jobs.ends import CANCELLED_BY_USER
+from gpumosaic.runtime.executors.contract import Executor
 from gpumosaic.runtime.leases import LeaseTable, LiveLease
-from gpumosaic.runtime.state.records import JobRow, LeaseRow
+from gpumosaic.runtime.state.records import LeaseRow
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.supervisor.config import DriverConfig
-from gpumosaic.runtime.supervisor.exits import record_exit
-from gpumosaic.runtime.supervisor.nodes import NodeEvent, NodeWatcher
+from gpumosaic.runtime.supervisor.nodes import NodeChange, NodeEvent, NodeWatcher
+from gpumosaic.runtime.supervisor.processes import Supervisor
+from gpumosaic.runtime.supervisor.requests import LeaseRequest, SupervisorCounters
+
+__all__ = ["DriverConfig", "DriverCounters", "RoundDriver"]
 
 
 @dataclass(slots=True)
 class DriverCounters:
+    """What the round driver decided (the supervisor counts what it did to processes)."""
+
     rounds: int = 0
-    launches: int = 0
     extensions: int = 0
-    stops: int = 0
-    lost: int = 0
-    retries: int = 0
     forced_solves: int = 0
     unmeasured_grants: int = 0  # leases bounded by time only (rate not yet measured)
     packed_launches: int = 0  # leases launched as a member of a packed pair
@@ -97,47 +98,53 @@ class RoundDriver:
     ) -> None:
         """``hold``: a context in which ``clock`` runs at wall speed (a time-scaled
         clock's ``held``: the service's own decisions are not scaled). ``nodes``: Ray
-        node membership, followed between boundaries (``_follow_nodes``)."""
+        node membership, followed by the supervisor between boundaries."""
         self.store = store
         self.table = table
-        self.executor = executor
         self.decider = decider
-        self.cluster = cluster
         self.priors = priors
         self.config = config
         self.clock = clock
         self.on_plan = on_plan
-        self.nodes = nodes
         self._hold = hold if hold is not None else nullcontext
+        self.supervisor = Supervisor(
+            store, table, executor, cluster, config, self, clock, nodes=nodes
+        )
         self.epoch = store.epoch(clock())
         self.row_of: dict[int, int] = {}
         self.total_of: dict[int, float] = {}
-        self.lease_of: dict[int, str] = {}  # job -> its live lease (processes exist)
-        self.job_of_lease: dict[str, int] = {}
-        self.stopping: set[str] = set()
-        self.failing: dict[str, str] = {}  # lease -> why it was stopped as a failed attempt
-        self._silence_checked = -1.0
-        self.pending: dict[int, LaunchSpec] = {}  # launches waiting for the old process
-        # job -> the job it shares its GPUs with now (a packed pair's live leases)
-        self.packed_with: dict[int, int] = {}
         self.plan: RoundPlan | None = None
         self.round_idx = store.last_round()
         self.round_end = 0.0
         self.counters = DriverCounters()
-        self._forced_at = -1.0
-        self._cancels_seen = -1
+        self._forced_at = math.nan
         self._admitted_seen = -1
-        self.durable: dict[int, float] = {}  # job -> steps that survive (as in the store)
-        self._static: dict[int, JobRow] = {}  # what never changes about a job (its submission)
-        self._log_root = config.log_root.resolve()
-        self._ckpt_root = config.checkpoint_root.resolve()
-        # Leases built for this round, until launched: (lease, parts, partner or None).
-        self._lease_specs: dict[
-            str, tuple[LiveLease, list[tuple[int, tuple[int, ...], int]], int | None]
-        ] = {}
         self._lock = threading.Lock()  # boundary and tick never overlap
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
         self.meter = RoundMeter(self.type_index)
+
+    # ---- what the supervisor owns, read here -----------------------------------------
+
+    @property
+    def cluster(self) -> LiveCluster:
+        return self.supervisor.cluster
+
+    @property
+    def lease_of(self) -> dict[int, str]:
+        """job -> its live lease (the supervisor's)."""
+        return self.supervisor.lease_of
+
+    @property
+    def pending(self) -> dict[int, LeaseRequest]:
+        """Launches planned this round, waiting for the job's previous process."""
+        return self.supervisor.pending
+
+    @property
+    def process_counters(self) -> SupervisorCounters:
+        return self.supervisor.counters
+
+    def checkpoint_dir(self, job_id: int) -> Path:
+        return self.supervisor.checkpoint_dir(job_id)
 
     # ---- time ----------------------------------------------------------------------
 
@@ -148,20 +155,10 @@ class RoundDriver:
     # ---- restart -------------------------------------------------------------------
 
     def recover(self) -> list[LeaseRow]:
-        """Take over a state file: end the leases of the previous run (stopping any of
-        their processes that survived on this machine), requeue their jobs at their last
-        checkpoint (the store's, or the checkpoint file's if it is newer) and admit every
-        live job again with its progress and measured rates."""
+        """Take over a state file (``Supervisor.recover``) and admit every live job again
+        with its progress and measured rates."""
         now = self.clock()
-        stale = self.store.recover(now)
-        for lease in stale:
-            self.executor.reap(lease.id, sum(len(gpus) for _, gpus, _ in lease.parts))
-            stop_previous_process(lease, self.config.grace_s)
-        for job in self.store.jobs(live_only=True):
-            on_disk = read_checkpoint_steps(self.checkpoint_dir(job.id))
-            if on_disk is not None and on_disk > job.checkpoint_steps:
-                self.store.record_checkpoint(job.id, on_disk, now)
-                self.store.record_progress(job.id, on_disk)
+        stale = self.supervisor.recover(now)
         self._admit(now)
         return stale
 
@@ -170,17 +167,18 @@ class RoundDriver:
     def boundary(self, now: float) -> RoundPlan:
         with self._hold(), self._lock, self.store.batch():
             t0 = time.perf_counter()
-            self._tick(now)
+            self.supervisor.tick(now)
             if self.plan is not None:
                 self._close_round(now)
             self._admit(now)
-            plan = self.decider.plan(self.decision_time(now))
-            idle = not len(plan) and self.decider.has_active_jobs and not self.lease_of
-            if idle and self._forced_at != now:  # Gavel forces a solve when nothing runs
-                self._forced_at = now
+            t = self.decision_time(now)
+            plan = self.decider.plan(t)
+            alive = bool(self.supervisor.lease_of)
+            if force_solve_due(self.decider, plan, t, waiting=alive, forced_at=self._forced_at):
+                self._forced_at = t  # Gavel forces a solve when nothing runs
                 self.counters.forced_solves += 1
-                self.decider.solve(self.decision_time(now))
-                plan = self.decider.plan(self.decision_time(now))
+                self.decider.solve(t)
+                plan = self.decider.plan(t)
             if self.on_plan is not None:
                 self.on_plan(plan)
             self._apply(plan, now)
@@ -194,7 +192,7 @@ class RoundDriver:
             plan.entries,
             now,
             self.epoch,
-            steps_now=self._steps_now,
+            steps_now=self.supervisor.steps_now,
             live_lease=self._live_lease,
             lease_by_id=self.table.get,
             demand_milli=self._demand,
@@ -217,49 +215,44 @@ class RoundDriver:
         self.plan = None
 
     def _live_lease(self, job_id: int) -> tuple[bool, LiveLease | None]:
-        lease_id = self.lease_of.get(job_id)
-        if lease_id is None or lease_id in self.stopping:
+        lease_id = self.supervisor.running(job_id)
+        if lease_id is None:
             return False, None
         return True, self.table.get(lease_id)
 
     def _apply(self, plan: RoundPlan, now: float) -> None:
+        sup = self.supervisor
         self.round_idx += 1
         self.plan = plan if len(plan) else None
         self.round_end = now + self.config.round_s
         self.meter.round_started(now)
         entries = plan.entries
-        for spec in self.pending.values():  # launches of the last round never made
-            self._lease_specs.pop(spec.lease_id, None)
-        self.pending.clear()
+        sup.drop_pending()  # launches of the last round never made
         next_of: dict[int, tuple[PlannedEntity, int]] = {}
         for entry in entries:
             for k, job_id in enumerate(entry.job_ids):
                 next_of[job_id] = (entry, k)
-        for job_id, lease_id in list(self.lease_of.items()):
+        for job_id in list(sup.lease_of):
             nxt = next_of.get(job_id)
-            if lease_id not in self.stopping and (nxt is None or not nxt[0].extended):
-                self._stop(job_id, lease_id)
+            lease_id = sup.running(job_id)
+            if lease_id is not None and (nxt is None or not nxt[0].extended):
+                sup.stop(lease_id)
         for job_id, (entry, k) in next_of.items():
             t = self.type_index[entry.gpu_type]
             partner = entry.job_ids[1 - k] if len(entry.job_ids) == 2 else None
             measured = self.meter.is_measured(job_id, t, partner)
-            steps_now = self._steps_now(job_id)
             total = self.total_of[job_id]
-            until = min(steps_now + entry.steps[k], total) if measured else total
+            until = min(sup.steps_now(job_id) + entry.steps[k], total) if measured else total
             if not measured:
                 self.counters.unmeasured_grants += 1
-            current = self.lease_of.get(job_id)
-            if entry.extended and current is not None and current not in self.stopping:
+            current = sup.running(job_id)
+            if entry.extended and current is not None:
                 self.table.extend(current, until, self.round_end, measured)
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
                 self.meter.lease_started(job_id, current, now, launched=False, partner=partner)
                 continue
-            spec = self._launch_spec(job_id, entry, until, measured, now, partner)
-            if current is not None:  # the previous process is still stopping
-                self.pending[job_id] = spec
-            else:
-                self._launch(spec, now)
+            sup.request(self._request(job_id, entry, t, until, measured, partner), now)
         self.store.start_round(
             self.round_idx,
             now,
@@ -270,88 +263,35 @@ class RoundDriver:
         )
         self.counters.rounds += 1
 
+    def _request(
+        self,
+        job_id: int,
+        entry: PlannedEntity,
+        type_index: int,
+        until: float,
+        measured: bool,
+        partner: int | None,
+    ) -> LeaseRequest:
+        # A pair's members hold each GPU half each (the pair holds it whole).
+        members = len(entry.job_ids)
+        return LeaseRequest(
+            job_id=job_id,
+            entry=entry,
+            tag=str(self.round_idx),
+            round_idx=self.round_idx,
+            type_index=type_index,
+            until_step=until,
+            deadline=self.round_end,
+            measured=measured,
+            parts=tuple((p.node, tuple(p.gpus), p.gpu_milli // members) for p in entry.parts),
+            partner=partner,
+        )
+
     # ---- between boundaries --------------------------------------------------------
 
     def tick(self, now: float) -> None:
         with self._lock:
-            self._tick(now)
-
-    def _tick(self, now: float) -> None:
-        if self.nodes is not None:
-            self._follow_nodes(now)
-        reports = self.executor.poll()
-        if reports:
-            with self.store.batch():
-                for report in reports:
-                    self._on_exit(report, now)
-        if self.store.jobs_version != self._cancels_seen:
-            self._cancels_seen = self.store.jobs_version
-            for job in self.store.jobs(live_only=True):
-                if job.cancel_requested:
-                    self._cancel(job, now)
-        for job_id in [j for j in self.pending if j not in self.lease_of]:
-            self._launch(self.pending.pop(job_id), now)
-        if now - self._silence_checked >= self.config.time_scale:  # about once a second
-            self._silence_checked = now
-            self._stop_silent(now)
-
-    def _follow_nodes(self, now: float) -> None:
-        """Hook of ``nodes.NodeWatcher`` (docs/live.md, "More than one node"): a lost Ray
-        node's GPUs leave the decider's cluster and the leases planned on it end (their
-        jobs go back to the queue at their checkpoints when the executor reports them
-        gone); a returned one's GPUs come back. Either ends the round now, so the next
-        plan is made for the cluster as it is. Each change is an event."""
-        assert self.nodes is not None
-        changes = self.nodes.poll(now)
-        self.cluster = self.nodes.cluster
-        for change in changes:
-            self.store.event(now, None, change.event.value, change.describe())
-            nodes = set(change.nodes)
-            if change.event is NodeEvent.RETURNED:
-                self.decider.put_back(nodes)
-            elif change.event is NodeEvent.LOST:
-                self.decider.take_out(nodes)
-                for entry in self.plan.entries if self.plan is not None else ():
-                    if nodes.isdisjoint(p.node for p in entry.parts):
-                        continue
-                    for job_id in entry.job_ids:
-                        spec = self.pending.pop(job_id, None)
-                        if spec is not None:
-                            self._lease_specs.pop(spec.lease_id, None)
-                        lease_id = self.lease_of.get(job_id)
-                        if lease_id is not None and lease_id not in self.stopping:
-                            self._note_in_log(job_id, f"lease {lease_id} ends: {change.describe()}")
-                            self._stop(job_id, lease_id)
-            if change.event is not NodeEvent.UNUSED:
-                self.round_end = min(self.round_end, now)
-
-    def _stop_silent(self, now: float) -> None:
-        """Stop, as failed attempts, leases whose process never called the lease API in
-        time or stopped calling it (see ``DriverConfig.start_grace_s``)."""
-        scale = self.config.time_scale
-        for job_id, lease_id in list(self.lease_of.items()):
-            lease = self.table.get(lease_id)
-            if lease is None or lease_id in self.stopping or lease.parked:
-                continue
-            if lease.last_call_at is None:
-                silent, grace = (now - lease.launched_at) / scale, self.config.start_grace_s
-                why = f"no lease call within {grace:g} s of its start"
-            else:
-                silent, grace = (now - lease.last_call_at) / scale, self.config.report_grace_s
-                why = f"no lease call for {grace:g} s"
-            if silent > grace:
-                self.failing[lease_id] = why
-                self._note_in_log(job_id, f"lease {lease_id} stopped: {why}")
-                self._stop(job_id, lease_id)
-
-    def _note_in_log(self, job_id: int, line: str) -> None:
-        """A line in the job's log (``gpumosaic logs``), where the log is on this machine."""
-        try:
-            self._log_root.mkdir(parents=True, exist_ok=True)
-            with open(self._log_root / f"job-{job_id}.log", "a") as log:
-                log.write(f"gpumosaic: {line}\n")
-        except OSError:
-            pass
+            self.supervisor.tick(now)
 
     def round_over(self, now: float) -> bool:
         """The round ends once every planned lease has used its grant (parked), reported
@@ -359,16 +299,17 @@ class RoundDriver:
         idle service starts a round as soon as a job arrives."""
         if now >= self.round_end + self.config.park_wait_s * self.config.time_scale:
             return True
+        sup = self.supervisor
         if self.plan is None:
             if now >= self.round_end:
                 return True
-            return self._unadmitted() or (self.decider.has_active_jobs and not self.lease_of)
-        if self.pending:
+            return self._unadmitted() or (self.decider.has_active_jobs and not sup.lease_of)
+        if sup.pending:
             return False
         for entry in self.plan.entries:
             for job_id in entry.job_ids:
-                lease_id = self.lease_of.get(job_id)
-                if lease_id is None or lease_id in self.stopping:
+                lease_id = sup.running(job_id)
+                if lease_id is None:
                     continue
                 lease = self.table.get(lease_id)
                 if lease is None or lease.parked or lease.finished_at is not None:
@@ -388,8 +329,6 @@ class RoundDriver:
 
     def _unadmitted(self) -> bool:
         return self.store.jobs_version != self._admitted_seen
-
-    # ---- jobs in and out -----------------------------------------------------------
 
     def _admit(self, now: float) -> None:
         if self.store.jobs_version == self._admitted_seen:
@@ -413,158 +352,55 @@ class RoundDriver:
                     rates[i] = 0.0
             row = self.decider.admit(spec, rates)
             self.row_of[job.id] = row
-            self._static[job.id] = job
             self.total_of[job.id] = job.steps
             if row in self.decider.jobs.rejected:
                 self.store.finish(job.id, JobEnd.rejected(self.decider.jobs.rejected[row]), now)
                 continue
-            self.durable[job.id] = job.steps_done
+            self.supervisor.know(job)
             if job.steps_done > 0:
                 self.decider.restore_progress(row, job.steps_done)
             self.meter.start_progress(job.id, job.steps_done)
 
-    def _cancel(self, job: JobRow, now: float) -> None:
-        self.pending.pop(job.id, None)
-        lease_id = self.lease_of.get(job.id)
-        if lease_id is not None:
-            if lease_id not in self.stopping:
-                self._stop(job.id, lease_id)
-            return  # cancelled when the process is gone
-        self.store.finish(job.id, CANCELLED_BY_USER, now)
-        self._withdraw(job.id, now, Outcome.CANCELLED)
+    # ---- what the supervisor asks (``runtime.supervisor.requests.Mechanism``) ----------
 
-    def _withdraw(self, job_id: int, now: float, outcome: Outcome) -> None:
+    def all_steps_done(self, job_id: int, steps: float) -> bool:
         row = self.row_of.get(job_id)
-        if row is not None:
-            self.decider.withdraw(row, self.decision_time(now), outcome)
+        return row is not None and self.decider.all_steps_done(row)
 
-    # ---- leases --------------------------------------------------------------------
-
-    def checkpoint_dir(self, job_id: int) -> Path:
-        return self._ckpt_root / f"job-{job_id}"
-
-    def _launch_spec(
-        self,
-        job_id: int,
-        entry: PlannedEntity,
-        until: float,
-        measured: bool,
-        now: float,
-        partner: int | None = None,
-    ) -> LaunchSpec:
-        job = self._static[job_id]
-        lease_id = f"{job_id}-{self.round_idx}-{uuid.uuid4().hex[:8]}"
-        spec = launch_spec(
-            job,
-            entry,
-            lease_id,
-            self.cluster,
-            server_url=self.config.server_url,
-            token=self.config.token,
-            checkpoint_dir=self.checkpoint_dir(job_id),
-            log_path=self._log_root / f"job-{job_id}.log",
-            time_scale=self.config.time_scale,
-            packed_with=None if partner is None else self._static[partner],
-        )
-        lease = LiveLease(
-            lease_id=lease_id,
-            job_id=job_id,
-            round_idx=self.round_idx,
-            gpu_type=entry.gpu_type,
-            type_index=self.type_index[entry.gpu_type],
-            world_size=len(spec.ranks),
-            total_steps=job.steps,
-            until_step=until,
-            deadline=self.round_end,
-            launched_at=now,
-            steps_at_launch=0.0,
-            measured_grant=measured,
-        )
-        self._lease_specs[lease_id] = (
-            lease,
-            # A pair's members hold each GPU half each (the pair holds it whole).
-            [(p.node, tuple(p.gpus), p.gpu_milli // len(entry.job_ids)) for p in entry.parts],
-            partner,
-        )
-        return spec
-
-    def _launch(self, spec: LaunchSpec, now: float) -> None:
-        lease, parts, partner = self._lease_specs.pop(spec.lease_id)
-        lease.steps_at_launch = self.durable.get(spec.job_id, 0.0)
-        lease.launched_at = now
-        self.table.add(lease)
-        self.store.add_lease(
-            spec.lease_id, spec.job_id, lease.round_idx, lease.gpu_type, parts, now
-        )
-        index = "-".join(str(g) for _, gpus, _ in parts for g in gpus)
-        self.store.mark_running(spec.job_id, spec.lease_id, lease.gpu_type, index, now)
-        self.lease_of[spec.job_id] = spec.lease_id
-        self.job_of_lease[spec.lease_id] = spec.job_id
-        self.meter.lease_started(spec.job_id, spec.lease_id, now, partner=partner)
-        if partner is not None:
-            self.packed_with[spec.job_id] = partner
+    def lease_started(self, request: LeaseRequest, lease_id: str, now: float) -> None:
+        self.meter.lease_started(request.job_id, lease_id, now, partner=request.partner)
+        if request.partner is not None:
             self.counters.packed_launches += 1
-        self.executor.launch(spec)
-        self.counters.launches += 1
 
-    def _stop(self, job_id: int, lease_id: str) -> None:
-        self.table.stop(lease_id)
-        self.executor.stop(lease_id, self.config.grace_s)
-        self.stopping.add(lease_id)
-        self.counters.stops += 1
+    def lease_ended(self, job_id: int, lease_id: str, lease: LiveLease | None, now: float) -> None:
+        self.meter.lease_ended(job_id, lease_id, lease, now)
 
-    def _on_exit(self, report: ExitReport, now: float) -> None:
-        job_id = self.job_of_lease.pop(report.lease_id, None)
-        if job_id is None:
-            return
-        lease = self.table.end(report.lease_id)  # from now on its calls are fenced
-        stopped = report.lease_id in self.stopping
-        self.stopping.discard(report.lease_id)
-        failure = self.failing.pop(report.lease_id, "")
-        if self.lease_of.get(job_id) == report.lease_id:
-            del self.lease_of[job_id]
-            self.packed_with.pop(job_id, None)
-        self.meter.lease_ended(job_id, report.lease_id, lease, now)
-        job = self.store.job(job_id)
-        assert job is not None
+    def job_ended(self, job_id: int, outcome: Outcome, now: float) -> None:
         row = self.row_of.get(job_id)
-        outcome = record_exit(
-            self.store,
-            job,
-            report,
-            lease,
-            now,
-            stopped=stopped,
-            all_steps_reported=row is not None and not self.decider.jobs.is_active[row],
-            failure=failure,
-        )
-        if report.lost and not job.cancel_requested:
-            self.counters.lost += 1
-            self.pending.pop(job_id, None)
-        if outcome.retry:
-            self.counters.retries += 1
-        self.durable[job_id] = outcome.steps_done
-        end = outcome.end.outcome
-        if end.final:
-            self.pending.pop(job_id, None)
-            planned = self.plan is not None and any(job_id in e.job_ids for e in self.plan.entries)
-            if end is not Outcome.COMPLETED or not planned:  # planned: credited at round end
-                self._withdraw(job_id, now, end)
+        if row is None:
+            return
+        in_round = self.plan is not None and any(job_id in e.job_ids for e in self.plan.entries)
+        self.decider.process_ended(row, self.decision_time(now), outcome=outcome, in_round=in_round)
 
-    # ---- helpers -------------------------------------------------------------------
+    def nodes_changed(self, change: NodeChange, now: float) -> None:
+        """A lost node's GPUs leave the decider's cluster, a returned one's come back
+        (the supervisor stops the leases on a lost node). Either ends the round now, so
+        the next plan is made for the cluster as it is."""
+        nodes = set(change.nodes)
+        if change.event is NodeEvent.RETURNED:
+            self.decider.put_back(nodes)
+        elif change.event is NodeEvent.LOST:
+            self.decider.take_out(nodes)
+        if change.event is not NodeEvent.UNUSED:
+            self.round_end = min(self.round_end, now)
 
-    def _steps_now(self, job_id: int) -> float:
-        lease_id = self.lease_of.get(job_id)
-        if lease_id is not None:
-            lease = self.table.get(lease_id)
-            if lease is not None:
-                return lease.steps
-        job = self.store.job(job_id)
-        return job.steps_done if job is not None else 0.0
+    # ---- reading -------------------------------------------------------------------
 
     def packed_with_of(self, job_id: int) -> int | None:
         """The job that shares the job's GPUs now (a packed pair), if any."""
-        return self.packed_with.get(job_id)
+        lease_id = self.supervisor.lease_of.get(job_id)
+        request = None if lease_id is None else self.supervisor.request_of.get(lease_id)
+        return None if request is None else request.partner
 
     def _demand(self, job_id: int) -> int:
         row = self.row_of[job_id]
@@ -573,6 +409,4 @@ class RoundDriver:
     def shutdown(self) -> None:
         """Stop every lease (the service is going down on purpose)."""
         with self._lock:
-            for job_id, lease_id in list(self.lease_of.items()):
-                if lease_id not in self.stopping:
-                    self._stop(job_id, lease_id)
+            self.supervisor.stop_all()

@@ -37,6 +37,7 @@ from gpumosaic.mechanisms.rounds.decision import (
     round_kernel,
 )
 from gpumosaic.mechanisms.rounds.estimation import EstimationConfig, ThroughputEstimation
+from gpumosaic.mechanisms.rounds.idle import force_solve_due
 from gpumosaic.mechanisms.rounds.jobs import JobStore
 from gpumosaic.mechanisms.rounds.policy_input import DEFAULT_PAIR_PARTNERS
 from gpumosaic.mechanisms.rounds.sim.sharing import shared_rates
@@ -195,11 +196,12 @@ class RoundSimulator:
             if len(plan):
                 now = self._run_round(plan)
                 continue
-            if self._next is not None:
-                now = self._next.arrival_s  # nothing can run: skip to the next arrival
-            elif decider.has_active_jobs and forced_at != now:
+            arriving = self._next is not None
+            if force_solve_due(decider, plan, now, waiting=arriving, forced_at=forced_at):
                 forced_at = now  # Gavel forces a solve when the cluster would sit idle
                 decider.solve(now)
+            elif self._next is not None:
+                now = self._next.arrival_s  # nothing can run: skip to the next arrival
             else:
                 break  # nothing can ever run (e.g. no throughput): the jobs stay queued
         decider.release_all()

@@ -1,4 +1,5 @@
-/* /ui of gpumosaic serve: renders the world of mechanisms/rounds/ui.py. */
+/* /ui of gpumosaic serve: renders the world of mechanisms/rounds/ui.py (and of
+   mechanisms/gandiva/ui.py: no rounds, its own header, card and counters). */
 (function () {
   'use strict';
   var esc = GM.esc, num = GM.num, dur = GM.dur, pct = GM.pct;
@@ -47,7 +48,7 @@
       ['running', c.running || 0, (c.queued || 0) + ' queued'],
       ['finished', c.done || 0, (c.failed || 0) + ' failed, ' + (c.cancelled || 0) + ' cancelled, ' +
         (c.rejected || 0) + ' rejected'],
-      ['round', s.round == null ? '-' : s.round, end == null ? '' : 'ends in ' + dur(end) + ' (' + dur(s.round_s) + ' rounds)'],
+      s.card || ['round', s.round == null ? '-' : s.round, end == null ? '' : 'ends in ' + dur(end) + ' (' + dur(s.round_s) + ' rounds)'],
       ['fairness rho', s.rho_mean == null ? '-' : num(s.rho_mean), 'mean; max ' + (s.rho_max == null ? '-' : num(s.rho_max))],
       ['fallbacks', nfb, nfb ? Object.keys(fb).map(function (k) { return k + ' ' + fb[k]; }).join(', ') : 'none'],
     ];
@@ -181,9 +182,9 @@
     ];
     Object.keys(fb).forEach(function (k) { rows.push(['fallback: ' + k, fb[k]]); });
     if (!Object.keys(fb).length) rows.push(['fallbacks', 'none so far']);
-    [['leases_launched', 'leases launched'], ['lease_extensions', 'lease extensions'], ['lease_stops', 'leases stopped'],
+    (s.counter_labels || [['leases_launched', 'leases launched'], ['lease_extensions', 'lease extensions'], ['lease_stops', 'leases stopped'],
      ['leases_lost', 'leases lost'], ['job_retries', 'job retries'], ['forced_solves', 'forced solves'],
-     ['unmeasured_grants', 'grants on an unmeasured rate']].forEach(function (p) {
+     ['unmeasured_grants', 'grants on an unmeasured rate']]).forEach(function (p) {
       if (ct[p[0]] != null) rows.push([p[1], ct[p[0]]]);
     });
     if (s.ui_rebuild_retries) rows.push(['page rebuilds retried', s.ui_rebuild_retries]);
@@ -208,7 +209,7 @@
     }
     var jobs = merged;
     if (changed.plan) changed.jobs = true;
-    GM.text('sub', s.policy + ' + ' + s.placement + ' · rounds of ' + dur(s.round_s));
+    GM.text('sub', s.header || (s.policy + ' + ' + s.placement + ' · rounds of ' + dur(s.round_s)));
     cards(s, gpus, jobs);
     if (changed.nodes || changed.gpus || changed.jobs) mosaic(nodes, gpus, jobs);
     if (changed.nodes || changed.rounds || s.round !== shownRound) { shownRound = s.round; history(nodes, rounds, s.round); }
