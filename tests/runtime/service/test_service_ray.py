@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from gpumosaic.cli import app
 from gpumosaic.errors import InputError
 from gpumosaic.lease import read_checkpoint_steps
-from gpumosaic.run.serve import ServiceConfig
+from gpumosaic.run.serve import ServeDescription
 from gpumosaic.runtime.api.client import ServiceClient
 from gpumosaic.runtime.auth import job_token
 from gpumosaic.runtime.executors.contract import LaunchSpec, RankLaunch, rank_env
@@ -167,8 +167,8 @@ def test_bad_submissions_name_the_field(service_factory) -> None:  # type: ignor
 
 def test_token_required_off_loopback_and_enforced(service_factory) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InputError, match="--token"):
-        ServiceConfig(host="0.0.0.0")
-    assert ServiceConfig(host="0.0.0.0", token="s3cret").token == "s3cret"
+        ServeDescription(host="0.0.0.0")
+    assert ServeDescription(host="0.0.0.0", token="s3cret").token == "s3cret"
     service = service_factory(cluster="v100:1", token="s3cret")
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(service.url + "/v1/jobs")

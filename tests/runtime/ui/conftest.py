@@ -22,7 +22,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-def]
     """Start round services on the session's Ray; all are stopped at the test's end."""
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
 
     started: list[Service] = []
 
@@ -36,7 +36,7 @@ def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-
             "park_margin_s": 5.0,
             "cluster": cluster,
         }
-        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        config = ServeDescription(**{**defaults, **options})  # type: ignore[arg-type]
         service = Service(config, connect_ray(config))
         service.start()
         started.append(service)

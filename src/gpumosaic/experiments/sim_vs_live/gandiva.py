@@ -211,13 +211,6 @@ def compare_gandiva(
         )
     description = gandiva_description(options.description, mechanism)
     parts = build_parts(description)
-    if parts.placement is not None:
-        raise InputError(
-            "serve --mechanism gandiva places by Gandiva's own affinity order: leave "
-            "--placement out",
-            field="--placement",
-            value=description.placement,
-        )
     config = parts.sharing
     assert isinstance(config, GandivaConfig)
     jobs = replayed_jobs(parts)
@@ -241,7 +234,7 @@ def compare_gandiva(
     with tempfile.TemporaryDirectory(prefix="gpumosaic-sim-vs-live-gandiva-") as tmp:
         root = state_dir if state_dir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        live = _run_live(config, counts, cluster, jobs, scale, limit, root, description.seed, say)
+        live = _run_live(description, config, counts, cluster, jobs, scale, limit, root, say)
     measured_ids = {j.id for j in jobs if parts.workload.is_measured(j.id)}
     records = tuple(replace(r, measured=r.job_id in measured_ids) for r in live.result.records)
     live = replace(live, result=replace(live.result, records=records))
@@ -400,6 +393,7 @@ def emulate_command(job_type: str, python: str = sys.executable) -> str:
 
 
 def _run_live(
+    description: RunDescription,
     config: GandivaConfig,
     counts: Sequence[tuple[str, int]],
     cluster: LiveCluster,
@@ -407,21 +401,22 @@ def _run_live(
     scale: float,
     limit_s: float,
     root: Path,
-    seed: int,
     say: Callable[[str], None],
 ) -> LiveGandiva:
     from gpumosaic.experiments.sim_vs_live.replay import Arrivals
-    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.run.serve import ServeDescription, Service
 
-    service_config = ServiceConfig(
+    service_config = ServeDescription(
         state=str(root / "state.db"),
         port=0,
         cluster=",".join(f"{m}:{c}" for m, c in counts),
-        seed=seed,
+        seed=description.seed,
         time_scale=scale,
         grace_s=GRACE_S,
         warm_launchers=True,
         mechanism=live_mechanism(config),
+        policy=description.policy,
+        placement=description.placement,  # None: Gandiva's own affinity order
     )
     service = Service(service_config, cluster)
     store, clock = service.store, service.clock

@@ -214,9 +214,9 @@ def _run_live(
     sharing: str | None = None,
 ) -> LiveReplay:
     from gpumosaic.experiments.sim_vs_live.replay import replay
-    from gpumosaic.run.serve import ServiceConfig
+    from gpumosaic.run.serve import ServeDescription
 
-    config = ServiceConfig(
+    config = ServeDescription(
         policy=description.policy,
         placement=description.resolved_placement(),
         round_s=description.round_s,

@@ -13,6 +13,9 @@ from gpumosaic.mechanisms.contract import PolicyKind, ProgressCallback, RunParts
 from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.model.state import ClusterState
     from gpumosaic.placement.background import BackgroundLoad
     from gpumosaic.placement.workload import TargetWorkload
@@ -27,6 +30,7 @@ class EventMechanism:
     policy_kind = PolicyKind.QUEUE_ORDER
     own_placement: str | None = None
     default_placement = "fgd"
+    default_policy = "fifo"
     estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     def check(self, description: RunDescription) -> None:
@@ -39,9 +43,12 @@ class EventMechanism:
         parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
+        return self.target_of(workload.target_sample())
+
+    def target_of(self, jobs: Sequence[JobSpec]) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload
 
-        return TargetWorkload.from_jobs(workload.target_sample())
+        return TargetWorkload.from_jobs(jobs)
 
     def sharing(self, description: RunDescription) -> SpeedModel:
         from gpumosaic.sharing.speed import build_speed_model

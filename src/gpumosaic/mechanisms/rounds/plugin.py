@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.mechanisms.contract import (
+    LiveParts,
     PolicyKind,
     ProgressCallback,
     RunParts,
@@ -18,6 +19,10 @@ from gpumosaic.mechanisms.contract import (
 from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.results.result import SimResult
     from gpumosaic.run.description import RunDescription
@@ -30,6 +35,7 @@ class RoundsMechanism:
     policy_kind = PolicyKind.ALLOCATION
     own_placement: str | None = None
     default_placement = "fgd"
+    default_policy = "max_min_fairness_perf"  # serve's, without --policy
     estimates_throughputs = True  # the decider's estimation (--estimate-throughputs)
 
     def check(self, description: RunDescription) -> None:
@@ -61,9 +67,37 @@ class RoundsMechanism:
         parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
+        return self.target_of(workload.target_sample())
+
+    def target_of(self, jobs: Sequence[JobSpec]) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload
 
-        return TargetWorkload.from_jobs(workload.target_sample())
+        return TargetWorkload.from_jobs(jobs)
+
+    def live_decider(self, parts: LiveParts) -> LiveRoundDecider:
+        """The live round decider over the parts, its two Generators spawned from the
+        run's root one as the simulator spawns them; rates from the submissions, else
+        Gavel's table (the prior), else profiled and estimated."""
+        from gpumosaic.mechanisms.rounds.decision import RoundConfig
+        from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
+        from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider, PriorThroughputs
+        from gpumosaic.policies.base import Policy
+        from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+        d = parts.description
+        assert parts.placement is not None
+        shuffle_rng, place_rng = parts.rng.spawn(2)
+        table = GavelThroughputTable.load()
+        return LiveRoundDecider(
+            parts.cluster,
+            cast(Policy, parts.policy),
+            parts.placement,
+            PriorThroughputs(table),
+            RoundConfig(d.round_s, d.resolve_interval_s),
+            shuffle_rng,
+            place_rng,
+            estimation=ThroughputEstimation(parts.cluster.gpu_models, table),
+        )
 
     def sharing(self, description: RunDescription) -> SpeedModel | None:
         if description.sharing.strip().lower() == "none":
