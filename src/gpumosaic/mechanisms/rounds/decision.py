@@ -44,8 +44,8 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.outcome import Rejection, RejectReason
 from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment, ClusterState
+from gpumosaic.placement.admission import ever_fits
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.filter import explain
 from gpumosaic.policies.base import Policy, TypeOrder
 from gpumosaic.types import BoolArray, FloatArray, IntArray
 from gpumosaic.workloads.throughputs import Throughputs
@@ -229,9 +229,8 @@ class RoundDecider:
         for i, (row, job) in enumerate(zip(rows.tolist(), jobs, strict=True)):
             if job.num_gpu == 0:
                 self.jobs.reject(row, Rejection(RejectReason.CPU_ONLY, _CPU_ONLY))
-            elif not self._could_ever_fit(job, rates[i]):
-                detail = explain(self.state, job).detail  # the filter's own words
-                self.jobs.reject(row, Rejection(RejectReason.NEVER_FITS, detail))
+            elif (refusal := self._admission(job, rates[i])) is not None:
+                self.jobs.reject(row, refusal)
             elif not runnable[i]:
                 self.jobs.reject(row, Rejection(RejectReason.NO_THROUGHPUT, _NO_THROUGHPUT))
             else:
@@ -244,13 +243,19 @@ class RoundDecider:
             self.need_solve = True
         return rows
 
-    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
-        if self.state.fits_when_empty(job):
-            return True
-        if not (self.config.span_nodes and job.may_span_nodes and job.num_gpu > 1):
-            return False
-        # Spanning nodes: enough GPUs of one model the job can use.
-        return any(rates[t] > 0 and self.capacity_gpus[t] >= job.num_gpu for t in range(len(rates)))
+    def _admission(self, job: JobSpec, rates: FloatArray) -> Rejection | None:
+        """The one admission rule (``placement/admission.py``): the rounds span servers
+        (``RoundConfig.span_nodes``) on the GPU models that give the job a speed."""
+        usable = None  # the nodes of the models with a speed (type order = model order)
+        if job.may_span_nodes and not self.state.fits_when_empty(job):
+            usable = (np.asarray(rates) > 0)[self.state.node_model]
+        return ever_fits(
+            self.state,
+            job,
+            spans=self.config.span_nodes,
+            usable=usable,
+            why_not_span="spanning servers is off (RoundConfig.span_nodes)",
+        )
 
     @property
     def has_active_jobs(self) -> bool:
