@@ -26,7 +26,6 @@ from gpumosaic.model.gpu import MILLI_PER_GPU, GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
 from gpumosaic.policies.base import PackedPairs
-from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # The holder id a node that went away is held by in the cluster state (below every job
@@ -121,17 +120,6 @@ class LiveRoundDecider(RoundDecider):
         self.nodes_away -= nodes
         if nodes:
             self.need_solve = True
-
-    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
-        """Judged on the whole cluster, nodes away included: they may come back."""
-        away = np.zeros_like(self.capacity_gpus)
-        for node in self.nodes_away:
-            away[int(self.state.node_model[node])] += float(self.state.num_gpus[node])
-        self.capacity_gpus += away
-        try:
-            return super()._could_ever_fit(job, rates)
-        finally:
-            self.capacity_gpus -= away
 
     def withdraw(self, row: int, now: float) -> None:
         """The job left for good (cancelled, failed): it is no longer active, its cached
