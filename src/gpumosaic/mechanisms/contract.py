@@ -14,8 +14,11 @@ A mechanism says *when* jobs run. As a plug-in it is one small object with:
 - ``target(workload)``: the target workload its placement scores against (FGD), from
   ``target_of(jobs)`` (a live service's: from ``--target-workload``'s jobs);
 - ``sharing(description)``: its sharing object, built from ``--sharing``;
-- ``simulate(parts, progress)``: drive its decisions with a simulated clock over the
-  built objects (``RunParts``) and return a ``SimResult``;
+- ``simulate(parts, progress, hooks)``: drive its decisions with a simulated clock over
+  the built objects (``RunParts``) and return a ``SimResult``; ``hooks`` (``SimHooks``)
+  are what a caller watches or sets beside the description (each round's plan, each
+  decider step, a launch latency: sim-vs-live's), and a mechanism refuses one it has no
+  use for (nothing given is dropped);
 - ``live_decider(parts)`` (a mechanism with a live driver only: ``ServedMechanism``):
   its clock-free decider over the same objects (``LiveParts``), which its live driver
   (``mechanisms/<m>/live``) drives; ``serve`` refuses a mechanism without one.
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpumosaic.errors import InputError
 
@@ -95,6 +98,31 @@ class LiveParts:
     rng: np.random.Generator  # the run's root Generator, seeded from --seed
 
 
+@dataclass(frozen=True, slots=True)
+class SimHooks:
+    """What a caller watches or sets in a simulation beside its description."""
+
+    on_plan: Callable[[Any], None] | None = None  # every round's plan (the rounds)
+    on_step: Callable[[float, Any], None] | None = None  # every decider step (Gandiva)
+    # A new lease's launch latency in simulated seconds, lost from its round (the rounds;
+    # sim-vs-live gives the one its live run measured).
+    launch_latency_s: float = 0.0
+
+    def refuse_all_but(self, mechanism: str, *allowed: str) -> None:
+        """A hook the mechanism has no use for is a caller's bug, not silently dropped."""
+        given = {
+            "on_plan": self.on_plan is not None,
+            "on_step": self.on_step is not None,
+            "launch_latency_s": self.launch_latency_s != 0.0,
+        }
+        unused = [name for name, set_ in given.items() if set_ and name not in allowed]
+        if unused:
+            raise ValueError(f"the {mechanism} mechanism has no {', '.join(unused)} hook")
+
+
+NO_HOOKS = SimHooks()
+
+
 class Mechanism(Protocol):
     @property
     def name(self) -> str: ...
@@ -123,7 +151,9 @@ class Mechanism(Protocol):
 
     def sharing(self, description: RunDescription) -> object: ...
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult: ...
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult: ...
 
 
 class ServedMechanism(Mechanism, Protocol):

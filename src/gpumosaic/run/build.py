@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpumosaic.mechanisms.contract import LiveParts, Mechanism, ProgressCallback
+from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
+    LiveParts,
+    Mechanism,
+    ProgressCallback,
+    SimHooks,
+)
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.placement.base import PlacementStrategy
@@ -128,15 +134,18 @@ def run(description: RunDescription, progress: ProgressCallback | None = None) -
     return run_parts(build_parts(description), progress)
 
 
-def run_parts(parts: RunParts, progress: ProgressCallback | None = None) -> RunOutcome:
-    """Run built parts (``build_parts``) with their mechanism and summarize the result."""
+def run_parts(
+    parts: RunParts, progress: ProgressCallback | None = None, hooks: SimHooks = NO_HOOKS
+) -> RunOutcome:
+    """Run built parts (``build_parts``) with their mechanism and summarize the result;
+    ``hooks``: what the caller watches or sets (``SimHooks``: sim-vs-live's)."""
     # Imported here: building parts (and refusing a bad --cluster) needs none of them.
     from gpumosaic.results.run_outcome import RunOutcome, never_fit_lines
     from gpumosaic.results.summary import summarize
     from gpumosaic.workloads.load import offered_load
 
     mechanism = get_mechanism(parts.description.resolved_mechanism())
-    result = mechanism.simulate(parts, progress)
+    result = mechanism.simulate(parts, progress, hooks)
     return RunOutcome(
         result,
         summarize(result),

@@ -265,20 +265,13 @@ def _check_slices(config: GandivaConfig, scale: float) -> None:
 
 
 def _simulate(parts: RunParts, config: GandivaConfig) -> tuple[SimResult, ActionCounts]:
-    from typing import cast
-
-    from gpumosaic.mechanisms.gandiva.sim.simulator import GandivaSimulator
-    from gpumosaic.policies.ordering import QueueOrder
+    """Gandiva's simulation through its plug-in, with ``config`` (the live costs) as its
+    options and every decider step counted (``SimHooks.on_step``)."""
+    from gpumosaic.mechanisms.contract import SimHooks
+    from gpumosaic.run.registry import get_mechanism
 
     tally = Tally()
-    simulator = GandivaSimulator(
-        parts.cluster,
-        parts.workload,
-        config,
-        parts.rng,
-        order=cast(QueueOrder, parts.policy),
-        placement=parts.placement,
-        backfill=parts.description.backfill,
-        on_step=tally,
+    result = get_mechanism("gandiva").simulate(
+        replace(parts, sharing=config), None, SimHooks(on_step=tally)
     )
-    return simulator.run(), tally.counts()
+    return result, tally.counts()

@@ -9,7 +9,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
-from gpumosaic.mechanisms.contract import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    SimHooks,
+    check_placement,
+)
 from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
@@ -55,7 +62,10 @@ class EventMechanism:
 
         return build_speed_model(description.sharing)
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult:
+        hooks.refuse_all_but(self.name)
         from gpumosaic.mechanisms.event.simulator import EventSimulator
         from gpumosaic.policies.ordering import QueueOrder
         from gpumosaic.sharing.speed import SpeedModel

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
 from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
     LiveParts,
     PolicyKind,
     ProgressCallback,
     RunParts,
+    SimHooks,
     check_placement,
     refuse_background,
 )
@@ -103,7 +105,10 @@ class GandivaMechanism:
         except ValueError as err:
             raise InputError(str(err), field="--sharing") from None
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult:
+        hooks.refuse_all_but(self.name, "on_step")
         from gpumosaic.mechanisms.gandiva.config import GandivaConfig
         from gpumosaic.mechanisms.gandiva.sim import simulate_gandiva
         from gpumosaic.policies.ordering import QueueOrder
@@ -118,4 +123,5 @@ class GandivaMechanism:
             order=cast(QueueOrder, parts.policy),
             placement=parts.placement,
             backfill=parts.description.backfill,
+            on_step=hooks.on_step,
         )

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
     LiveParts,
     PolicyKind,
     ProgressCallback,
     RunParts,
+    SimHooks,
     check_placement,
     refuse_background,
 )
@@ -106,7 +108,10 @@ class RoundsMechanism:
 
         return build_speed_model(description.sharing)
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult:
+        hooks.refuse_all_but(self.name, "on_plan", "launch_latency_s")
         from gpumosaic.mechanisms.rounds.estimation import EstimationConfig
         from gpumosaic.mechanisms.rounds.sim import RoundConfig, RoundSimulator
         from gpumosaic.policies.base import PairCandidates, Policy
@@ -133,5 +138,7 @@ class RoundsMechanism:
             rng=parts.rng,
             target=parts.target,
             estimation=EstimationConfig() if d.estimate_throughputs else None,
+            on_plan=hooks.on_plan,
+            launch_latency_s=hooks.launch_latency_s,
         )
         return simulator.run()
