@@ -162,3 +162,26 @@ def test_the_defaults_that_differ_live_are_said_in_one_place() -> None:
         ANTI_THRASHING.serve,
     )
     assert nvshare.tq == live.tq  # every other default is one
+
+
+def test_a_hook_a_mechanism_has_no_use_for_is_refused(tmp_path: Path) -> None:
+    """sim-vs-live's hooks reach the mechanisms through the contract; one given to a
+    mechanism that cannot honour it is an error, never silently dropped."""
+    from gpumosaic.mechanisms.contract import SimHooks
+    from gpumosaic.run.build import build_parts
+    from gpumosaic.run.registry import get_mechanism
+
+    description = RunDescription(cluster="v100:4", workload=str(_jobs(tmp_path)), policy="fifo")
+    parts = build_parts(description)
+    with pytest.raises(ValueError, match="event mechanism has no on_plan hook"):
+        get_mechanism("event").simulate(parts, None, SimHooks(on_plan=print))
+    steps: list[float] = []
+    gandiva = build_parts(
+        RunDescription(cluster="v100:4", workload=str(_jobs(tmp_path)), mechanism="gandiva")
+    )
+    with pytest.raises(ValueError, match="launch_latency_s"):
+        get_mechanism("gandiva").simulate(gandiva, None, SimHooks(launch_latency_s=1.0))
+    get_mechanism("gandiva").simulate(
+        gandiva, None, SimHooks(on_step=lambda now, _step: steps.append(now))
+    )
+    assert steps, "Gandiva's decider steps reached the on_step hook"
