@@ -249,12 +249,9 @@ class RoundDecider:
         usable = None  # the nodes of the models with a speed (type order = model order)
         if job.may_span_nodes and not self.state.fits_when_empty(job):
             usable = (np.asarray(rates) > 0)[self.state.node_model]
+        why = "spanning servers is off (RoundConfig.span_nodes)"
         return ever_fits(
-            self.state,
-            job,
-            spans=self.config.span_nodes,
-            usable=usable,
-            why_not_span="spanning servers is off (RoundConfig.span_nodes)",
+            self.state, job, spans=self.config.span_nodes, usable=usable, why_not_span=why
         )
 
     @property
