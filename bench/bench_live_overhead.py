@@ -75,13 +75,13 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
     from gpumosaic.runtime.api.client import ServiceClient
 
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "job.py"
         script.write_text(JOB)
-        config = ServiceConfig(
+        config = ServeDescription(
             cluster="v100:1", round_s=60.0, port=0, state=f"{tmp}/state.db", grace_s=5.0
         )
         t0 = time.perf_counter()

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
-from gpumosaic.run.serve import ServiceConfig, build_decider
+from gpumosaic.run.serve import ServeDescription, build_decider
 from gpumosaic.runtime.cluster import RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
@@ -67,7 +67,7 @@ def main() -> None:
         store = Store(Path(tmp) / "state.db")
         table = LeaseTable(store, now)
         executor = InProcessExecutor(table, now, rate_of)
-        config = ServiceConfig(
+        config = ServeDescription(
             policy=args.policy,
             placement=args.placement,
             round_s=args.round_s,

@@ -30,10 +30,10 @@ SERVICE = """
 import signal, sys, threading, time
 from gpumosaic.runtime.cluster import RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import Service, ServeDescription
 
 nodes = [RayNode(f"node-{i:02d}", f"10.0.0.{i}", (("V100", 8),)) for i in range(32)]
-config = ServiceConfig(state=sys.argv[1], port=int(sys.argv[2]), placement="strided")
+config = ServeDescription(state=sys.argv[1], port=int(sys.argv[2]), placement="strided")
 service = Service(
     config,
     discover(nodes, None),

@@ -205,10 +205,10 @@ def dry_run(args: argparse.Namespace) -> dict[str, object]:
 def profile(args: argparse.Namespace, command: str, tmp: str) -> float:
     """The job's isolated rate on the GPU: one job alone under a service, its steps/s as
     the service measured it from its lease reports."""
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
     from gpumosaic.runtime.api.client import ServiceClient
 
-    config = ServiceConfig(
+    config = ServeDescription(
         cluster=f"{args.model}:1",
         round_s=args.round_s,
         port=0,
@@ -294,12 +294,12 @@ def share_check(args: argparse.Namespace) -> dict[str, object]:
     """Checks 1 and 2 (module doc)."""
     import ray
 
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
     from gpumosaic.runtime.api.client import ServiceClient
 
     command = f"{sys.executable} {EXAMPLE}"
     with tempfile.TemporaryDirectory() as tmp:
-        config = ServiceConfig(
+        config = ServeDescription(
             cluster=f"{args.model}:1",
             round_s=args.round_s,
             port=0,

@@ -133,7 +133,7 @@ def serve_check(args: argparse.Namespace) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
     from gpumosaic.runtime.api.client import ServiceClient
 
     def wait(client: ServiceClient, ids: list[int]) -> dict[int, dict]:  # type: ignore[type-arg]
@@ -150,7 +150,7 @@ def serve_check(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.py"
         probe.write_text(PROBE)
-        config = ServiceConfig(
+        config = ServeDescription(
             cluster=f"{args.model}:1",
             round_s=args.round_s,
             port=0,

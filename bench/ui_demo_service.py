@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.cluster import RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
@@ -39,7 +39,7 @@ def demo_service(
         RayNode(f"node-{i:02d}", f"10.0.0.{i}", ((m, n),)) for i, (m, n) in enumerate(nodes)
     ]
     live = discover(ray_nodes, None)
-    config = ServiceConfig(
+    config = ServeDescription(
         state=str(state_dir / "state.db"),
         port=port,
         round_s=round_s,

@@ -228,7 +228,7 @@ def test_gandiva_refuses_the_rounds_mechanism_in_one_line() -> None:
 
 def test_affinity_placement_is_gandivas_only() -> None:
     result = runner.invoke(app, ["simulate", "--placement", "affinity"])
-    assert result.exit_code == 2 and "--sharing gandiva" in result.output
+    assert result.exit_code == 2 and "--mechanism gandiva" in result.output
     default = runner.invoke(app, ["simulate", "--workload", "gavel:jobs=4,rate=0", "--json"])
     assert json.loads(default.stdout)["placement"] == "fgd"  # unchanged without gandiva
 

@@ -40,7 +40,7 @@ class StrictFifo:
     def sharing(self, description: RunDescription) -> None:
         return None
 
-    def simulate(self, parts: RunParts, progress):  # type: ignore[no-untyped-def]
+    def simulate(self, parts: RunParts, progress, hooks=None):  # type: ignore[no-untyped-def]
         order, placement = parts.policy, parts.placement
         sim = EventSimulator(
             parts.cluster, parts.workload, placement, order, rng=parts.rng, backfill=False

@@ -1,4 +1,6 @@
-"""``gpumosaic serve``: the round-based scheduler as a service executing jobs on Ray."""
+"""``gpumosaic serve``: a mechanism (Gavel's rounds, or Gandiva) as a service executing
+jobs on Ray, described by ``ServeDescription`` (the run description plus the service's
+own fields)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import typer
 from rich.console import Console
 
 from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.mode_defaults import RESOLVE_INTERVAL_S
 
 
 @app.command(
@@ -20,10 +23,17 @@ from gpumosaic.cli.app import app, err_console, user_errors
 )
 @user_errors
 def serve(
-    policy: Annotated[str, typer.Option(help="a Gavel policy (as simulate --policy)")] = (
-        "max_min_fairness_perf"
-    ),
-    placement: Annotated[str, typer.Option(help="fgd, pwr, bestfit, strided, ...")] = "fgd",
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="as simulate --policy: a Gavel policy for the rounds (default "
+            "max_min_fairness_perf), a queue order for gandiva (default fifo)"
+        ),
+    ] = None,
+    placement: Annotated[
+        str | None,
+        typer.Option(help="fgd, pwr, bestfit, strided, ... (default fgd; gandiva: affinity)"),
+    ] = None,
     round_s: Annotated[float, typer.Option(help="round length in seconds")] = 360.0,
     ray_address: Annotated[
         str | None, typer.Option(help="join this Ray cluster (default: start a local one)")
@@ -43,8 +53,12 @@ def serve(
     grace_s: Annotated[float, typer.Option(help="SIGTERM -> SIGKILL grace period")] = 10.0,
     max_retries: Annotated[int, typer.Option(help="retries of a failing job")] = 2,
     resolve_interval_s: Annotated[
-        float, typer.Option(help="least time between policy solves (0: whenever jobs change)")
-    ] = 0.0,
+        float,
+        typer.Option(
+            help="least time between policy solves (live default 0: whenever jobs change; "
+            "simulate's is 1920)"
+        ),
+    ] = RESOLVE_INTERVAL_S.serve,
     target_workload: Annotated[
         str | None, typer.Option(help="job list whose shapes FGD keeps room for")
     ] = None,
@@ -84,24 +98,16 @@ def serve(
         str,
         typer.Option(
             help="rounds (Gavel's leased rounds), or gandiva[:key=value,...] (time slicing, "
-            "packing, migration; keys as --sharing gandiva:...)"
+            "packing, migration; as simulate --mechanism gandiva:...)"
         ),
     ] = "rounds",
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
-    # The names first, by the parsers the service builds with (plain Python): a mistake
-    # is one line without the service's imports (numpy, Ray's client, the web server).
-    from gpumosaic.placement.registry import check_placement_for
-    from gpumosaic.run.parts import check_allocation_policy
-    from gpumosaic.runtime.cluster import parse_counts
+    # The description first (plain Python and pydantic): a mistake is one line, refused
+    # by the checks simulate runs, without the service's imports (numpy, Ray, uvicorn).
+    from gpumosaic.run.serve_description import ServeDescription
 
-    check_allocation_policy(policy)
-    check_placement_for(placement)
-    if cluster:
-        parse_counts(cluster)
-    from gpumosaic.run.service_config import ServiceConfig
-
-    config = ServiceConfig(
+    config = ServeDescription(
         policy=policy,
         placement=placement,
         round_s=round_s,
@@ -124,7 +130,7 @@ def serve(
         sharing=sharing,
         mechanism=mechanism,
     )
-    # Every flag is valid (ServiceConfig checks them all, plain Python): now the service.
+    # Every flag is valid (ServeDescription checks them all, plain Python): now the service.
     from gpumosaic.run.serve import (
         Service,
         bind_api,
@@ -160,10 +166,11 @@ def serve(
     service = Service(config, live, state=state_held, listener=listener)
     service.start()
     models = ", ".join(f"{n} x{c}" for n, c in live.spec.gpus_per_model().items())
+    run = config.decisions()
     how = (
-        f"{policy} + {placement}, rounds of {round_s:g} s"
-        if mechanism == "rounds"
-        else f"Gandiva ({mechanism})"
+        f"{run.policy} + {run.resolved_placement()}, rounds of {round_s:g} s"
+        if not config.gandiva
+        else f"Gandiva ({mechanism}, {run.policy} + {run.resolved_placement()})"
     ) + (f" at time scale {time_scale:g}" if time_scale != 1 else "")
     Console(stderr=True).print(
         f"gpumosaic serve: {service.url} ({how}, {models}; state {state})",

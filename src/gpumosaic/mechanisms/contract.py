@@ -6,14 +6,22 @@ A mechanism says *when* jobs run. As a plug-in it is one small object with:
 - ``policy_kind``: which registry ``--policy`` names come from (queue orders or Gavel
   allocation policies); ``auto`` picks the first mechanism whose kind knows the name;
 - ``default_placement``: the placement when ``--placement`` is not given;
+- ``default_policy``: the policy ``serve`` runs when ``--policy`` is not given;
 - ``own_placement``: a ``--placement`` name that means the mechanism's own server order
   rather than a registry strategy (Gandiva's ``affinity``), or None;
 - ``check(description)``: reject what it cannot run, as an ``InputError`` naming the
   option (called when a ``RunDescription`` is validated);
-- ``target(workload)``: the target workload its placement scores against (FGD);
+- ``target(workload)``: the target workload its placement scores against (FGD), from
+  ``target_of(jobs)`` (a live service's: from ``--target-workload``'s jobs);
 - ``sharing(description)``: its sharing object, built from ``--sharing``;
-- ``simulate(parts, progress)``: drive its decisions with a simulated clock over the
-  built objects (``RunParts``) and return a ``SimResult``.
+- ``simulate(parts, progress, hooks)``: drive its decisions with a simulated clock over
+  the built objects (``RunParts``) and return a ``SimResult``; ``hooks`` (``SimHooks``)
+  are what a caller watches or sets beside the description (each round's plan, each
+  decider step, a launch latency: sim-vs-live's), and a mechanism refuses one it has no
+  use for (nothing given is dropped);
+- ``live_decider(parts)`` (a mechanism with a live driver only: ``ServedMechanism``):
+  its clock-free decider over the same objects (``LiveParts``), which its live driver
+  (``mechanisms/<m>/live``) drives; ``serve`` refuses a mechanism without one.
 
 Adding one: a file with such a class, and one line in ``run/registry.py``
 (or ``register_mechanism(obj)`` at run time). A plug-in imports its simulator (and what
@@ -23,10 +31,10 @@ every description, and a user mistake's one line should not pay for a simulator.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpumosaic.errors import InputError
 
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gpumosaic.model.cluster import ClusterSpec
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.base import PlacementStrategy
     from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.policies.base import Policy
@@ -74,6 +83,46 @@ class RunParts:
         return self.parsed.workload
 
 
+@dataclass(frozen=True, slots=True)
+class LiveParts:
+    """The decision objects of one live service, built once from its description
+    (``run.build.build_live_parts``): as ``RunParts``, less the workload (jobs come
+    through the API) and on the cluster read off Ray."""
+
+    description: RunDescription
+    cluster: ClusterSpec
+    target: TargetWorkload
+    policy: Policy | QueueOrder
+    placement: PlacementStrategy | None  # None: the mechanism's own order (Gandiva's)
+    sharing: object
+    rng: np.random.Generator  # the run's root Generator, seeded from --seed
+
+
+@dataclass(frozen=True, slots=True)
+class SimHooks:
+    """What a caller watches or sets in a simulation beside its description."""
+
+    on_plan: Callable[[Any], None] | None = None  # every round's plan (the rounds)
+    on_step: Callable[[float, Any], None] | None = None  # every decider step (Gandiva)
+    # A new lease's launch latency in simulated seconds, lost from its round (the rounds;
+    # sim-vs-live gives the one its live run measured).
+    launch_latency_s: float = 0.0
+
+    def refuse_all_but(self, mechanism: str, *allowed: str) -> None:
+        """A hook the mechanism has no use for is a caller's bug, not silently dropped."""
+        given = {
+            "on_plan": self.on_plan is not None,
+            "on_step": self.on_step is not None,
+            "launch_latency_s": self.launch_latency_s != 0.0,
+        }
+        unused = [name for name, set_ in given.items() if set_ and name not in allowed]
+        if unused:
+            raise ValueError(f"the {mechanism} mechanism has no {', '.join(unused)} hook")
+
+
+NO_HOOKS = SimHooks()
+
+
 class Mechanism(Protocol):
     @property
     def name(self) -> str: ...
@@ -87,6 +136,9 @@ class Mechanism(Protocol):
     @property
     def own_placement(self) -> str | None: ...
 
+    @property
+    def default_policy(self) -> str: ...
+
     # Whether --estimate-throughputs reaches the mechanism's decider (a mechanism that
     # does not say so does not: ``RunDescription`` refuses the flag there).
     estimates_throughputs: bool
@@ -95,9 +147,19 @@ class Mechanism(Protocol):
 
     def target(self, workload: Workload) -> TargetWorkload: ...
 
+    def target_of(self, jobs: Sequence[JobSpec]) -> TargetWorkload: ...
+
     def sharing(self, description: RunDescription) -> object: ...
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult: ...
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult: ...
+
+
+class ServedMechanism(Mechanism, Protocol):
+    """A mechanism ``serve`` runs: it also builds its decider for a live driver."""
+
+    def live_decider(self, parts: LiveParts) -> object: ...
 
 
 def refuse_background(description: RunDescription, mechanism: str) -> None:
@@ -125,7 +187,7 @@ def check_placement(placement: str | None, own_order: str | None = None) -> None
         return
     if name == "affinity":
         raise InputError(
-            "affinity is Gandiva's own server order: only with --sharing gandiva",
+            "affinity is Gandiva's own server order: only with --mechanism gandiva",
             field="--placement",
         )
     check_placement_for(placement)

@@ -54,10 +54,11 @@ def gang_parts(
     )
 
 
-def could_span(state: ClusterState, job: JobSpec) -> bool:
+def could_span(state: ClusterState, job: JobSpec, usable: np.ndarray | None = None) -> bool:
     """Could ``job`` ever run on an empty cluster when it may span servers: some GPU model
-    it allows has ``num_gpu`` GPUs in all, on servers that can each hold one GPU's share
-    of its CPU and memory."""
+    it allows (and, given ``usable``, a mask over nodes, that gives it a speed) has
+    ``num_gpu`` GPUs in all, on servers that can each hold one GPU's share of its CPU and
+    memory."""
     if not (job.may_span_nodes and job.num_gpu > 1):
         return False
     k = job.num_gpu
@@ -67,6 +68,8 @@ def could_span(state: ClusterState, job: JobSpec) -> bool:
         & (state.cpu_capacity >= cpu)
         & (state.memory_capacity >= memory)
     )
+    if usable is not None:
+        ok &= usable
     for model in np.unique(state.node_model[ok]).tolist():
         nodes = ok & (state.node_model == model)
         if int(state.num_gpus[nodes].sum()) >= k:

@@ -48,6 +48,8 @@ class RejectReason(StrEnum):
     NEVER_FITS = "never_fits"  # no node can hold it even with the cluster empty
     NO_THROUGHPUT = "no_throughput"  # no GPU model of the cluster gives it a speed
     CPU_ONLY = "cpu_only"  # it asks for no GPU and the mechanism schedules GPU jobs only
+    # it fits only across servers, and the mechanism keeps a job on one (mechanisms/admission.py)
+    SPANS_SERVERS = "spans_servers"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,10 @@ class RunOutcome:
 def never_fit_lines(
     result: SimResult, parsed: ParsedWorkload, cluster: ClusterSpec
 ) -> tuple[str, ...]:
-    """One line per job rejected as never fitting, naming file, row and field if known."""
-    rejected = [r for r in result.records if r.rejection is RejectReason.NEVER_FITS]
+    """One line per job rejected as never fitting (on one server, or at all), naming
+    file, row and field if known."""
+    never = (RejectReason.NEVER_FITS, RejectReason.SPANS_SERVERS)
+    rejected = [r for r in result.records if r.rejection in never]
     if not rejected:
         return ()
     state = ClusterState(cluster)

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.mode_defaults import RESOLVE_INTERVAL_S
 from gpumosaic.sharing.spec import is_gandiva
 
 DEFAULT_PLACEMENT = "fgd"
@@ -64,7 +65,8 @@ class RunDescription(BaseModel):
     mechanism: str = AUTO
     backfill: bool = True
     round_s: float = 360.0
-    resolve_interval_s: float = 1920.0
+    # Gavel's 1,920 s; a live run's default is 0 s (``mode_defaults`` says why).
+    resolve_interval_s: float = RESOLVE_INTERVAL_S.simulate
     sharing: str = "none"
     background: str | None = None  # TASKS[,fraction=F]: pre-filled load (sim/background)
     # Rounds only: the decider is not told the jobs' rates; it profiles each job and
@@ -90,6 +92,41 @@ class RunDescription(BaseModel):
         return cls.model_validate(dict(values))
 
     # ---- field checks ----------------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mechanism_options(cls, values: Any) -> Any:
+        """``--mechanism gandiva:key=value,...``: Gandiva's options spelled with its name
+        (as ``serve`` and ``sim-vs-live`` take them) are the same options as
+        ``--sharing gandiva:key=value,...`` (the older spelling), and land there."""
+        if not isinstance(values, Mapping):
+            return values
+        mechanism = values.get("mechanism")
+        if not isinstance(mechanism, str) or ":" not in mechanism:
+            return values
+        name, _, options = mechanism.partition(":")
+        if name.strip().lower() != "gandiva":
+            raise InputError(
+                "only gandiva takes options (gandiva:key=value,...)",
+                field="--mechanism",
+                value=mechanism,
+            )
+        sharing = str(values.get("sharing", "none"))
+        if sharing.strip().lower() != "none":
+            raise InputError(
+                f"gandiva's options are given twice (--mechanism {mechanism} and "
+                f"--sharing {sharing}): give them once",
+                field="--sharing",
+                value=sharing,
+            )
+        spec = f"gandiva:{options}" if options.strip() else "gandiva"
+        from gpumosaic.mechanisms.gandiva.config import GandivaOptionError, parse_gandiva_options
+
+        try:
+            parse_gandiva_options(spec)  # a bad option names the flag it was given with
+        except GandivaOptionError as err:
+            raise InputError(str(err), field="--mechanism", value=mechanism) from None
+        return {**values, "mechanism": "gandiva", "sharing": spec}
 
     @field_validator("cluster", "workload", "policy", "mechanism", "sharing")
     @classmethod

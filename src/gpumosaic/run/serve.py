@@ -1,15 +1,17 @@
-"""``gpumosaic serve``: the store, the lease table, the round driver, an executor and the
-HTTP server, wired together and run until stopped.
+"""``gpumosaic serve``: the store, the lease table, the mechanism's live driver, an
+executor and the HTTP server, wired together and run until stopped.
 
-The decision objects are built exactly as the simulator builds them (``mechanisms/rounds/sim.py``):
-the policy from the policy registry with the run's seeded Generator, the placement from
-the placement registry with a target workload, the ``RoundDecider`` with the same
-``RoundConfig`` and the two Generators spawned from the seed.
+The decision objects come from the service's description (``ServeDescription``) on the
+road ``simulate`` takes (``run.build.build_live_parts``), and the mechanism's plug-in
+builds its decider from them (``live_decider``): for the rounds the policy with the run's
+seeded Generator, the placement against the target workload, the ``RoundDecider`` with
+the same ``RoundConfig`` and the two Generators spawned from the seed; for Gandiva its
+decider with the queue order, the placement (``--placement``; Gandiva's own affinity
+order by default) and the options.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import resource
 import socket
@@ -17,17 +19,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import numpy as np
-
-from gpumosaic.errors import InputError
-from gpumosaic.mechanisms.gandiva import (
-    GandivaDecider,
-)
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
-from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
 from gpumosaic.mechanisms.rounds.live.decider import (
     LiveRoundDecider,
     PriorThroughputs,
@@ -36,18 +30,10 @@ from gpumosaic.mechanisms.rounds.live.decider import (
 from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
-from gpumosaic.placement.workload import TargetWorkload
-from gpumosaic.policies.ordering import build_queue_order
-from gpumosaic.run.parts import RoundParts, build_round_parts
-from gpumosaic.run.service_config import ServiceConfig, gandiva_config
+from gpumosaic.run.serve_description import ServeDescription
+from gpumosaic.run.serve_start import bind_api, connect_ray, open_state, state_dir
 from gpumosaic.runtime.auth import Authority
-from gpumosaic.runtime.cluster import (
-    LiveCluster,
-    discover,
-    local_ray_resources,
-    parse_counts,
-    ray_nodes,
-)
+from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.executors.contract import Executor
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
@@ -57,15 +43,26 @@ from gpumosaic.runtime.state.records import JobRow
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.supervisor.config import DriverConfig
 from gpumosaic.runtime.supervisor.nodes import NODE_POLL_S, NodeWatcher
-from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 if TYPE_CHECKING:
+    from gpumosaic.mechanisms.contract import LiveParts
+    from gpumosaic.mechanisms.gandiva import GandivaDecider
     from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver
+
+__all__ = [
+    "ServeDescription",
+    "Service",
+    "bind_api",
+    "build_decider",
+    "check_names",
+    "connect_ray",
+    "open_state",
+    "state_dir",
+]
 
 # FGD needs the workload it should keep room for. Without --target-workload the service
 # assumes an even mix of the shapes users submit most (a whole GPU, half, a quarter, two
 # GPUs): an assumption, not a measurement; pass a job list to use your own mix.
-LOCAL_RAY_START_S = 120.0  # the least time a local Ray may take to start (not a measurement)
 DEFAULT_TARGET = (
     (1, 1000),
     (1, 500),
@@ -74,161 +71,56 @@ DEFAULT_TARGET = (
 )
 
 
-def build_gandiva_decider(config: ServiceConfig, cluster: LiveCluster) -> GandivaDecider:
-    """The decider the simulator builds (``mechanisms/gandiva/sim``): FIFO, Gandiva's own server
-    order, the run's seeded Generator; speeds from Gavel's table or the live prior."""
-    from gpumosaic.mechanisms.gandiva.live.throughputs import LiveThroughputs
-
-    return GandivaDecider(
-        cluster.spec,
-        LiveThroughputs.load(),
-        gandiva_config(config.mechanism),
-        np.random.default_rng(config.seed),
-        order=build_queue_order("fifo"),
-    )
-
-
-def connect_ray(config: ServiceConfig, stop: threading.Event | None = None) -> LiveCluster:
-    """Join ``--ray-address``, use an already connected Ray, or start a local one with
-    the ``--cluster`` models as logical GPUs; then read the cluster off Ray. Bounded by
-    ``--ray-timeout-s`` and ended early by ``stop`` (``ray_connect``)."""
-    import ray
-
-    from gpumosaic.runtime.executors.ray_connect import bounded_init, init_local_ray, use_token_file
-
-    declared = parse_counts(config.cluster) if config.cluster else None
-    if not ray.is_initialized():
-        if config.ray_token_file:
-            use_token_file(config.ray_token_file)
-        if config.ray_address:
-            address = config.ray_address
-
-            def init() -> None:
-                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-        else:
-            if declared is None:
-                raise InputError(
-                    "local Ray needs the GPU models: --cluster MODEL:COUNT,... (e.g. v100:2,k80:2)",
-                    field="--cluster",
-                )
-            num_gpus, resources = local_ray_resources(declared)
-
-            def init() -> None:
-                init_local_ray(  # loopback only
-                    num_gpus=num_gpus,
-                    resources=resources,
-                    logging_level=logging.ERROR,
-                    log_to_driver=False,
-                )
-
-        bounded_init(
-            init,
-            address=config.ray_address,
-            # Starting a local Ray takes ~10 s on an idle laptop, far more on a loaded one.
-            timeout_s=config.ray_timeout_s
-            if config.ray_address
-            else max(config.ray_timeout_s, LOCAL_RAY_START_S),
-            stop=stop or threading.Event(),
-            log_path=state_dir(config) / "ray-connect.log",
-            shutdown=ray.shutdown,
-        )
-    return discover(ray_nodes(ray.nodes()), declared)
-
-
-def state_dir(config: ServiceConfig) -> Path:
-    state = Path(config.state)
-    return state.parent if state.parent != Path("") else Path(".")
-
-
-def open_state(config: ServiceConfig) -> tuple[StateLock, Store]:
-    """The state file, locked for this process and checked writable; a second service,
-    a damaged or a read-only file is one ``InputError`` line naming ``--state``."""
-    path = Path(config.state)
-    if path.exists() and not path.is_file():
-        raise InputError("is not a file", field="--state", value=config.state)
-    lock = StateLock.acquire(path)
-    try:
-        store = Store(path)
-    except sqlite3.Error as err:
-        lock.release()
-        raise InputError(
-            f"cannot open it as a gpumosaic state file: {err}", field="--state", value=config.state
-        ) from None
-    try:
-        store.probe_write()
-    except sqlite3.Error as err:
-        store.close()
-        lock.release()
-        raise InputError(f"cannot write it: {err}", field="--state", value=config.state) from None
-    return lock, store
-
-
-def bind_api(config: ServiceConfig) -> socket.socket:
-    """The API's listening socket, bound now (before Ray starts), so that a port in use
-    is one line and no work is done."""
-    try:
-        return socket.create_server((config.host, config.port))
-    except OSError as err:
-        why = err.strerror or str(err)
-        if err.errno == 98:  # EADDRINUSE
-            why = "address already in use (another gpumosaic serve? pick --port)"
-        raise InputError(
-            f"cannot listen on {config.host}:{config.port}: {why}",
-            field="--port",
-            value=config.port,
-        ) from None
-
-
-def target_workload(path: str | None) -> TargetWorkload:
+def target_jobs(path: str | None) -> list[JobSpec]:
+    """The jobs whose shapes the placement keeps room for: ``--target-workload``'s job
+    list, or ``DEFAULT_TARGET``."""
     if path:
         from gpumosaic.traces.joblist import load_job_list
 
-        return TargetWorkload.from_jobs(load_job_list(path).jobs)
-    jobs = [
+        return list(load_job_list(path).jobs)
+    return [
         JobSpec(id=i, arrival_s=0.0, job_type="job", num_gpu=n, gpu_milli=m, work=1.0)
         for i, (n, m) in enumerate(DEFAULT_TARGET)
     ]
-    return TargetWorkload.from_jobs(jobs)
 
 
-def check_names(config: ServiceConfig) -> None:
-    """Fail on a policy, placement or cluster mistake before Ray is started."""
-    build_parts_of(config)
-    if config.cluster:
-        parse_counts(config.cluster)
+def live_parts(config: ServeDescription, cluster: LiveCluster | None) -> LiveParts:
+    """The decision objects (``run.build.build_live_parts``) on the live cluster (or,
+    before Ray is up, on the ``--cluster`` models, to check the names)."""
+    from gpumosaic.run.build import build_live_parts
+
+    if cluster is not None:
+        spec = cluster.spec
+    else:
+        from gpumosaic.model.cluster import ClusterSpec
+        from gpumosaic.runtime.cluster import parse_counts
+
+        spec = ClusterSpec.from_counts(parse_counts(config.cluster or "v100:1"), gpus_per_node=1)
+    return build_live_parts(config.decisions(), spec, target_jobs(config.target_workload))
+
+
+def check_names(config: ServeDescription) -> None:
+    """Fail on a policy, placement, target workload or cluster mistake before Ray is
+    started (the objects are built and dropped)."""
+    live_parts(config, None)
+
+
+def build_live_decider(config: ServeDescription, cluster: LiveCluster) -> object:
+    """The mechanism's decider over the service's parts (its plug-in's ``live_decider``)."""
+    from gpumosaic.mechanisms.contract import ServedMechanism
+    from gpumosaic.run.registry import get_mechanism
+
+    mechanism = cast(ServedMechanism, get_mechanism(config.mechanism_name))
+    return mechanism.live_decider(live_parts(config, cluster))
 
 
 def build_decider(
-    config: ServiceConfig, cluster: LiveCluster
+    config: ServeDescription, cluster: LiveCluster
 ) -> tuple[LiveRoundDecider, PriorThroughputs]:
-    """The policy, placement and decider, built by the road the simulator takes
-    (``run.parts.build_round_parts``)."""
-    parts = build_parts_of(config)
-    table = GavelThroughputTable.load()
-    priors = PriorThroughputs(table)
-    decider = LiveRoundDecider(
-        cluster.spec,
-        parts.policy,
-        parts.placement,
-        priors,
-        parts.config,
-        parts.shuffle_rng,
-        parts.place_rng,
-        estimation=ThroughputEstimation(cluster.spec.gpu_models, table),
-    )
-    return decider, priors
-
-
-def build_parts_of(config: ServiceConfig) -> RoundParts:
-    target = target_workload(config.target_workload)
-    return build_round_parts(
-        config.policy,
-        config.placement,
-        target,
-        config.seed,
-        config.round_s,
-        config.resolve_interval_s,
-    )
+    """The rounds' decider and its prior rates (``build_live_decider``)."""
+    decider = build_live_decider(config, cluster)
+    assert isinstance(decider, LiveRoundDecider), "the rounds' decider"
+    return decider, cast(PriorThroughputs, decider.throughputs)
 
 
 class LoopDriver(Protocol):
@@ -255,7 +147,7 @@ class Service:
 
     def __init__(
         self,
-        config: ServiceConfig,
+        config: ServeDescription,
         cluster: LiveCluster,
         executor_factory: Callable[[LeaseTable], Executor] | None = None,
         clock: Callable[[], float] = time.time,
@@ -293,7 +185,16 @@ class Service:
             self.executor = executor_factory(self.table)
         # --sharing: fractional jobs under the share runtime (runtime/share/supervisor.py)
         self.sharing: ShareSupervisor | None = share_executor(self)
-        self.decider, self.priors = build_decider(config, cluster)
+        # The mechanism's decider, by its plug-in over the description's parts.
+        self.gandiva = config.gandiva  # --mechanism gandiva: its driver runs, not the rounds'
+        self.gandiva_decider: GandivaDecider | None = None
+        if self.gandiva:
+            self.gandiva_decider = cast("GandivaDecider", build_live_decider(config, cluster))
+            # The /ui page is the rounds' view until Gandiva has its own: it reads an idle
+            # rounds decider (no job is ever admitted to it).
+            self.decider, self.priors = build_decider(_rounds_view_of(config), cluster)
+        else:
+            self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
         # Ray node membership (runtime/supervisor/nodes.py), followed where jobs run on Ray.
         self.nodes: NodeWatcher | None = None
@@ -301,7 +202,6 @@ class Service:
             self.nodes = NodeWatcher(cluster, every_s=NODE_POLL_S * config.time_scale)
         self.driver: RoundDriver | None = None
         # --mechanism gandiva: this driver runs instead (``driver`` stays None).
-        self.gandiva = config.mechanism != "rounds"
         self.gandiva_driver: GandivaDriver | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -460,11 +360,12 @@ class Service:
         if self.gandiva:
             from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver
 
+            assert self.gandiva_decider is not None
             self.gandiva_driver = GandivaDriver(
                 self.store,
                 self.table,
                 self.executor,
-                build_gandiva_decider(self.config, self.cluster),
+                self.gandiva_decider,
                 self.cluster,
                 driver_config,
                 clock=self.clock,
@@ -538,6 +439,12 @@ class Service:
                 self._stop.wait(0.5)
         except KeyboardInterrupt:
             pass
+
+
+def _rounds_view_of(config: ServeDescription) -> ServeDescription:
+    """The rounds' description the /ui view of a Gandiva service reads (see ``Service``)."""
+    values = config.model_dump()
+    return ServeDescription(**{**values, "mechanism": "rounds", "policy": None, "placement": None})
 
 
 def share_executor(service: Service) -> ShareSupervisor | None:

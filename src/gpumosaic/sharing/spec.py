@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpumosaic.errors import InputError, unknown_name
+from gpumosaic.mode_defaults import ANTI_THRASHING
 from gpumosaic.options import parse_options, split_options
 from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
-from gpumosaic.sharing.lock import NVSHARE_ALIASES, AntiThrashing
+from gpumosaic.sharing.lock import DEFAULT_TQ_S, NVSHARE_ALIASES, AntiThrashing
 
 SHARING_MODELS = ("none", "parametric", "measured", "capped", "nvshare", "gandiva")
 
@@ -50,8 +51,10 @@ class ParametricOptions:
 class NvshareOptions:
     """The options of ``--sharing nvshare:...``."""
 
-    tq: float = 30.0  # time quantum, seconds
-    anti_thrashing: str = "on"  # on / off / auto (AntiThrashing.parse)
+    tq: float = DEFAULT_TQ_S  # time quantum, seconds (the same default live)
+    # on / off / auto (AntiThrashing.parse); simulated default ``on``, live ``auto``
+    # (``mode_defaults.ANTI_THRASHING`` says why)
+    anti_thrashing: str = ANTI_THRASHING.simulate
     jobs_per_gpu: int = 2
 
     @property

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
-from gpumosaic.run.serve import ServiceConfig, build_decider
+from gpumosaic.run.serve import ServeDescription, build_decider
 from gpumosaic.runtime.cluster import LiveCluster, RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
@@ -70,7 +70,7 @@ def in_process(
     store = store or Store(tmp / "state.db")
     table = LeaseTable(store, clock)
     executor = InProcessExecutor(table, clock, rate_of)
-    config = ServiceConfig(policy=policy, round_s=round_s, state=str(tmp / "state.db"))
+    config = ServeDescription(policy=policy, round_s=round_s, state=str(tmp / "state.db"))
     decider, priors = build_decider(config, live)
     plans: list[RoundPlan] = []
     driver = RoundDriver(

@@ -12,7 +12,7 @@ import pytest
 @pytest.fixture
 def service_factory(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-def]
     """Start round services on the session's Ray; all are stopped at the test's end."""
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
 
     started: list[Service] = []
 
@@ -27,7 +27,7 @@ def service_factory(ray_cluster: object, tmp_path: Path):  # type: ignore[no-unt
             "park_margin_s": 5.0,
             "cluster": cluster,
         }
-        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        config = ServeDescription(**{**defaults, **options})  # type: ignore[arg-type]
         service = Service(config, connect_ray(config), on_plan=plans.append)
         service.plans = plans  # type: ignore[attr-defined]
         service.start()
@@ -45,7 +45,7 @@ def api_factory(tmp_path: Path):  # type: ignore[no-untyped-def]
     steps/s), started on a free port; all are stopped at the test's end."""
     from builders import cluster
 
-    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.run.serve import ServeDescription, Service
     from gpumosaic.runtime.executors.contract import InProcessExecutor
 
     started: list[Service] = []
@@ -57,7 +57,7 @@ def api_factory(tmp_path: Path):  # type: ignore[no-untyped-def]
             "round_s": 1.0,
             "grace_s": 0.5,
         }
-        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        config = ServeDescription(**{**defaults, **options})  # type: ignore[arg-type]
         service = Service(
             config,
             cluster("v100:2,k80:2"),

@@ -21,7 +21,7 @@ import pytest
 from rounds_support import wait_for
 
 from gpumosaic.errors import InputError
-from gpumosaic.run.serve import ServiceConfig, open_state
+from gpumosaic.run.serve import ServeDescription, open_state
 from gpumosaic.runtime.state.store import Store
 
 SRC = str(Path(__file__).parents[3] / "src")
@@ -45,11 +45,11 @@ def one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
 def test_a_second_service_on_the_same_state_refuses_at_once(api_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     first = api_factory(state=str(tmp_path / "s" / "state.db"))
     with pytest.raises(InputError, match=f"in use by gpumosaic serve pid {os.getpid()}"):
-        open_state(ServiceConfig(state=str(tmp_path / "s" / "state.db")))
+        open_state(ServeDescription(state=str(tmp_path / "s" / "state.db")))
     line = one_line(serve("--state", str(tmp_path / "s" / "state.db")), "--state", "in use")
     assert first.url in line  # the holder, with its address
     first.stop()
-    lock, store = open_state(ServiceConfig(state=str(tmp_path / "s" / "state.db")))
+    lock, store = open_state(ServeDescription(state=str(tmp_path / "s" / "state.db")))
     store.close()
     lock.release()
 

@@ -12,7 +12,7 @@ import pytest
 from builders import FakeClock, cluster
 
 from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
-from gpumosaic.run.serve import ServiceConfig, build_decider
+from gpumosaic.run.serve import ServeDescription, build_decider
 from gpumosaic.runtime.executors.contract import ExitReport, LaunchSpec
 from gpumosaic.runtime.executors.ray import CANNOT_START_CODE, LeaseProcess
 from gpumosaic.runtime.executors.warm_ray import NodeLauncher
@@ -100,7 +100,7 @@ def silent_driver(tmp_path: Path, **config: float) -> tuple[RoundDriver, Store, 
     clock = FakeClock()
     store = Store(tmp_path / "state.db")
     table = LeaseTable(store, clock)
-    decider, priors = build_decider(ServiceConfig(round_s=1000.0), live)
+    decider, priors = build_decider(ServeDescription(round_s=1000.0), live)
     driver = RoundDriver(
         store,
         table,

@@ -14,7 +14,7 @@ from builders import cluster
 from rounds_support import wait_for
 
 from gpumosaic.lease import Lease, read_checkpoint_steps
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.leases import LiveLease
 
@@ -23,7 +23,7 @@ STEP_S = 0.005
 
 @pytest.fixture
 def service(tmp_path: Path):  # type: ignore[no-untyped-def]
-    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, round_s=60.0)
+    config = ServeDescription(state=str(tmp_path / "state.db"), port=0, round_s=60.0)
     svc = Service(
         config,
         cluster("v100:1"),
@@ -106,7 +106,9 @@ def test_an_extension_saves_before_the_process_goes_on(service: Service, tmp_pat
 
 
 def test_under_a_time_scale_grants_and_stepping_time_are_job_time(tmp_path: Path) -> None:
-    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, round_s=60.0, time_scale=100.0)
+    config = ServeDescription(
+        state=str(tmp_path / "state.db"), port=0, round_s=60.0, time_scale=100.0
+    )
     svc = Service(
         config,
         cluster("v100:1"),

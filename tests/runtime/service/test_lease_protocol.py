@@ -13,14 +13,14 @@ from builders import cluster
 from rounds_support import wait_for
 
 from gpumosaic.lease import Lease, LeaseError, read_checkpoint_steps
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.leases import LiveLease
 
 
 @pytest.fixture
 def service(tmp_path: Path):  # type: ignore[no-untyped-def]
-    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, round_s=60.0)
+    config = ServeDescription(state=str(tmp_path / "state.db"), port=0, round_s=60.0)
     svc = Service(
         config,
         cluster("v100:1"),

@@ -20,7 +20,7 @@ from gpumosaic.cli import app
 from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult, TimelineRecorder
 from gpumosaic.results.summary import summarize
 from gpumosaic.results.summary_value import Summary
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.api.client import ServiceClient
 from gpumosaic.runtime.executors.contract import ExitReport, InProcessExecutor, LaunchSpec
 from gpumosaic.runtime.leases import LeaseTable
@@ -69,7 +69,7 @@ MECHANISMS = {
 
 @pytest.fixture(params=sorted(MECHANISMS))
 def service(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
-    config = ServiceConfig(
+    config = ServeDescription(
         state=str(tmp_path / "svc" / "state.db"),
         port=0,
         round_s=1.0,
@@ -136,7 +136,7 @@ def test_a_summary_takes_no_list_filter(service: Service) -> None:
 
 
 def test_the_summary_wants_the_token(tmp_path: Path) -> None:
-    config = ServiceConfig(state=str(tmp_path / "s.db"), port=0, token="t0ken-of-the-service")
+    config = ServeDescription(state=str(tmp_path / "s.db"), port=0, token="t0ken-of-the-service")
     svc = Service(config, cluster("v100:1"), executor_factory=FailingExecutor)
     svc.start()
     try:

@@ -11,7 +11,7 @@ from builders import Bench, FakeClock
 
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
 from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
-from gpumosaic.run.serve import ServiceConfig, build_decider
+from gpumosaic.run.serve import ServeDescription, build_decider
 from gpumosaic.runtime.cluster import LiveCluster, RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.leases import LeaseTable
@@ -98,7 +98,7 @@ def bench(tmp: Path, listing: Listing) -> Bench:
     store = Store(tmp / "state.db")
     table = LeaseTable(store, clock)
     executor = InProcessExecutor(table, clock, lambda job, model: 2.0)
-    config = ServiceConfig(policy="max_min_fairness_perf", round_s=10.0, state=str(tmp))
+    config = ServeDescription(policy="max_min_fairness_perf", round_s=10.0, state=str(tmp))
     decider, priors = build_decider(config, live)
     plans: list[RoundPlan] = []
     driver = RoundDriver(

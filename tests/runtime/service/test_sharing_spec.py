@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpumosaic.cli import app
 from gpumosaic.errors import InputError
-from gpumosaic.run.serve import ServiceConfig
+from gpumosaic.run.serve import ServeDescription
 from gpumosaic.runtime.share.supervisor import is_shared, parse_sharing, share_socket_dir
 from gpumosaic.sharing.lock import AntiThrashing
 
@@ -82,7 +82,7 @@ def test_a_bad_spec_is_one_error_naming_the_flag(spec: str, says: str) -> None:
     assert caught.value.field == "--sharing"
     assert says in str(caught.value)
     with pytest.raises(InputError):
-        ServiceConfig(sharing=spec)
+        ServeDescription(sharing=spec)
 
 
 def test_serve_refuses_a_bad_spec_in_one_line_before_anything_starts(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-def]
     """Start round services on the session's Ray; all are stopped at the test's end."""
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
 
     started: list[Service] = []
 
@@ -38,7 +38,7 @@ def ui_service(ray_cluster: object, tmp_path: Path):  # type: ignore[no-untyped-
             "park_margin_s": 5.0,
             "cluster": cluster,
         }
-        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        config = ServeDescription(**{**defaults, **options})  # type: ignore[arg-type]
         service = Service(config, connect_ray(config))
         service.start()
         started.append(service)
@@ -55,7 +55,7 @@ def ui_in_process(tmp_path: Path):  # type: ignore[no-untyped-def]
     jobs stepping at 50 steps/s), for what the page's data needs no real job for."""
     import time
 
-    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.run.serve import ServeDescription, Service
     from gpumosaic.runtime.cluster import RayNode, discover
     from gpumosaic.runtime.executors.contract import InProcessExecutor
 
@@ -69,7 +69,7 @@ def ui_in_process(tmp_path: Path):  # type: ignore[no-untyped-def]
             "round_s": 3.0,
             "grace_s": 2.0,
         }
-        config = ServiceConfig(**{**defaults, **options})  # type: ignore[arg-type]
+        config = ServeDescription(**{**defaults, **options})  # type: ignore[arg-type]
         service = Service(
             config,
             live,

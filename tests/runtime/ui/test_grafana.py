@@ -28,14 +28,14 @@ def sample_names(text: str) -> set[str]:
 
 
 def serve_metrics(tmp_path: Path) -> str:
-    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.run.serve import ServeDescription, Service
     from gpumosaic.runtime.cluster import RayNode, discover
     from gpumosaic.runtime.executors.contract import InProcessExecutor
     from gpumosaic.runtime.jobs.submission import JobSubmission
     from gpumosaic.runtime.leases import LeaseTable
 
     live = discover([RayNode("n0", "10.0.0.1", (("V100", 2),))], None)
-    config = ServiceConfig(state=str(tmp_path / "serve" / "state.db"), port=0, round_s=1.0)
+    config = ServeDescription(state=str(tmp_path / "serve" / "state.db"), port=0, round_s=1.0)
 
     def executor(table: LeaseTable) -> InProcessExecutor:
         return InProcessExecutor(table, time.time, lambda job, model: 50.0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpumosaic.mechanisms.rounds.ui import RoundsView
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.cluster import RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 from gpumosaic.runtime.jobs.submission import JobSubmission
@@ -24,7 +24,7 @@ from waiting import wait_for
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
     live = discover([RayNode("n0", "10.0.0.1", (("V100", 2),))], None)
-    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, round_s=2.0)
+    config = ServeDescription(state=str(tmp_path / "state.db"), port=0, round_s=2.0)
 
     def executor(table: LeaseTable) -> InProcessExecutor:
         return InProcessExecutor(table, time.time, lambda job, model: 100.0)

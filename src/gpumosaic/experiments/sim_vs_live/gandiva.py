@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +35,8 @@ from typing import TYPE_CHECKING
 
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sim_vs_live.agreement import Agreement, job_diffs
+from gpumosaic.experiments.sim_vs_live.counts import ActionCounts, Tally
+from gpumosaic.experiments.sim_vs_live.gandiva_live import check_gavel_types, run_live
 from gpumosaic.experiments.sim_vs_live.inputs import (
     BUDGET_SHARE,
     SimVsLiveOptions,
@@ -45,63 +45,19 @@ from gpumosaic.experiments.sim_vs_live.inputs import (
     model_counts,
 )
 from gpumosaic.mechanisms.contract import RunParts
-from gpumosaic.mechanisms.gandiva import (
-    GandivaConfig,
-    Migrate,
-    Pack,
-    Step,
-    Suspend,
-    Unpack,
-)
+from gpumosaic.mechanisms.gandiva import GandivaConfig
 from gpumosaic.model.job import JobSpec
-from gpumosaic.results.result import JobStatus, RunStats, SimResult, TimelineRecorder
+from gpumosaic.results.result import SimResult
 from gpumosaic.results.summary import summarize
 from gpumosaic.run.build import build_parts
 from gpumosaic.run.description import RunDescription
-from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.timescale import MAX_TIME_SCALE
 
 if TYPE_CHECKING:
-    from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver, HandOverTimes
     from gpumosaic.model.cluster import ClusterSpec
-    from gpumosaic.runtime.cluster import LiveCluster
 
 MECHANISM_FLAG = "--mechanism"
 MIN_WALL_S = 2.0  # a quantum or trial shorter than this (wall) is refused (module doc)
-GRACE_S = 5.0  # SIGTERM -> SIGKILL for a job told to stop (it checkpoints first)
-
-
-@dataclass(frozen=True, slots=True)
-class ActionCounts:
-    """What Gandiva did, counted the same way on both sides: ``suspensions`` (Suspend and
-    Unpack actions: a running job stopped without finishing), ``migrations`` (Migrate
-    actions, within or across servers), ``packs`` (Pack actions: pairs tried)."""
-
-    suspensions: int = 0
-    migrations: int = 0
-    packs: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        return {"suspensions": self.suspensions, "migrations": self.migrations, "packs": self.packs}
-
-
-class _Tally:
-    """Counts a simulator's steps (its ``on_step``)."""
-
-    def __init__(self) -> None:
-        self.suspensions = self.migrations = self.packs = 0
-
-    def __call__(self, _now: float, step: Step) -> None:
-        for action in step.actions:
-            if isinstance(action, Suspend | Unpack):
-                self.suspensions += 1
-            elif isinstance(action, Migrate):
-                self.migrations += 1
-            elif isinstance(action, Pack):
-                self.packs += 1
-
-    def counts(self) -> ActionCounts:
-        return ActionCounts(self.suspensions, self.migrations, self.packs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,17 +134,6 @@ def gandiva_description(description: RunDescription, mechanism: str) -> RunDescr
     return RunDescription.from_values(values)
 
 
-def live_mechanism(config: GandivaConfig) -> str:
-    """``serve --mechanism`` for a config: every field spelled out."""
-    from dataclasses import fields
-
-    parts = []
-    for f in fields(config):
-        value = getattr(config, f.name)
-        parts.append(f"{f.name}={'on' if value is True else 'off' if value is False else value}")
-    return "gandiva:" + ",".join(parts)
-
-
 def compare_gandiva(
     options: SimVsLiveOptions,
     mechanism: str,
@@ -211,17 +156,10 @@ def compare_gandiva(
         )
     description = gandiva_description(options.description, mechanism)
     parts = build_parts(description)
-    if parts.placement is not None:
-        raise InputError(
-            "serve --mechanism gandiva places by Gandiva's own affinity order: leave "
-            "--placement out",
-            field="--placement",
-            value=description.placement,
-        )
     config = parts.sharing
     assert isinstance(config, GandivaConfig)
     jobs = replayed_jobs(parts)
-    _check_gavel_types(jobs)
+    check_gavel_types(jobs)
     counts = model_counts(parts)
 
     scale = options.time_scale
@@ -241,7 +179,7 @@ def compare_gandiva(
     with tempfile.TemporaryDirectory(prefix="gpumosaic-sim-vs-live-gandiva-") as tmp:
         root = state_dir if state_dir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        live = _run_live(config, counts, cluster, jobs, scale, limit, root, description.seed, say)
+        live = run_live(description, config, counts, cluster, jobs, scale, limit, root, say)
     measured_ids = {j.id for j in jobs if parts.workload.is_measured(j.id)}
     records = tuple(replace(r, measured=r.job_id in measured_ids) for r in live.result.records)
     live = replace(live, result=replace(live.result, records=records))
@@ -327,192 +265,13 @@ def _check_slices(config: GandivaConfig, scale: float) -> None:
 
 
 def _simulate(parts: RunParts, config: GandivaConfig) -> tuple[SimResult, ActionCounts]:
-    from typing import cast
+    """Gandiva's simulation through its plug-in, with ``config`` (the live costs) as its
+    options and every decider step counted (``SimHooks.on_step``)."""
+    from gpumosaic.mechanisms.contract import SimHooks
+    from gpumosaic.run.registry import get_mechanism
 
-    from gpumosaic.mechanisms.gandiva.sim.simulator import GandivaSimulator
-    from gpumosaic.policies.ordering import QueueOrder
-
-    tally = _Tally()
-    simulator = GandivaSimulator(
-        parts.cluster,
-        parts.workload,
-        config,
-        parts.rng,
-        order=cast(QueueOrder, parts.policy),
-        placement=parts.placement,
-        backfill=parts.description.backfill,
-        on_step=tally,
+    tally = Tally()
+    result = get_mechanism("gandiva").simulate(
+        replace(parts, sharing=config), None, SimHooks(on_step=tally)
     )
-    return simulator.run(), tally.counts()
-
-
-@dataclass(frozen=True, slots=True)
-class LiveGandiva:
-    result: SimResult  # records keyed by the workload's job ids, times in job time
-    times: HandOverTimes
-    counts: ActionCounts
-    wall_s: float
-    finished: bool
-    launches: int
-
-
-def _check_gavel_types(jobs: Sequence[JobSpec]) -> None:
-    """Gandiva's emulated jobs step at Gavel's table rates, alone and packed (the pair
-    rates the simulator's Gandiva reads): a job without a Gavel type has no pair rate, so
-    ``--mechanism gandiva`` takes Gavel workloads and job lists with ``job_type`` only."""
-    from gpumosaic.workloads.throughputs import GavelThroughputTable
-
-    table = GavelThroughputTable.load()
-    for job in jobs:
-        scale = max(job.num_gpu, 1)
-        if not any(table.has(job.job_type, scale, column) for column in table.gpu_types):
-            raise InputError(
-                f"job {job.id} ({job.job_type!r} on {scale} GPU(s)) has no rate in Gavel's "
-                "table, so Gandiva cannot emulate it live (its pair rates are Gavel's): use "
-                "a Gavel workload or a job list with job_type and steps",
-                field="--workload",
-            )
-
-
-def _submission(job: JobSpec, checkpoint_every_s: float) -> JobSubmission:
-    """The job as Gandiva's emulated job (``mechanisms/gandiva/live/emulate.py``); its save cadence
-    (job time) as ``GPUMOSAIC_CHECKPOINT_EVERY_S``."""
-    return JobSubmission(
-        command=emulate_command(job.job_type),
-        steps=float(job.work),
-        gpus=max(job.num_gpu, 1),
-        gpu_milli=job.gpu_milli,
-        gpu_models=sorted(job.allowed_models) if job.allowed_models else [],
-        priority_weight=job.priority_weight,
-        name=job.name or f"w{job.id}",
-        job_type=job.job_type,
-        env={"GPUMOSAIC_CHECKPOINT_EVERY_S": repr(float(checkpoint_every_s))},
-    )
-
-
-def emulate_command(job_type: str, python: str = sys.executable) -> str:
-    import shlex
-
-    return (
-        f"{shlex.quote(python)} -m gpumosaic.mechanisms.gandiva.live.emulate "
-        f"--job-type {shlex.quote(job_type)}"
-    )
-
-
-def _run_live(
-    config: GandivaConfig,
-    counts: Sequence[tuple[str, int]],
-    cluster: LiveCluster,
-    jobs: Sequence[JobSpec],
-    scale: float,
-    limit_s: float,
-    root: Path,
-    seed: int,
-    say: Callable[[str], None],
-) -> LiveGandiva:
-    from gpumosaic.experiments.sim_vs_live.replay import Arrivals
-    from gpumosaic.run.serve import Service
-    from gpumosaic.run.service_config import ServiceConfig
-
-    service_config = ServiceConfig(
-        state=str(root / "state.db"),
-        port=0,
-        cluster=",".join(f"{m}:{c}" for m, c in counts),
-        seed=seed,
-        time_scale=scale,
-        grace_s=GRACE_S,
-        warm_launchers=True,
-        mechanism=live_mechanism(config),
-    )
-    service = Service(service_config, cluster)
-    store, clock = service.store, service.clock
-    cadence = config.quantum_s  # a stop saves anyway; this bounds a lost process's redo
-    arrivals = Arrivals(
-        jobs,
-        lambda job: store.add_job(_submission(job, cadence), clock(), service_config.max_retries),
-    )
-    arrivals.submit_due(0.0)  # before the service starts, as the simulator admits them
-    ordered, id_of = arrivals.ordered, arrivals.ids
-    started = time.monotonic()
-    service.start()
-    finished = False
-    last = -1
-    try:
-        driver = service.gandiva_driver
-        assert driver is not None
-        give_up = started + limit_s
-        while time.monotonic() < give_up:
-            if service.driver_error is not None:
-                raise service.driver_error
-            now = clock() - driver.epoch
-            arrivals.submit_due(now)
-            done = sum(1 for j in store.jobs() if j.terminal)
-            if done != last:
-                last = done
-                took = time.monotonic() - started
-                say(f"live: {done}/{len(ordered)} jobs final after {took:.0f} s")
-            if arrivals.all_in and done == len(ordered):
-                finished = True
-                break
-            time.sleep(arrivals.wait_s(now, scale))
-    finally:
-        rows = store.jobs()  # the store closes with the service
-        service.stop()
-    wall = time.monotonic() - started
-    assert driver is not None
-    return LiveGandiva(
-        result=_live_result(rows, driver, id_of, ordered, wall),
-        times=driver.times,
-        counts=ActionCounts(
-            driver.counters.suspensions, driver.counters.migrations, driver.counters.packs
-        ),
-        wall_s=wall,
-        finished=finished,
-        launches=driver.supervisor.counters.launches,
-    )
-
-
-def _live_result(
-    rows: Sequence[object],
-    driver: GandivaDriver,
-    id_of: dict[int, int],
-    jobs: Sequence[JobSpec],
-    wall_s: float,
-) -> SimResult:
-    """The store's rows as the simulator's records (job time, the workload's ids): a
-    job's times run from its arrival in the decider (its submission, or the service's
-    start for one submitted before it). Each keeps its typed end (``JobRow.end``):
-    failed, cancelled and rejected (with its reason) as they ended."""
-    from dataclasses import replace
-
-    from gpumosaic.runtime.state.live_result import job_record
-    from gpumosaic.runtime.state.records import JobRow
-
-    spec_of = {j.id: j for j in jobs}
-    records = []
-    for row in rows:
-        assert isinstance(row, JobRow)
-        spec = spec_of[id_of[row.id]]
-        # job time since the decider's arrival, from the workload's arrival
-        shift = spec.arrival_s - max(row.submitted_at - driver.epoch, 0.0) - driver.epoch
-        record = job_record(row, epoch=-shift)
-        records.append(
-            replace(
-                record,
-                job_id=spec.id,
-                name=spec.name,
-                job_type=spec.job_type,
-                arrival_s=spec.arrival_s,
-            )
-        )
-    records.sort(key=lambda r: r.job_id)
-    end = max((r.finish_s for r in records if r.status is JobStatus.COMPLETED), default=0.0)
-    total_milli = int(driver.decider.state.total_gpu_milli)
-    return SimResult(
-        records=tuple(records),
-        timeline=TimelineRecorder().freeze(),  # no samples: live utilization is not read
-        stats=RunStats(events=len(records), elapsed_s=wall_s),
-        total_gpu_milli=total_milli,
-        end_s=end,
-        fallbacks=driver.decider.fallbacks,
-    )
+    return result, tally.counts()

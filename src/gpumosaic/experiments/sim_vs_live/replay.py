@@ -38,8 +38,7 @@ from gpumosaic.mechanisms.rounds.sim.driver import job_records
 from gpumosaic.model.gpu import GpuModel
 from gpumosaic.model.job import JobSpec
 from gpumosaic.results.result import JobRecord, RunStats, SimResult, TimelineRecorder
-from gpumosaic.run.serve import Service
-from gpumosaic.run.service_config import ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.workloads.throughputs import GavelThroughputTable, Throughputs
@@ -160,7 +159,7 @@ class Arrivals:
 
 def replay(
     jobs: Sequence[JobSpec],
-    config: ServiceConfig,
+    config: ServeDescription,
     cluster: LiveCluster,
     submitter: JobSubmitter,
     *,

@@ -176,27 +176,19 @@ def compare(
 def _simulate(
     parts: RunParts, latency_s: float, speed: SpeedModel | None = None
 ) -> tuple[SimResult, list[RoundPlan]]:
-    from typing import cast
+    """The rounds' simulation through their plug-in, with the hooks sim-vs-live needs:
+    every round's plan, the launch latency the live run measured, and (``--sharing``)
+    the nvshare model with the live hand-over cost in place of the description's."""
+    from dataclasses import replace
 
-    from gpumosaic.mechanisms.rounds.sim import RoundConfig, RoundSimulator
-    from gpumosaic.policies.base import Policy
+    from gpumosaic.mechanisms.contract import SimHooks
+    from gpumosaic.run.registry import get_mechanism
 
-    d = parts.description
-    assert parts.placement is not None
     plans: list[RoundPlan] = []
-    simulator = RoundSimulator(
-        parts.cluster,
-        parts.workload,
-        cast(Policy, parts.policy),
-        parts.placement,
-        RoundConfig(d.round_s, d.resolve_interval_s),
-        speed=speed,
-        on_plan=plans.append,
-        rng=parts.rng,
-        target=parts.target,
-        launch_latency_s=latency_s,
-    )
-    return simulator.run(), plans
+    if speed is not None:
+        parts = replace(parts, sharing=speed)
+    hooks = SimHooks(on_plan=plans.append, launch_latency_s=latency_s)
+    return get_mechanism("rounds").simulate(parts, None, hooks), plans
 
 
 def _run_live(
@@ -214,9 +206,9 @@ def _run_live(
     sharing: str | None = None,
 ) -> LiveReplay:
     from gpumosaic.experiments.sim_vs_live.replay import replay
-    from gpumosaic.run.service_config import ServiceConfig
+    from gpumosaic.run.serve import ServeDescription
 
-    config = ServiceConfig(
+    config = ServeDescription(
         policy=description.policy,
         placement=description.resolved_placement(),
         round_s=description.round_s,

@@ -9,10 +9,20 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
-from gpumosaic.mechanisms.contract import PolicyKind, ProgressCallback, RunParts, check_placement
+from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
+    PolicyKind,
+    ProgressCallback,
+    RunParts,
+    SimHooks,
+    check_placement,
+)
 from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.model.state import ClusterState
     from gpumosaic.placement.background import BackgroundLoad
     from gpumosaic.placement.workload import TargetWorkload
@@ -27,6 +37,7 @@ class EventMechanism:
     policy_kind = PolicyKind.QUEUE_ORDER
     own_placement: str | None = None
     default_placement = "fgd"
+    default_policy = "fifo"
     estimates_throughputs = False  # --estimate-throughputs is the rounds' decider's
 
     def check(self, description: RunDescription) -> None:
@@ -39,16 +50,22 @@ class EventMechanism:
         parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
+        return self.target_of(workload.target_sample())
+
+    def target_of(self, jobs: Sequence[JobSpec]) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload
 
-        return TargetWorkload.from_jobs(workload.target_sample())
+        return TargetWorkload.from_jobs(jobs)
 
     def sharing(self, description: RunDescription) -> SpeedModel:
         from gpumosaic.sharing.speed import build_speed_model
 
         return build_speed_model(description.sharing)
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult:
+        hooks.refuse_all_but(self.name)
         from gpumosaic.mechanisms.event.simulator import EventSimulator
         from gpumosaic.policies.ordering import QueueOrder
         from gpumosaic.sharing.speed import SpeedModel

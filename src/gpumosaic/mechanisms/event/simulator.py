@@ -30,16 +30,16 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from gpumosaic import cyclic_gc
+from gpumosaic.mechanisms.admission import ever_fits
 from gpumosaic.mechanisms.event.scheduling_pass import SchedulingPass, Shape, job_shape
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
 from gpumosaic.placement.filter import Reason, explain
-from gpumosaic.placement.gang import could_span
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.policies.ordering import QueueOrder
-from gpumosaic.results.outcome import RejectReason
+from gpumosaic.results.outcome import Rejection, RejectReason
 from gpumosaic.results.result import JobRecord, JobStatus, RunStats, SimResult
 from gpumosaic.results.timeline.log import TimelineLog
 from gpumosaic.sharing.interference import NoInterference
@@ -131,6 +131,7 @@ class EventSimulator:
         self._gpu_model: list[str] = []
         self._alone_s: list[float] = []
         self._reason: list[str] = []
+        self._rejection: dict[int, RejectReason] = {}  # a rejected job's typed reason
         self._placement: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
         self._completion_seq: list[int] = []
         self._first_part: list[int] = []  # the timeline log's id of its first part
@@ -161,9 +162,7 @@ class EventSimulator:
         shape = job_shape(job)
         admissible = self._admissible.get(shape)
         if admissible is None:
-            admissible = self.state.fits_when_empty(job) or (
-                self.speed.ideal and could_span(self.state, job)
-            )
+            admissible = admission(self.state, job, self.speed) is None
             self._admissible[shape] = admissible
         if admissible:
             self._status.append(_QUEUED)
@@ -171,10 +170,10 @@ class EventSimulator:
             self.scheduling.add(job, shape)
             self._pass_pending = True
             return
-        verdict = explain(self.state, job)  # never fits: the job fits no empty node
-        reason = f"{RejectReason.NEVER_FITS.value}: {verdict.detail}"
-        if job.may_span_nodes and could_span(self.state, job):
-            reason += f" (spanning servers is not modelled under --sharing {self.speed.name})"
+        refusal = admission(self.state, job, self.speed)
+        assert refusal is not None
+        self._rejection[index] = refusal.reason
+        reason = str(refusal)
         self._status.append(_REJECTED)
         self._reason.append(reason)
         self._job_done(job)
@@ -413,9 +412,7 @@ class EventSimulator:
                 "gpu_milli": [job.gpu_milli for job in chunk],
                 "status": status[part],
                 "reason": reasons[part],
-                "rejection": [
-                    _NEVER_FITS if state is _REJECTED else None for state in status[part]
-                ],
+                "rejection": [self._rejection.get(i) for i in by_id[part]],
                 "gpu_model": list(map(self._gpu_model.__getitem__, by_id[part])),
                 "measured": [is_measured(job_id) for job_id in ids],
                 "gpu_milli_seconds": milli_seconds[part].tolist(),
@@ -430,7 +427,18 @@ class EventSimulator:
         return tuple(records)
 
 
-_NEVER_FITS = RejectReason.NEVER_FITS  # the event mechanism's only rejection
+def admission(state: ClusterState, job: JobSpec, speed: SpeedModel) -> Rejection | None:
+    """The one admission rule (``mechanisms/admission.py``): the event mechanism spans
+    servers with a gang where the speed model is ideal (a shared model has no words for
+    a job across servers)."""
+    return ever_fits(
+        state,
+        job,
+        spans=speed.ideal,
+        why_not_span=f"spanning servers is not modelled under --sharing {speed.name}",
+    )
+
+
 _RECORD_CHUNK = 8192
 # JobRecord's fields in order (its constructor is called positionally, column-wise).
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))

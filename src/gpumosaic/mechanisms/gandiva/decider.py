@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
+from gpumosaic.mechanisms.admission import ever_fits
 from gpumosaic.mechanisms.gandiva.actions import Action, Reject, Start
 from gpumosaic.mechanisms.gandiva.affinity import ChoiceKind, Rank, choose_server
 from gpumosaic.mechanisms.gandiva.config import GandivaConfig
@@ -46,7 +47,6 @@ from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.filter import explain
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 from gpumosaic.results.outcome import Rejection, RejectReason
 from gpumosaic.workloads.throughputs import Throughputs
@@ -217,9 +217,14 @@ class GandivaDecider:
     def _refusal(self, job: JobSpec) -> Rejection | None:
         if job.num_gpu == 0:
             return Rejection(RejectReason.CPU_ONLY, "gandiva schedules GPU jobs only")
-        if not self.state.fits_when_empty(job):
-            # The filter's own words, as the rounds' decider gives them.
-            return Rejection(RejectReason.NEVER_FITS, explain(self.state, job).detail)
+        # The one admission rule (mechanisms/admission.py): Gandiva keeps a job's GPUs on
+        # one server (its affinity), so a job that fits only across servers is refused
+        # with the same typed reason as anywhere spanning is not possible.
+        refusal = ever_fits(
+            self.state, job, spans=False, why_not_span="gandiva keeps a job on one server"
+        )
+        if refusal is not None:
+            return refusal
         if (unmeasured := self.rates.unmeasured(job, self.cluster.gpu_models)) is not None:
             detail = f"{job.job_type} has no speed on {unmeasured}"
             return Rejection(RejectReason.NO_THROUGHPUT, detail)

@@ -12,15 +12,22 @@ from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError
 from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
+    LiveParts,
     PolicyKind,
     ProgressCallback,
     RunParts,
+    SimHooks,
     check_placement,
     refuse_background,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+    from gpumosaic.mechanisms.gandiva.decider import GandivaDecider
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.results.result import SimResult
     from gpumosaic.run.description import RunDescription
@@ -37,6 +44,7 @@ class GandivaMechanism:
     # tests/run/test_mechanism_registry.py checks that they agree).
     own_placement: str | None = "affinity"
     default_placement = "affinity"
+    default_policy = "fifo"  # serve's, without --policy
 
     def check(self, description: RunDescription) -> None:
         from gpumosaic.policies.ordering import QUEUE_ORDERS
@@ -44,19 +52,41 @@ class GandivaMechanism:
         refuse_background(description, "gandiva")
         if description.policy.strip().lower() not in QUEUE_ORDERS:
             raise InputError(
-                f"gandiva is itself the time-slicing mechanism: --sharing gandiva takes a "
-                f"queue order ({', '.join(QUEUE_ORDERS)}), not {description.policy!r}; "
-                "Gavel's model of Gandiva as an allocation policy is --policy gandiva "
-                "without --sharing gandiva",
+                f"gandiva is itself the time-slicing mechanism: it takes a queue order "
+                f"({', '.join(QUEUE_ORDERS)}), not {description.policy!r}; Gavel's model of "
+                "Gandiva as an allocation policy is --policy gandiva on the rounds",
                 field="--policy",
             )
         self.sharing(description)
         check_placement(description.placement, own_order=self.own_placement)
 
     def target(self, workload: Workload) -> TargetWorkload:
+        return self.target_of(workload.target_sample())
+
+    def target_of(self, jobs: Sequence[JobSpec]) -> TargetWorkload:
         from gpumosaic.mechanisms.gandiva.ranking import gandiva_target
 
-        return gandiva_target(workload.target_sample())
+        return gandiva_target(jobs)
+
+    def live_decider(self, parts: LiveParts) -> GandivaDecider:
+        """The decider the simulator builds (``sim/``): the queue order, the placement
+        (None: Gandiva's own affinity order), the run's Generator; speeds from Gavel's
+        table or the live prior."""
+        from gpumosaic.mechanisms.gandiva.config import GandivaConfig
+        from gpumosaic.mechanisms.gandiva.decider import GandivaDecider
+        from gpumosaic.mechanisms.gandiva.live.throughputs import LiveThroughputs
+        from gpumosaic.policies.ordering import QueueOrder
+
+        assert isinstance(parts.sharing, GandivaConfig)
+        return GandivaDecider(
+            parts.cluster,
+            LiveThroughputs.load(),
+            parts.sharing,
+            parts.rng,
+            order=cast(QueueOrder, parts.policy),
+            placement=parts.placement,
+            backfill=parts.description.backfill,
+        )
 
     def sharing(self, description: RunDescription) -> GandivaConfig:
         from gpumosaic.mechanisms.gandiva.config import parse_gandiva_options
@@ -75,7 +105,10 @@ class GandivaMechanism:
         except ValueError as err:
             raise InputError(str(err), field="--sharing") from None
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult:
+        hooks.refuse_all_but(self.name, "on_step")
         from gpumosaic.mechanisms.gandiva.config import GandivaConfig
         from gpumosaic.mechanisms.gandiva.sim import simulate_gandiva
         from gpumosaic.policies.ordering import QueueOrder
@@ -90,4 +123,5 @@ class GandivaMechanism:
             order=cast(QueueOrder, parts.policy),
             placement=parts.placement,
             backfill=parts.description.backfill,
+            on_step=hooks.on_step,
         )

@@ -32,6 +32,7 @@ import numpy as np
 
 from gpumosaic.fallbacks import Fallback, Fallbacks
 from gpumosaic.kernel_cache import resolve
+from gpumosaic.mechanisms.admission import ever_fits
 from gpumosaic.mechanisms.rounds.allocation import AllocationBook
 from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
 from gpumosaic.mechanisms.rounds.jobs import JobStore
@@ -44,7 +45,6 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.model.state import Assignment, ClusterState
 from gpumosaic.placement.base import PlacementStrategy
-from gpumosaic.placement.filter import explain
 from gpumosaic.policies.base import Policy, TypeOrder
 from gpumosaic.results.outcome import Rejection, RejectReason
 from gpumosaic.types import BoolArray, FloatArray, IntArray
@@ -227,9 +227,8 @@ class RoundDecider:
         for i, (row, job) in enumerate(zip(rows.tolist(), jobs, strict=True)):
             if job.num_gpu == 0:
                 self.jobs.reject(row, Rejection(RejectReason.CPU_ONLY, _CPU_ONLY))
-            elif not self._could_ever_fit(job, rates[i]):
-                detail = explain(self.state, job).detail  # the filter's own words
-                self.jobs.reject(row, Rejection(RejectReason.NEVER_FITS, detail))
+            elif (refusal := self._admission(job, rates[i])) is not None:
+                self.jobs.reject(row, refusal)
             elif not runnable[i]:
                 self.jobs.reject(row, Rejection(RejectReason.NO_THROUGHPUT, _NO_THROUGHPUT))
             else:
@@ -242,13 +241,16 @@ class RoundDecider:
             self.need_solve = True
         return rows
 
-    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
-        if self.state.fits_when_empty(job):
-            return True
-        if not (self.config.span_nodes and job.may_span_nodes and job.num_gpu > 1):
-            return False
-        # Spanning nodes: enough GPUs of one model the job can use.
-        return any(rates[t] > 0 and self.capacity_gpus[t] >= job.num_gpu for t in range(len(rates)))
+    def _admission(self, job: JobSpec, rates: FloatArray) -> Rejection | None:
+        """The one admission rule (``mechanisms/admission.py``): the rounds span servers
+        (``RoundConfig.span_nodes``) on the GPU models that give the job a speed."""
+        usable = None  # the nodes of the models with a speed (type order = model order)
+        if job.may_span_nodes and not self.state.fits_when_empty(job):
+            usable = (np.asarray(rates) > 0)[self.state.node_model]
+        why = "spanning servers is off (RoundConfig.span_nodes)"
+        return ever_fits(
+            self.state, job, spans=self.config.span_nodes, usable=usable, why_not_span=why
+        )
 
     @property
     def has_active_jobs(self) -> bool:

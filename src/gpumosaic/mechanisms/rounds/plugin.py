@@ -9,15 +9,22 @@ from typing import TYPE_CHECKING, cast
 
 from gpumosaic.errors import InputError, unknown_name
 from gpumosaic.mechanisms.contract import (
+    NO_HOOKS,
+    LiveParts,
     PolicyKind,
     ProgressCallback,
     RunParts,
+    SimHooks,
     check_placement,
     refuse_background,
 )
 from gpumosaic.sharing.spec import parse_sharing
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider
+    from gpumosaic.model.job import JobSpec
     from gpumosaic.placement.workload import TargetWorkload
     from gpumosaic.results.result import SimResult
     from gpumosaic.run.description import RunDescription
@@ -30,6 +37,7 @@ class RoundsMechanism:
     policy_kind = PolicyKind.ALLOCATION
     own_placement: str | None = None
     default_placement = "fgd"
+    default_policy = "max_min_fairness_perf"  # serve's, without --policy
     estimates_throughputs = True  # the decider's estimation (--estimate-throughputs)
 
     def check(self, description: RunDescription) -> None:
@@ -61,9 +69,37 @@ class RoundsMechanism:
         parse_sharing(description.sharing)  # the grammar build_speed_model builds from
 
     def target(self, workload: Workload) -> TargetWorkload:
+        return self.target_of(workload.target_sample())
+
+    def target_of(self, jobs: Sequence[JobSpec]) -> TargetWorkload:
         from gpumosaic.placement.workload import TargetWorkload
 
-        return TargetWorkload.from_jobs(workload.target_sample())
+        return TargetWorkload.from_jobs(jobs)
+
+    def live_decider(self, parts: LiveParts) -> LiveRoundDecider:
+        """The live round decider over the parts, its two Generators spawned from the
+        run's root one as the simulator spawns them; rates from the submissions, else
+        Gavel's table (the prior), else profiled and estimated."""
+        from gpumosaic.mechanisms.rounds.decision import RoundConfig
+        from gpumosaic.mechanisms.rounds.estimation import ThroughputEstimation
+        from gpumosaic.mechanisms.rounds.live.decider import LiveRoundDecider, PriorThroughputs
+        from gpumosaic.policies.base import Policy
+        from gpumosaic.workloads.throughputs import GavelThroughputTable
+
+        d = parts.description
+        assert parts.placement is not None
+        shuffle_rng, place_rng = parts.rng.spawn(2)
+        table = GavelThroughputTable.load()
+        return LiveRoundDecider(
+            parts.cluster,
+            cast(Policy, parts.policy),
+            parts.placement,
+            PriorThroughputs(table),
+            RoundConfig(d.round_s, d.resolve_interval_s),
+            shuffle_rng,
+            place_rng,
+            estimation=ThroughputEstimation(parts.cluster.gpu_models, table),
+        )
 
     def sharing(self, description: RunDescription) -> SpeedModel | None:
         if description.sharing.strip().lower() == "none":
@@ -72,7 +108,10 @@ class RoundsMechanism:
 
         return build_speed_model(description.sharing)
 
-    def simulate(self, parts: RunParts, progress: ProgressCallback | None) -> SimResult:
+    def simulate(
+        self, parts: RunParts, progress: ProgressCallback | None, hooks: SimHooks = NO_HOOKS
+    ) -> SimResult:
+        hooks.refuse_all_but(self.name, "on_plan", "launch_latency_s")
         from gpumosaic.mechanisms.rounds.estimation import EstimationConfig
         from gpumosaic.mechanisms.rounds.sim import RoundConfig, RoundSimulator
         from gpumosaic.policies.base import PairCandidates, Policy
@@ -99,5 +138,7 @@ class RoundsMechanism:
             rng=parts.rng,
             target=parts.target,
             estimation=EstimationConfig() if d.estimate_throughputs else None,
+            on_plan=hooks.on_plan,
+            launch_latency_s=hooks.launch_latency_s,
         )
         return simulator.run()

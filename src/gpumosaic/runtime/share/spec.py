@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpumosaic.errors import InputError
+from gpumosaic.mode_defaults import ANTI_THRASHING
 from gpumosaic.options import OFF_WORDS, ON_WORDS, parse_options
 from gpumosaic.runtime.share import limits
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, NVSHARE_ALIASES, AntiThrashing
@@ -23,7 +24,9 @@ class LiveNvshareOptions:
     ``on`` (each job's gpu_milli/1000 of the GPU's memory) or a number of MiB."""
 
     tq: float = DEFAULT_TQ_S
-    anti_thrashing: str = "auto"  # auto / on / off (AntiThrashing.parse, as simulate's)
+    # auto / on / off (AntiThrashing.parse, as simulate's); live default ``auto``,
+    # simulated ``on`` (``mode_defaults.ANTI_THRASHING`` says why)
+    anti_thrashing: str = ANTI_THRASHING.serve
     grace: float = limits.DEFAULT_REVOKE_GRACE_S
     mem_cap: str = "off"
 

@@ -274,9 +274,9 @@ def test_rounds_jobs_show_no_gandiva_fields() -> None:
 
 @pytest.mark.slow
 def test_service_shows_counts_in_jobs_json_and_metrics(tmp_path: Path) -> None:
-    from gpumosaic.run.serve import Service, ServiceConfig
+    from gpumosaic.run.serve import ServeDescription, Service
 
-    config = ServiceConfig(
+    config = ServeDescription(
         state=str(tmp_path / "svc" / "state.db"),
         port=0,
         grace_s=0.5,
@@ -315,11 +315,11 @@ def test_service_shows_counts_in_jobs_json_and_metrics(tmp_path: Path) -> None:
 
 def test_a_bad_mechanism_names_the_flag() -> None:
     from gpumosaic.errors import InputError
-    from gpumosaic.run.serve import ServiceConfig
+    from gpumosaic.run.serve import ServeDescription
 
     for bad in ("tiresias", "gandiva:quantum=-1", "gandiva:nonsense=1"):
         with pytest.raises(InputError) as err:
-            ServiceConfig(mechanism=bad)
+            ServeDescription(mechanism=bad)
         assert "--mechanism" in str(err.value)
 
 
@@ -413,9 +413,9 @@ def test_a_crash_while_a_job_is_suspended_keeps_its_checkpoint(tmp_path: Path) -
 def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     ray_cluster: object, tmp_path: Path
 ) -> None:
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
 
-    config = ServiceConfig(
+    config = ServeDescription(
         state=str(tmp_path / "ray" / "state.db"),
         port=0,
         grace_s=2.0,
@@ -454,9 +454,9 @@ def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
 
 @pytest.mark.slow
 def test_real_jobs_on_ray_are_packed_on_one_gpu(ray_cluster: object, tmp_path: Path) -> None:
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
 
-    config = ServiceConfig(
+    config = ServeDescription(
         state=str(tmp_path / "pack" / "state.db"),
         port=0,
         grace_s=2.0,

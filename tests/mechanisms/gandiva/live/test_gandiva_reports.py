@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver
 from gpumosaic.mechanisms.gandiva.ui import GandivaView, ui_router
-from gpumosaic.run.serve import Service, ServiceConfig, build_gandiva_decider
+from gpumosaic.run.serve import ServeDescription, Service, build_live_decider
 from gpumosaic.runtime.api.app import create_app
 from gpumosaic.runtime.cluster import RayNode, discover
 from gpumosaic.runtime.executors.contract import InProcessExecutor
@@ -32,7 +32,7 @@ class FakeClock:
 def test_gandiva_jobs_show_attained_time_and_rates_once_they_ran(tmp_path: Path) -> None:
     clock = FakeClock()
     live = discover([RayNode("n0", "10.0.0.1", (("V100", 2),))], None)
-    config = ServiceConfig(state=str(tmp_path / "state.db"), port=0, mechanism="gandiva")
+    config = ServeDescription(state=str(tmp_path / "state.db"), port=0, mechanism="gandiva")
 
     def executor(table: LeaseTable) -> InProcessExecutor:
         return InProcessExecutor(table, clock, lambda job, model: 2.0)
@@ -42,7 +42,7 @@ def test_gandiva_jobs_show_attained_time_and_rates_once_they_ran(tmp_path: Path)
         svc.store,
         svc.table,
         svc.executor,
-        build_gandiva_decider(config, live),
+        build_live_decider(config, live),  # type: ignore[arg-type]
         live,
         DriverConfig(data_dir=str(tmp_path)),
         clock=clock,

@@ -44,9 +44,9 @@ def cuda_job(steps: float) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_a_packed_pair_runs_under_the_share_daemon(ray_cluster: object, tmp_path: Path) -> None:
-    from gpumosaic.run.serve import Service, ServiceConfig, connect_ray
+    from gpumosaic.run.serve import ServeDescription, Service, connect_ray
 
-    config = ServiceConfig(
+    config = ServeDescription(
         state=str(tmp_path / "gs" / "state.db"),
         port=0,
         grace_s=2.0,

@@ -8,10 +8,10 @@ import time
 
 from builders import cluster
 
-from gpumosaic.run.serve import Service, ServiceConfig
+from gpumosaic.run.serve import ServeDescription, Service
 from gpumosaic.runtime.executors.contract import InProcessExecutor
 
-config = ServiceConfig(state=sys.argv[1], port=int(sys.argv[2]), round_s=0.5, grace_s=0.2)
+config = ServeDescription(state=sys.argv[1], port=int(sys.argv[2]), round_s=0.5, grace_s=0.2)
 service = Service(
     config,
     cluster("v100:2"),

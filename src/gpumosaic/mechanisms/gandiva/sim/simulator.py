@@ -242,6 +242,7 @@ def simulate_gandiva(
     order: QueueOrder = FIFO,
     placement: PlacementStrategy | None = None,
     backfill: bool = True,
+    on_step: Callable[[float, Step], None] | None = None,
 ) -> SimResult:
     """Run Gandiva; ``window_s`` adds the GPU-seconds spent inside it (``window_*`` extras).
 
@@ -249,8 +250,10 @@ def simulate_gandiva(
     Generator, ``order`` a queue order, ``placement`` a strategy that orders the servers
     within an affinity tier (None: least loaded first, Gandiva's own); ``backfill=False``
     stops each pass at the first queued job that finds no place, as ``--no-backfill`` does
-    for the event mechanism."""
-    sim = GandivaSimulator(cluster, workload, config, rng, window_s, order, placement, backfill)
+    for the event mechanism; ``on_step`` sees every decider step."""
+    sim = GandivaSimulator(
+        cluster, workload, config, rng, window_s, order, placement, backfill, on_step=on_step
+    )
     return sim.run()
 
 

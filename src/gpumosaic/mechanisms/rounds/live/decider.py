@@ -27,7 +27,6 @@ from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import Assignment
 from gpumosaic.policies.base import PackedPairs
 from gpumosaic.results.outcome import Outcome
-from gpumosaic.types import FloatArray
 from gpumosaic.workloads.throughputs import GavelThroughputTable
 
 # The holder id a node that went away is held by in the cluster state (below every job
@@ -122,17 +121,6 @@ class LiveRoundDecider(RoundDecider):
         self.nodes_away -= nodes
         if nodes:
             self.need_solve = True
-
-    def _could_ever_fit(self, job: JobSpec, rates: FloatArray) -> bool:
-        """Judged on the whole cluster, nodes away included: they may come back."""
-        away = np.zeros_like(self.capacity_gpus)
-        for node in self.nodes_away:
-            away[int(self.state.node_model[node])] += float(self.state.num_gpus[node])
-        self.capacity_gpus += away
-        try:
-            return super()._could_ever_fit(job, rates)
-        finally:
-            self.capacity_gpus -= away
 
     def withdraw(self, row: int, now: float, outcome: Outcome) -> None:
         """The job left for good, ``outcome`` typed: done outside a planned round (all
