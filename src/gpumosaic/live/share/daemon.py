@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeVar
 
+from gpumosaic.live.rounds.fencing import HeldFile
 from gpumosaic.live.share import limits
 from gpumosaic.live.share.metrics import prometheus_text
 from gpumosaic.live.share.native import ShareError
@@ -49,6 +50,7 @@ from gpumosaic.live.share.protocol import (
 from gpumosaic.live.share.sockets import (
     claim_socket,
     clear_stale_socket,
+    lock_socket,
     prepare_socket_dir,
     remove_own_socket,
     socket_path,
@@ -127,6 +129,7 @@ class ShareDaemon:
         self._wake = {g: asyncio.Event() for g in gpus}
         self._servers: list[asyncio.Server] = []
         self._sockets: dict[Path, tuple[int, int]] = {}  # ours: path -> (st_dev, st_ino)
+        self._held: list[HeldFile] = []  # the one-writer locks of our sockets
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.metrics_address: tuple[str, int] | None = None
@@ -239,13 +242,18 @@ class ShareDaemon:
                 ) from None
         for gpu in self.locks:
             path = socket_path(self.socket_dir, gpu)
-            clear_stale_socket(path)
+            self._held.append(lock_socket(path))
             try:
+                clear_stale_socket(path)
                 server = await asyncio.start_unix_server(
                     functools.partial(self._serve, gpu), path=str(path), limit=limits.MAX_LINE
                 )
             except OSError as err:
+                self._release_locks()
                 raise ShareError(f"cannot create socket {path}: {err.strerror or err}") from None
+            except ShareError:
+                self._release_locks()  # a refused start holds nothing
+                raise
             self._sockets[path] = claim_socket(path, self.allow_group)
             self._servers.append(server)
             self._tasks.append(asyncio.create_task(self._quantum_timer(gpu)))
@@ -280,9 +288,15 @@ class ShareDaemon:
         for path, ident in self._sockets.items():
             remove_own_socket(path, ident)  # never a file, never another daemon's socket
         self._sockets.clear()
+        self._release_locks()
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def _release_locks(self) -> None:
+        for held in self._held:
+            held.release()
+        self._held.clear()
 
     async def run(self, on_ready: Callable[[], None] | None = None) -> None:
         """Start, call ``on_ready``, serve until SIGINT/SIGTERM, stop."""
