@@ -65,7 +65,8 @@ def test_a_second_daemon_on_the_same_socket_by_another_path_is_refused(served, t
     first = served(tmp_path / "real")
     (tmp_path / "alias").symlink_to(tmp_path / "real")
     second = ShareDaemon(Path(os.path.realpath(tmp_path / "alias")) / ".." / "real")
-    with pytest.raises(ShareError, match=f"already serves .*: gpumosaic share daemon pid {os.getpid()}"):
+    holder = f"already serves .*: gpumosaic share daemon pid {os.getpid()}"
+    with pytest.raises(ShareError, match=holder):
         asyncio.run(second.start())
     assert client.status(tmp_path / "real")[0]["gpu"] == 0  # the first one is untouched
     first.stop()

@@ -30,7 +30,6 @@ from typing import Any
 from gpumosaic.errors import InputError
 from gpumosaic.live.extender.admission import AdmissionError, gpu_indices
 from gpumosaic.live.extender.backend import BindError, RngState, Snapshot, StateUnavailable
-from gpumosaic.live.rounds.fencing import FileInUse, HeldFile, hold_file
 from gpumosaic.live.extender.vocabulary import (
     GPU_INDEX,
     NodeReading,
@@ -38,6 +37,7 @@ from gpumosaic.live.extender.vocabulary import (
     bound_pod,
     pod_object,
 )
+from gpumosaic.live.rounds.fencing import FileInUse, HeldFile, hold_file
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 

@@ -104,14 +104,13 @@ def _flock_pids(inode: int) -> list[int]:
     """Pids holding a FLOCK on ``inode`` (``/proc/locks``: ``1: FLOCK ADVISORY WRITE pid
     maj:min:inode start end``)."""
     pids = []
-    with contextlib.suppress(OSError):
-        with open("/proc/locks") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] in ("WRITE", "READ"):
-                    ident = fields[5].rsplit(":", 1)
-                    if len(ident) == 2 and ident[1] == str(inode) and fields[4].isdigit():
-                        pids.append(int(fields[4]))
+    with contextlib.suppress(OSError), open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] in ("WRITE", "READ"):
+                ident = fields[5].rsplit(":", 1)
+                if len(ident) == 2 and ident[1] == str(inode) and fields[4].isdigit():
+                    pids.append(int(fields[4]))
     return pids
 
 
