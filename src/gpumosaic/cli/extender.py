@@ -107,10 +107,11 @@ def extender(
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
     import uvicorn
 
-    from gpumosaic.live.extender.app import Verbs, create_app
+    from gpumosaic.live.extender.app import EXTENDER_LIMITS, Verbs, create_app
     from gpumosaic.live.extender.server import settle_heap
     from gpumosaic.live.extender.service import ExtenderService
     from gpumosaic.live.extender.target import TargetSource, load_target_jobs
+    from gpumosaic.live.rounds.http_guard import guarded_config
     from gpumosaic.placement.workload import TargetWorkload
 
     fixed = None
@@ -142,15 +143,18 @@ def extender(
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        uvicorn.run(
-            app_,
-            host=host,
-            port=port,
-            ssl_certfile=None if tls_cert is None else str(tls_cert),
-            ssl_keyfile=None if tls_key is None else str(tls_key),
-            log_level=log_level.lower(),
-            access_log=False,
-        )
+        uvicorn.Server(
+            guarded_config(  # connection limits and timeouts (http_guard)
+                app_,
+                EXTENDER_LIMITS,
+                host=host,
+                port=port,
+                ssl_certfile=None if tls_cert is None else str(tls_cert),
+                ssl_keyfile=None if tls_key is None else str(tls_key),
+                log_level=log_level.lower(),
+                access_log=False,
+            )
+        ).run()
     finally:
         sys.setswitchinterval(previous_interval)
         if watcher is not None:

@@ -36,6 +36,7 @@ from gpumosaic.live.rounds.decider import LiveRoundDecider, PriorThroughputs, es
 from gpumosaic.live.rounds.driver import DriverConfig, RoundDriver
 from gpumosaic.live.rounds.executor import Executor
 from gpumosaic.live.rounds.fencing import StateLock
+from gpumosaic.live.rounds.http_guard import GuardLimits
 from gpumosaic.live.rounds.leases import LeaseTable
 from gpumosaic.live.rounds.nodes import NODE_POLL_S, NodeWatcher
 from gpumosaic.live.rounds.records import JobRow
@@ -263,6 +264,7 @@ class Service:
         self.cluster = cluster
         self.clock = clock
         self.authority = Authority(config.token)
+        self.guard_limits = GuardLimits()  # bytes and connections held (http_guard)
         self.park_margin_s = config.park_margin_s * config.time_scale  # wall seconds kept
         self.default_retries = config.max_retries
         self.data_dir = state_dir(config)
@@ -402,13 +404,15 @@ class Service:
         import uvicorn
 
         from gpumosaic.live.rounds.api import create_app
+        from gpumosaic.live.rounds.http_guard import guarded_config
         from gpumosaic.live.rounds.timescale import ScaledClock
 
         app = create_app(self)
         listener = self._listener if self._listener is not None else bind_api(self.config)
         self._listener = None
-        uv_config = uvicorn.Config(
+        uv_config = guarded_config(
             app,
+            self.guard_limits,
             host=self.config.host,
             port=self.config.port,
             log_level="warning",
