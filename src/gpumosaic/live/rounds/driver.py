@@ -55,7 +55,7 @@ from gpumosaic.live.rounds.leases import LeaseTable, LiveLease
 from gpumosaic.live.rounds.meter import RoundMeter
 from gpumosaic.live.rounds.nodes import NodeEvent, NodeWatcher
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
-from gpumosaic.live.rounds.store import Store
+from gpumosaic.live.rounds.store import StateUnwritable, Store
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity, RoundPlan
 
 
@@ -162,6 +162,7 @@ class RoundDriver:
             str, tuple[LiveLease, list[tuple[int, tuple[int, ...], int]], int | None]
         ] = {}
         self._lock = threading.Lock()  # boundary and tick never overlap
+        self._unrecorded: list[ExitReport] = []  # exits polled while the state was unwritable
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
         self.meter = RoundMeter(self.type_index)
 
@@ -194,6 +195,7 @@ class RoundDriver:
     # ---- the boundary --------------------------------------------------------------
 
     def boundary(self, now: float) -> RoundPlan:
+        self.store.check_writable()  # before anything changes (StateUnwritable: try later)
         with self._hold(), self._lock, self.store.batch():
             t0 = time.perf_counter()
             self._tick(now)
@@ -305,8 +307,14 @@ class RoundDriver:
     def _tick(self, now: float) -> None:
         if self.nodes is not None:
             self._follow_nodes(now)
-        reports = self.executor.poll()
+        reports = self._unrecorded + self.executor.poll()
+        self._unrecorded = []
         if reports:
+            try:  # checked before anything changes: the reports wait for a writable state
+                self.store.check_writable()
+            except StateUnwritable:
+                self._unrecorded = reports
+                raise
             with self.store.batch():
                 for report in reports:
                     self._on_exit(report, now)

@@ -41,7 +41,8 @@ from gpumosaic.live.rounds.leases import LeaseTable
 from gpumosaic.live.rounds.nodes import NODE_POLL_S, NodeWatcher
 from gpumosaic.live.rounds.records import JobRow
 from gpumosaic.live.rounds.sharing import ShareSupervisor, ShareView
-from gpumosaic.live.rounds.store import Store
+from gpumosaic.live.rounds.state_health import PROBE_EVERY_S, StateHealth
+from gpumosaic.live.rounds.store import StateUnwritable, Store
 from gpumosaic.live.rounds.submission import JobSubmission
 from gpumosaic.mechanisms.gandiva import (
     GandivaDecider,
@@ -270,8 +271,7 @@ class Service:
         self.data_dir = state_dir(config)
         self.lock, self.store = state if state is not None else open_state(config)
         self._listener = listener
-        self._probed_at = -1.0
-        self._state_problem: str | None = None
+        self.state_health = StateHealth(self.store.probe_write, config.state)
         self.table = LeaseTable(self.store, clock)
         if executor_factory is None and config.warm_launchers:
             from gpumosaic.live.rounds.warm_executor import WarmRayExecutor
@@ -322,19 +322,12 @@ class Service:
 
     def health_problem(self) -> str | None:
         """Why the service is not healthy (its round loop died, its state cannot be
-        written), or None. The state is probed with a real write at most once a second."""
+        written: ``state_health``), or None. The state is probed with a real write at
+        most once a second."""
         err = self.driver_error
         if err is not None:
             return f"round loop stopped: {type(err).__name__}: {err}"
-        now = time.monotonic()
-        if now - self._probed_at >= 1.0:
-            self._probed_at = now
-            try:
-                self.store.probe_write()
-                self._state_problem = None
-            except sqlite3.Error as err:
-                self._state_problem = f"state {self.config.state} cannot be written: {err}"
-        return self._state_problem
+        return self.state_health.check()
 
     def live_steps(self, job: JobRow) -> float:
         if job.lease_id is not None:
@@ -370,7 +363,12 @@ class Service:
     def metrics(self) -> dict[str, float]:
         shares = self.sharing.metrics() if self.sharing is not None else {}  # --sharing
         if self.gandiva_driver is not None:
-            return {**self.gandiva_driver.metrics(), "rss_bytes": _rss_bytes(), **shares}
+            return {
+                **self.gandiva_driver.metrics(),
+                "rss_bytes": _rss_bytes(),
+                **shares,
+                **self.state_health.metrics(),
+            }
         d = self.driver
         if d is None:
             return {}
@@ -396,6 +394,7 @@ class Service:
             "rss_bytes": _rss_bytes(),
             **(self.nodes.metrics() if self.nodes is not None else {}),
             **shares,
+            **self.state_health.metrics(),
         }
 
     # ---- life cycle ----------------------------------------------------------------
@@ -484,14 +483,22 @@ class Service:
     def _loop(self) -> None:
         driver = self.loop_driver()
         assert driver is not None
+        due = True  # a boundary is due
         try:
             while not self._stop.is_set():
-                driver.boundary(self.clock())
-                while not self._stop.is_set():
+                try:
+                    if due:
+                        driver.boundary(self.clock())
+                        due = False
                     driver.tick(self.clock())
-                    if driver.round_over(self.clock()):
-                        break
-                    driver.wait(driver.config.poll_s)
+                except StateUnwritable as err:  # nothing changed: wait, then try again
+                    self.state_health.lost(err.__cause__ or err)
+                    self._stop.wait(PROBE_EVERY_S)
+                    continue
+                if driver.round_over(self.clock()):
+                    due = True
+                    continue
+                driver.wait(driver.config.poll_s)
         except BaseException as err:  # surfaced by /healthz and the CLI, never swallowed
             self.driver_error = err
             raise
