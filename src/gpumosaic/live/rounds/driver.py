@@ -163,6 +163,8 @@ class RoundDriver:
         ] = {}
         self._lock = threading.Lock()  # boundary and tick never overlap
         self._unrecorded: list[ExitReport] = []  # exits polled while the state was unwritable
+        # Executor calls of the boundary in progress, made once its transaction commits.
+        self._deferred: list[Callable[[], None]] | None = None
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
         self.meter = RoundMeter(self.type_index)
 
@@ -196,24 +198,37 @@ class RoundDriver:
 
     def boundary(self, now: float) -> RoundPlan:
         self.store.check_writable()  # before anything changes (StateUnwritable: try later)
-        with self._hold(), self._lock, self.store.batch():
-            t0 = time.perf_counter()
-            self._tick(now)
-            if self.plan is not None:
-                self._close_round(now)
-            self._admit(now)
-            plan = self.decider.plan(self.decision_time(now))
-            idle = not len(plan) and self.decider.has_active_jobs and not self.lease_of
-            if idle and self._forced_at != now:  # Gavel forces a solve when nothing runs
-                self._forced_at = now
-                self.counters.forced_solves += 1
-                self.decider.solve(self.decision_time(now))
-                plan = self.decider.plan(self.decision_time(now))
-            if self.on_plan is not None:
-                self.on_plan(plan)
-            self._apply(plan, now)
-            self.counters.boundary_s.append(time.perf_counter() - t0)
+        with self._hold(), self._lock:
+            # Decide and record in one transaction (the store's lock held), then launch
+            # and stop outside it: the API never waits on an executor call.
+            self._deferred = []
+            try:
+                with self.store.batch():
+                    plan = self._decide(now)
+            finally:
+                calls, self._deferred = self._deferred or [], None
+            for call in calls:
+                call()
             return plan
+
+    def _decide(self, now: float) -> RoundPlan:
+        t0 = time.perf_counter()
+        self._tick(now)
+        if self.plan is not None:
+            self._close_round(now)
+        self._admit(now)
+        plan = self.decider.plan(self.decision_time(now))
+        idle = not len(plan) and self.decider.has_active_jobs and not self.lease_of
+        if idle and self._forced_at != now:  # Gavel forces a solve when nothing runs
+            self._forced_at = now
+            self.counters.forced_solves += 1
+            self.decider.solve(self.decision_time(now))
+            plan = self.decider.plan(self.decision_time(now))
+        if self.on_plan is not None:
+            self.on_plan(plan)
+        self._apply(plan, now)
+        self.counters.boundary_s.append(time.perf_counter() - t0)
+        return plan
 
     def _close_round(self, now: float) -> None:
         plan = self.plan
@@ -538,14 +553,23 @@ class RoundDriver:
         if partner is not None:
             self.packed_with[spec.job_id] = partner
             self.counters.packed_launches += 1
-        self.executor.launch(spec)
+        self._executor_call(lambda: self.executor.launch(spec))
         self.counters.launches += 1
 
     def _stop(self, job_id: int, lease_id: str) -> None:
         self.table.stop(lease_id)
-        self.executor.stop(lease_id, self.config.grace_s)
+        grace_s = self.config.grace_s
+        self._executor_call(lambda: self.executor.stop(lease_id, grace_s))
         self.stopping.add(lease_id)
         self.counters.stops += 1
+
+    def _executor_call(self, call: Callable[[], None]) -> None:
+        """Run ``call`` now, or, inside a boundary's transaction, after it commits (in
+        order: the round's stops before its launches)."""
+        if self._deferred is None:
+            call()
+        else:
+            self._deferred.append(call)
 
     def _on_exit(self, report: ExitReport, now: float) -> None:
         job_id = self.job_of_lease.pop(report.lease_id, None)
