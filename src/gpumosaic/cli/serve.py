@@ -87,8 +87,23 @@ def serve(
             "packing, migration; keys as --sharing gandiva:...)"
         ),
     ] = "rounds",
+    job_user: Annotated[
+        str,
+        typer.Option(
+            help="run every job as this OS user (the service runs as root); docs/live.md, "
+            "Authentication and threat model"
+        ),
+    ] = "",
+    token_file: Annotated[
+        str | None, typer.Option(help="read the bearer token from this file")
+    ] = None,
+    token_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
+    from gpumosaic.live.rounds.token_handoff import reexec_without_token, token_from
+
+    token = token_from(token, token_file, token_fd)
+    reexec_without_token(token)  # the token leaves our environment and argv (no return)
     # The names first, by the parsers the service builds with (plain Python): a mistake
     # is one line without the service's imports (numpy, Ray's client, the web server).
     from gpumosaic.live.rounds.cluster import parse_counts
@@ -122,6 +137,7 @@ def serve(
         ray_token_file=ray_token_file,
         sharing=sharing,
         mechanism=mechanism,
+        job_user=job_user,
     )
     # Every flag is valid (ServiceConfig checks them all, plain Python): now the service.
     from gpumosaic.live.rounds.ray_connect import ConnectInterrupted

@@ -494,6 +494,7 @@ class GandivaDriver:
             checkpoint_dir=self.checkpoint_dir(job_id),
             log_path=self._log_root / f"job-{job_id}.log",
             time_scale=self.config.time_scale,
+            job_user=self.config.job_user,
         )
         env = dict(spec.env)
         env[ENV_PARTNER_FILE] = str(self.partner_file(job_id))

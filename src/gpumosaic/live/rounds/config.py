@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 from dataclasses import dataclass
 
 from gpumosaic.errors import InputError
@@ -46,6 +47,7 @@ class ServiceConfig:
     # "rounds" (Gavel's rounds), or "gandiva[:key=value,...]" (live/gandiva; the keys of
     # --sharing gandiva:..., docs/gandiva.md "Gandiva live").
     mechanism: str = "rounds"
+    job_user: str = ""  # run jobs as this OS user (the service must run as root)
 
     def __post_init__(self) -> None:
         parse_live_sharing(self.sharing)  # one line naming --sharing, before Ray starts
@@ -64,11 +66,29 @@ class ServiceConfig:
         _in_range("--seed", self.seed, 0, 2**63 - 1)
         if self.mechanism != "rounds":
             gandiva_config(self.mechanism)
+        if self.job_user:
+            check_job_user(self.job_user)
         if not is_loopback(self.host) and not self.token:
             raise InputError(
                 f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
                 field="--host",
             )
+
+
+def check_job_user(name: str) -> None:
+    """``--job-user``: an existing user, and a service that may start processes as it."""
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        raise InputError("no such user on this machine", field="--job-user", value=name) from None
+    if os.geteuid() != 0:
+        raise InputError(
+            "running jobs as another user needs the service to run as root",
+            field="--job-user",
+            value=name,
+        )
 
 
 def gandiva_config(mechanism: str) -> GandivaConfig:

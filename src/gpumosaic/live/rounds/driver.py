@@ -79,6 +79,7 @@ class DriverConfig:
     token: str = ""
     data_dir: str = "."  # logs/ and checkpoints/ live under it
     time_scale: float = 1.0  # job seconds per wall second (live/rounds/timescale.py)
+    job_user: str = ""  # --job-user: the OS user the jobs run as ('' for Ray's own)
 
     @property
     def checkpoint_root(self) -> Path:
@@ -514,6 +515,7 @@ class RoundDriver:
             log_path=self._log_root / f"job-{job_id}.log",
             time_scale=self.config.time_scale,
             packed_with=None if partner is None else self._static[partner],
+            job_user=self.config.job_user,
         )
         lease = LiveLease(
             lease_id=lease_id,

@@ -248,7 +248,7 @@ def idle_closing_protocol(idle_s: float) -> type:
     class IdleClosing(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         _idle: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             self._arm()
 

@@ -17,6 +17,7 @@ from gpumosaic.live.emulate import ENV_PACKED_WITH
 from gpumosaic.live.rounds.auth import job_token
 from gpumosaic.live.rounds.cluster import LiveCluster
 from gpumosaic.live.rounds.executor import ENV_PACKED_WITH_JOB, LaunchSpec, RankLaunch
+from gpumosaic.live.rounds.job_env import RUN_AS
 from gpumosaic.live.rounds.records import JobRow, LeaseRow
 from gpumosaic.mechanisms.rounds.decision import PlannedEntity
 from gpumosaic.model.gpu import MILLI_PER_GPU
@@ -38,6 +39,7 @@ def launch_spec(
     log_path: Path,
     time_scale: float = 1.0,
     packed_with: JobRow | None = None,
+    job_user: str = "",
 ) -> LaunchSpec:
     """The processes of ``job``'s new lease: one rank per GPU the plan gives it (a
     fractional job: one rank with its share of one GPU). A member of a packed pair
@@ -77,6 +79,8 @@ def launch_spec(
         env["GPUMOSAIC_TIME_SCALE"] = repr(float(time_scale))
     if token:  # the job's own token (its leases only), never the service's (auth.py)
         env["GPUMOSAIC_TOKEN"] = job_token(token, job.id)
+    if job_user:  # read and removed by the process starter (job_env.py)
+        env[RUN_AS] = job_user
     return LaunchSpec(
         lease_id=lease_id,
         job_id=job.id,

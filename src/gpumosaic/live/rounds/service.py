@@ -444,6 +444,7 @@ class Service:
             token=self.config.token,
             data_dir=str(self.data_dir),
             time_scale=self.config.time_scale,
+            job_user=self.config.job_user,
         )
         if self.gandiva:
             from gpumosaic.live.gandiva.driver import GandivaDriver
