@@ -21,6 +21,8 @@ import itertools
 import json
 import math
 import signal
+import socket
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -85,6 +87,17 @@ class Connection:
     registered: bool = False
 
 
+def _peer(writer: asyncio.StreamWriter) -> tuple[int, int]:
+    """The (pid, uid) of a UNIX socket's peer (SO_PEERCRED); (-1, -1) if unknown."""
+    sock = writer.get_extra_info("socket")
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return -1, -1
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid
+
+
 class ShareDaemon:
     """Serve the GPU locks of ``gpus`` under ``socket_dir`` until ``stop()``.
 
@@ -125,6 +138,8 @@ class ShareDaemon:
         self._log: TextIO | None = None
         self._writers: dict[int, asyncio.StreamWriter] = {}
         self._open = 0
+        self._by_pid: dict[int, int] = {}  # open connections per peer process and user
+        self._by_uid: dict[int, int] = {}
         self._ids = itertools.count(1)
         self._wake = {g: asyncio.Event() for g in gpus}
         self._servers: list[asyncio.Server] = []
@@ -325,11 +340,21 @@ class ShareDaemon:
     async def _serve(
         self, gpu: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        pid, uid = _peer(writer)
+        why = ""
         if self._open >= limits.MAX_CONNECTIONS:
-            writer.write(error("too_many_connections").encode())
+            why = "too_many_connections"
+        elif self._by_pid.get(pid, 0) >= limits.MAX_CONNECTIONS_PER_PROCESS:
+            why = "too_many_connections_of_this_process"
+        elif self._by_uid.get(uid, 0) >= limits.MAX_CONNECTIONS_PER_USER:
+            why = "too_many_connections_of_this_user"
+        if why:
+            writer.write(error(why).encode())
             writer.close()
             return
         self._open += 1
+        self._by_pid[pid] = self._by_pid.get(pid, 0) + 1
+        self._by_uid[uid] = self._by_uid.get(uid, 0) + 1
         conn = self.connect(gpu)
         self._writers[conn.id] = writer  # only a registered client is ever sent to
         try:
@@ -354,6 +379,10 @@ class ShareDaemon:
             pass
         finally:
             self._open -= 1
+            for counts, key in ((self._by_pid, pid), (self._by_uid, uid)):
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
             self._writers.pop(conn.id, None)
             gone = time.monotonic()
             self._deliver(gpu, self.on_disconnect(conn, gone))
