@@ -45,7 +45,7 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 class GuardLimits:
     """The bounds of one service (defaults: ``serve``'s; the extender passes its own)."""
 
-    in_flight_bytes: int = 64 << 20  # all requests' bodies together
+    in_flight_bytes: int = 32 << 20  # all requests' bodies together (2 batch bodies)
     max_connections: int = 1_000
     keep_alive_s: float = 5.0
     idle_s: float = 20.0  # waiting for a client's bytes (headers or body)
@@ -53,7 +53,7 @@ class GuardLimits:
     # cannot be waited for: it is answered at once, and such a client may see a reset).
     drain_bytes: int = 32 << 20
     drain_s: float = 10.0
-    drain_gap_s: float = 0.5  # ... as long as the client keeps sending (a stalled one: not)
+    drain_gap_s: float = 2.0  # ... as long as the client keeps sending (a stalled one: not)
 
 
 @dataclass(slots=True)
