@@ -111,7 +111,7 @@ def extender(
     from gpumosaic.live.extender.server import settle_heap
     from gpumosaic.live.extender.service import ExtenderService
     from gpumosaic.live.extender.target import TargetSource, load_target_jobs
-    from gpumosaic.live.rounds.http_guard import guarded_config
+    from gpumosaic.live.rounds.http_guard import guarded_options
     from gpumosaic.placement.workload import TargetWorkload
 
     fixed = None
@@ -143,18 +143,16 @@ def extender(
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        uvicorn.Server(
-            guarded_config(  # connection limits and timeouts (http_guard)
-                app_,
-                EXTENDER_LIMITS,
-                host=host,
-                port=port,
-                ssl_certfile=None if tls_cert is None else str(tls_cert),
-                ssl_keyfile=None if tls_key is None else str(tls_key),
-                log_level=log_level.lower(),
-                access_log=False,
-            )
-        ).run()
+        uvicorn.run(
+            app_,
+            host=host,
+            port=port,
+            ssl_certfile=None if tls_cert is None else str(tls_cert),
+            ssl_keyfile=None if tls_key is None else str(tls_key),
+            log_level=log_level.lower(),
+            access_log=False,
+            **guarded_options(EXTENDER_LIMITS),  # connection limits, timeouts (http_guard)
+        )
     finally:
         sys.setswitchinterval(previous_interval)
         if watcher is not None:

@@ -225,17 +225,20 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
+def guarded_options(limits: GuardLimits) -> dict[str, Any]:
+    """uvicorn's settings (``Config`` or ``uvicorn.run``) for the connection limits."""
+    return {
+        "limit_concurrency": limits.max_connections,
+        "timeout_keep_alive": max(1, round(limits.keep_alive_s)),
+        "http": idle_closing_protocol(limits.idle_s),
+    }
+
+
 def guarded_config(app: Any, limits: GuardLimits, **options: Any) -> Any:
     """A ``uvicorn.Config`` for ``app`` with the connection limits of ``limits``."""
     import uvicorn
 
-    return uvicorn.Config(
-        app,
-        limit_concurrency=limits.max_connections,
-        timeout_keep_alive=max(1, round(limits.keep_alive_s)),
-        http=idle_closing_protocol(limits.idle_s),
-        **options,
-    )
+    return uvicorn.Config(app, **guarded_options(limits), **options)
 
 
 def idle_closing_protocol(idle_s: float) -> type:
