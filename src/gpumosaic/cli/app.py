@@ -26,6 +26,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_group
 
+from gpumosaic.cli.shown import markup_safe
 from gpumosaic.errors import InputError
 
 # Every top-level command, in the order --help lists them, and the modules of
@@ -246,7 +247,9 @@ def user_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except InputError as err:
-            err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[red]error:[/red] {markup_safe(err)}", highlight=False, soft_wrap=True
+            )
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]

@@ -107,11 +107,12 @@ def extender(
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
     import uvicorn
 
-    from gpumosaic.apps.extender.app import Verbs, create_app
+    from gpumosaic.apps.extender.app import EXTENDER_LIMITS, Verbs, create_app
     from gpumosaic.apps.extender.server import settle_heap
     from gpumosaic.apps.extender.service import ExtenderService
     from gpumosaic.apps.extender.target import TargetSource, load_target_jobs
     from gpumosaic.placement.workload import TargetWorkload
+    from gpumosaic.runtime.api.http_guard import guarded_options
 
     fixed = None
     if target_workload is not None:
@@ -150,6 +151,7 @@ def extender(
             ssl_keyfile=None if tls_key is None else str(tls_key),
             log_level=log_level.lower(),
             access_log=False,
+            **guarded_options(EXTENDER_LIMITS),  # connection limits, timeouts (http_guard)
         )
     finally:
         sys.setswitchinterval(previous_interval)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
+from gpumosaic.cli.shown import cell, markup_safe, shown
 from gpumosaic.errors import InputError
 from gpumosaic.runtime.api.client import DEFAULT_SERVER, ServiceClient
 
@@ -376,9 +377,9 @@ def jobs_command(
         print(json.dumps(rows))
         return
     if not rows:
-        shown = [f"state {state}"] if state else []
-        shown += [f"name {name!r}"] if name is not None else []
-        print("no jobs" + (f" ({', '.join(shown)})" if shown else ""))
+        asked = [f"state {state}"] if state else []
+        asked += [f"name {name!r}"] if name is not None else []
+        print("no jobs" + (f" ({shown(', '.join(asked))})" if asked else ""))
         return
     now = time.time()
     table = Table()
@@ -392,16 +393,21 @@ def jobs_command(
     for r in rows:
         done, total = r["steps_done"], r["steps"]
         table.add_row(
-            str(r["id"]),
-            r["name"],
-            r["state"],
-            f"{done:,.0f} ({done / total:.0%})" if total else "-",
-            r["gpu_type"] or "-",
-            r["gpu_index"] or "-",
-            _num(r["attained_s"], "{:,.1f} s"),
-            _num(r["steps_per_s"], "{:,.2f}"),
-            _when(r["submitted_at"], utc, now),
-            r["reason"],
+            *(
+                cell(v)
+                for v in (
+                    str(r["id"]),
+                    r["name"],
+                    r["state"],
+                    f"{done:,.0f} ({done / total:.0%})" if total else "-",
+                    r["gpu_type"] or "-",
+                    r["gpu_index"] or "-",
+                    _num(r["attained_s"], "{:,.1f} s"),
+                    _num(r["steps_per_s"], "{:,.2f}"),
+                    _when(r["submitted_at"], utc, now),
+                    r["reason"],
+                )
+            )
         )
     Console().print(table)
 
@@ -430,10 +436,10 @@ def job(
     for key, value in row.items():
         if key in TIME_FIELDS and value is not None:
             value = f"{_iso(value, utc)} ({_ago(value, now)})"
-        print(f"{key:>17}: {value}")
+        print(f"{key:>17}: {shown(value)}")
     if tail:
         print("--- log tail ---")
-        print(tail.rstrip())
+        print(shown(tail.rstrip(), keep_lines=True))
 
 
 @app.command(
@@ -539,13 +545,15 @@ def cancel(
             answer = client.cancel(job_id)
             answers.append({"id": answer["id"], "state": answer["state"]})
             if not json_out:
-                print(f"job {answer['id']}: {answer['state']}", flush=True)
+                print(f"job {answer['id']}: {shown(answer['state'])}", flush=True)
         except InputError as err:
             if err.field == "--server":
                 raise  # the service is not there: no point in trying the others
             answers.append({"id": job_id, "error": err.message})
             if not json_out:
-                err_console.print(f"[red]error:[/red] job {job_id}: {err.message}", highlight=False)
+                err_console.print(
+                    f"[red]error:[/red] job {job_id}: {markup_safe(err.message)}", highlight=False
+                )
     if json_out:
         print(json.dumps(answers))
     if any("error" in a for a in answers):

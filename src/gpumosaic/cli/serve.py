@@ -101,8 +101,23 @@ def serve(
             "packing, migration; as simulate --mechanism gandiva:...)"
         ),
     ] = "rounds",
+    job_user: Annotated[
+        str,
+        typer.Option(
+            help="run every job as this OS user (the service runs as root); docs/live.md, "
+            "Authentication and threat model"
+        ),
+    ] = "",
+    token_file: Annotated[
+        str | None, typer.Option(help="read the bearer token from this file")
+    ] = None,
+    token_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
+    from gpumosaic.runtime.token_handoff import reexec_without_token, token_from
+
+    token = token_from(token, token_file, token_fd)
+    reexec_without_token(token)  # the token leaves our environment and argv (no return)
     # The description first (plain Python and pydantic): a mistake is one line, refused
     # by the checks simulate runs, without the service's imports (numpy, Ray, uvicorn).
     from gpumosaic.run.serve_description import ServeDescription
@@ -129,6 +144,7 @@ def serve(
         ray_token_file=ray_token_file,
         sharing=sharing,
         mechanism=mechanism,
+        job_user=job_user,
     )
     # Every flag is valid (ServeDescription checks them all, plain Python): now the service.
     from gpumosaic.run.serve import (

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.shown import cell
 from gpumosaic.errors import InputError
 from gpumosaic.runtime.share import client, limits
 from gpumosaic.runtime.share.daemon import ShareDaemon
@@ -204,7 +205,7 @@ def status_cmd(
         for i, c in enumerate(clients):
             cells = head if i == 0 else [""] * len(head)
             if c is None:
-                table.add_row(*cells, "-", "-", "-")
+                table.add_row(*map(cell, cells), "-", "-", "-")
                 continue
             state = (
                 "holds"
@@ -217,7 +218,9 @@ def status_cmd(
                     else "idle"
                 )
             )
-            table.add_row(*cells, f"{c['name']} ({c['pid']})", state, f"{c['held_s']:.1f}")
+            table.add_row(
+                *map(cell, cells), cell(f"{c['name']} ({c['pid']})"), state, f"{c['held_s']:.1f}"
+            )
     Console().print(table)
 
 

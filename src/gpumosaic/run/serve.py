@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.serve_description import ServeDescription
 from gpumosaic.run.serve_start import bind_api, connect_ray, open_state, state_dir
+from gpumosaic.runtime.api.http_guard import GuardLimits
 from gpumosaic.runtime.auth import Authority
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.executors.contract import Executor
@@ -39,8 +39,9 @@ from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.share.supervisor import ShareSupervisor, ShareView
 from gpumosaic.runtime.state.fencing import StateLock
+from gpumosaic.runtime.state.health import PROBE_EVERY_S, StateHealth
 from gpumosaic.runtime.state.records import JobRow
-from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.state.store import StateUnwritable, Store
 from gpumosaic.runtime.supervisor.config import DriverConfig
 from gpumosaic.runtime.supervisor.nodes import NODE_POLL_S, NodeWatcher
 
@@ -163,13 +164,13 @@ class Service:
         self.cluster = cluster
         self.clock = clock
         self.authority = Authority(config.token)
+        self.guard_limits = GuardLimits()  # bytes and connections held (http_guard)
         self.park_margin_s = config.park_margin_s * config.time_scale  # wall seconds kept
         self.default_retries = config.max_retries
         self.data_dir = state_dir(config)
         self.lock, self.store = state if state is not None else open_state(config)
         self._listener = listener
-        self._probed_at = -1.0
-        self._state_problem: str | None = None
+        self.state_health = StateHealth(self.store.probe_write, config.state)
         self.table = LeaseTable(self.store, clock)
         if executor_factory is None and config.warm_launchers:
             from gpumosaic.runtime.executors.warm_ray import WarmRayExecutor
@@ -229,19 +230,12 @@ class Service:
 
     def health_problem(self) -> str | None:
         """Why the service is not healthy (its round loop died, its state cannot be
-        written), or None. The state is probed with a real write at most once a second."""
+        written: ``state_health``), or None. The state is probed with a real write at
+        most once a second."""
         err = self.driver_error
         if err is not None:
             return f"round loop stopped: {type(err).__name__}: {err}"
-        now = time.monotonic()
-        if now - self._probed_at >= 1.0:
-            self._probed_at = now
-            try:
-                self.store.probe_write()
-                self._state_problem = None
-            except sqlite3.Error as err:
-                self._state_problem = f"state {self.config.state} cannot be written: {err}"
-        return self._state_problem
+        return self.state_health.check()
 
     def live_steps(self, job: JobRow) -> float:
         if job.lease_id is not None:
@@ -279,7 +273,12 @@ class Service:
     def metrics(self) -> dict[str, float]:
         shares = self.sharing.metrics() if self.sharing is not None else {}  # --sharing
         if self.gandiva_driver is not None:
-            return {**self.gandiva_driver.metrics(), "rss_bytes": _rss_bytes(), **shares}
+            return {
+                **self.gandiva_driver.metrics(),
+                "rss_bytes": _rss_bytes(),
+                **shares,
+                **self.state_health.metrics(),
+            }
         d = self.driver
         if d is None:
             return {}
@@ -305,6 +304,7 @@ class Service:
             "rss_bytes": _rss_bytes(),
             **(self.nodes.metrics() if self.nodes is not None else {}),
             **shares,
+            **self.state_health.metrics(),
         }
 
     # ---- life cycle ----------------------------------------------------------------
@@ -313,6 +313,7 @@ class Service:
         import uvicorn
 
         from gpumosaic.runtime.api.app import create_app
+        from gpumosaic.runtime.api.http_guard import guarded_config
         from gpumosaic.runtime.timescale import ScaledClock
 
         if self.gandiva:  # each mechanism's own /ui view
@@ -322,8 +323,9 @@ class Service:
         app = create_app(self, ui=ui_router)
         listener = self._listener if self._listener is not None else bind_api(self.config)
         self._listener = None
-        uv_config = uvicorn.Config(
+        uv_config = guarded_config(
             app,
+            self.guard_limits,
             host=self.config.host,
             port=self.config.port,
             log_level="warning",
@@ -356,6 +358,7 @@ class Service:
             token=self.config.token,
             data_dir=str(self.data_dir),
             time_scale=self.config.time_scale,
+            job_user=self.config.job_user,
         )
         if self.gandiva:
             from gpumosaic.mechanisms.gandiva.live.driver import GandivaDriver
@@ -396,14 +399,22 @@ class Service:
     def _loop(self) -> None:
         driver = self.loop_driver()
         assert driver is not None
+        due = True  # a boundary is due
         try:
             while not self._stop.is_set():
-                driver.boundary(self.clock())
-                while not self._stop.is_set():
+                try:
+                    if due:
+                        driver.boundary(self.clock())
+                        due = False
                     driver.tick(self.clock())
-                    if driver.round_over(self.clock()):
-                        break
-                    driver.wait(driver.config.poll_s)
+                except StateUnwritable as err:  # nothing changed: wait, then try again
+                    self.state_health.lost(err.__cause__ or err)
+                    self._stop.wait(PROBE_EVERY_S)
+                    continue
+                if driver.round_over(self.clock()):
+                    due = True
+                    continue
+                driver.wait(driver.config.poll_s)
         except BaseException as err:  # surfaced by /healthz and the CLI, never swallowed
             self.driver_error = err
             raise

@@ -71,6 +71,7 @@ class ServeDescription(BaseModel):
     ray_timeout_s: float = 30.0  # connecting to Ray (docs/live.md, "Ray connection")
     ray_token_file: str | None = None
     sharing: str | None = None  # --sharing nvshare:... (the share runtime, runtime/share)
+    job_user: str = ""  # run jobs as this OS user (the service must run as root)
 
     _decisions: RunDescription | None = PrivateAttr(default=None)
 
@@ -101,6 +102,8 @@ class ServeDescription(BaseModel):
         _in_range("park margin", self.park_margin_s, 0.0, 3_600.0)
         _in_range("--max-retries", self.max_retries, 0, 100)
         _in_range("--port", self.port, 0, 65_535)
+        if self.job_user:
+            check_job_user(self.job_user)
         if not is_loopback(self.host) and not self.token:
             raise InputError(
                 f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
@@ -158,3 +161,20 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_job_user(name: str) -> None:
+    """``--job-user``: an existing user, and a service that may start processes as it."""
+    import os
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        raise InputError("no such user on this machine", field="--job-user", value=name) from None
+    if os.geteuid() != 0:
+        raise InputError(
+            "running jobs as another user needs the service to run as root",
+            field="--job-user",
+            value=name,
+        )

@@ -9,7 +9,8 @@ Without a token (loopback only) every caller may do everything. With one:
   derived, not stored, so it holds across restarts and never touches the state file;
 - ``/healthz`` answers anyone.
 
-A header that is not ASCII ``Bearer <token>`` is simply not a valid token (401).
+A header that is not ``Bearer <token>`` (any case, any spaces; ASCII) is simply not a
+valid token (401).
 """
 
 from __future__ import annotations
@@ -24,16 +25,29 @@ def job_token(service_token: str, job_id: int) -> str:
     return f"job{job_id}.{digest.hexdigest()}"
 
 
-def bearer(header: str | None) -> bytes | None:
-    """The token of an ``Authorization`` header, as bytes (any header value compares
-    safely; non-ASCII is never a token), or None."""
+def bearer(header: str | bytes | None) -> bytes | None:
+    """The token of an ``Authorization`` header, as bytes, or None: the one parser of
+    every route of both services (the API, ``/ui/stream``, the extender). The scheme is
+    case-insensitive (RFC 9110) and spaces or tabs around the parts are ignored; any
+    header value compares safely (non-ASCII is never a token)."""
     if not header:
         return None
-    raw = header.encode("latin-1", "replace")
-    scheme, _, token = raw.partition(b" ")
-    if scheme.lower() != b"bearer" or not token or not token.isascii():
+    raw = header if isinstance(header, bytes) else header.encode("latin-1", "replace")
+    parts = raw.split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != b"bearer":
         return None
-    return token.strip()
+    token = parts[1].strip()
+    if not token or not token.isascii():
+        return None
+    return token
+
+
+def token_ok(expected: str, header: str | bytes | None) -> bool:
+    """``header`` carries ``expected`` (always true when no token is configured)."""
+    if not expected:
+        return True
+    given = bearer(header)
+    return given is not None and hmac.compare_digest(given, expected.encode())
 
 
 def lease_job(lease_id: str) -> int | None:
@@ -50,13 +64,10 @@ class Authority:
     def open(self) -> bool:
         return not self.service_token
 
-    def is_user(self, header: str | None) -> bool:
-        if self.open:
-            return True
-        given = bearer(header)
-        return given is not None and hmac.compare_digest(given, self.service_token.encode())
+    def is_user(self, header: str | bytes | None) -> bool:
+        return token_ok(self.service_token, header)
 
-    def may_use_lease(self, header: str | None, job_id: int | None) -> bool:
+    def may_use_lease(self, header: str | bytes | None, job_id: int | None) -> bool:
         """The service token, or the token of the job that owns the lease."""
         if self.is_user(header):
             return True

@@ -31,7 +31,8 @@ SRC = str(Path(__file__).resolve().parents[3] / "src")
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
     spec = cluster(("V100", 1))
     first = SqliteBackend(spec, tmp_path / "s.db", "c")
-    with pytest.raises(InputError, match=rf"in use by pid {os.getpid()} on \S+ since 20"):
+    holder = rf"in use by gpumosaic extender pid {os.getpid()} on \S+ since 20"
+    with pytest.raises(InputError, match=holder):
         SqliteBackend(spec, tmp_path / "s.db", "c")
     first.close()
     SqliteBackend(spec, tmp_path / "s.db", "c").close()  # free again once closed
@@ -201,7 +202,8 @@ def test_a_second_extender_process_refuses_at_once(tmp_path: Path) -> None:
         assert second.returncode == 2
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 1, err
-        assert f"in use by pid {first.pid} on" in lines[0] and "since" in lines[0]
+        assert f"in use by gpumosaic extender pid {first.pid} on" in lines[0]
+        assert "since" in lines[0]
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200  # untouched
     finally:
         first.terminate()

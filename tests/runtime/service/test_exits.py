@@ -23,6 +23,7 @@ def report(code: int | None = 0, lost: bool = False) -> ExitReport:
     return ExitReport("l", code, lost, "", "node died" if lost else "")
 
 
+CKPT_60 = {"checkpoint_steps": 60.0}
 CASES = [
     # (job changes, report, stopped, steps, contacted, all reported) -> outcome
     ({}, report(0), False, 100.0, True, False, ExitOutcome("done", 100.0, 0, "")),
@@ -39,8 +40,9 @@ CASES = [
             "queued", 30.0, 1, "attempt 1 failed (exit code 0 before its first lease call)", True
         ),
     ),
-    ({}, report(-15), True, 60.0, True, False, ExitOutcome("queued", 30.0, 0, "")),
-    ({}, report(0), False, 60.0, True, False, ExitOutcome("queued", 30.0, 0, "")),
+    # ended with new checkpointed progress: not an attempt (see test_exit_attempts.py)
+    (CKPT_60, report(-15), True, 60.0, True, False, ExitOutcome("queued", 60.0, 0, "")),
+    (CKPT_60, report(0), False, 60.0, True, False, ExitOutcome("queued", 60.0, 0, "")),
     (
         {},
         report(1),
@@ -90,7 +92,15 @@ CASES = [
             "done", 100.0, 1, "all steps reported; attempt 1 failed (exit code 1)", retry=True
         ),
     ),
-    ({}, report(-15), True, 60.0, True, True, ExitOutcome("done", 100.0, 0, "all steps reported")),
+    (
+        CKPT_60,
+        report(-15),
+        True,
+        60.0,
+        True,
+        True,
+        ExitOutcome("done", 100.0, 0, "all steps reported"),
+    ),
     # exit 0 without a step past the lease's start: a failed attempt (Gavel's micro-task)
     (
         {},
@@ -99,7 +109,13 @@ CASES = [
         40.0,
         True,
         False,
-        ExitOutcome("queued", 30.0, 1, "attempt 1 failed (exit code 0)", retry=True),
+        ExitOutcome(
+            "queued",
+            30.0,
+            1,
+            "attempt 1 failed (exit code 0 without checkpointing a new step)",
+            retry=True,
+        ),
     ),
 ]
 
@@ -122,7 +138,7 @@ def test_exit_outcome_table(
         rep,
         stopped=stopped,
         steps=steps,
-        base=40.0,
+        base=30.0,  # the checkpoint the lease started from
         contacted=contacted,
         all_steps_reported=all_reported,
     )

@@ -24,7 +24,6 @@ in a thread, so a slow write never stalls the filters queued behind it.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,7 +34,7 @@ from anyio import to_thread
 from fastapi import FastAPI, Response
 from fastapi.openapi.utils import get_openapi
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from gpumosaic.apps.extender.admission import (
     MAX_ARGS_BYTES,
@@ -57,6 +56,14 @@ from gpumosaic.apps.extender.wire import (
     parse_args,
     parse_binding,
 )
+from gpumosaic.runtime.api.http_guard import (
+    GuardLimits,
+    GuardStats,
+    HttpGuard,
+    Refused,
+    header,
+)
+from gpumosaic.runtime.auth import token_ok
 from gpumosaic.runtime.ui import docs_page
 
 log = logging.getLogger("gpumosaic.extender")
@@ -84,41 +91,14 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(encode(body), status_code=status, media_type="application/json")
 
 
-class TokenGate:
-    """Bearer-token check in front of every route but ``open_paths`` (ASGI middleware, so
-    it also covers /docs, /redoc and /openapi.json). The header is compared as bytes:
-    a non-ASCII header is a wrong token (401), not an exception."""
+# The extender's bounds (``http_guard``): kube-scheduler sends one filter at a time per
+# profile, so two of the largest bodies in flight at once is room enough; connections are
+# as many as serve's.
+EXTENDER_LIMITS = GuardLimits(in_flight_bytes=2 * MAX_ARGS_BYTES, drain_bytes=MAX_ARGS_BYTES)
 
-    def __init__(self, app: ASGIApp, token: str, open_paths: frozenset[str]) -> None:
-        self.app = app
-        self.expected = b"Bearer " + token.encode()
-        self.open_paths = open_paths
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
-            await self.app(scope, receive, send)
-            return
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                given = value
-                break
-        if hmac.compare_digest(given, self.expected):
-            await self.app(scope, receive, send)
-            return
-        body = encode({"Error": "missing or wrong token (Authorization: Bearer ...)"})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+def _error_body(status: int, message: str) -> bytes:
+    return encode({"Error": message})
 
 
 class ClientGone(Exception):
@@ -174,8 +154,8 @@ class VerbEndpoint:
             return err.status, encode(self.refused(str(err))), "bad_request"
         except StateUnavailable as err:
             return 503, encode(self.refused(str(err))), "unavailable"
-        except ClientGone:
-            raise
+        except (ClientGone, Refused):
+            raise  # gone, or refused by the guard around the app (http_guard)
         except Exception as err:  # a bug, not a user error: logged, never a 500
             log.exception("%s failed", self.verb)
             if self.verb == "prioritize":
@@ -269,8 +249,19 @@ def create_app(service: ExtenderService, verbs: Verbs | None = None, token: str 
     # /ui, /ui/stream (apps/extender/ui.py): the page holds no data and is open; its stream
     # asks for the token like /state and /metrics.
     app.include_router(ui_router(service, metrics, token or ""))
-    if token:
-        app.add_middleware(
-            TokenGate, token=token, open_paths=frozenset({"/healthz", "/ui", *verbs.paths()})
-        )
+    # Every route but /healthz, /ui and the verbs (kube-scheduler calls them without one)
+    # needs the token, decided from the headers before a byte of a body is read; bodies
+    # are bounded per request and in total (``http_guard``).
+    open_paths = frozenset({"/healthz", "/ui", *verbs.paths()})
+    app.state.guard = GuardStats()
+    app.add_middleware(
+        HttpGuard,
+        limit_of=lambda path: MAX_ARGS_BYTES if path in verbs.paths() else MAX_SMALL_BODY_BYTES,
+        authorized=lambda scope: (
+            scope["path"] in open_paths or token_ok(token, header(scope, b"authorization"))
+        ),
+        limits=EXTENDER_LIMITS,
+        body_of=_error_body,
+        stats=app.state.guard,
+    )
     return app

@@ -12,6 +12,9 @@ from typing import Any
 
 import uvicorn
 
+from gpumosaic.apps.extender.app import EXTENDER_LIMITS
+from gpumosaic.runtime.api.http_guard import guarded_config
+
 START_TIMEOUT_S = 20.0
 
 
@@ -53,7 +56,9 @@ def loopback_socket(port: int = 0) -> socket.socket:
 def start_in_thread(app: Any, port: int = 0) -> RunningServer:
     """Serve ``app`` on 127.0.0.1 (a free port by default) in a thread; wait until up."""
     sock = loopback_socket(port)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    config = guarded_config(
+        app, EXTENDER_LIMITS, log_level="warning", access_log=False, lifespan="off"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

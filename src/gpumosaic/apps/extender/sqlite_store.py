@@ -6,9 +6,10 @@ and the service rebuilds from it with the same code as from the API server. The 
 generator's state is stored with every bind, so a restarted extender continues the same
 stream of decisions.
 
-One writer: the file is fenced by an exclusive lock (``WriterLock``, an flock on
-``<db>.lock`` that the kernel drops when the process dies, SIGKILL included); a second
-extender on the same file refuses at start with one line naming the holder. Behind the
+One writer: the file is fenced by an exclusive lock (``WriterLock``, an flock on the
+database file itself, so any path to it reaches the same lock, that the kernel drops when
+the process dies, SIGKILL included); a second extender on the same file, by whatever
+name, refuses at start with one line naming the holder. Behind the
 lock, every bind re-checks the node's capacity against the recorded pods inside the same
 ``BEGIN IMMEDIATE`` transaction that records it, so even two writers that bypassed the
 lock could never put more than 1,000 milli on a GPU. A database that cannot be written
@@ -19,10 +20,7 @@ unhealthy and every write a ``StateUnavailable`` (HTTP 503), with the state unch
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
-import socket
 import sqlite3
 import threading
 import time
@@ -41,6 +39,7 @@ from gpumosaic.apps.extender.vocabulary import (
 from gpumosaic.errors import InputError
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
+from gpumosaic.runtime.state.fencing import FileInUse, HeldFile, hold_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,39 +56,29 @@ HEALTH_PROBE_S = 1.0  # /healthz writes a heartbeat at most this often
 
 
 class WriterLock:
-    """An exclusive, non-blocking flock on ``<db>.lock`` holding who took it (pid, host,
-    start time). Released by ``release`` or by the kernel when the process ends."""
+    """The one-writer lock on the database file itself (``fencing.hold_file``: any path to
+    the same file reaches the same lock), refusals as one ``InputError`` naming the
+    holder. Released by ``release`` or by the kernel when the process ends."""
 
     def __init__(self, db: Path) -> None:
-        self.path = db.with_name(db.name + ".lock")
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as err:
+            self._held: HeldFile | None = hold_file(db, "gpumosaic extender")
+        except FileInUse as err:
             raise InputError(
-                f"cannot create the lock file: {err.strerror}", path=self.path
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise InputError(
-                f"the state database is in use by {holder}; stop that extender or use "
+                f"the state database is in use by {err.holder}; stop that extender or use "
                 "another --db (one writer per database)",
                 path=db,
             ) from None
-        self.holder = (
-            f"pid {os.getpid()} on {socket.gethostname()} since "
-            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
-        )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self.holder.encode(), 0)
-        self._fd: int | None = fd
+        except OSError as err:
+            raise InputError(
+                f"cannot open the state database: {err.strerror or err}", path=db
+            ) from None
+        self.holder = self._held.holder
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
 
 class SqliteBackend:

@@ -163,6 +163,11 @@ def pod_cpu_memory(pod: Mapping[str, Any], label: str) -> tuple[int, int]:
     spec = mapping(pod.get("spec"), f"pod {label}: spec")
     containers = array(spec.get("containers"), f"pod {label}: spec.containers", MAX_CONTAINERS)
     inits = array(spec.get("initContainers"), f"pod {label}: spec.initContainers", MAX_CONTAINERS)
+    if len(containers) + len(inits) > MAX_CONTAINERS:  # the documented limit is on both
+        raise PodError(
+            f"pod {label}: {len(containers)} containers + {len(inits)} init containers, "
+            f"over {MAX_CONTAINERS} in all"
+        )
     cpu = memory = 0
     for i, c in enumerate(containers):
         dc, dm = _requests(c, f"pod {label}: containers[{i}]")

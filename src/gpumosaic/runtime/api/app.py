@@ -35,7 +35,7 @@ from fastapi.responses import (
     StreamingResponse,
 )
 
-from gpumosaic.runtime.api.body_limit import BodyLimit
+from gpumosaic.runtime.api.http_guard import GuardLimits, GuardStats, HttpGuard, Scope, header
 from gpumosaic.runtime.auth import Authority, lease_job
 from gpumosaic.runtime.executors.ray import log_tail
 from gpumosaic.runtime.jobs.admission import (
@@ -80,6 +80,7 @@ class ServiceView(Protocol):
     store: Store
     table: LeaseTable
     authority: Authority
+    guard_limits: GuardLimits
     park_margin_s: float
     default_retries: int
     total_gpu_milli: int  # the cluster's, for the summary's utilization
@@ -163,6 +164,19 @@ def body_limit_of(path: str) -> int:
     return MAX_BATCH_BODY_BYTES if path.rstrip("/") == BATCH_PATH else MAX_BODY_BYTES
 
 
+def may_send_body(authority: Authority, scope: Scope) -> bool:
+    """Whether a request's headers may open its route far enough to have its body read
+    (``HttpGuard``): a request without a body, the service token, or on a lease route the
+    token of the lease's job. The route's own check still decides."""
+    if scope.get("method") in ("GET", "HEAD", "OPTIONS") or authority.open:
+        return True
+    given = header(scope, b"authorization")
+    parts = str(scope.get("path", "")).split("/")
+    if len(parts) > 3 and parts[1:3] == ["v1", "leases"]:
+        return authority.may_use_lease(given, lease_job(parts[3]))
+    return authority.is_user(given)
+
+
 def stream_range(path: str, start: int, end: int) -> Iterator[bytes]:
     """Bytes ``start`` to ``end`` of a file, in chunks (never all in memory)."""
     try:
@@ -189,8 +203,15 @@ def create_app(service: ServiceView, ui: Callable[[Any], APIRouter] | None = Non
         redoc_url=None,
         openapi_url=None,
     )
-    app.add_middleware(BodyLimit, limit_of=body_limit_of)
     store, table, authority = service.store, service.table, service.authority
+    app.state.guard = GuardStats()
+    app.add_middleware(
+        HttpGuard,
+        limit_of=body_limit_of,
+        authorized=lambda scope: may_send_body(authority, scope),
+        limits=service.guard_limits,
+        stats=app.state.guard,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -273,6 +294,15 @@ def create_app(service: ServiceView, ui: Callable[[Any], APIRouter] | None = Non
         for name, value in service.metrics().items():
             kind = "counter" if name.endswith("_total") else "gauge"
             lines += [f"# TYPE gpumosaic_{name} {kind}", f"gpumosaic_{name} {value:g}"]
+        guard: GuardStats = app.state.guard
+        for name, value in (
+            ("http_in_flight_bytes", guard.in_flight_bytes),
+            ("http_refused_unauthenticated_total", guard.refused_unauthenticated),
+            ("http_refused_too_large_total", guard.refused_too_large),
+            ("http_refused_busy_total", guard.refused_busy),
+        ):
+            kind = "counter" if name.endswith("_total") else "gauge"
+            lines += [f"# TYPE gpumosaic_{name} {kind}", f"gpumosaic_{name} {value}"]
         rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         lines += [
             "# TYPE gpumosaic_service_max_rss_bytes gauge",

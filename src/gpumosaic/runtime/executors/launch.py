@@ -19,6 +19,7 @@ from gpumosaic.model.plan import PlannedEntity
 from gpumosaic.runtime.auth import job_token
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.executors.contract import ENV_PACKED_WITH_JOB, LaunchSpec, RankLaunch
+from gpumosaic.runtime.executors.job_env import RUN_AS
 from gpumosaic.runtime.state.records import JobRow, LeaseRow
 
 # Where this gpumosaic is installed: put on the job's PYTHONPATH so that
@@ -38,6 +39,7 @@ def launch_spec(
     log_path: Path,
     time_scale: float = 1.0,
     packed_with: JobRow | None = None,
+    job_user: str = "",
 ) -> LaunchSpec:
     """The processes of ``job``'s new lease: one rank per GPU the plan gives it (a
     fractional job: one rank with its share of one GPU). A member of a packed pair
@@ -77,6 +79,8 @@ def launch_spec(
         env["GPUMOSAIC_TIME_SCALE"] = repr(float(time_scale))
     if token:  # the job's own token (its leases only), never the service's (auth.py)
         env["GPUMOSAIC_TOKEN"] = job_token(token, job.id)
+    if job_user:  # read and removed by the process starter (job_env.py)
+        env[RUN_AS] = job_user
     return LaunchSpec(
         lease_id=lease_id,
         job_id=job.id,

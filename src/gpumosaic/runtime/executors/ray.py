@@ -38,6 +38,7 @@ from typing import Any
 
 from gpumosaic.runtime.cluster import model_resource
 from gpumosaic.runtime.executors.contract import ExitReport, LaunchSpec, rank_env
+from gpumosaic.runtime.executors.job_env import give_to, job_environment, run_as
 
 LOG_TAIL_BYTES = 4000
 NAMESPACE = "gpumosaic"  # lease actors are named in it, so a restarted service finds them
@@ -134,19 +135,23 @@ class LeaseProcess:
                         f"the command is {size:,} bytes, over the {MAX_COMMAND_BYTES:,}-byte "
                         "limit of one argument"
                     )
+                # A clean environment, never the worker's (the service's on a local Ray)
+                job_env, user = job_environment(os.environ, env)
                 if env.get("GPUMOSAIC_CHECKPOINT_DIR"):
                     os.makedirs(env["GPUMOSAIC_CHECKPOINT_DIR"], exist_ok=True)
+                    give_to(env["GPUMOSAIC_CHECKPOINT_DIR"], user)
                 self.proc = subprocess.Popen(
                     argv(command),
                     cwd=workdir or None,
-                    env={**os.environ, **env},
+                    env=job_env,
+                    **run_as(user),  # --job-user
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     preexec_fn=_die_with_parent,
                 )
-            except (OSError, ValueError, subprocess.SubprocessError) as err:
+            except (OSError, ValueError, KeyError, subprocess.SubprocessError) as err:
                 self.start_error = f"cannot start: {_short(err)}"
                 log.write(f"gpumosaic: {self.start_error}\n".encode())
         self.started_at = time.time()

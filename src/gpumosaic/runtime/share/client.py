@@ -13,7 +13,7 @@ from typing import Any
 
 from gpumosaic.runtime.share import limits
 from gpumosaic.runtime.share.native import ShareError
-from gpumosaic.runtime.share.sockets import default_socket_dir, socket_path
+from gpumosaic.runtime.share.sockets import check_ancestors, default_socket_dir, socket_path
 from gpumosaic.sharing.lock import AntiThrashing
 
 _SOCKET_NAME = re.compile(r"^gpu(\d+)\.sock$")
@@ -21,8 +21,10 @@ _SOCKET_NAME = re.compile(r"^gpu(\d+)\.sock$")
 
 def check_trusted(socket_dir: Path) -> None:
     """Refuse to talk through a directory that someone else could have put a socket in:
-    one writable by group or others, or -- the default directory, whose name carries this
-    user's id -- one that neither this user nor root owns."""
+    one writable by group or others, one below a directory that neither root, this user
+    nor the socket directory's owner owns (``sockets.check_ancestors``: its owner could
+    have swapped in its own), or -- the default directory, whose name carries this user's
+    id -- one that neither this user nor root owns."""
     try:
         st = os.lstat(socket_dir)
     except OSError:
@@ -39,6 +41,7 @@ def check_trusted(socket_dir: Path) -> None:
             f"socket dir {socket_dir} belongs to uid {st.st_uid}, not to this user or root: "
             "not trusting a daemon there"
         )
+    check_ancestors(socket_dir, frozenset({os.geteuid(), st.st_uid}))
 
 
 def daemon_sockets(socket_dir: Path, gpu: int | None = None) -> list[tuple[int, Path]]:

@@ -21,6 +21,8 @@ import itertools
 import json
 import math
 import signal
+import socket
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,10 +52,12 @@ from gpumosaic.runtime.share.protocol import (
 from gpumosaic.runtime.share.sockets import (
     claim_socket,
     clear_stale_socket,
+    lock_socket,
     prepare_socket_dir,
     remove_own_socket,
     socket_path,
 )
+from gpumosaic.runtime.state.fencing import HeldFile
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, GpuLock, Grant
 
 _T = TypeVar("_T", int, float)
@@ -81,6 +85,17 @@ class Connection:
     id: int
     gpu: int
     registered: bool = False
+
+
+def _peer(writer: asyncio.StreamWriter) -> tuple[int, int]:
+    """The (pid, uid) of a UNIX socket's peer (SO_PEERCRED); (-1, -1) if unknown."""
+    sock = writer.get_extra_info("socket")
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return -1, -1
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid
 
 
 class ShareDaemon:
@@ -123,10 +138,13 @@ class ShareDaemon:
         self._log: TextIO | None = None
         self._writers: dict[int, asyncio.StreamWriter] = {}
         self._open = 0
+        self._by_pid: dict[int, int] = {}  # open connections per peer process and user
+        self._by_uid: dict[int, int] = {}
         self._ids = itertools.count(1)
         self._wake = {g: asyncio.Event() for g in gpus}
         self._servers: list[asyncio.Server] = []
         self._sockets: dict[Path, tuple[int, int]] = {}  # ours: path -> (st_dev, st_ino)
+        self._held: list[HeldFile] = []  # the one-writer locks of our sockets
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.metrics_address: tuple[str, int] | None = None
@@ -239,13 +257,18 @@ class ShareDaemon:
                 ) from None
         for gpu in self.locks:
             path = socket_path(self.socket_dir, gpu)
-            clear_stale_socket(path)
+            self._held.append(lock_socket(path))
             try:
+                clear_stale_socket(path)
                 server = await asyncio.start_unix_server(
                     functools.partial(self._serve, gpu), path=str(path), limit=limits.MAX_LINE
                 )
             except OSError as err:
+                self._release_locks()
                 raise ShareError(f"cannot create socket {path}: {err.strerror or err}") from None
+            except ShareError:
+                self._release_locks()  # a refused start holds nothing
+                raise
             self._sockets[path] = claim_socket(path, self.allow_group)
             self._servers.append(server)
             self._tasks.append(asyncio.create_task(self._quantum_timer(gpu)))
@@ -280,9 +303,15 @@ class ShareDaemon:
         for path, ident in self._sockets.items():
             remove_own_socket(path, ident)  # never a file, never another daemon's socket
         self._sockets.clear()
+        self._release_locks()
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def _release_locks(self) -> None:
+        for held in self._held:
+            held.release()
+        self._held.clear()
 
     async def run(self, on_ready: Callable[[], None] | None = None) -> None:
         """Start, call ``on_ready``, serve until SIGINT/SIGTERM, stop."""
@@ -311,11 +340,21 @@ class ShareDaemon:
     async def _serve(
         self, gpu: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        pid, uid = _peer(writer)
+        why = ""
         if self._open >= limits.MAX_CONNECTIONS:
-            writer.write(error("too_many_connections").encode())
+            why = "too_many_connections"
+        elif self._by_pid.get(pid, 0) >= limits.MAX_CONNECTIONS_PER_PROCESS:
+            why = "too_many_connections_of_this_process"
+        elif self._by_uid.get(uid, 0) >= limits.MAX_CONNECTIONS_PER_USER:
+            why = "too_many_connections_of_this_user"
+        if why:
+            writer.write(error(why).encode())
             writer.close()
             return
         self._open += 1
+        self._by_pid[pid] = self._by_pid.get(pid, 0) + 1
+        self._by_uid[uid] = self._by_uid.get(uid, 0) + 1
         conn = self.connect(gpu)
         self._writers[conn.id] = writer  # only a registered client is ever sent to
         try:
@@ -340,6 +379,10 @@ class ShareDaemon:
             pass
         finally:
             self._open -= 1
+            for counts, key in ((self._by_pid, pid), (self._by_uid, uid)):
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
             self._writers.pop(conn.id, None)
             gone = time.monotonic()
             self._deliver(gpu, self.on_disconnect(conn, gone))

@@ -26,6 +26,11 @@ GPU_INDEX_MAX = 1023
 SLOTS_MAX = 1000  # device-plugin slots per GPU (nvshare advertises 10)
 MAX_LINE = 512  # bytes in one incoming message, newline included (the interposer's < 200)
 MAX_CONNECTIONS = 512  # per daemon, all sockets together; beyond: ERROR and close
+# Fair shares of those (the peer's pid and uid from the socket, SO_PEERCRED): one process
+# or one user cannot hold enough connections to keep another from registering or asking
+# STATUS (docs/share.md, "Limits").
+MAX_CONNECTIONS_PER_PROCESS = 16
+MAX_CONNECTIONS_PER_USER = 128
 WRITE_BUFFER_MAX = 1 << 20  # bytes queued to one peer that does not read: it is dropped
 CONTROL_IDLE_S = 30.0  # a connection that has not registered must speak within this
 

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 from gpumosaic.runtime.share.native import ShareError
+from gpumosaic.runtime.state.fencing import FileInUse, HeldFile, hold_file
 
 SOCKET_MODE = 0o600
 GROUP_SOCKET_MODE = 0o660  # --allow-group
@@ -38,11 +39,40 @@ def _in_use(path: Path) -> bool:
     return True
 
 
+def check_ancestors(path: Path, trusted: frozenset[int]) -> None:
+    """Refuse ``path`` unless every directory above it, up to ``/`` or to a private
+    directory of this user (mode 0700 or stricter), is owned by root or a ``trusted`` uid
+    and writable by nobody else (a root-owned sticky directory like /tmp excepted): the
+    owner of any directory on the way could rename the socket directory and put its own,
+    with its own socket, in its place. Links are followed first (the resolved path is what
+    the kernel walks)."""
+    real = Path(os.path.realpath(path))
+    for above in real.parents:
+        try:
+            st = os.stat(above)
+        except OSError as err:
+            raise ShareError(f"cannot check {above} above {path}: {err.strerror or err}") from None
+        if st.st_uid != 0 and st.st_uid not in trusted:
+            raise ShareError(
+                f"{above} (above the socket dir {path}) belongs to uid {st.st_uid}: its owner "
+                "could swap in a socket of its own; refusing it (choose another --socket-dir)"
+            )
+        sticky_root = st.st_uid == 0 and st.st_mode & stat.S_ISVTX
+        if st.st_mode & 0o022 and not sticky_root:
+            raise ShareError(
+                f"{above} (above the socket dir {path}) is writable by group or others (mode "
+                f"{stat.S_IMODE(st.st_mode):o}): refusing it (choose another --socket-dir)"
+            )
+        if st.st_uid == os.geteuid() and st.st_uid != 0 and not st.st_mode & 0o077:
+            return  # this user's private directory: nobody else reaches below it
+
+
 def prepare_socket_dir(path: Path, allow_group: bool = False) -> None:
     """Create ``path`` 0700 (0750 with ``allow_group``) or accept an existing one only if
     this user owns it, it is a real directory and neither group nor others may write in
     it: whoever can write there can put a socket that impersonates the daemon."""
     mode = GROUP_DIR_MODE if allow_group else DIR_MODE
+    check_ancestors(path, frozenset({os.geteuid()}))
     created = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,6 +104,18 @@ def prepare_socket_dir(path: Path, allow_group: bool = False) -> None:
         os.chmod(path, mode)  # mkdir's mode went through the umask
     if not os.access(path, os.W_OK | os.X_OK):
         raise ShareError(f"socket dir {path} is not writable")
+
+
+def lock_socket(path: Path) -> HeldFile:
+    """The one-writer lock of the socket at ``path`` (``fencing.hold_file`` on
+    ``<socket>.lock`` in the checked directory): a second daemon for the same GPU socket,
+    by whatever path it names the directory, is refused naming the holder's pid."""
+    try:
+        return hold_file(path.with_name(path.name + ".lock"), "gpumosaic share daemon")
+    except FileInUse as err:
+        raise ShareError(f"a share daemon already serves {path}: {err.holder}") from None
+    except OSError as err:
+        raise ShareError(f"cannot lock {path}: {err.strerror or err}") from None
 
 
 def clear_stale_socket(path: Path) -> None:

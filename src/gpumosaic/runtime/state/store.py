@@ -7,6 +7,7 @@ it. The API threads and the round driver share the store; nothing else writes th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -27,6 +28,11 @@ from gpumosaic.runtime.state.records import (
     job_row,
     lease_row,
 )
+
+
+class StateUnwritable(Exception):
+    """The state cannot be written now (disk full, read-only, file gone): found by a
+    probe before anything was changed, so the caller may wait and try again."""
 
 
 class Store:
@@ -71,7 +77,14 @@ class Store:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                # A failed COMMIT (disk full, I/O error) may leave the transaction open:
+                # end it, so the next write starts clean once the cause is gone.
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -165,6 +178,13 @@ class Store:
         state can no longer be written (read-only, disk full, I/O error)."""
         with self._tx() as db:
             db.execute("UPDATE service SET epoch_s = epoch_s")
+
+    def check_writable(self) -> None:
+        """``probe_write``, its failure as ``StateUnwritable`` (nothing was changed)."""
+        try:
+            self.probe_write()
+        except sqlite3.Error as err:
+            raise StateUnwritable(str(err)) from err
 
     def mark_running(
         self, job_id: int, lease_id: str, gpu_type: str, gpu_index: str, now: float

@@ -28,6 +28,7 @@ class DriverConfig:
     token: str = ""
     data_dir: str = "."  # logs/ and checkpoints/ live under it
     time_scale: float = 1.0  # job seconds per wall second (runtime/timescale.py)
+    job_user: str = ""  # --job-user: the OS user the jobs run as ('' for Ray's own)
 
     @property
     def checkpoint_root(self) -> Path:

@@ -49,10 +49,10 @@ def exit_outcome(
     already counted all the job's steps (it will never plan it again); ``failure``: why
     the driver stopped a lease as failed (it stopped reporting, or never called the API).
 
-    The rule (docs/live.md, "Launch failures"): a process that cannot start, exits before
-    its first lease call, exits non-zero, exits 0 with no step done, or is stopped as
-    failed is a failed attempt; after ``max_retries`` retries the job is failed. A job is
-    done only when all its steps were reported."""
+    The rule (docs/live.md, "Launch failures"), ``counts_as_attempt``: every way a
+    process ends short of its job's steps without new checkpointed progress is a failed
+    attempt, whatever its exit code; after ``max_retries`` retries the job is failed. A
+    job is done only when all its steps were reported."""
     kept = job.checkpoint_steps  # what survives this process
     code = report.exit_code
     if job.cancel_requested:
@@ -66,19 +66,46 @@ def exit_outcome(
         # All steps reported: done, even if our stop (the decider saw it finish at the
         # round's end) caught the process on its way out.
         outcome = ExitOutcome("done", job.steps, job.attempts, "")
-    elif not contacted and not stopped:
-        what = report.detail or f"exit code {code} before its first lease call"
-        outcome = _failed_attempt(job, kept, what)
-    elif stopped or (code == 0 and steps > base):
-        outcome = ExitOutcome("queued", kept, job.attempts, "")  # the lease simply ended
     else:
-        # Not asked to stop, and an error or no step at all (Gavel's failed micro-task).
-        outcome = _failed_attempt(job, kept, f"exit code {code}")
+        why = counts_as_attempt(
+            code, stopped=stopped, contacted=contacted, ran=steps > base, saved=kept > base
+        )
+        if why is None:
+            outcome = ExitOutcome("queued", kept, job.attempts, "")  # the lease simply ended
+        else:
+            first_call = not contacted and not stopped and report.detail
+            outcome = _failed_attempt(job, kept, report.detail if first_call else why)
     if outcome.state == "queued" and all_steps_reported:
         # The work is done even though this last process did not end cleanly.
         reason = "all steps reported" + (f"; {outcome.reason}" if outcome.reason else "")
         return ExitOutcome("done", job.steps, outcome.attempts, reason, outcome.retry)
     return outcome
+
+
+def counts_as_attempt(
+    code: int | None, *, stopped: bool, contacted: bool, ran: bool, saved: bool
+) -> str | None:
+    """Why an exit short of the job's steps (not lost, not cancelled, not stopped as
+    failed) is a failed attempt, or None when it is not one. ``stopped``: the driver asked
+    it to stop (its lease ended); ``contacted``: it called the lease API; ``ran``: it
+    reported steps past its launch's checkpoint; ``saved``: it checkpointed steps past it.
+
+    A process that made no new checkpointed progress used its launch for nothing, so it
+    counts whatever its exit code (0 included: a job that steps, never checkpoints and
+    exits 0 would otherwise be relaunched forever). Two exits are not its fault: stopped
+    before its first lease call (a slow start the round cut short) and stopped before
+    its first step (it never had the chance to save one)."""
+    if stopped:
+        if ran and not saved:
+            return "stopped with steps it never checkpointed"
+        return None
+    if not contacted:
+        return f"exit code {code} before its first lease call"
+    if code != 0:
+        return f"exit code {code}"  # an error, even after progress (Gavel's failed task)
+    if not saved:
+        return "exit code 0 without checkpointing a new step"
+    return None
 
 
 def record_exit(

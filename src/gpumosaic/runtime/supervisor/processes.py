@@ -16,7 +16,8 @@ mechanism's driver calls it under its own lock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from gpumosaic.runtime.executors.launch import launch_spec, stop_previous_proces
 from gpumosaic.runtime.jobs.ends import CANCELLED_BY_USER
 from gpumosaic.runtime.leases import LeaseTable, LiveLease
 from gpumosaic.runtime.state.records import JobRow, LeaseRow
-from gpumosaic.runtime.state.store import Store
+from gpumosaic.runtime.state.store import StateUnwritable, Store
 from gpumosaic.runtime.supervisor.config import DriverConfig
 from gpumosaic.runtime.supervisor.exits import ExitOutcome, record_exit
 from gpumosaic.runtime.supervisor.nodes import NodeEvent, NodeWatcher
@@ -66,6 +67,11 @@ class Supervisor:
         self.pending: dict[int, LeaseRequest] = {}  # launches waiting for the old process
         self._cancels_seen = -1
         self._silence_checked = -1.0
+        # Executor calls made inside a decision's transaction, run after it commits (the
+        # API never waits on an executor behind the store's lock); None: call at once.
+        self._deferred: list[Callable[[], None]] | None = None
+        # Exits seen while the state could not be written: recorded once it can be.
+        self._unrecorded: list[ExitReport] = []
         self._log_root = config.log_root.resolve()
         self._ckpt_root = config.checkpoint_root.resolve()
 
@@ -172,7 +178,7 @@ class Supervisor:
         self.job_of_lease[lease_id] = job_id
         self.request_of[lease_id] = request
         self.mechanism.lease_started(request, lease_id, now)
-        self.executor.launch(spec)
+        self._executor_call(lambda: self.executor.launch(spec))
         self.counters.launches += 1
         return lease_id
 
@@ -189,6 +195,7 @@ class Supervisor:
             log_path=self.log_path(job.id),
             time_scale=self.config.time_scale,
             packed_with=partner,
+            job_user=self.config.job_user,
         )
         if request.env:
             spec = replace(spec, env=tuple(sorted({**dict(spec.env), **dict(request.env)}.items())))
@@ -202,9 +209,29 @@ class Supervisor:
         if failure:
             self.failing[lease_id] = failure
         self.table.stop(lease_id)
-        self.executor.stop(lease_id, self.config.grace_s)
+        grace_s = self.config.grace_s
+        self._executor_call(lambda: self.executor.stop(lease_id, grace_s))
         self.stopping.add(lease_id)
         self.counters.stops += 1
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Inside: launches and stops are queued; they run, in order (a round's stops
+        before its launches), when the block ends, after the caller's transaction has
+        committed. So no executor call is made with the store's lock held."""
+        self._deferred = []
+        try:
+            yield
+        finally:
+            calls, self._deferred = self._deferred, None
+        for call in calls:
+            call()
+
+    def _executor_call(self, call: Callable[[], None]) -> None:
+        if self._deferred is None:
+            call()
+        else:
+            self._deferred.append(call)
 
     def stop_all(self) -> None:
         """Stop every lease (the service is going down on purpose)."""
@@ -218,8 +245,14 @@ class Supervisor:
         """Nodes, exits, cancellations, deferred launches and silent leases."""
         if self.nodes is not None:
             self.follow_nodes(now)
-        reports = self.executor.poll()
+        reports = self._unrecorded + self.executor.poll()
+        self._unrecorded = []
         if reports:
+            try:  # checked before anything changes: the reports wait for a writable state
+                self.store.check_writable()
+            except StateUnwritable:
+                self._unrecorded = reports
+                raise
             with self.store.batch():
                 for report in reports:
                     self.on_exit(report, now)

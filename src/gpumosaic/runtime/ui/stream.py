@@ -17,7 +17,6 @@ Comments (``: keep-alive``) keep proxies from closing an idle stream.
 
 from __future__ import annotations
 
-import hmac
 import json
 import secrets
 import threading
@@ -27,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gpumosaic import cyclic_gc
+from gpumosaic.runtime.auth import token_ok
 
 World = dict[str, dict[str, Any]]
 
@@ -146,10 +146,9 @@ class Feed:
 
 
 def bearer_ok(token: str, authorization: str) -> bool:
-    """The API's rule: no token configured, or ``Authorization: Bearer <token>``."""
-    if not token:
-        return True
-    return hmac.compare_digest(authorization.encode(), f"Bearer {token}".encode())
+    """The API's rule and parser (``auth.token_ok``): no token configured, or
+    ``Authorization: Bearer <token>``."""
+    return token_ok(token, authorization)
 
 
 async def stream(

@@ -165,7 +165,10 @@ class RoundDriver:
     # ---- the boundary --------------------------------------------------------------
 
     def boundary(self, now: float) -> RoundPlan:
-        with self._hold(), self._lock, self.store.batch():
+        self.store.check_writable()  # before anything changes (StateUnwritable: try later)
+        # Decide and record in one transaction (the store's lock held); the round's
+        # launches and stops run after it commits: the API never waits on an executor.
+        with self._hold(), self._lock, self.supervisor.deferring(), self.store.batch():
             t0 = time.perf_counter()
             self.supervisor.tick(now)
             if self.plan is not None:
