@@ -63,3 +63,12 @@ def unknown_name(kind: str, name: str, known: Iterable[str], *, field: str | Non
     return InputError(
         f"unknown {kind}{did_you_mean(name, names)}; {listed}", field=field, value=name
     )
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) stopped a long command: ``message`` says what it kept and how to
+    resume. The CLI prints it on one line and exits 130."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)

@@ -26,7 +26,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_group
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, Interrupted
 
 # Every top-level command, in the order --help lists them, and the modules of
 # ``gpumosaic.cli`` that define it (a group's subcommands may come from several).
@@ -211,6 +211,11 @@ app = typer.Typer(
 err_console = Console(stderr=True)
 
 
+def announce(line: str) -> None:
+    """A line of news on stderr (what a rerun reuses, ...), as written."""
+    err_console.print(line, highlight=False, soft_wrap=True)
+
+
 def _print_version(value: bool) -> None:
     if value:
         from gpumosaic import __version__
@@ -235,15 +240,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def user_errors(func: F) -> F:
-    """Turn an InputError (a user mistake) into one red line on stderr and exit code 2."""
+    """Turn an InputError (a user mistake) into one red line on stderr and exit code 2,
+    and Ctrl-C into one line saying what was kept (``Interrupted``), exit code 130."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from gpumosaic.cli.bounds import check_bounds
+
         try:
+            check_bounds(kwargs)
             return func(*args, **kwargs)
         except InputError as err:
             err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
             sys.exit(2)
+        except Interrupted as err:
+            err_console.print(f"[yellow]{err.message}[/yellow]", highlight=False, soft_wrap=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/yellow]: nothing was kept", highlight=False)
+            sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
 

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
+from gpumosaic.cli.app import announce, app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError, unknown_name
 
@@ -61,7 +61,12 @@ def run(
     n_workers = workers if workers > 0 else default_workers()
     with counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update:
         outcome = execute(
-            study, folder, executor, n_workers, lambda done, total: update(done, total)
+            study,
+            folder,
+            executor,
+            n_workers,
+            lambda done, total: update(done, total),
+            announce=None if json_out else announce,
         )
     if json_out:
         payload = {
@@ -77,8 +82,8 @@ def run(
     else:
         console = Console()
         console.print(
-            f"{study.name}: {outcome.planned} runs planned, {outcome.skipped} already stored, "
-            f"{outcome.ran} ran in {outcome.elapsed_s:.1f} s -> {folder}"
+            f"{study.name}: {outcome.planned} runs planned, reused {outcome.skipped} stored "
+            f"runs, {outcome.ran} ran in {outcome.elapsed_s:.1f} s -> {folder}"
         )
         if not outcome.failed:
             console.print(f"next: gpumosaic report {folder}   |   gpumosaic query {folder} SQL")

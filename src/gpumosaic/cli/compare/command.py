@@ -20,6 +20,7 @@ from gpumosaic.cli.app import (
     check_out_dir,
     user_errors,
 )
+from gpumosaic.cli.bounds import MAX_RATES, check_count
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError, unknown_name
 
@@ -140,6 +141,7 @@ def compare(
     ] = False,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
+    from gpumosaic.experiments.study.file import MAX_RUNS
     from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
 
     if executor not in ("local", "ray"):
@@ -161,7 +163,11 @@ def compare(
     check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
     for rate in _split(rates):
         if _number(rate):
-            check_number(float(rate), "--rates", above=0)
+            check_number(float(rate), "--rates", above=0, at_most=1e6)
+    check_count(len(_split(rates)), MAX_RATES, "rates", "--rates")
+    variants = len(_split(policies)) * max(1, len(_split(rates))) if policies else 1
+    variants *= len(split_placements(placements or DEMO_PLACEMENTS)) * len(sharing or ["none"])
+    check_count(variants * len(seed_list), MAX_RUNS, "runs", "--seeds")
     out = out if out is not None else default_out(mode, policies)
     check_out_dir(out)
     sharings = sharing or ["none"]

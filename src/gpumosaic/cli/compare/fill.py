@@ -18,6 +18,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gpumosaic.cli.app import announce
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sweeps.fill import (
@@ -61,6 +62,9 @@ def compare_fill(
     warm.start()
     start = time.perf_counter()
     done = 0
+    from gpumosaic.experiments.kept import KeptRuns
+
+    kept = KeptRuns(out, (tasks, nodes), announce)  # each run stored as it ends: a rerun resumes
     with counter_bar(sys.stderr.isatty(), "fill runs", len(specs)) as update:
 
         def advance(_: FillResult) -> None:
@@ -68,7 +72,7 @@ def compare_fill(
             done += 1
             update(done)
 
-        results = run_fill_sweep(specs, workers=workers, on_done=advance)
+        results = run_fill_sweep(specs, workers=workers, on_done=advance, kept=kept)
     elapsed = time.perf_counter() - start
     warm.join()
     import pandas as pd

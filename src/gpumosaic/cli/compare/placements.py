@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpumosaic.cli.app import err_console
+from gpumosaic.cli.app import announce, err_console
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.runner import RunRequest
@@ -69,7 +69,7 @@ def compare_placements(
         for p, m in cells
         for s in seed_list
     ]
-    runs = _run_with_progress(requests, workers, enabled=not json_out)
+    runs = _run_with_progress(requests, workers, enabled=not json_out, out=out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:
         warning = fallbacks.warning()
@@ -116,9 +116,15 @@ def compare_placements(
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
-def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
+def _run_with_progress(
+    requests: list[RunRequest], workers: int, enabled: bool, out: Path
+) -> list[SweepRun]:
     from gpumosaic.cli.progress import counter_bar
+    from gpumosaic.experiments.kept import KeptRuns
     from gpumosaic.experiments.sweeps.runs import run_sweep
 
+    first = requests[0]
+    inputs = (first.cluster, first.workload, first.background)
+    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
     with counter_bar(enabled, "runs", len(requests)) as update:
-        return run_sweep(requests, workers, lambda done, _total: update(done))
+        return run_sweep(requests, workers, lambda done, _total: update(done), kept)

@@ -44,7 +44,7 @@ def compare_policies(
     check_policy_sweep(policies, cluster, workload, [placement])
     points = sweep_points(policies, rates, seeds, cluster, workload, placement)
     out.mkdir(parents=True, exist_ok=True)
-    runs = _run(points, max(workers, 1), show_progress=not as_json)
+    runs = _run(points, max(workers, 1), show_progress=not as_json, out=out)
     summary = aggregate(points, runs)
     csv_path = out / "policy_runs.csv"
     write_runs_csv(runs, csv_path)
@@ -94,6 +94,13 @@ def _ends(point: PolicyRatePoint) -> str:
     return " / ".join(f"{c:.0f}" if c == round(c) else f"{c:.1f}" for c in counts)
 
 
-def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[SweepRun]:
+def _run(points: list[SweepPoint], workers: int, show_progress: bool, out: Path) -> list[SweepRun]:
+    from gpumosaic.cli.app import announce
+    from gpumosaic.experiments.kept import KeptRuns
+
+    inputs = (points[0].cluster,) if points else ()
+    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
     with counter_bar(show_progress, "policy sweep", len(points)) as update:
-        return parallel_map(run_point, points, workers, lambda done, _total, _run: update(done))
+        return parallel_map(
+            run_point, points, workers, lambda done, _total, _run: update(done), kept
+        )

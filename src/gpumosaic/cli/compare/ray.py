@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from gpumosaic.cli.app import err_console
+from gpumosaic.cli.app import announce, err_console
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.study.file import Experiment
 from gpumosaic.experiments.sweeps.runs import SweepRun
@@ -176,7 +176,14 @@ def compare_on_ray(
             joined = True
     try:
         with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
-            outcome = execute(study, out, "ray", workers, lambda done, total: update(done, total))
+            outcome = execute(
+                study,
+                out,
+                "ray",
+                workers,
+                lambda done, total: update(done, total),
+                announce=None if json_out else announce,
+            )
     finally:
         if joined:
             ray.shutdown()
@@ -196,7 +203,7 @@ def compare_on_ray(
         typer.echo(json.dumps(payload))
     else:
         Console().print(
-            f"{outcome.planned} runs planned, {outcome.skipped} already stored, "
+            f"{outcome.planned} runs planned, reused {outcome.skipped} stored runs, "
             f"{outcome.ran} ran on Ray in {outcome.elapsed_s:.1f} s -> {out}\n"
             f"next: gpumosaic report {out}"
         )

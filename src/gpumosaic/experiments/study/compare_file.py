@@ -32,9 +32,12 @@ def compare_experiment(
     """The TOML text of the study a ``compare`` call runs."""
     grid: dict[str, Any]
     comment = ""
+    seed_axis: list[int] | str = seeds
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        seed_axis = f"{seeds[0]}-{seeds[-1]}"  # a range as the user wrote it, not a list
     if mode == "fill":
         kind = "fill"
-        grid = {"tasks": tasks, "nodes": nodes, "placement": placements, "seed": seeds,
+        grid = {"tasks": tasks, "nodes": nodes, "placement": placements, "seed": seed_axis,
                 "inflate": inflate}  # fmt: skip
         what = f"fill replay: {', '.join(placements)}"
     elif policies is not None:
@@ -44,7 +47,7 @@ def compare_experiment(
         kind = "simulate"
         template = _with_rate(workload, LOAD_PLACEHOLDER)
         grid = {"cluster": cluster, "workload": template, "policy": policies,
-                "placement": placements[0], "seed": seeds, "gpus_per_node": gpus_per_node,
+                "placement": placements[0], "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": "rounds", "load": rates}  # fmt: skip
         what = f"policies {', '.join(policies)} x rates {', '.join(f'{r:g}' for r in rates)}"
         if workload.startswith("gavel-stream:"):
@@ -55,7 +58,7 @@ def compare_experiment(
     else:
         kind = "simulate"
         grid = {"cluster": cluster, "workload": workload, "policy": policy,
-                "placement": placements, "seed": seeds, "gpus_per_node": gpus_per_node,
+                "placement": placements, "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": mechanism, "backfill": backfill, "sharing": sharing}  # fmt: skip
         what = f"{policy} with placements {', '.join(placements)}"
     document = {
