@@ -32,7 +32,7 @@ def _interactive_signals() -> None:  # pragma: no cover - runs in the child
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "gpumosaic", *args],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": SRC},
@@ -40,35 +40,48 @@ def spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_until(what: str, seen: Callable[[], object], proc: subprocess.Popen[str]) -> None:
+def wait_until(
+    what: str, seen: Callable[[], object], proc: subprocess.Popen[str], lines: list[str]
+) -> None:
     deadline = time.monotonic() + BOUND_S
     while not seen():
         if proc.poll() is not None:
-            _out, err = proc.communicate()
+            proc.wait()
+            err = "".join(lines)
             raise AssertionError(f"ended ({proc.returncode}) before {what}: {err[-2000:]}")
         assert time.monotonic() < deadline, f"no {what} within {BOUND_S:g} s"
         time.sleep(0.05)
 
 
-def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
+def interrupt(proc: subprocess.Popen[str], lines: list[str]) -> tuple[int, str]:
+    """Ctrl-C, then the exit status and all of stderr (``lines``, read as it comes)."""
     proc.send_signal(signal.SIGINT)
     try:
-        _out, err = proc.communicate(timeout=BOUND_S)
+        proc.wait(timeout=BOUND_S)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        proc.wait()
         raise AssertionError(f"still running {BOUND_S:g} s after Ctrl-C") from None
-    return proc.returncode, err
+    deadline = time.monotonic() + BOUND_S
+    while not (lines and lines[-1] == _EOF):
+        assert time.monotonic() < deadline, "stderr did not end after the process"
+        time.sleep(0.05)
+    return proc.returncode, "".join(lines[:-1])
+
+
+_EOF = "\0end"
 
 
 def stderr_lines(proc: subprocess.Popen[str]) -> list[str]:
-    """Lines of stderr as they come (a reader thread: the wait polls the list)."""
+    """Lines of stderr as they come (one reader thread; ``_EOF`` last): the waits poll
+    the list."""
     lines: list[str] = []
 
     def read() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
+        lines.append(_EOF)
 
     threading.Thread(target=read, daemon=True).start()
     return lines
@@ -95,9 +108,10 @@ def test_compare_stops_on_ctrl_c_keeps_its_runs_and_a_rerun_reuses_them(
     command = (*command, "--out", str(tmp_path))
     kept = tmp_path / ".kept-runs"
     first = spawn(*command)
+    first_lines = stderr_lines(first)
     try:
-        wait_until("stored run", lambda: any(kept.glob("*.pickle")), first)
-        code, err = interrupt(first)
+        wait_until("stored run", lambda: any(kept.glob("*.pickle")), first, first_lines)
+        code, err = interrupt(first, first_lines)
     finally:
         if first.poll() is None:
             first.kill()
@@ -109,8 +123,8 @@ def test_compare_stops_on_ctrl_c_keeps_its_runs_and_a_rerun_reuses_them(
     second = spawn(*command)
     lines = stderr_lines(second)
     try:
-        wait_until("reuse line", lambda: any("reusing" in line for line in lines), second)
-        code, _ = interrupt(second)
+        wait_until("reuse line", lambda: any("reusing" in line for line in lines), second, lines)
+        code, _ = interrupt(second, lines)
     finally:
         if second.poll() is None:
             second.kill()
@@ -129,9 +143,10 @@ def test_a_study_stops_on_ctrl_c_and_a_rerun_reuses_its_stored_runs(tmp_path: Pa
     out = tmp_path / "out"
     command = ("run", str(experiment), "--out", str(out), "--workers", "2")
     first = spawn(*command)
+    first_lines = stderr_lines(first)
     try:
-        wait_until("stored run", lambda: any(out.glob("runs/*/row.json")), first)
-        code, err = interrupt(first)
+        wait_until("stored run", lambda: any(out.glob("runs/*/row.json")), first, first_lines)
+        code, err = interrupt(first, first_lines)
     finally:
         if first.poll() is None:
             first.kill()
@@ -145,8 +160,8 @@ def test_a_study_stops_on_ctrl_c_and_a_rerun_reuses_its_stored_runs(tmp_path: Pa
     second = spawn(*command)
     lines = stderr_lines(second)
     try:
-        wait_until("reuse line", lambda: any("reusing" in line for line in lines), second)
-        code, _ = interrupt(second)
+        wait_until("reuse line", lambda: any("reusing" in line for line in lines), second, lines)
+        code, _ = interrupt(second, lines)
     finally:
         if second.poll() is None:
             second.kill()

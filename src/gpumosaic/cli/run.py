@@ -37,6 +37,13 @@ def run(
     ] = "local",
     workers: Annotated[int, typer.Option(help="parallel runs (default: all cores)")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="replace the runs of another experiment stored in OUT (refused without it)",
+        ),
+    ] = False,
 ) -> None:
     """Run every point of an experiment's grid not yet in the result folder."""
     from gpumosaic.experiments.study.file import load_experiment
@@ -58,8 +65,14 @@ def run(
     from gpumosaic.experiments.parallel import default_workers
     from gpumosaic.experiments.study.execute import execute
 
+    from gpumosaic.cli.out_folder import claim_for, locked_out
+
     n_workers = workers if workers > 0 else default_workers()
-    with counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update:
+    with (
+        locked_out(folder),
+        counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update,
+    ):
+        claim_for(folder, study.text, overwrite)
         outcome = execute(
             study,
             folder,

@@ -9,6 +9,9 @@ from typing import Any
 import tomli_w
 
 COMPARE_FILE = "experiment.toml"
+# The background load of a comparison, a comment: `gpumosaic run` does not apply it yet,
+# and two comparisons that differ in it are different experiments (cli/out_folder.py).
+BACKGROUND_LINE = "# background (compare only, not applied by gpumosaic run): "
 
 
 def compare_experiment(
@@ -28,6 +31,7 @@ def compare_experiment(
     backfill: bool,
     sharing: list[str],
     mechanism: str,
+    background: str | None = None,
 ) -> str:
     """The TOML text of the study a ``compare`` call runs."""
     grid: dict[str, Any]
@@ -71,6 +75,8 @@ def compare_experiment(
     }
     header = "# Written by gpumosaic compare; rerun, resume and report it with\n"
     header += "#   gpumosaic run experiment.toml --out DIR && gpumosaic report DIR\n"
+    if background is not None:  # not an axis of the file yet: run would leave it out
+        header += f"{BACKGROUND_LINE}{background}\n"
     return header + comment + tomli_w.dumps(document)
 
 
