@@ -62,10 +62,9 @@ def run(
     folder = out or Path("runs") / study.name
     check_out_dir(folder)
     # The runner (result store: pyarrow; the simulators) only once the file is valid.
+    from gpumosaic.cli.out_folder import claim_for, locked_out
     from gpumosaic.experiments.parallel import default_workers
     from gpumosaic.experiments.study.execute import execute
-
-    from gpumosaic.cli.out_folder import claim_for, locked_out
 
     n_workers = workers if workers > 0 else default_workers()
     with (
