@@ -92,7 +92,24 @@ COMMAND_HELP: dict[str, str] = {
 }
 
 
-class LazyCommandGroup(TyperGroup):
+class WrappingGroup(TyperGroup):
+    """A group whose help lists each command's whole first paragraph, wrapped to the
+    terminal (click cuts it to one line with "...")."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            text = command.short_help or (command.help or "").split("\n\n")[0]
+            rows.append((name, " ".join(text.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class LazyCommandGroup(WrappingGroup):
     """The top-level group: a command is built from its module when it is run (or its own
     help is asked for), so a command pays only for its own imports; ``gpumosaic --help``
     lists placeholders that carry ``COMMAND_HELP``'s line and import nothing.
@@ -199,6 +216,7 @@ class _Listed(TyperCommand):
 
 
 app = typer.Typer(
+    rich_markup_mode=None,  # click's help: it wraps at any width where rich's cut defaults
     cls=LazyCommandGroup,
     name="gpumosaic",
     help="Simulate, compare and serve GPU-cluster scheduling with shared GPUs: the same "

@@ -13,13 +13,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import WrappingGroup, app, user_errors
 from gpumosaic.cli.fill import NODES_HELP, PLACEMENT_HELP, TASKS_HELP
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.errors import InputError
 
 extender_app = typer.Typer(
-    help="Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, bind)."
+    rich_markup_mode=None,  # as the top-level app: help that wraps at 80 columns
+    cls=WrappingGroup,
+    help="Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, bind).",
 )
 app.add_typer(extender_app, name="extender")
 
@@ -232,7 +234,7 @@ def replay_command(
         table.add_column(column, justify="right")
     for verb, stats in result.latency_ms.items():
         table.add_row(verb, str(stats["count"]), f"{stats['p50']:.2f}", f"{stats['p99']:.2f}")
-    console.print(table)
+    show(table, ("verb",), console)
     failed = ", ".join(f"{k}: {v}" for k, v in result.failed_by_stage.items()) or "none"
     console.print(
         f"allocation rate {result.allocation_rate_pct:.2f}% ({result.bound} bound, "

@@ -17,6 +17,7 @@ from gpumosaic.cli.app import (
     check_seed,
     user_errors,
 )
+from gpumosaic.cli.tables import show
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -160,7 +161,7 @@ def print_summary(result: FillResult, console: Console) -> None:
             f"{point.fragmentation_pct:.2f}",
             f"{point.power_w / 1000:.1f}",
         )
-    console.print(table)
+    show(table, (), console)
     failed = ", ".join(f"{r.value}: {c}" for r, c in result.failed_by_reason()) or "none"
     kinds = ", ".join(f"{k}: {c}" for k, c in result.failed_by_kind())
     if kinds:

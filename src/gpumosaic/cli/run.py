@@ -14,6 +14,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import announce, app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError, unknown_name
 
 
@@ -128,4 +129,4 @@ def _list(json_out: bool) -> None:
         table.add_column(column, justify="right" if column == "runs" else "left")
     for s in studies:
         table.add_row(s.name, s.kind.name, str(len(s.runs())), s.description)
-    Console(width=max(Console().width, 120)).print(table)
+    show(table, ("name",))

@@ -13,7 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import WrappingGroup, app, user_errors
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.live.share import client, limits
 from gpumosaic.live.share.daemon import ShareDaemon
@@ -22,6 +23,8 @@ from gpumosaic.live.share.sockets import default_socket_dir, socket_path
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing
 
 share_app = typer.Typer(
+    rich_markup_mode=None,  # as the top-level app: help that wraps at 80 columns
+    cls=WrappingGroup,
     help="Time-share GPUs between unmodified processes (an nvshare-style runtime).",
     no_args_is_help=True,
 )
@@ -218,7 +221,7 @@ def status_cmd(
                 )
             )
             table.add_row(*cells, f"{c['name']} ({c['pid']})", state, f"{c['held_s']:.1f}")
-    Console().print(table)
+    show(table, ("GPU",))
 
 
 @share_app.command("metrics", epilog="Example: gpumosaic share metrics")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
+from gpumosaic.cli.tables import show
 
 if TYPE_CHECKING:
     from gpumosaic.mechanisms.rounds.estimation import EstimationReport
@@ -226,7 +227,6 @@ def _print_summary(
     gandiva: GandivaReport | None = None,
     estimation: EstimationReport | None = None,
 ) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     # The mechanism says what --policy means (fifo: a queue order, or Gavel's policy).
@@ -297,4 +297,4 @@ def _print_summary(
         ]
     for name, value in rows:
         table.add_row(name, value)
-    Console().print(table)
+    show(table, ("metric",))

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import announce
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sweeps.fill import (
     FillRunSpec,
@@ -148,4 +149,4 @@ def print_table(rows: list[FillSummaryRow], console: Console) -> None:
             f"{r.fragmentation_rate_mean:.1f} ± {r.fragmentation_rate_sd:.1f}",
             f"{r.power_w_mean / 1000:.1f} ± {r.power_w_sd / 1000:.1f}",
         )
-    console.print(table)
+    show(table, ("placement",), console)

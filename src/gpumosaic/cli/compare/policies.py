@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show
 from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
     PolicyRatePoint,
@@ -85,7 +86,7 @@ def compare_policies(
                 else "-"
             )
         grid.add_row(policy, *cells)
-    console.print(grid)
+    show(grid, ("policy",), console)
     console.print(f"wrote {csv_path}, {figure}")
 
 

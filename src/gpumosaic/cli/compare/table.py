@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
+from gpumosaic.cli.tables import show
 from gpumosaic.experiments.sweeps.runs import SweepRun
 from gpumosaic.model.cluster import ClusterSpec
 
@@ -156,9 +156,7 @@ def print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
             f"{float(row['ftf_rho_max_mean']):.2f}",
             f"{float(row[base_key]):+.1f}",
         )
-    console = Console()
-    # Wide enough for the whole table even when stdout is not a terminal (make demo | tee).
-    Console(width=max(console.width, 150)).print(table)
+    show(table, ("placement",))
 
 
 def _count(value: float | str | int) -> str:
