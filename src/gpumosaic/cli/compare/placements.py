@@ -39,6 +39,7 @@ def compare_placements(
     from rich.console import Console
 
     from gpumosaic.cli.compare.table import (
+        comparison_title,
         different_jobs_warning,
         identical_notes,
         print_table,
@@ -87,10 +88,16 @@ def compare_placements(
     avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
-    scenario = f"{policy} on {cluster}, {workload}"
-    if len(sharings) == 1 and sharings[0] != "none":  # several: each label names its own
-        scenario += f", sharing {sharings[0]}"
-    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seed_list)
+    scenario = comparison_title(policy, cluster, workload, sharings, background)
+    figure = plot_comparison(
+        jcts,
+        avgs,
+        out / "compare.png",
+        scenario,
+        seeds=seed_list,
+        completed={p: [r.summary.completed for r in by_label[p]] for p in labels},
+        jobs={p: [r.summary.jobs for r in by_label[p]] for p in labels},
+    )
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
     first = {p: by_label[p][0] for p in labels}
     total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
@@ -107,7 +114,7 @@ def compare_placements(
         payload = {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
         print(json.dumps({**payload, "kernels": kernels}))
     else:
-        title = f"{policy} on {cluster}, {workload}, seeds {seeds}"
+        title = f"{scenario}, seeds {seeds}"
         if common_jobs:
             title += " (JCTs over the jobs every run completed)"
         print_table(rows, title)

@@ -100,7 +100,12 @@ def show_stored_comparison(
     stored runs, as the local executor does; returns what ``--json`` adds (rows, files)."""
     from rich.console import Console
 
-    from gpumosaic.cli.compare.table import identical_notes, print_table, table_rows
+    from gpumosaic.cli.compare.table import (
+        comparison_title,
+        identical_notes,
+        print_table,
+        table_rows,
+    )
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines
     from gpumosaic.experiments.sweeps.runs import write_runs_csv
     from gpumosaic.workloads.spec import parse_cluster
@@ -120,13 +125,19 @@ def show_stored_comparison(
     rows = table_rows(by_label)
     write_runs_csv(runs, out / "runs.csv")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    scenario = f"{first.policy} on {first.cluster}, {first.workload}"
-    if len(sharings) == 1 and sharings[0] != "none":
-        scenario += f", sharing {sharings[0]}"
+    scenario = comparison_title(first.policy, first.cluster, first.workload, sharings, None)
     seeds = sorted({r.request.seed for r in runs})
     jcts = {label: [r.jcts_s for r in mine] for label, mine in by_label.items()}
     avgs = {label: [r.summary.avg_jct_s for r in mine] for label, mine in by_label.items()}
-    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seeds)
+    figure = plot_comparison(
+        jcts,
+        avgs,
+        out / "compare.png",
+        scenario,
+        seeds=seeds,
+        completed={label: [r.summary.completed for r in mine] for label, mine in by_label.items()},
+        jobs={label: [r.summary.jobs for r in mine] for label, mine in by_label.items()},
+    )
     cluster = parse_cluster(first.cluster, first.gpus_per_node)
     plot_timelines(
         {label: mine[0].timeline for label, mine in by_label.items()},

@@ -163,3 +163,17 @@ def _count(value: float | str | int) -> str:
     """A mean count over seeds: whole when it is."""
     v = float(value)
     return f"{v:,.0f}" if v == round(v) else f"{v:,.1f}"
+
+
+def comparison_title(
+    policy: str, cluster: str, workload: str, sharings: list[str], background: str | None
+) -> str:
+    """What a comparison's table and figures are of: the policy, cluster, workload, the
+    background load (a pre-filled cluster changes everything) and the one sharing model
+    (several: each label names its own)."""
+    title = f"{policy} on {cluster}, {workload}"
+    if background is not None:
+        title += f", background {background}"
+    if len(sharings) == 1 and sharings[0] != "none":
+        title += f", sharing {sharings[0]}"
+    return title

@@ -90,7 +90,7 @@ def sim_vs_live(
         return
     comparison = compare(options, say=say)
     if out is not None:
-        for path in write_outputs(comparison, out):
+        for path in write_outputs(comparison, out, options.scenario()):
             say(f"wrote {path}")
     if json_out:
         print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
