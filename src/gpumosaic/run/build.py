@@ -14,6 +14,7 @@ in the import layers (pyproject.toml), so every caller can.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -98,9 +99,12 @@ def run_parts(parts: RunParts, progress: ProgressCallback | None = None) -> RunO
 
     mechanism = get_mechanism(parts.description.resolved_mechanism())
     result = mechanism.simulate(parts, progress)
+    load = offered_load(parts.parsed.workload, parts.cluster)
+    if load is not None and result.background is not None:  # it holds GPUs all along
+        load = replace(load, background_gpus=result.background.fraction * load.cluster_gpus)
     return RunOutcome(
         result,
         summarize(result),
         never_fit_lines(result, parts.parsed, parts.cluster),
-        offered_load(parts.parsed.workload, parts.cluster),
+        load,
     )
