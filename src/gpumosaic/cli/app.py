@@ -271,6 +271,15 @@ def user_errors(func: F) -> F:
         except InputError as err:
             err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
             sys.exit(2)
+        except UnicodeDecodeError as err:
+            # A binary file where text was expected, read by a path without its own check.
+            err_console.print(
+                f"[red]error:[/red] a file given is not text (UTF-8): byte {err.start} "
+                f"({err.reason}); name a CSV, YAML or TOML file",
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
         except Interrupted as err:
             err_console.print(f"[yellow]{err.message}[/yellow]", highlight=False, soft_wrap=True)
             sys.exit(130)

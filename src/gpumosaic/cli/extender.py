@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -107,6 +109,7 @@ def extender(
         raise InputError("must be printable ASCII without spaces", field="--token")
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
+    listener = _bind(host, port)  # a port in use: one line, before any work is done
     import uvicorn
 
     from gpumosaic.live.extender.app import Verbs, create_app
@@ -144,7 +147,7 @@ def extender(
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             app_,
             host=host,
             port=port,
@@ -153,6 +156,7 @@ def extender(
             log_level=log_level.lower(),
             access_log=False,
         )
+        uvicorn.Server(config).run(sockets=[listener])
     finally:
         sys.setswitchinterval(previous_interval)
         if watcher is not None:
@@ -243,3 +247,17 @@ def replay_command(
     if compare_fill:
         verdict = "same decisions" if summary["same_decisions"] else "DIFFERENT decisions"
         console.print(f"gpumosaic fill: {summary['fill_allocation_rate_pct']:.2f}% ({verdict})")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the service is built: a port in use is one
+    line and exit 2 (uvicorn's own refusal was six log lines and exit 3)."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as err:
+        why = err.strerror or str(err)
+        if err.errno == errno.EADDRINUSE:
+            why = "address already in use (another extender? pick --port)"
+        raise InputError(
+            f"cannot listen on {host}:{port}: {why}", field="--port", value=port
+        ) from None

@@ -153,7 +153,12 @@ def print_summary(result: FillResult, console: Console) -> None:
     for column in ("arrived %", "allocation %", "frag. rate %", "frag. % of GPUs", "power kW"):
         table.add_column(column, justify="right")
     points = [result.at_arrived(p) for p in TABLE_POINTS_PCT if p < result.final.arrived_pct]
+    shown: set[str] = set()
     for point in (*points, result.final):
+        arrived = f"{point.arrived_pct:.1f}"
+        if arrived in shown:  # the last point at 130.0 and the final at 130.04: one row
+            continue
+        shown.add(arrived)
         table.add_row(
             f"{point.arrived_pct:.1f}",
             f"{point.allocation_rate_pct:.2f}",

@@ -265,7 +265,7 @@ def _print_summary(
         ),
         ("Jain's index (1 = equal slowdowns)", number(summary.jain_index)),
         ("energy", f"{summary.energy_kwh:,.1f} kWh"),
-        ("wall time", f"{summary.elapsed_s:.2f} s"),
+        ("simulation wall time", f"{summary.elapsed_s:.2f} s (the run, not start-up)"),
     ]
     if gandiva is not None:  # what Gandiva's mechanism did, so that a run shows it
         rows += [

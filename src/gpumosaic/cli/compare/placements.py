@@ -81,7 +81,7 @@ def compare_placements(
         for cell in cells
     }
     rows = table_rows(by_label, common_jobs)
-    if differ := different_jobs_warning(by_label):
+    if differ := different_jobs_warning(by_label, common_jobs):
         err_console.print(f"[yellow]warning:[/yellow] {differ}", highlight=False, soft_wrap=True)
     write_runs_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in by_label[p]] for p in labels}

@@ -72,9 +72,11 @@ def table_rows(
     return rows
 
 
-def different_jobs_warning(by_label: dict[str, list[SweepRun]]) -> str:
+def different_jobs_warning(by_label: dict[str, list[SweepRun]], common_jobs: bool = False) -> str:
     """One line when runs of the same seed completed different jobs: their averages are
-    then over different job sets (a placement that never starts the big jobs looks fast)."""
+    then over different job sets (a placement that never starts the big jobs looks fast).
+    With ``common_jobs`` (the averages are over the common jobs already) it says so,
+    instead of suggesting the option in use."""
     runs = list(by_label.items())
     seeds = len(runs[0][1])
     differ = [i for i in range(seeds) if len({mine[i].completed_ids for _, mine in runs}) > 1]
@@ -83,11 +85,16 @@ def different_jobs_warning(by_label: dict[str, list[SweepRun]]) -> str:
     i = differ[0]
     counts = ", ".join(f"{label} {len(mine[i].completed_ids)}" for label, mine in runs)
     common = len(common_job_ids(by_label)[i])
+    what = (
+        f"the {common} jobs every run completed (--common-jobs); the other columns "
+        "(done, makespan, utilization) are each run's own"
+        if common_jobs
+        else "its own jobs; --common-jobs averages over the jobs every run completed"
+    )
     return (
         f"the compared runs completed different jobs ({len(differ)} of {seeds} seeds; "
         f"seed {runs[0][1][i].request.seed}: {counts} measured jobs completed, {common} by "
-        "all): each average is over its own jobs; --common-jobs averages over the jobs "
-        "every run completed"
+        f"all): each JCT average is over {what}"
     )
 
 

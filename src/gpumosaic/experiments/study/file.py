@@ -108,6 +108,10 @@ def load_experiment(path: Path, check_grid: bool = True) -> Experiment:
         text = path.read_text()
     except OSError as err:
         raise InputError(f"cannot read the experiment file: {err.strerror}", path=path) from None
+    except UnicodeDecodeError:
+        raise InputError(
+            "not a text file: an experiment file is TOML (docs/experiments.md)", path=path
+        ) from None
     return parse_experiment(text, path, check_grid)
 
 
