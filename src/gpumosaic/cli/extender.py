@@ -18,6 +18,7 @@ from rich.table import Table
 from gpumosaic.cli.app import WrappingGroup, app, user_errors
 from gpumosaic.cli.fill import NODES_HELP, PLACEMENT_HELP, TASKS_HELP
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show as show_table
 from gpumosaic.errors import InputError
 
 extender_app = typer.Typer(
@@ -238,7 +239,7 @@ def replay_command(
         table.add_column(column, justify="right")
     for verb, stats in result.latency_ms.items():
         table.add_row(verb, str(stats["count"]), f"{stats['p50']:.2f}", f"{stats['p99']:.2f}")
-    show(table, ("verb",), console)
+    show_table(table, ("verb",), console)
     failed = ", ".join(f"{k}: {v}" for k, v in result.failed_by_stage.items()) or "none"
     console.print(
         f"allocation rate {result.allocation_rate_pct:.2f}% ({result.bound} bound, "

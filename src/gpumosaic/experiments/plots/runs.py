@@ -171,8 +171,8 @@ def comparison_figure(
     differ = different_jobs_note(labels, completed or {}, jobs or {})
     if differ:
         for k in labels:
-            done = np.mean(completed[k]) if completed and completed.get(k) else math.nan
-            total = np.mean(jobs[k]) if jobs and jobs.get(k) else math.nan
+            done = float(np.mean(completed[k])) if completed and completed.get(k) else math.nan
+            total = float(np.mean(jobs[k])) if jobs and jobs.get(k) else math.nan
             shown[k] += f" ({_count(done)} of {_count(total)} jobs done)"
     fig = new_figure(13, 4.8)
     ax_bar, ax_cdf = fig.subplots(1, 2)

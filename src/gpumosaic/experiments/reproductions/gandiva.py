@@ -289,9 +289,9 @@ def render(rows: Sequence[EvalRow], seed: int = 0) -> None:
             str(r.packs_undone), str(r.migrations),
             f"{r.suspended_share:.0%}", f"{r.wall_s:.1f}",
         )  # fmt: skip
-    for column in table.columns:  # at any width (80 columns, a pipe) no cell is cut
-        column.overflow = "fold"
-        column.no_wrap = column.header in ("scenario", "variant")
+    for col in table.columns:  # at any width (80 columns, a pipe) no cell is cut
+        col.overflow = "fold"
+        col.no_wrap = col.header in ("scenario", "variant")
     console = Console()
     console.print(table)
     for gain in packing_gains(rows):
