@@ -77,3 +77,32 @@ def test_a_kept_run_of_a_changed_input_file_runs_again(tmp_path) -> None:  # typ
     changed = KeptRuns(tmp_path, (str(jobs),))
     parallel_map(square_and_pid, [2], 1, kept=changed)
     assert changed.reused == 0
+
+
+def sleep_long(x: int) -> int:
+    import time
+
+    time.sleep(600)  # far longer than any bound below: only stop_pool ends it
+    return x
+
+
+def test_stop_pool_ends_running_workers_at_once() -> None:
+    """Ctrl-C must not wait for the points that are running (issue 36: 87 s): the
+    workers are ended, not left to finish (``shutdown`` alone forgets them)."""
+    import time
+
+    from gpumosaic.experiments.parallel import process_pool, stop_pool
+
+    pool = process_pool(2)
+    futures = [pool.submit(sleep_long, i) for i in range(4)]
+    deadline = time.monotonic() + 120
+    while len(getattr(pool, "_processes", {}) or {}) < 2 or not any(f.running() for f in futures):
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.05)
+    workers = list(pool._processes.values())  # type: ignore[union-attr]
+    stop_pool(pool)
+    assert not any(w.is_alive() for w in workers), workers
+    from concurrent.futures import wait
+
+    _, not_done = wait(futures, timeout=60)  # cancelled or failed, none left running
+    assert not not_done, not_done

@@ -55,9 +55,9 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued work and end the workers now (a running point is lost; the
-    results already returned are not)."""
-    pool.shutdown(wait=False, cancel_futures=True)
+    """End the workers now and cancel the queued work (a running point is lost; the
+    results already returned are not). The workers are ended first: ``shutdown`` forgets
+    them, and the executor's exit hook would then wait for their running points."""
     # The executor has no public way to end running workers before Python 3.14.
     processes = list((getattr(pool, "_processes", None) or {}).values())
     for process in processes:
@@ -68,6 +68,7 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
         if process.is_alive():
             process.kill()
             process.join(1.0)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def parallel_map(
