@@ -89,3 +89,11 @@ def test_run_refuses_a_folder_of_another_study(tmp_path: Path) -> None:
     )
     assert code == 0, line
     assert len(list(out.glob("runs/*/row.json"))) == 1  # the other study's run is gone
+
+
+def test_simulate_does_not_write_a_folder_another_command_holds(tmp_path: Path) -> None:
+    with locked_out(tmp_path):
+        code, line = one_line(["simulate", "--workload", "gavel:jobs=3,rate=0", "--out",
+                               str(tmp_path)])  # fmt: skip
+        assert code == 2 and "another gpumosaic command" in line, line
+        assert not (tmp_path / "summary.json").exists()

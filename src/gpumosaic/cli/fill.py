@@ -132,7 +132,10 @@ def fill(
         )
     summary = result_json(result, tasks, nodes)
     if out is not None:
-        write_fill_outputs(result, summary, out)
+        from gpumosaic.cli.out_folder import locked_out
+
+        with locked_out(out):  # one writer at a time (a second command: one line)
+            write_fill_outputs(result, summary, out)
     if json_out:
         from gpumosaic.kernel_aot import kernels_ran
 

@@ -146,9 +146,11 @@ def simulate(
         outcome = run(request, progress=progress)
     summary = outcome.summary
     if out is not None:
+        from gpumosaic.cli.out_folder import locked_out
         from gpumosaic.experiments.store import write_run  # pandas + matplotlib: only if asked
 
-        write_run(outcome.result, summary, out, table_format, meta=request.to_json())
+        with locked_out(out):  # one writer at a time (a second command: one line)
+            write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     load = outcome.offered_load
     if json_out:
         from gpumosaic.kernel_aot import kernels_ran
