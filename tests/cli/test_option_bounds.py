@@ -85,7 +85,7 @@ def test_every_number_is_bounded_and_refused_past_its_bound(case: Any) -> None:
         (["compare", "--seeds", "0,5000000000"], "past 4294967295"),
         (["compare", "--policies", "fifo", "--rates", ",".join(["1"] * 101)], "101 rates"),
         (["compare", "--policies", "fifo", "--rates", "1e9"], "--rates"),
-        (["run", "--preset", "nvshare", "--workers", "-1"], "--workers -1: must be >= 0"),
+        (["run", "--preset", "nvshare", "--workers", "-1"], "--workers -1: must be 1..1024, or 0"),
     ],
 )
 def test_counts_inside_text_values_are_bounded(args: list[str], expected: str) -> None:

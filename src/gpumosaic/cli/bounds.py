@@ -25,13 +25,25 @@ class Bound:
     low: float
     high: float
     low_open: bool = False  # True: the value must be > low (not >= low)
+    wanted: str = ""  # the error's words where the bounds alone say too little
 
     def check(self, value: float, flag: str) -> None:
         low_ok = value > self.low if self.low_open else value >= self.low
         if value == value and low_ok and value <= self.high:  # NaN fails value == value
             return
-        low = f"> {self.low:g}" if self.low_open else f">= {self.low:g}"
-        raise InputError(f"must be {low} and <= {self.high:g}", field=flag, value=value)
+        if self.wanted:
+            wanted = self.wanted
+        elif isinstance(value, int):
+            wanted = f"a whole number {_n(self.low)}..{_n(self.high)}"
+        else:
+            low = f"> {_n(self.low)}" if self.low_open else f">= {_n(self.low)}"
+            wanted = f"a finite number {low} and <= {_n(self.high)}"
+        raise InputError(f"must be {wanted}", field=flag, value=value)
+
+
+def _n(x: float) -> str:
+    """A bound as typed: 10, 2592000, 0.5 (not 2.592e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 _SEED = Bound(0, 2**32 - 1)
@@ -49,7 +61,7 @@ BOUNDS: dict[str, Bound] = {
     "round_s": _SECONDS,
     "resolve_interval_s": _SECONDS_OR_ZERO,
     "inflate": Bound(0, 10.0, low_open=True),
-    "workers": Bound(0, 1_024),  # 0: one per core
+    "workers": Bound(0, 1_024, wanted="1..1024, or 0 for one per core"),
     "ray_timeout_s": Bound(0, 3_600, low_open=True),
     "port": _PORT,
     "metrics_port": _PORT,
