@@ -34,7 +34,8 @@ class Bound:
         if self.wanted:
             wanted = self.wanted
         elif isinstance(value, int):
-            wanted = f"a whole number {_n(self.low)}..{_n(self.high)}"
+            low = f"> {_n(self.low)}" if self.low_open else f">= {_n(self.low)}"
+            wanted = f"{low} and <= {_n(self.high)}"
         else:
             low = f"> {_n(self.low)}" if self.low_open else f">= {_n(self.low)}"
             wanted = f"a finite number {low} and <= {_n(self.high)}"

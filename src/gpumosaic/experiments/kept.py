@@ -56,6 +56,10 @@ class KeptRuns:
         self.reused += 1
         return True, result
 
+    def has(self, fn: Callable[..., Any], item: Any) -> bool:
+        """Whether ``fn(item)``'s result is stored (read from the folder, as it is now)."""
+        return self._path(fn, item).is_file()
+
     def put(self, fn: Callable[..., Any], item: Any, result: Any) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self._path(fn, item)

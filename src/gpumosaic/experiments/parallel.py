@@ -119,8 +119,9 @@ def parallel_map(
     except KeyboardInterrupt:
         if kept is None:
             raise
+        stored = sum(kept.has(fn, item) for item in items)  # Ctrl-C may land mid-write
         raise Interrupted(
-            f"interrupted: {len(results)} of {total} runs are stored in {kept.folder.parent}; "
+            f"interrupted: {stored} of {total} runs are stored in {kept.folder.parent}; "
             "run the same command again to run only the rest"
         ) from None
     return [results[i] for i in range(total)]

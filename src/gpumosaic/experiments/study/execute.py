@@ -114,7 +114,9 @@ def execute(
 
             parallel_map(run_batch, batches, workers, lambda _n, _total, result: collect(result))
     except KeyboardInterrupt:
-        stored = len(planned) - len(todo) + done - len(failed)
+        # What the folder holds now, read back (Ctrl-C may land between a run's files).
+        planned_ids = {r.run_id for r in planned}
+        stored = len(ResultStore(out).finished() & planned_ids)
         raise Interrupted(
             f"interrupted: {stored} of {len(planned)} runs are stored in {out}; run the same "
             "command again to run only the rest"
