@@ -67,7 +67,7 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
         process.join(1.0)
         if process.is_alive():
             process.kill()
-            process.join(1.0)
+            process.join(5.0)
     pool.shutdown(wait=False, cancel_futures=True)
 
 
