@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TYPE_CHECKING, TypeVar
@@ -134,16 +135,33 @@ def _run_in_pool(
     workers: int,
     arrived: Callable[[int, R], None],
 ) -> None:
+    # Ctrl-C sets a flag that the loop checks between short waits: a KeyboardInterrupt
+    # raised inside ``wait`` itself can leave a future's lock held, and the executor's
+    # exit hook then waits forever for its manager thread.
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is signal.SIG_IGN:  # started with Ctrl-C ignored: leave it so
+            previous = None
+        else:
+            signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
     pool = process_pool(min(workers, len(todo)))
     try:
         futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in todo}
         pending = set(futures)
         while pending:
-            # Short waits: the main thread hears Ctrl-C between them.
+            if stop.is_set():
+                raise KeyboardInterrupt
             done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
                 arrived(futures[future], future.result())
+        if stop.is_set():
+            raise KeyboardInterrupt
     except BaseException:
         stop_pool(pool)
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     pool.shutdown(wait=True)
