@@ -74,3 +74,15 @@ def test_packed_policy_on_a_model_without_packed_rates_counts_a_fallback() -> No
     measured = ["simulate", "--cluster", "v100:2,k80:2", "--workload", "gavel:jobs=12,rate=0"]
     ok = runner.invoke(app, [*measured, "--policy", "max_min_fairness_packed", "--json"])
     assert json.loads(ok.stdout)["fallbacks"] == {}
+
+
+def test_every_fallback_warning_says_what_to_change() -> None:
+    """Issue 36: a count alone ("719886 x job chosen for a round found no GPUs") leaves
+    the user nowhere; each kind names what to change."""
+    from gpumosaic.fallbacks import Fallback, Fallbacks
+
+    for kind in Fallback:
+        line = Fallbacks.of(kind, 3).warning()
+        assert line.startswith(f"fallbacks: 3 x {kind.text} ({kind.value}; to change: ")
+        advice = line.split("to change: ")[1]
+        assert len(advice) > 20, line

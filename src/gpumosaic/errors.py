@@ -67,3 +67,12 @@ def unknown_name(kind: str, name: str, known: Iterable[str], *, field: str | Non
 
 class BookkeepingError(RuntimeError):
     """An allocation would break an invariant (a bug in the caller, never user input)."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) stopped a long command: ``message`` says what it kept and how to
+    resume. The CLI prints it on one line and exits 130."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)

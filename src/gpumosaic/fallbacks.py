@@ -40,6 +40,26 @@ _TEXT = {
 }
 
 
+# What a user can change when a kind of fallback shows up (the warning says it).
+_ADVICE = {
+    Fallback.POLICY_SOLVE_FAILED: "another --policy, or fewer jobs per round, avoids it",
+    Fallback.SOLVE_INACCURATE: "usually harmless; another --policy avoids it",
+    Fallback.SLOS_DROPPED: "loosen the jobs' slo_s, or add GPUs",
+    Fallback.SLO_JOBS_LEFT_OUT: "loosen the jobs' slo_s, or add GPUs",
+    Fallback.UNMEASURED_PAIR: (
+        "--sharing parametric models every pair alike; a policy without packing avoids pairs"
+    ),
+    Fallback.PLACEMENT_FAILED: (
+        "the policy gave more jobs GPUs than the placement could fit (partly free or "
+        "scattered GPUs); try --placement bestfit or fgd, --gpus-per-node to match the "
+        "jobs' GPU counts, or a lower arrival rate"
+    ),
+    Fallback.PACKED_RATES_MISSING: (
+        "use a _perf policy, or a cluster of measured models (V100, P100, K80)"
+    ),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Fallbacks:
     """Counts by kind (kinds with 0 left out), in ``Fallback`` order."""
@@ -74,5 +94,8 @@ class Fallbacks:
         """One line naming every kind, e.g. for stderr; empty when there was none."""
         if not self.counts:
             return ""
-        parts = [f"{count} x {kind.text} ({kind.value})" for kind, count in self.counts]
+        parts = [
+            f"{count} x {kind.text} ({kind.value}; to change: {_ADVICE[kind]})"
+            for kind, count in self.counts
+        ]
         return "fallbacks: " + "; ".join(parts)

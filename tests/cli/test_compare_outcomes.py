@@ -57,6 +57,11 @@ def test_a_run_that_leaves_the_big_job_unstarted_is_named_and_common_jobs_compar
     assert common["fgd"]["common_jobs_mean"] == 2
     same = {"a": [_run("bestfit", {0: 1.0})], "b": [_run("fgd", {0: 2.0})]}
     assert different_jobs_warning(same) == ""
+    # With --common-jobs given, the warning says the averages are over the common jobs;
+    # it does not suggest the option in use.
+    given = different_jobs_warning(by_label, common_jobs=True)
+    assert "over the 2 jobs every run completed (--common-jobs)" in given
+    assert "averages over the jobs every run completed" not in given
 
 
 @pytest.mark.slow  # a whole compare run over every mechanism: seconds of CPU

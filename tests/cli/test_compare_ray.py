@@ -165,4 +165,4 @@ def test_ray_prints_the_table_and_figures_of_the_local_executor(
     rerun = [*args[:-1], "--executor", "ray", "--out", str(tmp_path / "ray")]  # all stored
     table = runner.invoke(app, rerun, terminal_width=200)
     assert table.exit_code == 0, table.output
-    assert "avg JCT" in table.output and "4 already stored" in table.output
+    assert "avg JCT" in table.output and "reused 4 stored runs" in table.output

@@ -60,3 +60,23 @@ def test_the_check_finds_a_built_library_and_misses_an_absent_one(tmp_path: Path
     )
     subprocess.run([sys.executable, "-c", code], env=env, timeout=60, check=True)
     assert check() == 0  # built: make demo / make test leave it alone
+
+
+def test_the_license_is_an_spdx_expression_that_setuptools_reads_without_a_warning() -> None:
+    """A TOML-table license makes setuptools (>= 77) print a 10-line deprecation banner on
+    every install (issue 36)."""
+    import tomllib
+    import warnings
+
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in project["build-system"]["requires"]  # reads SPDX strings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist = apply_configuration(Distribution(), ROOT / "pyproject.toml")
+    licensing = [w for w in caught if "license" in str(w.message).lower()]
+    assert not licensing, [str(w.message)[:200] for w in licensing]
+    assert dist.metadata.license_expression == "Apache-2.0"

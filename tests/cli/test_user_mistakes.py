@@ -184,7 +184,10 @@ def test_policy_sweep_rows_have_the_columns_of_a_placement_sweep(tmp_path: Path)
         ),
     ],
 )
-def test_contradictory_compare_options(args: list[str], words: str) -> None:
+def test_contradictory_compare_options(
+    args: list[str], words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default --out (runs/...) is relative: not the checkout's
     assert words in one_line_error(args)
 
 

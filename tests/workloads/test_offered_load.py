@@ -115,3 +115,24 @@ def test_grouped_gpu_hours_equal_np_average_job_by_job_bit_for_bit() -> None:
     got = _gpu_hours(jobs, workload, counts, by_name)
     assert got == [reference_gpu_hours(job, workload, cluster) for job in jobs]
     assert got.count(None) == 50  # H100: no such model in the cluster
+
+
+def test_a_stream_is_offered_over_its_arrival_span_and_the_background_counts() -> None:
+    """Issue 36: a window stream on openb read 3.8% at 85% utilization (its horizon
+    stretched to the sample's longest job), and a 90% background was left out."""
+    from dataclasses import replace
+
+    from gpumosaic.workloads.load import offered_load
+    from gpumosaic.workloads.spec import parse_cluster, parse_workload
+
+    cluster = parse_cluster("v100:36,p100:36,k80:36", 1)
+    stream = offered_load(parse_workload("gavel:rate=3.0,window=4000-5000", 0).workload, cluster)
+    assert stream is not None and stream.stream
+    assert stream.horizon_h == stream.arrival_span_h
+    assert stream.busy_gpus == stream.gpu_hours / stream.arrival_span_h
+    # Gavel's 36:36:36 saturates near 3 jobs/h: most of the 108 GPUs are asked for.
+    assert 0.5 < stream.fraction < 1.5, stream.line()
+    assert "a stream: the arrival span" in stream.line()
+    held = replace(stream, background_gpus=0.9 * stream.cluster_gpus)
+    assert held.fraction == (stream.busy_gpus + 0.9 * 108) / 108
+    assert "held by the background" in held.line() and held.fraction > 1.0

@@ -27,7 +27,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_group
 
 from gpumosaic.cli.shown import markup_safe
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, Interrupted
 
 # Every top-level command, in the order --help lists them, and the modules of
 # ``gpumosaic.cli`` that define it (a group's subcommands may come from several).
@@ -93,7 +93,24 @@ COMMAND_HELP: dict[str, str] = {
 }
 
 
-class LazyCommandGroup(TyperGroup):
+class WrappingGroup(TyperGroup):
+    """A group whose help lists each command's whole first paragraph, wrapped to the
+    terminal (click cuts it to one line with "...")."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            text = command.short_help or (command.help or "").split("\n\n")[0]
+            rows.append((name, " ".join(text.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class LazyCommandGroup(WrappingGroup):
     """The top-level group: a command is built from its module when it is run (or its own
     help is asked for), so a command pays only for its own imports; ``gpumosaic --help``
     lists placeholders that carry ``COMMAND_HELP``'s line and import nothing.
@@ -204,6 +221,7 @@ class _Listed(TyperCommand):
 
 
 app = typer.Typer(
+    rich_markup_mode=None,  # click's help: it wraps at any width where rich's cut defaults
     cls=LazyCommandGroup,
     name="gpumosaic",
     help="Simulate, compare and serve GPU-cluster scheduling with shared GPUs: the same "
@@ -214,6 +232,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err_console = Console(stderr=True)
+
+
+def announce(line: str) -> None:
+    """A line of news on stderr (what a rerun reuses, ...), as written."""
+    err_console.print(line, highlight=False, soft_wrap=True)
 
 
 def _print_version(value: bool) -> None:
@@ -240,17 +263,36 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def user_errors(func: F) -> F:
-    """Turn an InputError (a user mistake) into one red line on stderr and exit code 2."""
+    """Turn an InputError (a user mistake) into one red line on stderr and exit code 2,
+    and Ctrl-C into one line saying what was kept (``Interrupted``), exit code 130."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from gpumosaic.cli.bounds import check_bounds
+
         try:
+            check_bounds(kwargs)
             return func(*args, **kwargs)
         except InputError as err:
             err_console.print(
                 f"[red]error:[/red] {markup_safe(err)}", highlight=False, soft_wrap=True
             )
             sys.exit(2)
+        except UnicodeDecodeError as err:
+            # A binary file where text was expected, read by a path without its own check.
+            err_console.print(
+                f"[red]error:[/red] a file given is not text (UTF-8): byte {err.start} "
+                f"({err.reason}); name a CSV, YAML or TOML file",
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
+        except Interrupted as err:
+            err_console.print(f"[yellow]{err.message}[/yellow]", highlight=False, soft_wrap=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/yellow]: nothing was kept", highlight=False)
+            sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,13 +15,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import WrappingGroup, app, user_errors
 from gpumosaic.cli.fill import NODES_HELP, PLACEMENT_HELP, TASKS_HELP
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show as show_table
 from gpumosaic.errors import InputError
 
 extender_app = typer.Typer(
-    help="Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, bind)."
+    rich_markup_mode=None,  # as the top-level app: help that wraps at 80 columns
+    cls=WrappingGroup,
+    help="Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, bind).",
 )
 app.add_typer(extender_app, name="extender")
 
@@ -105,6 +110,7 @@ def extender(
         raise InputError("must be printable ASCII without spaces", field="--token")
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
+    listener = _bind(host, port)  # a port in use: one line, before any work is done
     import uvicorn
 
     from gpumosaic.apps.extender.app import EXTENDER_LIMITS, Verbs, create_app
@@ -143,7 +149,7 @@ def extender(
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             app_,
             host=host,
             port=port,
@@ -153,6 +159,7 @@ def extender(
             access_log=False,
             **guarded_options(EXTENDER_LIMITS),  # connection limits, timeouts (http_guard)
         )
+        uvicorn.Server(config).run(sockets=[listener])
     finally:
         sys.setswitchinterval(previous_interval)
         if watcher is not None:
@@ -234,7 +241,7 @@ def replay_command(
         table.add_column(column, justify="right")
     for verb, stats in result.latency_ms.items():
         table.add_row(verb, str(stats["count"]), f"{stats['p50']:.2f}", f"{stats['p99']:.2f}")
-    console.print(table)
+    show_table(table, ("verb",), console)
     failed = ", ".join(f"{k}: {v}" for k, v in result.failed_by_stage.items()) or "none"
     console.print(
         f"allocation rate {result.allocation_rate_pct:.2f}% ({result.bound} bound, "
@@ -243,3 +250,17 @@ def replay_command(
     if compare_fill:
         verdict = "same decisions" if summary["same_decisions"] else "DIFFERENT decisions"
         console.print(f"gpumosaic fill: {summary['fill_allocation_rate_pct']:.2f}% ({verdict})")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the service is built: a port in use is one
+    line and exit 2 (uvicorn's own refusal was six log lines and exit 3)."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as err:
+        why = err.strerror or str(err)
+        if err.errno == errno.EADDRINUSE:
+            why = "address already in use (another extender? pick --port)"
+        raise InputError(
+            f"cannot listen on {host}:{port}: {why}", field="--port", value=port
+        ) from None

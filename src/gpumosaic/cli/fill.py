@@ -17,6 +17,7 @@ from gpumosaic.cli.app import (
     check_seed,
     user_errors,
 )
+from gpumosaic.cli.tables import show
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,7 +132,10 @@ def fill(
         )
     summary = result_json(result, tasks, nodes)
     if out is not None:
-        write_fill_outputs(result, summary, out)
+        from gpumosaic.cli.out_folder import locked_out
+
+        with locked_out(out):  # one writer at a time (a second command: one line)
+            write_fill_outputs(result, summary, out)
     if json_out:
         from gpumosaic.kernel_aot import kernels_ran
 
@@ -152,7 +156,12 @@ def print_summary(result: FillResult, console: Console) -> None:
     for column in ("arrived %", "allocation %", "frag. rate %", "frag. % of GPUs", "power kW"):
         table.add_column(column, justify="right")
     points = [result.at_arrived(p) for p in TABLE_POINTS_PCT if p < result.final.arrived_pct]
+    shown: set[str] = set()
     for point in (*points, result.final):
+        arrived = f"{point.arrived_pct:.1f}"
+        if arrived in shown:  # the last point at 130.0 and the final at 130.04: one row
+            continue
+        shown.add(arrived)
         table.add_row(
             f"{point.arrived_pct:.1f}",
             f"{point.allocation_rate_pct:.2f}",
@@ -160,7 +169,7 @@ def print_summary(result: FillResult, console: Console) -> None:
             f"{point.fragmentation_pct:.2f}",
             f"{point.power_w / 1000:.1f}",
         )
-    console.print(table)
+    show(table, (), console)
     failed = ", ".join(f"{r.value}: {c}" for r, c in result.failed_by_reason()) or "none"
     kinds = ", ".join(f"{k}: {c}" for k, c in result.failed_by_kind())
     if kinds:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from gpumosaic.cli.app import app, err_console, user_errors
 from gpumosaic.cli.shown import cell, markup_safe, shown
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.runtime.api.client import DEFAULT_SERVER, ServiceClient
 
@@ -192,6 +193,30 @@ def _check_id(job_id: int) -> None:
 
     if not 1 <= job_id <= MAX_ID:
         raise InputError(f"a job id is from 1 to {MAX_ID}", field="JOB_ID", value=job_id)
+
+
+def _held_a_gpu(row: dict[str, Any]) -> bool:
+    """A job shows a GPU once it ran on one: running now, or it made progress. A job that
+    never started, or failed before its first step, keeps the service's default GPU
+    fields, which name no GPU it used."""
+    return row.get("state") == "running" or bool(row.get("steps_done"))
+
+
+def _gpu(row: dict[str, Any]) -> str:
+    """``V100:1`` (model and index), or ``-`` for a job that never held a GPU."""
+    if not _held_a_gpu(row) or not row["gpu_type"]:
+        return "-"
+    return f"{row['gpu_type']}:{row['gpu_index']}" if row["gpu_index"] else row["gpu_type"]
+
+
+def _shown_value(key: str, value: Any, row: dict[str, Any]) -> Any:
+    """A field of ``job`` as a person reads it: a whole number without ``.0``, no GPU
+    for a job that never held one."""
+    if key in ("gpu_type", "gpu_index") and not _held_a_gpu(row):
+        return "-"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
 
 
 def _num(v: Any, fmt: str = "{:,.0f}") -> str:
@@ -382,13 +407,16 @@ def jobs_command(
         print("no jobs" + (f" ({shown(', '.join(asked))})" if asked else ""))
         return
     now = time.time()
-    table = Table()
-    columns = ("id", "name", "state", "progress", "gpu", "index", "attained", "steps/s")
-    for col in (*columns, "submitted", "why"):
+    # No box (as the README shows it): at 80 columns the cells need the room. Why a job
+    # waits is prose: a line under the table per job, not a column squeezed to a few
+    # letters.
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    columns = ("id", "name", "state", "progress", "gpu", "attained", "steps/s")
+    for col in (*columns, "submitted"):
         table.add_column(
             col,
             justify="right" if col in ("id", "attained", "steps/s") else "left",
-            no_wrap=col in ("state", "submitted"),
+            no_wrap=col == "state",
         )
     for r in rows:
         done, total = r["steps_done"], r["steps"]
@@ -400,16 +428,19 @@ def jobs_command(
                     r["name"],
                     r["state"],
                     f"{done:,.0f} ({done / total:.0%})" if total else "-",
-                    r["gpu_type"] or "-",
-                    r["gpu_index"] or "-",
+                    _gpu(r),
                     _num(r["attained_s"], "{:,.1f} s"),
                     _num(r["steps_per_s"], "{:,.2f}"),
                     _when(r["submitted_at"], utc, now),
-                    r["reason"],
                 )
             )
         )
-    Console().print(table)
+    show(table, ("id", "name", "state", "progress"))
+    for r in rows:
+        if r["reason"]:
+            Console().print(
+                shown(f"{r['id']:>3} {r['name']}: {r['reason']}"), markup=False, highlight=False
+            )
 
 
 @app.command(
@@ -434,6 +465,7 @@ def job(
     tail = row.pop("log_tail", "")
     now = time.time()
     for key, value in row.items():
+        value = _shown_value(key, value, row)
         if key in TIME_FIELDS and value is not None:
             value = f"{_iso(value, utc)} ({_ago(value, now)})"
         print(f"{key:>17}: {shown(value)}")

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.tables import show
 
 
 @app.command()
@@ -40,7 +40,7 @@ def query(
         table.add_column(column)
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
-    Console(width=max(Console().width, 120)).print(table)
+    show(table, [str(c.header) for c in table.columns][:1])
 
 
 def _json(value: Any) -> Any:

@@ -12,8 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
+from gpumosaic.cli.app import announce, app, check_out_dir, err_console, user_errors
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError, unknown_name
 
 
@@ -37,6 +38,13 @@ def run(
     ] = "local",
     workers: Annotated[int, typer.Option(help="parallel runs (default: all cores)")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="replace the runs of another experiment stored in OUT (refused without it)",
+        ),
+    ] = False,
 ) -> None:
     """Run every point of an experiment's grid not yet in the result folder."""
     from gpumosaic.experiments.study.file import load_experiment
@@ -55,13 +63,23 @@ def run(
     folder = out or Path("runs") / study.name
     check_out_dir(folder)
     # The runner (result store: pyarrow; the simulators) only once the file is valid.
+    from gpumosaic.cli.out_folder import claim_for, locked_out
     from gpumosaic.experiments.parallel import default_workers
     from gpumosaic.experiments.study.execute import execute
 
     n_workers = workers if workers > 0 else default_workers()
-    with counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update:
+    with (
+        locked_out(folder),
+        counter_bar(not json_out and sys.stderr.isatty(), f"{study.name} runs") as update,
+    ):
+        claim_for(folder, study.text, overwrite)
         outcome = execute(
-            study, folder, executor, n_workers, lambda done, total: update(done, total)
+            study,
+            folder,
+            executor,
+            n_workers,
+            lambda done, total: update(done, total),
+            announce=None if json_out else announce,
         )
     if json_out:
         payload = {
@@ -77,8 +95,8 @@ def run(
     else:
         console = Console()
         console.print(
-            f"{study.name}: {outcome.planned} runs planned, {outcome.skipped} already stored, "
-            f"{outcome.ran} ran in {outcome.elapsed_s:.1f} s -> {folder}"
+            f"{study.name}: {outcome.planned} runs planned, reused {outcome.skipped} stored "
+            f"runs, {outcome.ran} ran in {outcome.elapsed_s:.1f} s -> {folder}"
         )
         if not outcome.failed:
             console.print(f"next: gpumosaic report {folder}   |   gpumosaic query {folder} SQL")
@@ -111,4 +129,4 @@ def _list(json_out: bool) -> None:
         table.add_column(column, justify="right" if column == "runs" else "left")
     for s in studies:
         table.add_row(s.name, s.kind.name, str(len(s.runs())), s.description)
-    Console(width=max(Console().width, 120)).print(table)
+    show(table, ("name",))

@@ -13,8 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import WrappingGroup, app, user_errors
 from gpumosaic.cli.shown import cell
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.runtime.share import client, limits
 from gpumosaic.runtime.share.daemon import ShareDaemon
@@ -23,6 +24,8 @@ from gpumosaic.runtime.share.sockets import default_socket_dir, socket_path
 from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing
 
 share_app = typer.Typer(
+    rich_markup_mode=None,  # as the top-level app: help that wraps at 80 columns
+    cls=WrappingGroup,
     help="Time-share GPUs between unmodified processes (an nvshare-style runtime).",
     no_args_is_help=True,
 )
@@ -221,7 +224,7 @@ def status_cmd(
             table.add_row(
                 *map(cell, cells), cell(f"{c['name']} ({c['pid']})"), state, f"{c['held_s']:.1f}"
             )
-    Console().print(table)
+    show(table, ("GPU",))
 
 
 @share_app.command("metrics", epilog="Example: gpumosaic share metrics")

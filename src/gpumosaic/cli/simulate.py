@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpumosaic.cli.app import app, check_out_dir, err_console, user_errors
+from gpumosaic.cli.tables import show
 
 if TYPE_CHECKING:
     from gpumosaic.mechanisms.rounds.estimation import EstimationReport
@@ -145,9 +146,11 @@ def simulate(
         outcome = run(request, progress=progress)
     summary = outcome.summary
     if out is not None:
+        from gpumosaic.cli.out_folder import locked_out
         from gpumosaic.experiments.store import write_run  # pandas + matplotlib: only if asked
 
-        write_run(outcome.result, summary, out, table_format, meta=request.to_json())
+        with locked_out(out):  # one writer at a time (a second command: one line)
+            write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     load = outcome.offered_load
     if json_out:
         from gpumosaic.kernel_aot import kernels_ran
@@ -226,7 +229,6 @@ def _print_summary(
     gandiva: GandivaReport | None = None,
     estimation: EstimationReport | None = None,
 ) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     # The mechanism says what --policy means (fifo: a queue order, or Gavel's policy).
@@ -265,7 +267,7 @@ def _print_summary(
         ),
         ("Jain's index (1 = equal slowdowns)", number(summary.jain_index)),
         ("energy", f"{summary.energy_kwh:,.1f} kWh"),
-        ("wall time", f"{summary.elapsed_s:.2f} s"),
+        ("simulation wall time", f"{summary.elapsed_s:.2f} s (the run, not start-up)"),
     ]
     if gandiva is not None:  # what Gandiva's mechanism did, so that a run shows it
         rows += [
@@ -297,4 +299,4 @@ def _print_summary(
         ]
     for name, value in rows:
         table.add_row(name, value)
-    Console().print(table)
+    show(table, ("metric",))

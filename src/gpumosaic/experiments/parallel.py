@@ -4,15 +4,27 @@ Workers come from a fork server, not a plain fork: forking a process that alread
 threads (BLAS pools, a progress bar's refresh thread) can leave a lock held forever in
 the child, which hangs a sweep now and then. A fork server is forked once, early, from
 a clean single-threaded process.
+
+Ctrl-C: the workers ignore SIGINT (a terminal sends it to the whole process group) and
+the parent, on KeyboardInterrupt, cancels what has not started and terminates the
+workers at once, instead of waiting for every queued point as the executor's ``with``
+block would. Results already handed to ``on_done`` (and kept, with ``kept``) stay.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import TypeVar
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import TYPE_CHECKING, TypeVar
+
+from gpumosaic.errors import Interrupted
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.kept import KeptRuns
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -20,16 +32,44 @@ R = TypeVar("R")
 # Called after each result, in the order results arrive: (results so far, total, result).
 OnDone = Callable[[int, int, R], None]
 
+# How long the parent waits for a result before it looks again: a bound on how late it
+# notices a signal that Python delivers only between waits.
+_POLL_S = 0.2
+
 
 def default_workers() -> int:
     """The CPUs this process may run on."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent (which stops them)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def process_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
-        max_workers=max(1, workers), mp_context=multiprocessing.get_context("forkserver")
+        max_workers=max(1, workers),
+        mp_context=multiprocessing.get_context("forkserver"),
+        initializer=_ignore_sigint,
     )
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End the workers now and cancel the queued work (a running point is lost; the
+    results already returned are not). The workers are ended first: ``shutdown`` forgets
+    them, and the executor's exit hook would then wait for their running points."""
+    # The executor has no public way to end running workers before Python 3.14.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(1.0)
+        if process.is_alive():
+            process.kill()
+            process.join(5.0)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def parallel_map(
@@ -37,27 +77,91 @@ def parallel_map(
     items: Sequence[T],
     workers: int,
     on_done: OnDone[R] | None = None,
+    kept: KeptRuns | None = None,
 ) -> list[R]:
     """``[fn(item) for item in items]``, on up to ``workers`` processes.
 
     Results come back in the order of ``items`` whatever order the workers finish in.
     ``workers <= 1`` or a single item runs in this process (no start-up cost, and a
     debugger or profiler sees the work). ``fn`` and the items must pickle: a module-level
-    function and plain values."""
+    function and plain values. With ``kept``, each result is stored as it arrives and an
+    item whose result is stored already is not run again; Ctrl-C then raises
+    ``Interrupted`` saying how many results were kept and that a rerun resumes."""
     total = len(items)
-    if workers <= 1 or total <= 1:
-        inline: list[R] = []
-        for item in items:
-            inline.append(fn(item))
-            if on_done is not None:
-                on_done(len(inline), total, inline[-1])
-        return inline
     results: dict[int, R] = {}
-    with process_pool(min(workers, total)) as pool:
-        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
-        for future in as_completed(futures):
-            result = future.result()
-            results[futures[future]] = result
-            if on_done is not None:
-                on_done(len(results), total, result)
+    todo: list[int] = []
+    for i, item in enumerate(items):
+        if kept is not None:
+            found, stored = kept.get(fn, item)
+            if found:
+                results[i] = stored
+                continue
+        todo.append(i)
+
+    def arrived(i: int, result: R) -> None:
+        results[i] = result
+        if kept is not None:
+            kept.put(fn, items[i], result)
+        if on_done is not None:
+            on_done(len(results), total, result)
+
+    note = kept.reused_note(total) if kept is not None else None
+    if note and kept is not None and kept.announce is not None:
+        kept.announce(note)
+    if results and on_done is not None:
+        last = results[max(results)]
+        on_done(len(results), total, last)
+    try:
+        if workers <= 1 or len(todo) <= 1:
+            for i in todo:
+                arrived(i, fn(items[i]))
+        else:
+            _run_in_pool(fn, items, todo, workers, arrived)
+    except KeyboardInterrupt:
+        if kept is None:
+            raise
+        stored = sum(kept.has(fn, item) for item in items)  # Ctrl-C may land mid-write
+        raise Interrupted(
+            f"interrupted: {stored} of {total} runs are stored in {kept.folder.parent}; "
+            "run the same command again to run only the rest"
+        ) from None
     return [results[i] for i in range(total)]
+
+
+def _run_in_pool(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    todo: list[int],
+    workers: int,
+    arrived: Callable[[int, R], None],
+) -> None:
+    # Ctrl-C sets a flag that the loop checks between short waits: a KeyboardInterrupt
+    # raised inside ``wait`` itself can leave a future's lock held, and the executor's
+    # exit hook then waits forever for its manager thread.
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is signal.SIG_IGN:  # started with Ctrl-C ignored: leave it so
+            previous = None
+        else:
+            signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
+    pool = process_pool(min(workers, len(todo)))
+    try:
+        futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in todo}
+        pending = set(futures)
+        while pending:
+            if stop.is_set():
+                raise KeyboardInterrupt
+            done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                arrived(futures[future], future.result())
+        if stop.is_set():
+            raise KeyboardInterrupt
+    except BaseException:
+        stop_pool(pool)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    pool.shutdown(wait=True)

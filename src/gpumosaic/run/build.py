@@ -16,6 +16,7 @@ caller can.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -146,9 +147,12 @@ def run_parts(
 
     mechanism = get_mechanism(parts.description.resolved_mechanism())
     result = mechanism.simulate(parts, progress, hooks)
+    load = offered_load(parts.parsed.workload, parts.cluster)
+    if load is not None and result.background is not None:  # it holds GPUs all along
+        load = replace(load, background_gpus=result.background.fraction * load.cluster_gpus)
     return RunOutcome(
         result,
         summarize(result),
         never_fit_lines(result, parts.parsed, parts.cluster),
-        offered_load(parts.parsed.workload, parts.cluster),
+        load,
     )

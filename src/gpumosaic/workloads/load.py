@@ -12,10 +12,12 @@ arrival + run time). Then
 
 Above 100% even a perfect scheduler makes jobs wait: the cluster has less GPU time in
 the horizon than the jobs ask for. For a long stream (many jobs, arrivals far longer
-than a job) the horizon is the arrival span and this is the usual arrival rate x mean
-GPU-hours per job / GPUs; for a short list it stays meaningful: two 1-hour jobs 10 s
-apart ask for 2 GPU-hours in about an hour (where the rate alone, 360 jobs/h, made it
-tens of thousands of percent).
+than a job, or a stream: ``window=A-B``) the horizon is the arrival span and this is the
+usual arrival rate x mean GPU-hours per job / GPUs; for a short list it stays
+meaningful: two 1-hour jobs 10 s apart ask for 2 GPU-hours in about an hour (where the
+rate alone, 360 jobs/h, made it tens of thousands of percent). A background load
+(``--background``) holds its GPUs for the whole run: they count too
+(``background_gpus``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class OfferedLoad:
     arrival_span_h: float  # first to last arrival
     horizon_h: float  # first arrival to the last job's finish without waiting
     cluster_gpus: float
+    # GPUs a background load holds for the whole run (--background): part of the load.
+    background_gpus: float = 0.0
+    stream: bool = False  # jobs keep arriving (window=A-B): the horizon is the arrival span
 
     @property
     def busy_gpus(self) -> float:
@@ -47,14 +52,21 @@ class OfferedLoad:
 
     @property
     def fraction(self) -> float:
-        return self.busy_gpus / self.cluster_gpus
+        """The jobs' busy GPUs and the background's, against the cluster's GPUs."""
+        return (self.busy_gpus + self.background_gpus) / self.cluster_gpus
 
     def line(self) -> str:
+        background = (
+            f" + {self.background_gpus:,.1f} held by the background" if self.background_gpus else ""
+        )
+        horizon = (
+            "a stream: the arrival span" if self.stream else "the last one's finish if none waited"
+        )
         return (
             f"offered load: {self.jobs:,} jobs arriving over {self.arrival_span_h:,.1f} h ask "
-            f"for {self.gpu_hours:,.1f} GPU-h by {self.horizon_h:,.1f} h (the last one's "
-            f"finish if none waited) = {self.busy_gpus:,.1f} of {self.cluster_gpus:,.0f} GPUs "
-            f"busy ({self.fraction:.0%} of capacity)"
+            f"for {self.gpu_hours:,.1f} GPU-h by {self.horizon_h:,.1f} h ({horizon}) = "
+            f"{self.busy_gpus:,.1f}{background} of "
+            f"{self.cluster_gpus:,.0f} GPUs busy ({self.fraction:.0%} of capacity)"
         )
 
     def warning(self) -> str:
@@ -120,7 +132,13 @@ def offered_load(workload: Workload, cluster: ClusterSpec) -> OfferedLoad | None
         return None
     ends = arrivals[usable] + per_job_run[usable] * 3600.0
     horizon_h = (float(ends.max()) - float(arrivals.min())) / 3600.0
+    if not isinstance(workload.jobs, Sequence):
+        # A stream (window=A-B): jobs keep arriving for as long as the run lasts, so the
+        # sample's arrival span is the horizon (rate x GPU-hours per job / GPUs). The
+        # sample's last finish would stretch it by the longest job, as if arrivals stopped.
+        horizon_h = span / 3600.0
     return OfferedLoad(
+        stream=not isinstance(workload.jobs, Sequence),
         jobs=int(usable.sum()),
         gpu_hours=float(per_job_gpu_h[usable].sum()),
         arrival_span_h=span / 3600.0,

@@ -110,3 +110,39 @@ def test_a_feed_builds_once_per_interval_for_every_client(service: Service) -> N
     for _ in range(20):
         assert feed.refresh() == version
     assert feed.refreshes == 1
+
+
+def _facts(**changes: object) -> object:
+    from dataclasses import replace
+
+    from gpumosaic.runtime.ui.state_file import JobFacts
+
+    base = JobFacts(
+        id=7, name="j", state="queued", steps=150000.0, steps_done=0.0, num_gpu=1,
+        gpu_milli=1000, gpu_type="V100", gpu_index="0", attained_s=0.0, attempts=0,
+        submitted_at=time.time(), started_at=None, finished_at=None, reason="",
+        cancel_requested=False, lease_id=None,
+    )  # fmt: skip
+    return replace(base, **changes)
+
+
+def test_a_failing_job_says_so_and_why_not_that_it_waits_its_turn(service: Service) -> None:
+    """Issue 36: a job whose attempt failed read "waits its turn" while a GPU sat idle."""
+    view = RoundsView(service)
+    wait_round(service, 0)
+    failing = _facts(attempts=1, reason="attempt 1 failed (exit status 1)")
+    why = view._why(failing, {"x": [0.5], "got_s": [0.0]})  # type: ignore[arg-type]
+    assert why.startswith("failing: attempt 1 failed (exit status 1); retried")
+    assert "waits its turn" not in why
+
+
+def test_a_job_that_never_ran_shows_no_gpu_and_counts_are_integers(service: Service) -> None:
+    view = RoundsView(service)
+    never = view._job(_facts())  # type: ignore[arg-type]
+    assert never["type"] is None and never["index"] is None  # the store's default V100 / 0
+    assert never["steps"] == 150000 and isinstance(never["steps"], int)
+    assert never["done"] == 0 and isinstance(never["done"], int)
+    ran = view._job(_facts(state="done", steps_done=150000.0, gpu_index="1"))  # type: ignore[arg-type]
+    assert (ran["type"], ran["index"]) == ("V100", "1")
+    half = view._job(_facts(steps_done=2.5))  # type: ignore[arg-type]
+    assert half["done"] == 2.5

@@ -20,6 +20,7 @@ from gpumosaic.cli.app import (
     check_out_dir,
     user_errors,
 )
+from gpumosaic.cli.bounds import MAX_RATES, check_count
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError, unknown_name
 
@@ -138,8 +139,16 @@ def compare(
             help="average JCTs over the jobs that every compared run (same seed) completed",
         ),
     ] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="replace the runs of another experiment stored in OUT (refused without it)",
+        ),
+    ] = False,
 ) -> None:
     """Compare placements (or policies) over seeds: table, CSV and plots."""
+    from gpumosaic.experiments.study.file import MAX_RUNS
     from gpumosaic.experiments.sweeps.runs import default_workers, parse_seeds
 
     if executor not in ("local", "ray"):
@@ -161,7 +170,11 @@ def compare(
     check_number(inflate, "--inflate", above=0, at_most=MAX_INFLATE)
     for rate in _split(rates):
         if _number(rate):
-            check_number(float(rate), "--rates", above=0)
+            check_number(float(rate), "--rates", above=0, at_most=1e6)
+    check_count(len(_split(rates)), MAX_RATES, "rates", "--rates")
+    variants = len(_split(policies)) * max(1, len(_split(rates))) if policies else 1
+    variants *= len(split_placements(placements or DEMO_PLACEMENTS)) * len(sharing or ["none"])
+    check_count(variants * len(seed_list), MAX_RUNS, "runs", "--seeds")
     out = out if out is not None else default_out(mode, policies)
     check_out_dir(out)
     sharings = sharing or ["none"]
@@ -202,12 +215,21 @@ def compare(
             mechanism=mechanism,
             background=background,
         )
-    out.mkdir(parents=True, exist_ok=True)  # every check passed: the first thing made
-    from gpumosaic.experiments.study.compare_file import write_compare_experiment
+    if common_jobs and (mode == "fill" or policies is not None or executor == "ray"):
+        raise InputError(
+            "averages over common jobs are for placement comparisons run here (not the fill "
+            "mode, a policy sweep or --executor ray)",
+            field="--common-jobs",
+        )
+    from gpumosaic.cli.out_folder import claim_for, locked_out
+    from gpumosaic.experiments.study.compare_file import (
+        compare_experiment,
+        write_compare_experiment,
+    )
 
-    written = write_compare_experiment(
-        out,
+    options: dict[str, Any] = dict(
         mode=mode,
+        background=background,
         seeds=seed_list,
         placements=split_placements(
             placements or (DEFAULT_PLACEMENT if policies is not None else DEMO_PLACEMENTS)
@@ -225,86 +247,83 @@ def compare(
         sharing=sharings,
         mechanism=mechanism,
     )  # fmt: skip  (the same study as a file: gpumosaic run OUT/experiment.toml)
-    if common_jobs and (mode == "fill" or policies is not None or executor == "ray"):
-        raise InputError(
-            "averages over common jobs are for placement comparisons run here (not the fill "
-            "mode, a policy sweep or --executor ray)",
-            field="--common-jobs",
-        )
-    if executor == "ray":
-        from gpumosaic.cli.compare.ray import compare_on_ray
+    with locked_out(out):  # every check passed: the folder is made, and held, only now
+        claim_for(out, compare_experiment(**options), overwrite)
+        written = write_compare_experiment(out, **options)
+        if executor == "ray":
+            from gpumosaic.cli.compare.ray import compare_on_ray
 
-        compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
-        return
-    if mode == "fill":
-        from gpumosaic.cli.compare.fill import compare_fill
+            compare_on_ray(written, out, n_workers, ray_address, ray_timeout_s, json_out, seeds)
+            return
+        if mode == "fill":
+            from gpumosaic.cli.compare.fill import compare_fill
 
-        labels = split_placements(placements or DEMO_PLACEMENTS)
-        compare_fill(labels, seed_list, tasks, nodes, inflate, out, n_workers, json_out)
-        return
-    if mode != "sim":
-        raise InputError("must be sim or fill", field="--mode")
-    if policies is None and rates:
-        raise InputError(
-            "--rates sweeps the load of a policy comparison: add --policies A,B",
-            field="--rates",
-            value=rates,
-        )
-    if policies is not None:
-        from gpumosaic.cli.compare.policies import compare_policies
-
-        chosen = split_placements(placements or DEFAULT_PLACEMENT)
-        if len(chosen) > 1:
+            labels = split_placements(placements or DEMO_PLACEMENTS)
+            compare_fill(labels, seed_list, tasks, nodes, inflate, out, n_workers, json_out)
+            return
+        if mode != "sim":
+            raise InputError("must be sim or fill", field="--mode")
+        if policies is None and rates:
             raise InputError(
-                "a policy sweep runs one placement (compare placements without --policies)",
-                field="--placements",
-                value=placements,
+                "--rates sweeps the load of a policy comparison: add --policies A,B",
+                field="--rates",
+                value=rates,
             )
-        if len(sharings) > 1 or sharings[0] != "none":
-            raise InputError(
-                "a policy sweep runs Gavel's rounds with their own sharing (packed pairs, "
-                "fractions): compare sharing models without --policies",
-                field="--sharing",
-                value=",".join(sharings),
+        if policies is not None:
+            from gpumosaic.cli.compare.policies import compare_policies
+
+            chosen = split_placements(placements or DEFAULT_PLACEMENT)
+            if len(chosen) > 1:
+                raise InputError(
+                    "a policy sweep runs one placement (compare placements without --policies)",
+                    field="--placements",
+                    value=placements,
+                )
+            if len(sharings) > 1 or sharings[0] != "none":
+                raise InputError(
+                    "a policy sweep runs Gavel's rounds with their own sharing (packed pairs, "
+                    "fractions): compare sharing models without --policies",
+                    field="--sharing",
+                    value=",".join(sharings),
+                )
+            try:
+                rate_list = [float(r) for r in _split(rates)]
+            except ValueError:
+                raise InputError("rates must be numbers", field="--rates") from None
+            if not rate_list:
+                raise InputError("a policy sweep needs --rates", field="--rates")
+            placement = chosen[0]
+            compare_policies(
+                _split(policies),
+                rate_list,
+                seed_list,
+                cluster,
+                workload,
+                placement,
+                out,
+                n_workers,
+                json_out,
             )
-        try:
-            rate_list = [float(r) for r in _split(rates)]
-        except ValueError:
-            raise InputError("rates must be numbers", field="--rates") from None
-        if not rate_list:
-            raise InputError("a policy sweep needs --rates", field="--rates")
-        placement = chosen[0]
-        compare_policies(
-            _split(policies),
-            rate_list,
+            return
+        from gpumosaic.cli.compare.placements import compare_placements
+
+        compare_placements(
+            split_placements(placements or DEMO_PLACEMENTS),
+            sharings,
             seed_list,
-            cluster,
-            workload,
-            placement,
-            out,
-            n_workers,
-            json_out,
+            seeds,
+            cluster=cluster,
+            workload=workload,
+            policy=policy,
+            gpus_per_node=gpus_per_node,
+            backfill=backfill,
+            mechanism=mechanism,
+            background=background,
+            out=out,
+            workers=n_workers,
+            json_out=json_out,
+            common_jobs=common_jobs,
         )
-        return
-    from gpumosaic.cli.compare.placements import compare_placements
-
-    compare_placements(
-        split_placements(placements or DEMO_PLACEMENTS),
-        sharings,
-        seed_list,
-        seeds,
-        cluster=cluster,
-        workload=workload,
-        policy=policy,
-        gpus_per_node=gpus_per_node,
-        backfill=backfill,
-        mechanism=mechanism,
-        background=background,
-        out=out,
-        workers=n_workers,
-        json_out=json_out,
-        common_jobs=common_jobs,
-    )
 
 
 def default_out(mode: str, policies: str | None) -> Path:

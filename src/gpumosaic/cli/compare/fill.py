@@ -18,7 +18,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gpumosaic.cli.app import announce
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sweeps.fill import (
     FillRunSpec,
@@ -61,6 +63,9 @@ def compare_fill(
     warm.start()
     start = time.perf_counter()
     done = 0
+    from gpumosaic.experiments.kept import KeptRuns
+
+    kept = KeptRuns(out, (tasks, nodes), announce)  # each run stored as it ends: a rerun resumes
     with counter_bar(sys.stderr.isatty(), "fill runs", len(specs)) as update:
 
         def advance(_: FillResult) -> None:
@@ -68,7 +73,7 @@ def compare_fill(
             done += 1
             update(done)
 
-        results = run_fill_sweep(specs, workers=workers, on_done=advance)
+        results = run_fill_sweep(specs, workers=workers, on_done=advance, kept=kept)
     elapsed = time.perf_counter() - start
     warm.join()
     import pandas as pd
@@ -144,4 +149,4 @@ def print_table(rows: list[FillSummaryRow], console: Console) -> None:
             f"{r.fragmentation_rate_mean:.1f} ± {r.fragmentation_rate_sd:.1f}",
             f"{r.power_w_mean / 1000:.1f} ± {r.power_w_sd / 1000:.1f}",
         )
-    console.print(table)
+    show(table, ("placement",), console)

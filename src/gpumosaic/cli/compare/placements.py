@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpumosaic.cli.app import err_console
+from gpumosaic.cli.app import announce, err_console
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.runner import RunRequest
@@ -39,6 +39,7 @@ def compare_placements(
     from rich.console import Console
 
     from gpumosaic.cli.compare.table import (
+        comparison_title,
         different_jobs_warning,
         identical_notes,
         print_table,
@@ -69,7 +70,7 @@ def compare_placements(
         for p, m in cells
         for s in seed_list
     ]
-    runs = _run_with_progress(requests, workers, enabled=not json_out)
+    runs = _run_with_progress(requests, workers, enabled=not json_out, out=out)
     fallbacks = Fallbacks.total(r.summary.fallbacks for r in runs)
     if fallbacks:
         warning = fallbacks.warning()
@@ -80,17 +81,23 @@ def compare_placements(
         for cell in cells
     }
     rows = table_rows(by_label, common_jobs)
-    if differ := different_jobs_warning(by_label):
+    if differ := different_jobs_warning(by_label, common_jobs):
         err_console.print(f"[yellow]warning:[/yellow] {differ}", highlight=False, soft_wrap=True)
     write_runs_csv(runs, out / "runs.csv")
     jcts = {p: [r.jcts_s for r in by_label[p]] for p in labels}
     avgs = {p: [r.summary.avg_jct_s for r in by_label[p]] for p in labels}
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines  # matplotlib: late
 
-    scenario = f"{policy} on {cluster}, {workload}"
-    if len(sharings) == 1 and sharings[0] != "none":  # several: each label names its own
-        scenario += f", sharing {sharings[0]}"
-    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seed_list)
+    scenario = comparison_title(policy, cluster, workload, sharings, background)
+    figure = plot_comparison(
+        jcts,
+        avgs,
+        out / "compare.png",
+        scenario,
+        seeds=seed_list,
+        completed={p: [r.summary.completed for r in by_label[p]] for p in labels},
+        jobs={p: [r.summary.jobs for r in by_label[p]] for p in labels},
+    )
     # Over time, per placement: the first seed's run (seeds differ only in their draws).
     first = {p: by_label[p][0] for p in labels}
     total_milli = parse_cluster(cluster, gpus_per_node).num_gpus * 1000.0
@@ -107,7 +114,7 @@ def compare_placements(
         payload = {"rows": rows, "csv": str(out / "runs.csv"), "figure": str(figure)}
         print(json.dumps({**payload, "kernels": kernels}))
     else:
-        title = f"{policy} on {cluster}, {workload}, seeds {seeds}"
+        title = f"{scenario}, seeds {seeds}"
         if common_jobs:
             title += " (JCTs over the jobs every run completed)"
         print_table(rows, title)
@@ -116,9 +123,15 @@ def compare_placements(
         Console().print(f"wrote {out / 'runs.csv'}, {figure}, {out / 'timeline.png'}")
 
 
-def _run_with_progress(requests: list[RunRequest], workers: int, enabled: bool) -> list[SweepRun]:
+def _run_with_progress(
+    requests: list[RunRequest], workers: int, enabled: bool, out: Path
+) -> list[SweepRun]:
     from gpumosaic.cli.progress import counter_bar
+    from gpumosaic.experiments.kept import KeptRuns
     from gpumosaic.experiments.sweeps.runs import run_sweep
 
+    first = requests[0]
+    inputs = (first.cluster, first.workload, first.background)
+    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
     with counter_bar(enabled, "runs", len(requests)) as update:
-        return run_sweep(requests, workers, lambda done, _total: update(done))
+        return run_sweep(requests, workers, lambda done, _total: update(done), kept)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
+from gpumosaic.cli.tables import show
 from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
     PolicyRatePoint,
@@ -44,7 +45,7 @@ def compare_policies(
     check_policy_sweep(policies, cluster, workload, [placement])
     points = sweep_points(policies, rates, seeds, cluster, workload, placement)
     out.mkdir(parents=True, exist_ok=True)
-    runs = _run(points, max(workers, 1), show_progress=not as_json)
+    runs = _run(points, max(workers, 1), show_progress=not as_json, out=out)
     summary = aggregate(points, runs)
     csv_path = out / "policy_runs.csv"
     write_runs_csv(runs, csv_path)
@@ -85,7 +86,7 @@ def compare_policies(
                 else "-"
             )
         grid.add_row(policy, *cells)
-    console.print(grid)
+    show(grid, ("policy",), console)
     console.print(f"wrote {csv_path}, {figure}")
 
 
@@ -94,6 +95,13 @@ def _ends(point: PolicyRatePoint) -> str:
     return " / ".join(f"{c:.0f}" if c == round(c) else f"{c:.1f}" for c in counts)
 
 
-def _run(points: list[SweepPoint], workers: int, show_progress: bool) -> list[SweepRun]:
+def _run(points: list[SweepPoint], workers: int, show_progress: bool, out: Path) -> list[SweepRun]:
+    from gpumosaic.cli.app import announce
+    from gpumosaic.experiments.kept import KeptRuns
+
+    inputs = (points[0].cluster,) if points else ()
+    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
     with counter_bar(show_progress, "policy sweep", len(points)) as update:
-        return parallel_map(run_point, points, workers, lambda done, _total, _run: update(done))
+        return parallel_map(
+            run_point, points, workers, lambda done, _total, _run: update(done), kept
+        )

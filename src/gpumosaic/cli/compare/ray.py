@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from gpumosaic.cli.app import err_console
+from gpumosaic.cli.app import announce, err_console
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.study.file import Experiment
 from gpumosaic.experiments.sweeps.runs import SweepRun
@@ -100,7 +100,12 @@ def show_stored_comparison(
     stored runs, as the local executor does; returns what ``--json`` adds (rows, files)."""
     from rich.console import Console
 
-    from gpumosaic.cli.compare.table import identical_notes, print_table, table_rows
+    from gpumosaic.cli.compare.table import (
+        comparison_title,
+        identical_notes,
+        print_table,
+        table_rows,
+    )
     from gpumosaic.experiments.plots.runs import plot_comparison, plot_timelines
     from gpumosaic.experiments.sweeps.runs import write_runs_csv
     from gpumosaic.workloads.spec import parse_cluster
@@ -120,13 +125,19 @@ def show_stored_comparison(
     rows = table_rows(by_label)
     write_runs_csv(runs, out / "runs.csv")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    scenario = f"{first.policy} on {first.cluster}, {first.workload}"
-    if len(sharings) == 1 and sharings[0] != "none":
-        scenario += f", sharing {sharings[0]}"
+    scenario = comparison_title(first.policy, first.cluster, first.workload, sharings, None)
     seeds = sorted({r.request.seed for r in runs})
     jcts = {label: [r.jcts_s for r in mine] for label, mine in by_label.items()}
     avgs = {label: [r.summary.avg_jct_s for r in mine] for label, mine in by_label.items()}
-    figure = plot_comparison(jcts, avgs, out / "compare.png", scenario, seeds=seeds)
+    figure = plot_comparison(
+        jcts,
+        avgs,
+        out / "compare.png",
+        scenario,
+        seeds=seeds,
+        completed={label: [r.summary.completed for r in mine] for label, mine in by_label.items()},
+        jobs={label: [r.summary.jobs for r in mine] for label, mine in by_label.items()},
+    )
     cluster = parse_cluster(first.cluster, first.gpus_per_node)
     plot_timelines(
         {label: mine[0].timeline for label, mine in by_label.items()},
@@ -176,7 +187,14 @@ def compare_on_ray(
             joined = True
     try:
         with counter_bar(not json_out and sys.stderr.isatty(), "runs") as update:
-            outcome = execute(study, out, "ray", workers, lambda done, total: update(done, total))
+            outcome = execute(
+                study,
+                out,
+                "ray",
+                workers,
+                lambda done, total: update(done, total),
+                announce=None if json_out else announce,
+            )
     finally:
         if joined:
             ray.shutdown()
@@ -196,7 +214,7 @@ def compare_on_ray(
         typer.echo(json.dumps(payload))
     else:
         Console().print(
-            f"{outcome.planned} runs planned, {outcome.skipped} already stored, "
+            f"{outcome.planned} runs planned, reused {outcome.skipped} stored runs, "
             f"{outcome.ran} ran on Ray in {outcome.elapsed_s:.1f} s -> {out}\n"
             f"next: gpumosaic report {out}"
         )

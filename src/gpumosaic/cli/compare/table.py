@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
+from gpumosaic.cli.tables import show
 from gpumosaic.experiments.sweeps.runs import SweepRun
 from gpumosaic.model.cluster import ClusterSpec
 
@@ -72,9 +72,11 @@ def table_rows(
     return rows
 
 
-def different_jobs_warning(by_label: dict[str, list[SweepRun]]) -> str:
+def different_jobs_warning(by_label: dict[str, list[SweepRun]], common_jobs: bool = False) -> str:
     """One line when runs of the same seed completed different jobs: their averages are
-    then over different job sets (a placement that never starts the big jobs looks fast)."""
+    then over different job sets (a placement that never starts the big jobs looks fast).
+    With ``common_jobs`` (the averages are over the common jobs already) it says so,
+    instead of suggesting the option in use."""
     runs = list(by_label.items())
     seeds = len(runs[0][1])
     differ = [i for i in range(seeds) if len({mine[i].completed_ids for _, mine in runs}) > 1]
@@ -83,11 +85,16 @@ def different_jobs_warning(by_label: dict[str, list[SweepRun]]) -> str:
     i = differ[0]
     counts = ", ".join(f"{label} {len(mine[i].completed_ids)}" for label, mine in runs)
     common = len(common_job_ids(by_label)[i])
+    what = (
+        f"the {common} jobs every run completed (--common-jobs); the other columns "
+        "(done, makespan, utilization) are each run's own"
+        if common_jobs
+        else "its own jobs; --common-jobs averages over the jobs every run completed"
+    )
     return (
         f"the compared runs completed different jobs ({len(differ)} of {seeds} seeds; "
         f"seed {runs[0][1][i].request.seed}: {counts} measured jobs completed, {common} by "
-        "all): each average is over its own jobs; --common-jobs averages over the jobs "
-        "every run completed"
+        f"all): each JCT average is over {what}"
     )
 
 
@@ -156,12 +163,24 @@ def print_table(rows: list[dict[str, float | str | int]], title: str) -> None:
             f"{float(row['ftf_rho_max_mean']):.2f}",
             f"{float(row[base_key]):+.1f}",
         )
-    console = Console()
-    # Wide enough for the whole table even when stdout is not a terminal (make demo | tee).
-    Console(width=max(console.width, 150)).print(table)
+    show(table, ("placement",))
 
 
 def _count(value: float | str | int) -> str:
     """A mean count over seeds: whole when it is."""
     v = float(value)
     return f"{v:,.0f}" if v == round(v) else f"{v:,.1f}"
+
+
+def comparison_title(
+    policy: str, cluster: str, workload: str, sharings: list[str], background: str | None
+) -> str:
+    """What a comparison's table and figures are of: the policy, cluster, workload, the
+    background load (a pre-filled cluster changes everything) and the one sharing model
+    (several: each label names its own)."""
+    title = f"{policy} on {cluster}, {workload}"
+    if background is not None:
+        title += f", background {background}"
+    if len(sharings) == 1 and sharings[0] != "none":
+        title += f", sharing {sharings[0]}"
+    return title

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce.group import reproduce_app
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def gavel(
         kernels = sorted({r.kernels for r in rows})  # what ran them: aot, jit, aot+jit
         print(json.dumps({"rows": [asdict(r) for r in rows], "kernels": kernels}, indent=1))
         return
-    Console().print(_table(rows))
+    show(_table(rows), ("policy",))
 
 
 def _table(rows: list[ReproRow]) -> Table:

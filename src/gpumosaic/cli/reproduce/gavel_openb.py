@@ -18,6 +18,7 @@ from gpumosaic.cli.app import user_errors
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.reproduce.gavel import _numbers
 from gpumosaic.cli.reproduce.group import reproduce_app
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.options import OptionError, convert
 
@@ -99,7 +100,7 @@ def gavel_openb(
         print(json.dumps(payload, indent=1))
         return
     console = Console()
-    console.print(_table(runs, span))
+    show(_table(runs, span), ("placement",), console)
     if len(seed_list) > 1:
         console.print(_points_table(points, span))
 

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpumosaic.cli.app import app, user_errors
+from gpumosaic.cli.app import WrappingGroup, app, user_errors
+from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.reproductions.nvshare import (
     JOBS,
@@ -24,6 +25,8 @@ from gpumosaic.sharing.lock import HANDOVER_SYNC_S
 from gpumosaic.sharing.paging import PagingModel
 
 reproduce_app = typer.Typer(
+    rich_markup_mode=None,  # as the top-level app: help that wraps at 80 columns
+    cls=WrappingGroup,
     help="Reproduce published measurements and print ours beside theirs.",
     no_args_is_help=True,
 )
@@ -128,7 +131,7 @@ def nvshare(
         typer.echo(json.dumps(payload))
         return
     console = Console()
-    console.print(_table(rows, tqs))
+    show(_table(rows, tqs), (), console)
     errors = [abs(r.error_pct) for r in rows if r.error_pct is not None and r.setup != "serial"]
     if errors:
         console.print(

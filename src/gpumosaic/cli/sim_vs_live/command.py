@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpumosaic.cli.app import app, check_out_dir, check_seed, err_console, user_errors
+from gpumosaic.cli.tables import show
 
 if TYPE_CHECKING:
     from gpumosaic.experiments.sim_vs_live.agreement import Agreement
@@ -89,7 +90,7 @@ def sim_vs_live(
         return
     comparison = compare(options, say=say)
     if out is not None:
-        for path in write_outputs(comparison, out):
+        for path in write_outputs(comparison, out, options.scenario()):
             say(f"wrote {path}")
     if json_out:
         print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
@@ -110,7 +111,6 @@ def print_agreement(
 ) -> None:
     """The comparison's table (both sides' jobs completed, average JCT and makespan, and
     ``rows``), then ``line``."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{title} (time scale {c.time_scale:.4g}, live wall {c.wall_s:.0f} s)")
@@ -127,7 +127,7 @@ def print_agreement(
     )
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    show(table, ("",))
     print(
         f"per-job |live - sim| / sim: median {_pct(c.per_job_quantile(0.5))}, "
         f"p90 {_pct(c.per_job_quantile(0.9))}; {line}"

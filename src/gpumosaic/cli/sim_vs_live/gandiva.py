@@ -23,7 +23,7 @@ def run_gandiva(
 
     comparison = compare_gandiva(options, mechanism, say=say)
     if out is not None:
-        for path in write_outputs(comparison, out):
+        for path in write_outputs(comparison, out, options.scenario(mechanism)):
             say(f"wrote {path}")
     if json_out:
         print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))

@@ -4,6 +4,7 @@ over time, bars. Each ``*_figure`` builds a matplotlib Figure (tests inspect it)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -156,12 +157,23 @@ def comparison_figure(
     title: str,
     *,
     seeds: Sequence[int] = (),
+    completed: Mapping[str, Sequence[int]] | None = None,
+    jobs: Mapping[str, Sequence[int]] | None = None,
 ) -> Figure:
     """Bar chart of mean avg JCT (error bar = sd over seeds) and pooled JCT CDFs.
-    Labels whose every run gave the same JCTs as an earlier label's are marked ``(= x)``."""
+    Labels whose every run gave the same JCTs as an earlier label's are marked ``(= x)``.
+    ``completed`` / ``jobs`` (per label, per seed): where the labels completed different
+    numbers of jobs, every label carries its count and a note says the JCTs are over
+    different jobs (as the table's ``done`` column and compare's warning do)."""
     labels = list(avg_by_label)
     same = identical_to({k: tuple(np.sort(a) for a in jcts_by_label.get(k, ())) for k in labels})
     shown = display_labels(labels, same)
+    differ = different_jobs_note(labels, completed or {}, jobs or {})
+    if differ:
+        for k in labels:
+            done = float(np.mean(completed[k])) if completed and completed.get(k) else math.nan
+            total = float(np.mean(jobs[k])) if jobs and jobs.get(k) else math.nan
+            shown[k] += f" ({_count(done)} of {_count(total)} jobs done)"
     fig = new_figure(13, 4.8)
     ax_bar, ax_cdf = fig.subplots(1, 2)
     means = [np.mean(avg_by_label[k]) / HOUR for k in labels]
@@ -191,8 +203,30 @@ def comparison_figure(
     )
     ax_cdf.legend(fontsize=8, loc="lower right")
     fig.suptitle(", ".join(p for p in (title, seeds_label(seeds)) if p))
-    footnote(fig, [identical_note(same)])
+    footnote(fig, [differ, identical_note(same)])
     return fig
+
+
+def _count(value: float) -> str:
+    if math.isnan(value):
+        return "?"
+    return f"{value:,.0f}" if value == round(value) else f"{value:,.1f}"
+
+
+def different_jobs_note(
+    labels: Sequence[str],
+    completed: Mapping[str, Sequence[int]],
+    jobs: Mapping[str, Sequence[int]],
+) -> str:
+    """A line when the labels completed different numbers of jobs, else ``""``."""
+    counts = {k: tuple(completed.get(k, ())) for k in labels}
+    if len(set(counts.values())) <= 1:
+        return ""
+    means = ", ".join(f"{k} {_count(float(np.mean(v)))}" for k, v in counts.items() if v)
+    return (
+        f"different job sets: completed jobs (mean over seeds) {means}; the JCTs are over "
+        "different jobs (compare --common-jobs averages the jobs every run completed)"
+    )
 
 
 def plot_comparison(
@@ -202,10 +236,15 @@ def plot_comparison(
     title: str,
     *,
     seeds: Sequence[int] = (),
+    completed: Mapping[str, Sequence[int]] | None = None,
+    jobs: Mapping[str, Sequence[int]] | None = None,
 ) -> Path:
     """Bar chart of mean avg JCT (error bar = sd over seeds) and pooled JCT CDFs;
     ``title`` names the scenario, ``seeds`` are appended to it."""
-    comparison_figure(jcts_by_label, avg_by_label, title, seeds=seeds).savefig(path, dpi=DPI)
+    figure = comparison_figure(
+        jcts_by_label, avg_by_label, title, seeds=seeds, completed=completed, jobs=jobs
+    )
+    figure.savefig(path, dpi=DPI)
     return path
 
 

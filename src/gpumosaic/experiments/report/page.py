@@ -91,7 +91,16 @@ def _error_cell(err: float) -> str:
     return f"<td class='num {cls}'>{'-' if math.isnan(err) else f'{err:+.2f}%'}</td>"
 
 
+def _absolute_cell(err: float) -> str:
+    """An absolute difference where a ratio is what carries over: shown, not judged."""
+    text = "-" if math.isnan(err) else f"{err:+.2f}% (absolute)"
+    return f"<td class='num absolute'>{text}</td>"
+
+
 def _reference_section(view: StudyView) -> str:
+    """Ours beside the reference. Where references come as a set, the ratios lead (what
+    carries over from another job draw or machine) and the absolute differences follow,
+    marked as such and not coloured as errors."""
     rows = reference_rows(view)
     if not rows:
         return ""
@@ -99,32 +108,35 @@ def _reference_section(view: StudyView) -> str:
     body = []
     for r in rows:
         d = display(r.metric)
-        cells = (
-            f"<tr><td>{_e(r.where)}</td><td title='{_e(r.metric)}'>{_e(d.label)}</td>"
-            f"<td class='num'>{_e(r.ours.scaled(d.scale).text(4))}</td><td class='num'>{r.ours.n}"
-            f"</td><td class='num'>{_num(d.value(r.reference))}</td>{_error_cell(r.error_pct)}"
-        )
+        cells = f"<tr><td>{_e(r.where)}</td><td title='{_e(r.metric)}'>{_e(d.label)}</td>"
         if ratios:
             q = r.ratio
             if q is None:
-                cells += "<td></td><td></td><td></td><td></td>"
+                cells += "<td>(the base of the ratios)</td><td></td><td></td><td></td>"
             else:
                 cells += (
                     f"<td>{_e(q.base)}</td><td class='num'>{_num(q.ours)}</td>"
                     f"<td class='num'>{_num(q.reference)}</td>{_error_cell(q.error_pct)}"
                 )
+        cells += (
+            f"<td class='num'>{_e(r.ours.scaled(d.scale).text(4))}</td><td class='num'>{r.ours.n}"
+            f"</td><td class='num'>{_num(d.value(r.reference))}</td>"
+            + (_absolute_cell(r.error_pct) if ratios else _error_cell(r.error_pct))
+        )
         body.append(cells + f"<td>{_e(r.source)}</td></tr>")
-    names = ["runs", "metric", "ours", "n", "reference", "error"]
+    names = ["runs", "metric"]
     if ratios:
         names += ["ratio to", "ours, ratio", "reference, ratio", "ratio error"]
+    names += ["ours", "n", "reference", "absolute difference" if ratios else "error"]
     head = "".join(f"<th>{h}</th>" for h in (*names, "source"))
     note = "Ours: mean ± 95% interval over the matching runs; error = ours / reference - 1."
     if ratios:
-        note += (
-            " Where references come as a set (one metric, one source), each row after the "
-            "first also has its ratio to that first row, ours and the reference's: the "
-            "comparison that carries over when absolute values cannot (another job draw, "
-            "another machine)."
+        note = (
+            "These references come as a set (one metric, one source): what carries over is "
+            "each row's ratio to the set's first row (ours against the reference's, first), "
+            "when absolute values cannot (another job draw, another machine). The absolute "
+            "values follow, their difference marked as absolute. Ours: mean ± 95% interval "
+            "over the matching runs; ratio error = our ratio / the reference's - 1."
         )
     return (
         '<section id="reference"><h2>Ours beside the reference</h2>'

@@ -289,7 +289,10 @@ def render(rows: Sequence[EvalRow], seed: int = 0) -> None:
             str(r.packs_undone), str(r.migrations),
             f"{r.suspended_share:.0%}", f"{r.wall_s:.1f}",
         )  # fmt: skip
-    console = Console(width=150)  # wide enough for every column, even when piped
+    for col in table.columns:  # at any width (80 columns, a pipe) no cell is cut
+        col.overflow = "fold"
+        col.no_wrap = col.header in ("scenario", "variant")
+    console = Console()
     console.print(table)
     for gain in packing_gains(rows):
         console.print(

@@ -95,12 +95,28 @@ class ResultStore:
 
 def check_store(root: Path) -> None:
     """A user-facing error unless ``root`` is a result folder with at least one run."""
+    if not (root / RUNS_TABLE).is_file() and "written by gpumosaic compare" in _text(
+        root / EXPERIMENT_FILE
+    ):
+        raise InputError(
+            "a compare folder, not a result store: gpumosaic run "
+            f"{root / EXPERIMENT_FILE} --out {root} makes one (it runs the comparison's "
+            "runs into it), or compare --executor ray writes one as it runs",
+            path=root,
+        )
     if not (root / RUNS_TABLE).is_file():
         raise InputError(
             f"no {RUNS_TABLE} here: not a result folder (gpumosaic run EXPERIMENT.toml "
             "--out DIR writes one)",
             path=root,
         )
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def run_folder(root: Path, run_id: str) -> Path:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -97,9 +97,11 @@ def job_diffs(sim: SimResult, live: SimResult) -> tuple[JobDiff, ...]:
     return tuple(sorted(out, key=lambda d: d.job_id))
 
 
-def write_outputs(comparison: Comparison | GandivaComparison, out: Path) -> list[Path]:
+def write_outputs(
+    comparison: Comparison | GandivaComparison, out: Path, scenario: str = ""
+) -> list[Path]:
     """jobs.csv (per-job JCTs and differences), summary.json and, with matplotlib, a
-    figure of the per-job relative differences."""
+    figure of the per-job relative differences titled with ``scenario``."""
     import json
 
     out.mkdir(parents=True, exist_ok=True)
@@ -115,31 +117,40 @@ def write_outputs(comparison: Comparison | GandivaComparison, out: Path) -> list
     path.write_text(json.dumps(comparison.to_json(), indent=2) + "\n")
     written.append(path)
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        figure = agreement_figure(comparison, scenario)
     except ImportError:
         return written
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    path = out / "jct_diff.png"
+    figure.savefig(path, dpi=120)
+    written.append(path)
+    return written
+
+
+def agreement_figure(comparison: Any, scenario: str) -> Any:
+    """Live against simulated JCT per job: what ran (``scenario``: mechanism, policy,
+    placement, cluster, workload, seed) in the title, what each panel compares in its
+    own."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4.4), layout="constrained")
+    left, right = fig.subplots(1, 2)
     sim = [d.sim_jct_s / 3600 for d in comparison.jobs]
     live = [d.live_jct_s / 3600 for d in comparison.jobs]
     left.scatter(sim, live, s=14)
     top = max([*sim, *live, 1e-9])
-    left.plot([0, top], [0, top], color="grey", linewidth=0.8)
+    left.plot([0, top], [0, top], color="grey", linewidth=0.8, label="live = simulated")
     left.set_xlabel("simulated JCT (h)")
     left.set_ylabel("live JCT (h)")
+    left.set_title(f"JCT per job: live against simulated ({len(sim)} jobs)")
+    left.legend(fontsize=8, loc="upper left")
     right.bar(
         [str(d.job_id) for d in comparison.jobs],
         [100 * (d.live_jct_s - d.sim_jct_s) / d.sim_jct_s for d in comparison.jobs],
     )
     right.set_xlabel("job")
     right.set_ylabel("live - sim (% of sim JCT)")
+    right.set_title("difference per job (% of the simulated JCT)")
     right.tick_params(axis="x", labelsize=6)
-    fig.suptitle(f"sim vs live, time scale {comparison.time_scale:.3g}")
-    fig.tight_layout()
-    path = out / "jct_diff.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
-    return written
+    what = f"sim vs live: {scenario}" if scenario else "sim vs live"
+    fig.suptitle(f"{what}; live time scale {comparison.time_scale:.3g}")
+    return fig

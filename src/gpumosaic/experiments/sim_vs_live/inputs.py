@@ -32,6 +32,15 @@ class SimVsLiveOptions:
     wall_limit_s: float | None = None  # stop the live run (default 3 x the budget)
     sharing: str | None = None  # --sharing nvshare:... (experiments/sim_vs_live/sharing.py)
 
+    def scenario(self, mechanism: str = "rounds") -> str:
+        """What is compared, for figure titles: mechanism, policy + placement, cluster,
+        workload, seed (and the sharing model)."""
+        d = self.description
+        text = (
+            f"{mechanism}, {d.policy} + {d.placement} on {d.cluster}, {d.workload}, seed {d.seed}"
+        )
+        return text + (f", sharing {self.sharing}" if self.sharing else "")
+
     def __post_init__(self) -> None:
         if self.time_scale is not None and not 1.0 <= self.time_scale <= MAX_TIME_SCALE:
             raise InputError(

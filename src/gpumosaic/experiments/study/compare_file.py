@@ -9,6 +9,9 @@ from typing import Any
 import tomli_w
 
 COMPARE_FILE = "experiment.toml"
+# The background load of a comparison, a comment: `gpumosaic run` does not apply it yet,
+# and two comparisons that differ in it are different experiments (cli/out_folder.py).
+BACKGROUND_LINE = "# background (compare only, not applied by gpumosaic run): "
 
 
 def compare_experiment(
@@ -28,13 +31,17 @@ def compare_experiment(
     backfill: bool,
     sharing: list[str],
     mechanism: str,
+    background: str | None = None,
 ) -> str:
     """The TOML text of the study a ``compare`` call runs."""
     grid: dict[str, Any]
     comment = ""
+    seed_axis: list[int] | str = seeds
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        seed_axis = f"{seeds[0]}-{seeds[-1]}"  # a range as the user wrote it, not a list
     if mode == "fill":
         kind = "fill"
-        grid = {"tasks": tasks, "nodes": nodes, "placement": placements, "seed": seeds,
+        grid = {"tasks": tasks, "nodes": nodes, "placement": placements, "seed": seed_axis,
                 "inflate": inflate}  # fmt: skip
         what = f"fill replay: {', '.join(placements)}"
     elif policies is not None:
@@ -44,7 +51,7 @@ def compare_experiment(
         kind = "simulate"
         template = _with_rate(workload, LOAD_PLACEHOLDER)
         grid = {"cluster": cluster, "workload": template, "policy": policies,
-                "placement": placements[0], "seed": seeds, "gpus_per_node": gpus_per_node,
+                "placement": placements[0], "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": "rounds", "load": rates}  # fmt: skip
         what = f"policies {', '.join(policies)} x rates {', '.join(f'{r:g}' for r in rates)}"
         if workload.startswith("gavel-stream:"):
@@ -55,7 +62,7 @@ def compare_experiment(
     else:
         kind = "simulate"
         grid = {"cluster": cluster, "workload": workload, "policy": policy,
-                "placement": placements, "seed": seeds, "gpus_per_node": gpus_per_node,
+                "placement": placements, "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": mechanism, "backfill": backfill, "sharing": sharing}  # fmt: skip
         what = f"{policy} with placements {', '.join(placements)}"
     document = {
@@ -68,6 +75,8 @@ def compare_experiment(
     }
     header = "# Written by gpumosaic compare; rerun, resume and report it with\n"
     header += "#   gpumosaic run experiment.toml --out DIR && gpumosaic report DIR\n"
+    if background is not None:  # not an axis of the file yet: run would leave it out
+        header += f"{BACKGROUND_LINE}{background}\n"
     return header + comment + tomli_w.dumps(document)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumosaic.errors import InputError
+from gpumosaic.errors import InputError, Interrupted
 from gpumosaic.experiments.results.store import ResultStore
 from gpumosaic.experiments.study.file import Experiment, PlannedRun
 from gpumosaic.experiments.study.kinds.base import RunProduct
@@ -70,7 +70,11 @@ def execute(
     executor: str = "local",
     workers: int = 1,
     on_progress: Callable[[int, int], None] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> StudyOutcome:
+    """Run what the store in ``out`` lacks; ``announce`` hears, before any run starts,
+    how many stored runs a rerun reuses. Ctrl-C ends it with ``Interrupted`` (what is
+    stored, and that the same command resumes)."""
     if executor not in EXECUTORS:
         raise InputError(f"must be one of {', '.join(EXECUTORS)}", field="--executor")
     started = time.perf_counter()
@@ -79,6 +83,11 @@ def execute(
     planned = experiment.runs()
     finished = store.finished()
     todo = [r for r in planned if r.run_id not in finished]
+    if announce is not None and len(todo) < len(planned):
+        announce(
+            f"reusing {len(planned) - len(todo)} of {len(planned)} runs stored in {out}; "
+            f"running the other {len(todo)}"
+        )
     batches = _batches(experiment, todo)
     failed: list[FailedRun] = []
     done = 0
@@ -97,12 +106,21 @@ def execute(
         if on_progress:
             on_progress(done, len(todo))
 
-    if executor == "ray":
-        _run_on_ray(batches, workers, collect)
-    else:
-        from gpumosaic.experiments.parallel import parallel_map
+    try:
+        if executor == "ray":
+            _run_on_ray(batches, workers, collect)
+        else:
+            from gpumosaic.experiments.parallel import parallel_map
 
-        parallel_map(run_batch, batches, workers, lambda _n, _total, result: collect(result))
+            parallel_map(run_batch, batches, workers, lambda _n, _total, result: collect(result))
+    except KeyboardInterrupt:
+        # What the folder holds now, read back (Ctrl-C may land between a run's files).
+        planned_ids = {r.run_id for r in planned}
+        stored = len(ResultStore(out).finished() & planned_ids)
+        raise Interrupted(
+            f"interrupted: {stored} of {len(planned)} runs are stored in {out}; run the same "
+            "command again to run only the rest"
+        ) from None
     if not todo:
         store.write_runs_table()  # a study with nothing left to run still has its table
     return StudyOutcome(

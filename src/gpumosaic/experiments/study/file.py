@@ -99,11 +99,19 @@ class Experiment:
         return tuple(type(self.grid).model_fields)
 
 
+# At most this many runs in one study (a comparison is one too: compare writes its file).
+MAX_RUNS = 100_000
+
+
 def load_experiment(path: Path, check_grid: bool = True) -> Experiment:
     try:
         text = path.read_text()
     except OSError as err:
         raise InputError(f"cannot read the experiment file: {err.strerror}", path=path) from None
+    except UnicodeDecodeError:
+        raise InputError(
+            "not a text file: an experiment file is TOML (docs/experiments.md)", path=path
+        ) from None
     return parse_experiment(text, path, check_grid)
 
 
@@ -135,8 +143,11 @@ def parse_experiment(text: str, path: Path, check_grid: bool = True) -> Experime
             kind.check(grid)
     except GridError as err:
         raise fail(("grid", err.axis) if err.axis else ("grid",), err.message) from None
-    if not kind.points(grid):
+    planned = len(kind.points(grid))
+    if not planned:
         raise fail(("grid",), "the grid has no runs (an axis is an empty list)")
+    if planned > MAX_RUNS:
+        raise fail(("grid",), f"{planned:,} runs: at most {MAX_RUNS:,} (fewer seeds or values)")
     axes = tuple(type(grid).model_fields)
     metrics = field_names(kind.metrics_type)
     report = model.report

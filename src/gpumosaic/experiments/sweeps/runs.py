@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from gpumosaic.experiments.kept import KeptRuns
     from gpumosaic.experiments.runner import RunRequest
     from gpumosaic.results.result import Timeline
     from gpumosaic.results.summary import Summary
@@ -69,14 +70,21 @@ def run_sweep(
     requests: Sequence[RunRequest],
     workers: int,
     on_done: Callable[[int, int], None] | None = None,
+    kept: KeptRuns | None = None,
 ) -> list[SweepRun]:
-    """Results in the order of ``requests`` (whatever order the workers finish in)."""
+    """Results in the order of ``requests`` (whatever order the workers finish in); with
+    ``kept``, each stored as it ends and stored ones not run again."""
     progress = None if on_done is None else lambda done, total, _run: on_done(done, total)
-    return parallel_map(run_one, requests, workers, progress)
+    return parallel_map(run_one, requests, workers, progress, kept)
+
+
+# At most this many seeds in one comparison or study (past it a typo starts days of work).
+MAX_SEEDS = 10_000
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``0-9`` -> 0..9 inclusive; ``0,3,5`` -> those; ``42`` -> [42]."""
+    """``0-9`` -> 0..9 inclusive; ``0,3,5`` -> those; ``42`` -> [42]; at most
+    ``MAX_SEEDS`` of them (counted before any list is made)."""
     seeds: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         if not re.fullmatch(r"\d+(-\d+)?", part):
@@ -86,9 +94,15 @@ def parse_seeds(text: str) -> list[int]:
             lo, hi = int(start), int(end)
             if hi < lo:
                 raise ValueError(f"seed range {part!r} runs backwards")
+            if len(seeds) + hi - lo + 1 > MAX_SEEDS:
+                raise ValueError(f"more than {MAX_SEEDS:,} seeds (at most {MAX_SEEDS:,})")
             seeds.extend(range(lo, hi + 1))
         else:
             seeds.append(int(part))
+        if len(seeds) > MAX_SEEDS:
+            raise ValueError(f"more than {MAX_SEEDS:,} seeds (at most {MAX_SEEDS:,})")
+        if seeds[-1] > 2**32 - 1:
+            raise ValueError(f"seed {seeds[-1]} is past 4294967295 (2^32 - 1)")
     if not seeds:
         raise ValueError("no seeds given")
     return seeds

@@ -81,6 +81,20 @@ def _r(value: float, digits: int = 3) -> float | None:
     return round(float(value), digits)
 
 
+def _count(value: float) -> int | float | None:
+    """A count of steps: an integer when it is one (``150000``, not ``150000.0``)."""
+    rounded = _r(value, 1)
+    if rounded is not None and rounded.is_integer():
+        return int(rounded)
+    return rounded
+
+
+def _held_a_gpu(job: JobFacts) -> bool:
+    """Running, or it made progress on a GPU: the store's GPU fields name one it used.
+    A job that never started (or failed before its first step) names none."""
+    return job.state == "running" or job.steps_done > 0
+
+
 class RoundsView:
     """Builds the world of one round service (see the module doc)."""
 
@@ -365,12 +379,12 @@ class RoundsView:
         return {
             "name": job.name,
             "state": job.state,
-            "steps": _r(job.steps, 1),
-            "done": _r(job.steps_done, 1),
+            "steps": _count(job.steps),
+            "done": _count(job.steps_done),
             "gpus": job.num_gpu,
             "milli": job.gpu_milli,
-            "type": job.gpu_type,
-            "index": job.gpu_index,
+            "type": job.gpu_type if _held_a_gpu(job) else None,
+            "index": job.gpu_index if _held_a_gpu(job) else None,
             "attained_s": _r(job.attained_s, 1),
             "attempts": job.attempts,
             "submitted": _r(job.submitted_at, 2),
@@ -401,6 +415,12 @@ class RoundsView:
         driver = self.service.driver
         if job.cancel_requested:
             return "cancel requested: leaves at its process's end"
+        if job.attempts > 0 and job.reason:
+            # It failed, and waits to be retried (not merely for its turn): say so and why.
+            return (
+                f"failing: {job.reason}; retried from its last checkpoint when the policy "
+                "next gives it GPU time (gpumosaic logs ID shows its output)"
+            )
         if driver is None:
             return "the round loop has not started"
         if job.id not in driver.row_of:

@@ -25,10 +25,25 @@
     var i = models.indexOf(j.type);
     return i < 0 ? null : j.rates[i];
   }
-  function eta(id, j, models) { // seconds to finish, from the current rate or the allocation's
-    var r = j.state === 'running' ? rateNow(j, models) : j.eff;
+  function eta(id, j, models) { // seconds to finish, from the current rate or the allocation's;
+    // 'measuring' while the rate it would use is a prior, not a measurement (a placeholder
+    // 1 step/s gave "578d 16h")
+    var r;
+    if (j.state === 'running') {
+      var i = j.type ? models.indexOf(j.type) : -1;
+      if (i >= 0 && j.measured && !j.measured[i]) return 'measuring';
+      r = rateNow(j, models);
+    } else {
+      if (j.measured && j.x && !j.x.some(function (x, k) { return x > 0 && j.measured[k]; })) return 'measuring';
+      r = j.eff;
+    }
     if (!r || r <= 0) return null;
     return left(id, j) / r;
+  }
+  function etaText(e, clock) {
+    if (e === 'measuring') return '<span class="prior" title="no measured rate yet: no estimate from a prior">measuring</span>';
+    if (e == null) return '-';
+    return clock ? 'in ' + dur(e) + ' (' + GM.clock(GM.now() + e) + ')' : dur(e);
   }
 
   function cards(s, gpus, jobs) {
@@ -124,7 +139,7 @@
       var j = jobs[id], e = eta(id, j, GM.models);
       return '<tr data-job="' + id + '"><td>' + swatch(id) + esc(jobLabel(id, j)) + '</td><td class="num">' + j.gpus + ' x ' + j.milli +
         '</td><td class="num">' + dur(GM.now() - j.submitted) + '</td><td class="num">' + progress(id, j) +
-        '</td><td class="num">' + (e == null ? '-' : dur(e)) + '</td><td class="why">' + esc(j.why || j.reason || '') + '</td></tr>';
+        '</td><td class="num">' + etaText(e, false) + '</td><td class="why">' + esc(j.why || j.reason || '') + '</td></tr>';
     });
     GM.html('queue-table', '<table><tr><th>job</th><th class="num">GPUs x milli</th><th class="num">waiting</th>' +
       '<th class="num">progress</th><th class="num">est. finish in</th><th>why it waits</th></tr>' + rows.join('') +
@@ -145,8 +160,7 @@
       '<th class="num">est. finish</th><th class="num">GPU time</th><th class="num">rho</th><th class="num">tries</th></tr>';
     var rows = ids.slice(0, MAX_ROWS).map(function (id) {
       var j = jobs[id], e = LIVE[j.state] ? eta(id, j, models) : null, r = rho(id, j);
-      var fin = j.state in LIVE ? (e == null ? '-' : 'in ' + dur(e) + ' (' + GM.clock(GM.now() + e) + ')')
-        : (j.finished ? GM.clock(j.finished) : '-');
+      var fin = j.state in LIVE ? etaText(e, true) : (j.finished ? GM.clock(j.finished) : '-');
       var where = j.state === 'running' ? esc(j.type + ' [' + j.index + ']') : (j.reason && !LIVE[j.state] ? '<span title="' + esc(j.reason) + '">' + esc(j.reason.slice(0, 40)) + '</span>' : '');
       return '<tr data-job="' + id + '" data-state="' + esc(j.state) + '"><td>' + swatch(id) + esc(jobLabel(id, j)) + '</td><td><span class="badge b-' + esc(j.state) + '">' +
         esc(j.state) + '</span></td><td>' + progress(id, j) + '</td><td class="num">' + num(done(id, j), 4) + ' / ' + num(j.steps, 4) +
