@@ -60,8 +60,7 @@ def host_key() -> str:
 # "placement"). A kernel belongs to the first group with a prefix of its key.
 GROUPS: dict[str, tuple[str, ...]] = {
     "placement": ("gpumosaic.placement.", "gpumosaic.sim.timeline."),
-    "policies": ("gpumosaic.policies.",),
-    "rounds": ("gpumosaic.",),
+    "rounds": ("gpumosaic.",),  # the round mechanism's and the policies' (max-min classes)
 }
 
 

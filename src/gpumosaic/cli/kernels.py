@@ -93,7 +93,7 @@ def kernels(
     ] = None,
     group: Annotated[
         str,
-        typer.Option(help="comma-separated groups to build: placement, policies, rounds"),
+        typer.Option(help="comma-separated groups to build: placement, rounds"),
     ] = ",".join(kernel_aot.GROUPS),
     if_missing: Annotated[
         bool, typer.Option("--if-missing", help="build only the groups not built yet")
