@@ -200,13 +200,13 @@ def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -
 def test_a_failed_build_exits_1_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    import gpumosaic.cli.kernels as kernels_command
+    from gpumosaic import kernel_build
     from gpumosaic.cli import app
 
-    def fail(_directory: object) -> None:
+    def fail(*_args: object) -> None:
         raise OSError("no C compiler")
 
-    monkeypatch.setattr(kernels_command, "build_library", fail)
+    monkeypatch.setattr(kernel_build, "build", fail)
     result = CliRunner().invoke(app, ["kernels"])
     assert result.exit_code == 1
     assert "was not built" in result.stderr and "no C compiler" in result.stderr
