@@ -31,9 +31,10 @@ from gpumosaic import kernel_aot, kernel_cache
 
 EXPORTS_FILE = kernel_cache.PACKAGE_ROOT / "data" / "kernel_exports.json"
 
-# CPU seconds of each group's build on the project's 2-core machine, idle (for the line a
-# build prints before it starts; measured, docs/performance.md).
-EXPECTED_CPU_S = {"placement": 30.0, "rounds": 30.0}
+# CPU seconds of each group's build from a cold numba cache on the project's 2-core
+# machine (for the line a build prints before it starts; measured under load, so an
+# upper bound: docs/performance.md).
+EXPECTED_CPU_S = {"placement": 50.0, "rounds": 60.0}
 
 
 def declared_exports() -> list[dict[str, Any]]:

@@ -139,7 +139,7 @@ def kernels(
         where = out or kernel_aot.aot_dir()
         err_console.print(
             f"compiling the ahead-of-time kernels ({', '.join(groups)}) on {processes} "
-            f"process(es), about {expected:.0f} s on an idle 2-core machine, once per "
+            f"process(es), up to about {expected:.0f} s on a 2-core machine, once per "
             f"kernel version, into {where} ...",
             highlight=False,
             soft_wrap=True,
