@@ -1,10 +1,8 @@
 """The service's durable state in SQLite: jobs, leases, measured throughputs, rounds, events.
 
-One ``Store`` owns one writing connection (WAL journal, ``synchronous=NORMAL``) behind a
-lock; every change is one explicit transaction, so a SIGKILL leaves either the whole change
-or none of it. Reads outside a transaction go through a second, reading connection and see
-the last committed state without waiting for a transaction (a round boundary) to end. The
-API threads and the round driver share the store; nothing else writes the file.
+One ``Store`` owns one connection (WAL journal, ``synchronous=NORMAL``) behind a lock; every
+change is one explicit transaction, so a SIGKILL leaves either the whole change or none of
+it. The API threads and the round driver share the store; nothing else writes the file.
 """
 
 from __future__ import annotations
@@ -41,15 +39,6 @@ class Store:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
         self._depth = 0  # > 0 inside ``batch``: changes join its one transaction
-        self._writer: int | None = None  # the thread inside a transaction, if any
-        # Reads outside a transaction use a connection of their own: under WAL they see
-        # the last committed state and never wait for a transaction (a round boundary
-        # holds one for its whole decision) to end.
-        self._read_lock = threading.Lock()
-        self._reader = self._db
-        if str(path) != ":memory:":
-            self._reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._reader.row_factory = sqlite3.Row
         # Bumped by every submission and cancellation, so the driver rescans the jobs
         # only when one happened (not at every tick).
         self.jobs_version = 0
@@ -63,9 +52,7 @@ class Store:
         return float(r["epoch_s"])
 
     def close(self) -> None:
-        with self._lock, self._read_lock:
-            if self._reader is not self._db:
-                self._reader.close()
+        with self._lock:
             self._db.close()
 
     @contextmanager
@@ -75,26 +62,12 @@ class Store:
                 yield self._db
                 return
             self._db.execute("BEGIN IMMEDIATE")
-            self._writer = threading.get_ident()
             try:
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            finally:
-                self._writer = None
             self._db.execute("COMMIT")
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """The connection for a read: inside this thread's transaction the writer's (it
-        sees its own changes), else the reader's (the last commit, without waiting)."""
-        if self._writer == threading.get_ident():
-            yield self._db
-            return
-        lock = self._lock if self._reader is self._db else self._read_lock
-        with lock:
-            yield self._reader
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -149,16 +122,16 @@ class Store:
         return ids
 
     def job(self, job_id: int) -> JobRow | None:
-        with self._read() as db:
-            r = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._lock:
+            r = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if r is None else job_row(r)
 
     def jobs(self, *, live_only: bool = False) -> list[JobRow]:
         query = "SELECT * FROM jobs"
         if live_only:
             query += " WHERE state IN ('queued', 'running')"
-        with self._read() as db:
-            rows = db.execute(query + " ORDER BY id").fetchall()
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id").fetchall()
         return [job_row(r) for r in rows]
 
     def jobs_page(
@@ -174,13 +147,13 @@ class Store:
         if name is not None:
             query += " AND name = ?"
             args.append(name)
-        with self._read() as db:
-            rows = db.execute(query + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
         return [job_row(r) for r in rows]
 
     def counts_by_state(self) -> dict[str, int]:
-        with self._read() as db:
-            rows = db.execute("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
             return {str(r["state"]): int(r["n"]) for r in rows.fetchall()}
 
     def probe_write(self) -> None:
@@ -303,8 +276,8 @@ class Store:
             args.append(job_id)
         if active_only:
             query += " AND active = 1"
-        with self._read() as db:
-            rows = db.execute(query + " ORDER BY started_at, id", args).fetchall()
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY started_at, id", args).fetchall()
         return [lease_row(r) for r in rows]
 
     # ---- throughputs ---------------------------------------------------------------
@@ -326,23 +299,23 @@ class Store:
 
     def known_rates(self, job_id: int) -> dict[str, float]:
         """The rates the job's submission gave (GPU model -> steps/s): its prior."""
-        with self._read() as db:
-            rows = db.execute(
+        with self._lock:
+            rows = self._db.execute(
                 "SELECT gpu_type, steps_per_s FROM job_rates WHERE job_id = ?", (job_id,)
             ).fetchall()
         return {r["gpu_type"]: float(r["steps_per_s"]) for r in rows}
 
     def throughput_samples(self, job_id: int) -> dict[str, tuple[float, int]]:
-        with self._read() as db:
-            rows = db.execute(
+        with self._lock:
+            rows = self._db.execute(
                 "SELECT gpu_type, steps_per_s, samples FROM throughputs WHERE job_id = ?",
                 (job_id,),
             ).fetchall()
         return {r["gpu_type"]: (float(r["steps_per_s"]), int(r["samples"])) for r in rows}
 
     def throughputs(self, job_id: int) -> dict[str, float]:
-        with self._read() as db:
-            rows = db.execute(
+        with self._lock:
+            rows = self._db.execute(
                 "SELECT gpu_type, steps_per_s FROM throughputs WHERE job_id = ?", (job_id,)
             ).fetchall()
         return {r["gpu_type"]: float(r["steps_per_s"]) for r in rows}
@@ -361,13 +334,13 @@ class Store:
             db.execute("UPDATE rounds SET end_s = ? WHERE idx = ?", (end_s, idx))
 
     def last_round(self) -> int:
-        with self._read() as db:
-            r = db.execute("SELECT MAX(idx) AS m FROM rounds").fetchone()
+        with self._lock:
+            r = self._db.execute("SELECT MAX(idx) AS m FROM rounds").fetchone()
         return -1 if r["m"] is None else int(r["m"])
 
     def rounds(self) -> list[tuple[int, float, float | None, list[object]]]:
-        with self._read() as db:
-            rows = db.execute("SELECT * FROM rounds ORDER BY idx").fetchall()
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM rounds ORDER BY idx").fetchall()
         return [(r["idx"], r["start_s"], r["end_s"], json.loads(r["plan"])) for r in rows]
 
     def event(self, t: float, job_id: int | None, kind: str, detail: str = "") -> None:
@@ -388,8 +361,8 @@ class Store:
         if job_id is not None:
             query += " WHERE job_id = ?"
             args.append(job_id)
-        with self._read() as db:
-            rows = db.execute(query + " ORDER BY seq", args).fetchall()
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY seq", args).fetchall()
         return [EventRow(r["seq"], r["t"], r["job_id"], r["kind"], r["detail"]) for r in rows]
 
     def recover(self, now: float) -> list[LeaseRow]:
@@ -415,8 +388,10 @@ class Store:
     # ---- serve --mechanism gandiva ---------------------------------------------------
 
     def gandiva_job(self, job_id: int) -> GandivaJobRow | None:
-        with self._read() as db:
-            r = db.execute("SELECT * FROM gandiva_jobs WHERE job_id = ?", (job_id,)).fetchone()
+        with self._lock:
+            r = self._db.execute(
+                "SELECT * FROM gandiva_jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
         if r is None:
             return None
         return GandivaJobRow(r["job_id"], r["suspensions"], r["migrations"], r["packed_with"])
