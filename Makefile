@@ -24,17 +24,18 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(STAMP_RUN)
 
-# The ahead-of-time kernel library (gpumosaic/kernel_aot.py: the fill's and the round
-# mechanism's kernels without numba's ~0.6 s start-up; about 45 s of CPU once, measured in
-# the README). Built only when the library for the kernel sources' hash is missing: `make
-# demo` then `make test` (or the reverse) builds it once; a kernel change (a new hash)
-# builds it again. `gpumosaic kernels` exits non-zero when it cannot build it: make says so
-# and goes on (the kernels run through numba's JIT, same results), and since the library is
-# still missing the next make tries again. `make kernels` always builds.
+# The ahead-of-time kernel library (gpumosaic/kernel_aot.py: the kernels without numba's
+# ~0.6 s start-up). `gpumosaic kernels --if-missing` builds the groups of it not built yet
+# for the kernel sources' hash, in parallel, into a user cache that every clone of the same
+# sources shares ($XDG_CACHE_HOME/gpumosaic), and says so with the time it expects; `make
+# demo` builds only the group its runs use (placement), `make test`/`check`/`bench` all.
+# When it cannot build, make says so and goes on (the kernels run through numba's JIT,
+# same results), and the next make tries again. `make kernels` always builds all.
 KERNELS_FAILED := make: the ahead-of-time kernel library did not build (see above); the \
 	kernels run through numba's JIT, and the next make tries again
-KERNELS_IF_MISSING = $(BIN)/python -c "import sys; from gpumosaic.kernel_aot import aot_paths; \
-	sys.exit(not aot_paths()[0].exists())" || $(BIN)/gpumosaic kernels || echo "$(KERNELS_FAILED)" >&2
+KERNELS_IF_MISSING = $(BIN)/gpumosaic kernels --if-missing || echo "$(KERNELS_FAILED)" >&2
+KERNELS_FOR_DEMO = $(BIN)/gpumosaic kernels --if-missing --group placement \
+	|| echo "$(KERNELS_FAILED)" >&2
 
 kernels-if-missing: $(STAMP_RUN)
 	@$(KERNELS_IF_MISSING)
@@ -45,7 +46,7 @@ kernels: $(STAMP_RUN)
 # The spatial-sharing experiment: 4 x V100, 50 fractional jobs at t=0, FIFO,
 # worst-fit (Gavel's "strided") / best-fit / first-fit / FGD placement, seeds 0..9.
 demo: $(STAMP_RUN)
-	@$(KERNELS_IF_MISSING)
+	@$(KERNELS_FOR_DEMO)
 	$(BIN)/gpumosaic compare --cluster v100:4 --workload gavel:jobs=50,rate=0,milli=spatial \
 		--policy fifo --placements worstfit,bestfit,firstfit,fgd --seeds 0-9 --out runs/demo
 

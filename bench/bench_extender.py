@@ -49,6 +49,9 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+START_S = 60.0  # how long the server may take to start
+
+
 def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
     command = [
         sys.executable, "-c", "from gpumosaic.cli import main; main()", "extender",
@@ -57,7 +60,7 @@ def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.Popen(command, env=env)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:

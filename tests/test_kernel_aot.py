@@ -101,7 +101,7 @@ FILL_ARRAYS = (
 
 @pytest.mark.slow
 def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
-    """Builds the library (~30-60 s: pycc compiles every learned kernel), then fills and runs
+    """Builds the library (~30-60 s: pycc compiles every declared export), then fills and runs
     Gavel's rounds with it and with numba's JIT: every curve and every task's outcome
     equal, for the compiled scorers, a combination, Random and fgd-exact (object mode: the
     JIT's); the same JCTs, rounds and solves."""
@@ -127,7 +127,7 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
         "gpumosaic.mechanisms.rounds.round_kernel.round_singles",
         "gpumosaic.mechanisms.rounds.round_kernel.account_round",
     }
-    assert f"({sum(len(v) for v in library.values())} exports)" in built.stdout
+    assert f"built {sum(len(v) for v in library.values())} exports" in built.stdout
     placements = ("fgd", "bestfit", "pwr=200,fgd=800", "random", "fgdexact")
     kernel_aot.use_aot_library({})  # numba's JIT only
     jit = {p: _fill(p, 3000) for p in placements}
@@ -155,6 +155,18 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
         for field in FILL_ARRAYS:
             np.testing.assert_array_equal(getattr(aot[p], field), getattr(jit[p], field))
     assert aot_rounds == jit_rounds
+
+
+@pytest.mark.slow
+def test_the_declared_exports_are_what_a_learning_run_finds() -> None:
+    """``data/kernel_exports.json`` (what a build compiles) is what a fill with every
+    placement and Gavel's rounds call from Python: a kernel change that changes a call's
+    types is caught here, not by a run falling back to the JIT (`gpumosaic kernels --learn`
+    rewrites the file)."""
+    from gpumosaic.cli.kernels import learned_exports
+    from gpumosaic.kernel_build import declared_exports
+
+    assert learned_exports() == declared_exports()
 
 
 def _gavel_rounds() -> tuple[object, ...]:
@@ -188,13 +200,13 @@ def test_a_library_that_does_not_load_warns_and_leaves_the_jit(tmp_path: Path) -
 def test_a_failed_build_exits_1_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    import gpumosaic.cli.kernels as kernels_command
+    from gpumosaic import kernel_build
     from gpumosaic.cli import app
 
-    def fail(_directory: object) -> None:
+    def fail(*_args: object) -> None:
         raise OSError("no C compiler")
 
-    monkeypatch.setattr(kernels_command, "build_library", fail)
+    monkeypatch.setattr(kernel_build, "build", fail)
     result = CliRunner().invoke(app, ["kernels"])
     assert result.exit_code == 1
     assert "was not built" in result.stderr and "no C compiler" in result.stderr

@@ -1,7 +1,8 @@
-"""make's kernel step: a failed ``gpumosaic kernels`` is said and retried by the next make
-(the library for the kernel sources' hash is still missing), a built one is kept; the fast
-lane exists beside ``make test``. Runs make on a copy of the Makefile with stand-ins for
-``python`` and ``gpumosaic`` (no install, no compiler)."""
+"""make's kernel step: make asks ``gpumosaic kernels --if-missing`` (which builds only the
+groups not built for the kernel sources' hash: tests/cli/test_setup.py), a failed build is
+said and make goes on and retries next time; the demo builds only its group; the fast lane
+exists beside ``make test``. Runs make on a copy of the Makefile with a stand-in for
+``gpumosaic`` (no install, no compiler)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from waiting import wait_for
 MAKEFILE = Path(__file__).parents[1] / "Makefile"
 
 
-def _tree(tmp_path: Path, built: bool, kernels_exit: int) -> Path:
-    """A copy of the Makefile with stand-ins: ``python`` answers the "is the library for
-    this hash built?" check (exit 0: built), ``gpumosaic kernels`` exits ``kernels_exit``."""
+def _tree(tmp_path: Path, kernels_exit: int) -> Path:
+    """A copy of the Makefile with a stand-in ``gpumosaic`` that exits ``kernels_exit``."""
     shutil.copy(MAKEFILE, tmp_path / "Makefile")
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text("")
@@ -28,7 +28,6 @@ def _tree(tmp_path: Path, built: bool, kernels_exit: int) -> Path:
     os.utime(pyproject, (earlier, earlier))  # installed after pyproject.toml: up to date
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    _stand_in(bin_dir / "python", 0 if built else 1)
     _stand_in(bin_dir / "gpumosaic", kernels_exit)
     (tmp_path / ".venv" / ".installed-run").write_text("")
     (tmp_path / ".venv" / ".installed-dev").write_text("")
@@ -47,27 +46,32 @@ def _make(tree: Path, *targets: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_a_failed_kernel_build_is_said_and_retried_and_a_built_one_is_kept(
-    tmp_path: Path,
-) -> None:
-    tree = _tree(tmp_path, built=False, kernels_exit=1)
+def test_a_failed_kernel_build_is_said_and_retried(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, kernels_exit=1)
     first = _make(tree, "kernels-if-missing")
     assert first.returncode == 0  # the JIT still runs the kernels: make goes on
-    assert "ran gpumosaic kernels" in first.stdout
+    assert "ran gpumosaic kernels --if-missing" in first.stdout
     assert "did not build" in first.stderr and "tries again" in first.stderr
     again = _make(tree, "kernels-if-missing")
-    assert "ran gpumosaic kernels" in again.stdout  # the library is still missing: retried
+    assert "ran gpumosaic kernels --if-missing" in again.stdout  # asked again
     _stand_in(tree / ".venv" / "bin" / "gpumosaic", 0)
     built = _make(tree, "kernels-if-missing")
     assert built.returncode == 0 and "did not build" not in built.stderr
-    _stand_in(tree / ".venv" / "bin" / "python", 0)  # now the library for the hash exists
-    kept = _make(tree, "kernels-if-missing")
-    assert kept.returncode == 0 and "ran gpumosaic" not in kept.stdout  # not rebuilt
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_the_demo_builds_only_the_placement_kernels(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, kernels_exit=0)
+    demo = _make(tree, "demo").stdout
+    assert "ran gpumosaic kernels --if-missing --group placement" in demo
+    assert "ran gpumosaic compare" in demo
+    unit = _make(tree, "-n", "unit").stdout
+    assert "gpumosaic kernels --if-missing ||" in unit  # every group
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_check_is_the_fast_lane_and_make_test_runs_everything(tmp_path: Path) -> None:
-    tree = _tree(tmp_path, built=True, kernels_exit=0)
+    tree = _tree(tmp_path, kernels_exit=0)
     check = _make(tree, "-n", "check").stdout
     assert 'pytest -m "not slow"' in check and "ruff check" in check and "mypy" in check
     unit = _make(tree, "-n", "unit").stdout
@@ -79,7 +83,7 @@ def test_make_check_is_the_fast_lane_and_make_test_runs_everything(tmp_path: Pat
 def test_make_test_under_load_runs_the_suite_three_times_beside_four_busy_processes(
     tmp_path: Path,
 ) -> None:
-    tree = _tree(tmp_path, built=True, kernels_exit=0)
+    tree = _tree(tmp_path, kernels_exit=0)
     # The stand-in python: a busy process records its pid and sleeps in its place; the
     # suite records how many busy processes are alive while it runs.
     (tree / ".venv" / "bin" / "python").write_text(
@@ -93,6 +97,7 @@ def test_make_test_under_load_runs_the_suite_three_times_beside_four_busy_proces
         f" echo $n >> {tree}/alive;;\n"
         "esac\n"
     )
+    (tree / ".venv" / "bin" / "python").chmod(0o755)
     _stand_in(tree / ".venv" / "bin" / "coverage", 0)
     done = _make(tree, "test-under-load")
     assert done.returncode == 0, done.stderr

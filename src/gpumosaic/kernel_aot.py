@@ -4,10 +4,12 @@ a kernel uses it). Here: where it lives, reading it and checking a call's argume
 against an export's.
 ``gpumosaic kernels`` builds it (``cli/kernels.py``; ``make`` runs it after installing).
 
-The library lives in the kernels' keyed cache directory (``kernel_cache.cache_dir()/aot``)
-with a JSON list of its exports (kernel, exported name, argument types) and the CPU it was
-built for: a change to any kernel source moves the directory, and the kernels run through
-numba's JIT until the library is built again; so does another CPU.
+The library lives in a user cache shared by every clone (``aot_dir``), in a directory
+named by the hash of the kernel sources and numba (``kernel_cache.sources_digest``) and by
+the CPU: one extension module per group of kernels (``GROUPS``), each with a JSON list of
+its exports (kernel, exported name, argument types). A change to any kernel source moves
+the directory, and the kernels run through numba's JIT until the library is built again
+(``gpumosaic kernels``; ``kernel_build`` builds it); so does another CPU.
 
 An AOT function trusts its arguments to have the types it was compiled for (a wrong dtype
 reads memory as another type), so a call is checked against the exports' types first
@@ -18,6 +20,7 @@ numpy scalars; tuples), as numba's dispatcher would type the same arguments.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -36,6 +39,7 @@ from gpumosaic import kernel_cache
 AOT_ENV = "GPUMOSAIC_AOT"  # "0": never use the AOT library (numba's JIT for every call)
 
 
+@functools.cache
 def host_key() -> str:
     """This CPU (architecture and feature flags): AOT code is built for the CPU it runs on."""
     digest = hashlib.sha256(platform.machine().encode())
@@ -51,13 +55,55 @@ def host_key() -> str:
     return digest.hexdigest()[:16]
 
 
-def aot_paths(directory: Path | None = None) -> tuple[Path, Path, str]:
-    """(extension file, exports file, module name) of the AOT library in ``directory``
-    (default: ``cache_dir()/aot``)."""
-    directory = directory or kernel_cache.cache_dir() / "aot"
-    name = f"gpumosaic_kernels_{kernel_cache.sources_digest()}"
+# The groups of kernels the library is built in, each its own extension module: what one
+# kind of command runs (a group is built only where it is needed: ``make demo`` builds
+# "placement"). A kernel belongs to the first group with a prefix of its key.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "placement": ("gpumosaic.placement.", "gpumosaic.results.timeline."),
+    "rounds": ("gpumosaic.",),  # the round mechanism's and the policies' (max-min classes)
+}
+
+
+def group_of(kernel_key: str) -> str:
+    """The group a kernel's AOT export is built in."""
+    return next(g for g, prefixes in GROUPS.items() if kernel_key.startswith(prefixes))
+
+
+def aot_dir() -> Path:
+    """Where the AOT library lives: a user cache shared by every clone and checkout path
+    of the same kernel sources, numba and CPU (``$XDG_CACHE_HOME/gpumosaic``, default
+    ``~/.cache/gpumosaic``; under ``$NUMBA_CACHE_DIR`` when that is set), named by their
+    hash; the in-package cache where no home directory is writable."""
+    name = f"aot-{kernel_cache.sources_digest()}-{host_key()}"
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        return Path(user) / f"gpumosaic-{name}"
+    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    shared = Path(home) / "gpumosaic"
+    with contextlib.suppress(OSError):
+        shared.mkdir(parents=True, exist_ok=True)
+    if os.access(shared, os.W_OK):
+        return shared / name
+    return kernel_cache.cache_dir() / "aot"
+
+
+def aot_paths(directory: Path | None = None, group: str = "placement") -> tuple[Path, Path, str]:
+    """(extension file, exports file, module name) of one group of the AOT library in
+    ``directory`` (default: ``aot_dir()``)."""
+    directory = directory or aot_dir()
+    name = f"gpumosaic_kernels_{kernel_cache.sources_digest()}_{group}"
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     return directory / f"{name}{suffix}", directory / f"{name}.json", name
+
+
+def missing_groups(groups: list[str] | None = None, directory: Path | None = None) -> list[str]:
+    """Those of ``groups`` (default: all) whose module is not built in ``directory``."""
+    missing = []
+    for group in groups or list(GROUPS):
+        extension, exports_file, _ = aot_paths(directory, group)
+        if not (extension.exists() and exports_file.exists()):
+            missing.append(group)
+    return missing
 
 
 Library = dict[str, tuple[tuple[Any, Callable[..., Any]], ...]]
@@ -75,8 +121,17 @@ def aot_library() -> Library:
 
 
 def load_library(directory: Path | None) -> Library:
-    """The AOT library in ``directory`` (see ``aot_library``; default: the cache's)."""
-    extension, exports_file, name = aot_paths(directory)
+    """The AOT library's groups built in ``directory`` (see ``aot_library``; default:
+    ``aot_dir()``); a group not built there is left to numba's JIT."""
+    table: dict[str, list[tuple[Guard, Callable[..., Any]]]] = {}
+    for group in GROUPS:
+        for key, entries in _load_group(directory, group).items():
+            table.setdefault(key, []).extend(entries)
+    return {key: tuple(entries) for key, entries in table.items()}
+
+
+def _load_group(directory: Path | None, group: str) -> dict[str, list[tuple[Guard, Any]]]:
+    extension, exports_file, name = aot_paths(directory, group)
     try:
         exports = json.loads(exports_file.read_text())
     except (OSError, ValueError):
@@ -94,14 +149,14 @@ def load_library(directory: Path | None) -> Library:
             f"the ahead-of-time kernel library {extension} does not load ({err}); the "
             "kernels run through numba's JIT until `gpumosaic kernels` builds it again",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         return {}
     table: dict[str, list[tuple[Guard, Callable[..., Any]]]] = {}
     for entry in exports["exports"]:
         guard = guard_of(["tuple", entry["args"]])
         table.setdefault(entry["kernel"], []).append((guard, getattr(module, entry["name"])))
-    return {key: tuple(entries) for key, entries in table.items()}
+    return table
 
 
 def use_aot_library(library: Library | None) -> None:

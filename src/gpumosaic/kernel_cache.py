@@ -19,8 +19,9 @@ target's registries, scipy's BLAS probe), more than a whole fill run. So ``njit`
 ``Kernel``: numba is imported, and every kernel made a numba dispatcher, only when some
 kernel runs without ahead-of-time code. The ahead-of-time (AOT) library
 (``gpumosaic.kernel_aot``, built once by ``make`` or ``gpumosaic kernels``) is
-an extension module in the same keyed directory holding the kernels a command runs, for the
-argument types it was built with, compiled by numba from the same sources for this CPU:
+extension modules in a user cache keyed by the same hash and the CPU (``kernel_aot.aot_dir``),
+holding the kernels a command runs, for the argument types declared in
+``data/kernel_exports.json``, compiled by numba from the same sources for this CPU:
 a call whose arguments match one of them runs it without numba; any other call, or any
 kernel it lacks, goes through numba's dispatcher. The types are checked in Python before
 an AOT call (an AOT function trusts its arguments' types): per call (``Kernel.__call__``)

@@ -1,6 +1,6 @@
-"""Issue 28's set-up: ``make`` builds the ahead-of-time kernel library only where the
-library for the kernel sources' hash is missing (``make test`` rebuilt what ``make demo``
-had just built), and the README's commands name options that exist (test_readme_commands)."""
+"""The set-up: ``make`` builds only the groups of the ahead-of-time kernel library not
+built for the kernel sources' hash (the demo only its own), into a user cache every clone
+shares."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -33,33 +35,49 @@ def test_only_make_kernels_always_builds_the_library() -> None:
     recipes = _recipes()
     building = [t for t, lines in recipes.items() if any("gpumosaic kernels" in x for x in lines)]
     assert building == ["kernels"], building  # not the install stamps
-    for target in ("demo", "unit"):
-        assert "@$(KERNELS_IF_MISSING)" in recipes[target], target
+    assert "@$(KERNELS_FOR_DEMO)" in recipes["demo"]  # only the group the demo runs
+    assert "@$(KERNELS_IF_MISSING)" in recipes["unit"]
+    assert "--if-missing --group placement" in MAKEFILE
 
 
-def _check_command() -> str:
-    """The Makefile's test for a built library, as the shell runs it (python -c ...)."""
-    match = re.search(r'KERNELS_IF_MISSING = \$\(BIN\)/python -c "(.*?)" \|\|', MAKEFILE, re.S)
-    assert match is not None
-    return match.group(1).replace("\\\n\t", "")
+def test_if_missing_builds_only_the_groups_not_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from gpumosaic import kernel_aot, kernel_build
+    from gpumosaic.cli import app
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(kernel_build, "build", lambda groups, out, workers: asked.append(groups))
+    runner = CliRunner()
+    out = ["--out", str(tmp_path)]
+    first = runner.invoke(app, ["kernels", "--if-missing", *out])
+    assert first.exit_code == 0, first.output
+    assert asked == [list(kernel_aot.GROUPS)]  # nothing built: every group
+    assert "compiling the ahead-of-time kernels" in first.stderr and " s on " in first.stderr
+    for path in kernel_aot.aot_paths(tmp_path, "placement")[:2]:  # as a build leaves them
+        path.write_bytes(b"")
+    runner.invoke(app, ["kernels", "--if-missing", *out])
+    assert asked[-1] == ["rounds"]
+    runner.invoke(app, ["kernels", "--if-missing", "--group", "placement", *out])
+    assert len(asked) == 2  # built: `make demo` leaves it alone
+    runner.invoke(app, ["kernels", "--group", "placement", *out])
+    assert asked[-1] == ["placement"]  # `make kernels` always builds
+    wrong = runner.invoke(app, ["kernels", "--group", "gpu", *out])
+    assert wrong.exit_code != 0 and "unknown group 'gpu'" in wrong.output
 
 
-def test_the_check_finds_a_built_library_and_misses_an_absent_one(tmp_path: Path) -> None:
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "src")}
+def test_the_library_is_shared_by_clones_and_keyed_by_the_sources(tmp_path: Path) -> None:
+    code = "from gpumosaic.kernel_aot import aot_dir; print(aot_dir())"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(tmp_path), PYTHONPATH=str(ROOT / "src"))
+    where = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    from gpumosaic import kernel_cache
 
-    def check() -> int:
-        done = subprocess.run(
-            [sys.executable, "-c", _check_command()], env=env, timeout=60, check=False
-        )
-        return done.returncode
-
-    assert check() == 1  # nothing built for this hash: make would build it
-    code = (
-        "from gpumosaic.kernel_aot import aot_paths; p = aot_paths()[0]; "
-        "p.parent.mkdir(parents=True); p.write_bytes(b'')"
-    )
-    subprocess.run([sys.executable, "-c", code], env=env, timeout=60, check=True)
-    assert check() == 0  # built: make demo / make test leave it alone
+    assert where.startswith(f"{tmp_path}/gpumosaic/aot-{kernel_cache.sources_digest()}-")
 
 
 def test_the_license_is_an_spdx_expression_that_setuptools_reads_without_a_warning() -> None:

@@ -88,7 +88,7 @@ COMMAND_HELP: dict[str, str] = {
     "extender": "Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, "
     "bind).",
     "share": "Time-share GPUs between unmodified processes (an nvshare-style runtime).",
-    "kernels": "Build the ahead-of-time kernel library: the fill's kernels without numba's "
+    "kernels": "Build the ahead-of-time kernel library: the kernels without numba's "
     "~0.6 s start-up (numba's JIT runs them, with the same results, where it is missing).",
 }
 

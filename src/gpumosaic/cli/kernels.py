@@ -1,21 +1,23 @@
 """``gpumosaic kernels``: build the ahead-of-time kernel library (``gpumosaic.kernel_aot``).
 
-The kernels and their argument types are learned, not listed: the build runs a short fill
-with every placement through numba's JIT (openb's nodes, the first tasks of openb's
-default trace, and a weighted combination) and Gavel's continuous experiment over its
-first jobs with three policies, and exports every signature a kernel was called with from
-Python (its callees are compiled into it). A run whose calls all match (the fill, Gavel's
-36:36:36 run with these policies) never imports numba; any other call takes numba's JIT.
-numba's ``pycc`` then compiles the same Python sources into one module, for this
-machine's CPU model and features: the ones numba's JIT targets here (pycc's default is a
-generic CPU), so the AOT code does the same arithmetic (tests/test_kernel_aot.py checks
-whole fills and a round run against the JIT's). Building needs numba, setuptools and a C
-compiler (it links the module); ~20 s with numba's cache warm, ~60 s cold.
+A build compiles the declared exports (``data/kernel_exports.json``) with numba's ``pycc``,
+one module per group of kernels, the groups in parallel (``kernel_build``), into a user
+cache keyed by the kernel sources' hash: a second clone of the same sources finds it
+built. ``--learn`` rewrites the declared exports: a short fill with every placement
+(openb's nodes, the first tasks of openb's default trace, and a weighted combination) and
+Gavel's continuous experiment over its first jobs with three policies, through numba's
+JIT, and every signature a kernel was called with from Python (its callees are compiled
+into it). Run it after changing a kernel's argument types: a call whose types no export
+has takes numba's JIT (same results; ``--json`` says ``aot+jit``).
+The modules are built for this machine's CPU model and features: the ones numba's JIT
+targets here (pycc's default is a generic CPU), so the AOT code does the same arithmetic
+(tests/test_kernel_aot.py checks whole fills and a round run against the JIT's). Building
+needs numba, setuptools and a C compiler (it links the module).
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -63,82 +65,24 @@ def learn_signatures() -> list[tuple[kernel_cache.Kernel, Any]]:
     return found
 
 
-def argument_spec(numba_type: Any) -> list[Any]:
-    """A numba argument type as the exports file writes it (``kernel_aot.guard_of``)."""
-    from numba.core import types
+def learned_exports() -> list[dict[str, Any]]:
+    """The exports a learning run finds, as ``data/kernel_exports.json`` declares them."""
+    from gpumosaic.kernel_build import type_spec
 
-    if isinstance(numba_type, types.Array):
-        if not numba_type.aligned:
-            raise TypeError(f"unaligned array {numba_type}")
-        return ["array", str(numba_type.dtype), numba_type.ndim, numba_type.layout,
-                not numba_type.mutable]  # fmt: skip
-    if isinstance(numba_type, types.BaseTuple):
-        elements: Any = numba_type
-        return ["tuple", [argument_spec(t) for t in elements.types]]
-    name = str(numba_type)
-    if name in ("bool", "boolean"):
-        return ["scalar", "bool"]
-    if name in ("int64", "float64"):
-        return ["scalar", name]
-    raise TypeError(f"no AOT export for argument type {numba_type}")
-
-
-def build_library(directory: Path | None = None) -> tuple[Path, int, int]:
-    """Learn the signatures, compile the library into ``directory`` (default: the keyed
-    cache's ``aot``) and write its exports file; (extension path, exports, signatures left
-    to numba's JIT: an argument type the exports file cannot spell)."""
     kernel_aot.use_aot_library({})  # learn through the JIT, not an older library
     try:
         learned = learn_signatures()
     finally:
         kernel_aot.use_aot_library(None)
     exports = []
-    entries: list[tuple[str, Any, Any]] = []
-    left = 0
     for kernel, signature in learned:
         try:
-            args = [argument_spec(t) for t in signature.args]
+            args = [type_spec(t) for t in signature.args]
+            returns = type_spec(signature.return_type)
         except TypeError:
-            left += 1
-            continue
-        name = f"k{len(entries)}"
-        entries.append((name, kernel, signature))
-        exports.append({"kernel": kernel.key, "name": name, "args": args})
-    extension, exports_file, module_name = kernel_aot.aot_paths(directory)
-    extension.parent.mkdir(parents=True, exist_ok=True)
-    _compile(module_name, extension, entries)
-    exports_file.write_text(json.dumps({"host": kernel_aot.host_key(), "exports": exports}))
-    return extension, len(exports), left
-
-
-def _compile(module_name: str, extension: Path, entries: list[tuple[str, Any, Any]]) -> None:
-    import warnings
-
-    import setuptools  # noqa: F401  # pycc compiles and links through setuptools' build_ext
-    from numba.core import codegen
-    from numba.core.registry import cpu_target
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pycc's pending deprecation
-        from numba.pycc import CC
-
-    cc = CC(module_name, source_module=__name__)
-    cc.output_dir = str(extension.parent)
-    cc.output_file = extension.name
-    jit_codegen: Any = cpu_target.target_context.codegen()
-    # The JIT's CPU model and features (pycc's default is a generic CPU, features from the
-    # model only): the same instructions, so the same floating-point results.
-    cc.target_cpu = jit_codegen._get_host_cpu_name()
-    features = jit_codegen._tm_features
-    aot_codegen: Any = codegen.AOTCPUCodegen
-    saved = aot_codegen._customize_tm_features
-    aot_codegen._customize_tm_features = lambda self: features
-    try:
-        for name, kernel, signature in entries:
-            cc.export(name, signature)(kernel.py_func)
-        cc.compile()
-    finally:
-        aot_codegen._customize_tm_features = saved
+            continue  # a type the exports file cannot spell: numba's JIT keeps it
+        exports.append({"kernel": kernel.key, "args": args, "returns": returns})
+    return exports
 
 
 @app.command(epilog="Example: gpumosaic kernels   (make runs it after installing)")
@@ -147,19 +91,60 @@ def kernels(
     out: Annotated[
         Path | None, typer.Option(help="folder for the library (default: the kernel cache)")
     ] = None,
+    group: Annotated[
+        str,
+        typer.Option(help="comma-separated groups to build: placement, rounds"),
+    ] = ",".join(kernel_aot.GROUPS),
+    if_missing: Annotated[
+        bool, typer.Option("--if-missing", help="build only the groups not built yet")
+    ] = False,
+    workers: Annotated[
+        int, typer.Option(min=0, help="processes compiling at once (0: one per CPU)")
+    ] = 0,
+    learn: Annotated[
+        bool,
+        typer.Option("--learn", help="rewrite the declared exports from a learning run first"),
+    ] = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="(the default now: a failed build exits 1)")
     ] = True,
 ) -> None:
-    """Build the ahead-of-time kernel library: the fill's kernels without numba's ~0.6 s
-    start-up (numba's JIT runs them, with the same results, where it is missing).
+    """Build the ahead-of-time kernel library: the kernels without numba's ~0.6 s start-up
+    (numba's JIT runs them, with the same results, where it is missing).
 
     A build that fails says why and exits 1 (``make`` then goes on with the JIT and tries again
     next time)."""
+    from gpumosaic import kernel_build
+
     check_out_dir(out)
+    groups = [g.strip() for g in group.split(",") if g.strip()]
+    unknown = [g for g in groups if g not in kernel_aot.GROUPS]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown group {unknown[0]!r} (known: {', '.join(kernel_aot.GROUPS)})",
+            param_hint="--group",
+        )
+    if if_missing:
+        groups = kernel_aot.missing_groups(groups, out)
+        if not groups:
+            return
     started = time.perf_counter()
     try:
-        extension, count, left = build_library(out)
+        if learn:
+            exports = learned_exports()
+            kernel_build.write_exports(exports)
+            print(f"wrote {len(exports)} exports to {kernel_build.EXPORTS_FILE}")
+        processes = min(len(groups), workers or os.cpu_count() or 1)
+        expected = kernel_build.expected_wall_s(groups, processes)
+        where = out or kernel_aot.aot_dir()
+        err_console.print(
+            f"compiling the ahead-of-time kernels ({', '.join(groups)}) on {processes} "
+            f"process(es), up to about {expected:.0f} s on a 2-core machine, once per "
+            f"kernel version, into {where} ...",
+            highlight=False,
+            soft_wrap=True,
+        )
+        count = kernel_build.build(groups, out, workers or None)
     except Exception as err:  # a missing compiler or pycc: say so, the JIT still works
         err_console.print(
             f"[yellow]the ahead-of-time kernel library was not built[/yellow] "
@@ -169,5 +154,4 @@ def kernels(
             soft_wrap=True,
         )
         sys.exit(1)
-    also = f"; {left} signature(s) with types it cannot take stay on numba's JIT" if left else ""
-    print(f"built {extension} ({count} exports{also}) in {time.perf_counter() - started:.0f} s")
+    print(f"built {count} exports ({', '.join(groups)}) in {time.perf_counter() - started:.0f} s")
