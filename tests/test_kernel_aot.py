@@ -129,10 +129,10 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
     }
     assert f"built {sum(len(v) for v in library.values())} exports" in built.stdout
     placements = ("fgd", "bestfit", "pwr=200,fgd=800", "random", "fgdexact")
-    kernel_aot.use_aot_library({})  # numba's JIT only
+    kernel_cache.use_aot_library({})  # numba's JIT only
     jit = {p: _fill(p, 3000) for p in placements}
     jit_rounds = _gavel_rounds()
-    kernel_aot.use_aot_library(library)
+    kernel_cache.use_aot_library(library)
     try:
         # The compiled scorers' kernel comes from the library (a pycc function), fgd-exact's
         # from numba.
@@ -150,7 +150,7 @@ def test_an_aot_fill_is_the_jit_fill_bit_for_bit(tmp_path: Path) -> None:
         aot = {p: _fill(p, 3000) for p in placements}
         aot_rounds = _gavel_rounds()
     finally:
-        kernel_aot.use_aot_library(None)
+        kernel_cache.use_aot_library(None)
     for p in placements:
         for field in FILL_ARRAYS:
             np.testing.assert_array_equal(getattr(aot[p], field), getattr(jit[p], field))
@@ -217,15 +217,15 @@ def test_json_says_whether_the_aot_library_or_the_jit_ran() -> None:
     from gpumosaic.run.fill import fill_replay
     from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
 
-    kernel_aot.use_aot_library({})
+    kernel_cache.use_aot_library({})
     try:
         for kernel in kernel_cache.kernels():
             kernel.forget_aot()
         tasks = load_openb_tasks("openb:default")[:50]
         fill_replay(load_openb_nodes("openb:gpu"), tasks, "fgd", 1, 1.0)
-        assert kernel_aot.kernels_ran() == "jit"
+        assert kernel_cache.kernels_ran() == "jit"
     finally:
-        kernel_aot.use_aot_library(None)
+        kernel_cache.use_aot_library(None)
 
 
 def test_simulate_and_fill_json_name_what_ran_the_kernels() -> None:

@@ -5,7 +5,7 @@ against an export's.
 ``gpumosaic kernels`` builds it (``cli/kernels.py``; ``make`` runs it after installing).
 
 The library lives in a user cache shared by every clone (``aot_dir``), in a directory
-named by the hash of the kernel sources and numba (``kernel_cache.sources_digest``) and by
+named by the hash of the kernel sources and numba (``kernel_sources.sources_digest``) and by
 the CPU: one extension module per group of kernels (``GROUPS``), each with a JSON list of
 its exports (kernel, exported name, argument types). A change to any kernel source moves
 the directory, and the kernels run through numba's JIT until the library is built again
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from gpumosaic import kernel_cache
+from gpumosaic import kernel_sources
 
 AOT_ENV = "GPUMOSAIC_AOT"  # "0": never use the AOT library (numba's JIT for every call)
 
@@ -74,7 +74,7 @@ def aot_dir() -> Path:
     of the same kernel sources, numba and CPU (``$XDG_CACHE_HOME/gpumosaic``, default
     ``~/.cache/gpumosaic``; under ``$NUMBA_CACHE_DIR`` when that is set), named by their
     hash; the in-package cache where no home directory is writable."""
-    name = f"aot-{kernel_cache.sources_digest()}-{host_key()}"
+    name = f"aot-{kernel_sources.sources_digest()}-{host_key()}"
     user = os.environ.get("NUMBA_CACHE_DIR")
     if user:
         return Path(user) / f"gpumosaic-{name}"
@@ -84,14 +84,14 @@ def aot_dir() -> Path:
         shared.mkdir(parents=True, exist_ok=True)
     if os.access(shared, os.W_OK):
         return shared / name
-    return kernel_cache.cache_dir() / "aot"
+    return kernel_sources.cache_dir() / "aot"
 
 
 def aot_paths(directory: Path | None = None, group: str = "placement") -> tuple[Path, Path, str]:
     """(extension file, exports file, module name) of one group of the AOT library in
     ``directory`` (default: ``aot_dir()``)."""
     directory = directory or aot_dir()
-    name = f"gpumosaic_kernels_{kernel_cache.sources_digest()}_{group}"
+    name = f"gpumosaic_kernels_{kernel_sources.sources_digest()}_{group}"
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     return directory / f"{name}{suffix}", directory / f"{name}.json", name
 
@@ -159,12 +159,11 @@ def _load_group(directory: Path | None, group: str) -> dict[str, list[tuple[Guar
     return table
 
 
-def use_aot_library(library: Library | None) -> None:
-    """Use ``library`` from now on (None: look the cache's up again on the next call)."""
+def set_library(library: Library | None) -> None:
+    """Use ``library`` from now on (None: load the cache's again on the next call); the
+    kernels forget what they looked up (``kernel_cache.use_aot_library`` does both)."""
     global _library
     _library = library
-    for kernel in kernel_cache.kernels():
-        kernel.forget_aot()
 
 
 Guard = Callable[[Any], bool]
@@ -222,15 +221,3 @@ def _expression(spec: Any, value: str, names: dict[str, Any]) -> str:
         names[name] = scalar
         checks.append(f"type({value}) is {name}")
     return "(" + " or ".join(checks) + ")"
-
-
-def kernels_ran() -> str:
-    """What ran the compiled kernels in this process so far, for a command's ``--json``:
-    ``aot`` (the ahead-of-time library's exports), ``jit`` (numba compiled or loaded
-    them), ``aot+jit`` (both: some calls' argument types are not exported) or ``none``.
-    Read from the kernels' state, not counted on the call path."""
-    aot = any(kernel._aot for kernel in kernel_cache.kernels())
-    jit = any(kernel.compiled() for kernel in kernel_cache.kernels())
-    return {(True, True): "aot+jit", (True, False): "aot", (False, True): "jit"}.get(
-        (aot, jit), "none"
-    )

@@ -30,69 +30,16 @@ or once for arguments that keep their types (``resolve``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import importlib.util
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
+from gpumosaic.kernel_sources import KERNEL_SOURCES, PACKAGE_ROOT, cache_dir, sources_digest
 
-# Every module that defines numba kernels, relative to the package.
-KERNEL_SOURCES: tuple[str, ...] = (
-    "mechanisms/rounds/choice_kernel.py",
-    "mechanisms/rounds/kernel.py",
-    "mechanisms/rounds/round_kernel.py",
-    "model/bulk_kernel.py",
-    "placement/kernel/arithmetic.py",
-    "placement/kernel/fgd.py",
-    "placement/kernel/random.py",
-    "placement/kernel/scores.py",
-    "placement/kernel/step.py",
-    "placement/kernel/tournament.py",
-    "policies/row_classes.py",
-    "mechanisms/rounds/sim/tracker_kernel.py",
-    "results/timeline/kernel.py",
-)
+__all__ = ["KERNEL_SOURCES", "PACKAGE_ROOT", "cache_dir", "sources_digest"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _numba_version_file() -> bytes:
-    spec = importlib.util.find_spec("numba")
-    if spec is None or spec.origin is None:
-        raise ImportError("numba is not installed (gpumosaic's kernels need it)")
-    return (Path(spec.origin).parent / "_version.py").read_bytes()
-
-
-@functools.cache
-def sources_digest() -> str:
-    # numba's version file, read rather than imported (numba's import is what we avoid).
-    digest = hashlib.sha256(_numba_version_file())
-    for name in KERNEL_SOURCES:
-        digest.update(name.encode())
-        digest.update((PACKAGE_ROOT / name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-@functools.cache
-def cache_dir() -> Path:
-    """Where the kernels' machine code is cached (see the module's docstring)."""
-    name = f"kernels-{sources_digest()}"
-    user = os.environ.get("NUMBA_CACHE_DIR")
-    if user:
-        return Path(user) / f"gpumosaic-{name}"
-    in_package = PACKAGE_ROOT / "__pycache__" / "numba"
-    with contextlib.suppress(OSError):
-        in_package.mkdir(parents=True, exist_ok=True)
-    if os.access(in_package, os.W_OK):
-        return in_package / name
-    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(home) / "gpumosaic" / name
 
 
 def njit(**options: Any) -> Callable[[F], F]:
@@ -237,3 +184,25 @@ def _make_dispatchers() -> None:
 
 
 _TYPED = False  # numba's typeof knows ``Kernel``
+
+
+def use_aot_library(library: Any) -> None:
+    """Use ``library`` (a ``kernel_aot.Library``) from now on (None: look the cache's up
+    again on the next call); every kernel looks its exports up again."""
+    from gpumosaic.kernel_aot import set_library
+
+    set_library(library)
+    for kernel in kernels():
+        kernel.forget_aot()
+
+
+def kernels_ran() -> str:
+    """What ran the compiled kernels in this process so far, for a command's ``--json``:
+    ``aot`` (the ahead-of-time library's exports), ``jit`` (numba compiled or loaded
+    them), ``aot+jit`` (both: some calls' argument types are not exported) or ``none``.
+    Read from the kernels' state, not counted on the call path."""
+    aot = any(kernel._aot for kernel in kernels())
+    jit = any(kernel.compiled() for kernel in kernels())
+    return {(True, True): "aot+jit", (True, False): "aot", (False, True): "jit"}.get(
+        (aot, jit), "none"
+    )

@@ -38,7 +38,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "serve": ("serve",),
     "emulate": ("emulate",),
     "sim-vs-live": ("sim_vs_live.command",),
-    "submit": ("jobs",),
+    "submit": ("submit",),
     "jobs": ("jobs",),
     "job": ("jobs",),
     "logs": ("jobs",),

@@ -137,7 +137,7 @@ def fill(
         with locked_out(out):  # one writer at a time (a second command: one line)
             write_fill_outputs(result, summary, out)
     if json_out:
-        from gpumosaic.kernel_aot import kernels_ran
+        from gpumosaic.kernel_cache import kernels_ran
 
         summary = {**summary, "kernels": kernels_ran()}  # aot, jit, aot+jit or none
         sys.stdout.write(json.dumps(summary) + "\n")

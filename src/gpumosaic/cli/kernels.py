@@ -69,11 +69,11 @@ def learned_exports() -> list[dict[str, Any]]:
     """The exports a learning run finds, as ``data/kernel_exports.json`` declares them."""
     from gpumosaic.kernel_build import type_spec
 
-    kernel_aot.use_aot_library({})  # learn through the JIT, not an older library
+    kernel_cache.use_aot_library({})  # learn through the JIT, not an older library
     try:
         learned = learn_signatures()
     finally:
-        kernel_aot.use_aot_library(None)
+        kernel_cache.use_aot_library(None)
     exports = []
     for kernel, signature in learned:
         try:

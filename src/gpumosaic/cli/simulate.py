@@ -153,7 +153,7 @@ def simulate(
             write_run(outcome.result, summary, out, table_format, meta=request.to_json())
     load = outcome.offered_load
     if json_out:
-        from gpumosaic.kernel_aot import kernels_ran
+        from gpumosaic.kernel_cache import kernels_ran
 
         fraction = None if load is None else round(load.fraction, 4)
         background_load = outcome.result.background

@@ -21,6 +21,7 @@ from gpumosaic.cli.app import (
     user_errors,
 )
 from gpumosaic.cli.bounds import MAX_RATES, check_count
+from gpumosaic.cli.compare.checks import check_comparison, check_placements, check_policy_sweep
 from gpumosaic.cli.simulate import CLUSTER_HELP, WORKLOAD_HELP
 from gpumosaic.errors import InputError, unknown_name
 
@@ -336,50 +337,3 @@ def default_out(mode: str, policies: str | None) -> Path:
 
 # The checks below run before the experiment file is written or a run starts, through
 # the parsers the runs themselves use (plain Python: a mistake costs a line, not numpy).
-
-
-def check_placements(placements: list[str]) -> None:
-    """Every ``--placements`` entry by the placement grammar."""
-    from gpumosaic.placement.registry import check_placement_for
-
-    for placement in placements:
-        check_placement_for(placement, field="--placements")
-
-
-def check_comparison(placements: list[str], sharings: list[str], **common: Any) -> None:
-    """Every (placement, sharing) run's description, validated as ``simulate`` validates
-    it, and the cluster and workload they share."""
-    from gpumosaic.run.description import RunDescription
-
-    description = None
-    for sharing in sharings:
-        for placement in placements:
-            try:
-                description = RunDescription(placement=placement, sharing=sharing, **common)
-            except InputError as err:
-                if err.field != "--placement":
-                    raise
-                raise InputError(err.message, field="--placements", value=err.value) from None
-    if description is not None:
-        description.check_inputs()
-
-
-def check_policy_sweep(
-    policies: list[str], cluster: str, workload: str, placements: list[str]
-) -> None:
-    """A policy sweep's names: each policy, the cluster, the generated workload's kind
-    (its rate is each point's), the placement."""
-    from gpumosaic.run.parts import check_allocation_policy
-    from gpumosaic.workloads.spec import check_cluster
-
-    if not policies:
-        raise InputError("no policies given", field="--policies")
-    for name in policies:
-        check_allocation_policy(name, field="--policies")
-    if workload.partition(":")[0] not in ("gavel", "gavel-stream"):
-        raise InputError(
-            "a policy sweep needs a generated workload (gavel:... or gavel-stream:...)",
-            field="--workload",
-        )
-    check_cluster(cluster)
-    check_placements(placements)

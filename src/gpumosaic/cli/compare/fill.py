@@ -25,11 +25,10 @@ from gpumosaic.errors import InputError
 from gpumosaic.experiments.sweeps.fill import (
     FillRunSpec,
     FillSummaryRow,
-    on_grid,
     run_fill_sweep,
     summarize,
 )
-from gpumosaic.mechanisms.fill.simulator import FillResult
+from gpumosaic.mechanisms.fill.simulator import FillResult, on_grid
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.run.parts import build_placement_for
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks

@@ -40,7 +40,7 @@ def compare_policies(
     workers: int,
     as_json: bool,
 ) -> None:
-    from gpumosaic.cli.compare.command import check_policy_sweep
+    from gpumosaic.cli.compare.checks import check_policy_sweep
 
     check_policy_sweep(policies, cluster, workload, [placement])
     points = sweep_points(policies, rates, seeds, cluster, workload, placement)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from gpumosaic.cli.sim_vs_live.command import print_agreement
+from gpumosaic.cli.sim_vs_live.table import print_agreement
 from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
 
 

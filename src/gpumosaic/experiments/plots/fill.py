@@ -26,8 +26,7 @@ from gpumosaic.experiments.plots.style import (
     series_style,
     zoomed_percent_axis,
 )
-from gpumosaic.experiments.sweeps.fill import on_grid
-from gpumosaic.mechanisms.fill.simulator import FillResult
+from gpumosaic.mechanisms.fill.simulator import FillResult, on_grid
 
 ZOOM_FROM_PCT = 80.0
 ARRIVED_LABEL = "arrived workload (% of cluster GPUs)"

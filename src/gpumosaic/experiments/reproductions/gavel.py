@@ -23,7 +23,7 @@ from gpumosaic.experiments.reproductions.gavel_request import (
     SHIPPED_GANDIVA,
     check_request,
 )
-from gpumosaic.kernel_aot import kernels_ran
+from gpumosaic.kernel_cache import kernels_ran
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.policies.base import Policy
 from gpumosaic.results.result import SimResult

@@ -18,13 +18,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from gpumosaic.errors import InputError
+from gpumosaic.experiments.results.product import ARRIVED_AXIS
 from gpumosaic.experiments.results.store import (
     RUNS_TABLE,
     check_store,
     read_description,
     run_folder,
 )
-from gpumosaic.experiments.study.kinds.base import ARRIVED_AXIS
 
 NOT_RECORDED = (
     "not recorded: the cause of each wait while it queued (only the final verdict is "

@@ -32,7 +32,7 @@ except ImportError:  # a study's store is Parquet: the parquet extra
     raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'") from None
 
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.study.kinds.base import RunProduct
+from gpumosaic.experiments.results.product import RunProduct
 
 RUNS_TABLE = "runs.parquet"
 EXPERIMENT_FILE = "experiment.toml"

@@ -99,11 +99,5 @@ def summarize(
     return rows
 
 
-def on_grid(result: FillResult, grid_pct: npt.NDArray[np.float64]) -> npt.NDArray[np.intp]:
-    """Index of the point reached at each arrived-% of ``grid_pct`` (first at or past it)."""
-    idx = np.searchsorted(result.arrived_pct, grid_pct, side="left")
-    return np.minimum(idx, result.num_tasks - 1).astype(np.intp)
-
-
 def _sd(values: npt.NDArray[np.float64]) -> float:
     return float(values.std(ddof=1)) if len(values) > 1 else 0.0

@@ -50,7 +50,7 @@ class SweepRun:
 
 def run_one(request: RunRequest) -> SweepRun:
     from gpumosaic.experiments.runner import run_request
-    from gpumosaic.kernel_aot import kernels_ran
+    from gpumosaic.kernel_cache import kernels_ran
     from gpumosaic.results.summary import completed_job_ids, jct_values
 
     outcome = run_request(request)

@@ -302,3 +302,9 @@ def run_fill(
         elapsed_s=time.perf_counter() - start,
         cpu_s=time.process_time() - start_cpu,
     )
+
+
+def on_grid(result: FillResult, grid_pct: npt.NDArray[np.float64]) -> npt.NDArray[np.intp]:
+    """Index of the point reached at each arrived-% of ``grid_pct`` (first at or past it)."""
+    idx = np.searchsorted(result.arrived_pct, grid_pct, side="left")
+    return np.minimum(idx, result.num_tasks - 1).astype(np.intp)

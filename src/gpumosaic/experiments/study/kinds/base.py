@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 # A study's store is Parquet (the parquet extra). Looked up, not imported: pyarrow loads
 # when a table is built, not when an experiment file is read or found faulty.
 if find_spec("pyarrow") is None:
@@ -25,10 +25,14 @@ if find_spec("pyarrow") is None:
     raise InputError("studies store Parquet tables: pip install 'gpumosaic[parquet]'")
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-# The x axis of a run's timeline and placements: simulated seconds, or (fill replays)
-# the arrived workload in % of the cluster's GPUs.
-TIME_AXIS = "time_s"
-ARRIVED_AXIS = "arrived_pct"
+from gpumosaic.experiments.results.product import (
+    ARRIVED_AXIS,
+    TIME_AXIS,
+    NamedTable,
+    RunProduct,
+)
+
+__all__ = ["ARRIVED_AXIS", "TIME_AXIS", "NamedTable", "RunProduct"]
 
 
 class GridModel(BaseModel):
@@ -48,22 +52,6 @@ class GridModel(BaseModel):
                 out.extend(parse_seeds(item) if isinstance(item, str) else [item])
             return out
         return values
-
-
-@dataclass(frozen=True, slots=True)
-class NamedTable:
-    name: str  # jobs | timeline | placements
-    table: pa.Table
-
-
-@dataclass(frozen=True, slots=True)
-class RunProduct:
-    point: Any  # the kind's point dataclass
-    metrics: Any  # a frozen dataclass of numbers
-    description: dict[str, Any]  # the run description, stored beside the tables as JSON
-    tables: tuple[NamedTable, ...] = ()
-    axis: str = TIME_AXIS
-    notes: tuple[str, ...] = ()  # fallbacks and rejections worth a line in the report
 
 
 class RunKind(Protocol):
