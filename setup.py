@@ -16,7 +16,7 @@ ROOT = Path(__file__).parent
 
 
 def _native_module():
-    path = ROOT / "src" / "gpumosaic" / "live" / "share" / "native.py"
+    path = ROOT / "src" / "gpumosaic" / "runtime" / "share" / "native.py"
     sys.path.insert(0, str(ROOT / "src"))
     try:
         spec = importlib.util.spec_from_file_location("_gpumosaic_share_native", path)
@@ -33,9 +33,9 @@ class BuildWithInterposer(build_py):
     def run(self) -> None:
         super().run()
         native = _native_module()
-        targets = [ROOT / "src" / "gpumosaic" / "live" / "share" / "_native"]
+        targets = [ROOT / "src" / "gpumosaic" / "runtime" / "share" / "_native"]
         if not getattr(self, "editable_mode", False):
-            targets.append(Path(self.build_lib) / "gpumosaic" / "live" / "share" / "_native")
+            targets.append(Path(self.build_lib) / "gpumosaic" / "runtime" / "share" / "_native")
         for target in targets:
             try:
                 built = native.build_library(native.INTERPOSER, target)
