@@ -68,14 +68,14 @@ EXAMPLES: list[tuple[str, list[str], Callable[[Any], None], str]] = [
     ),
     (
         "gpumosaic simulate --cluster v100:36,p100:36,k80:36 --gpus-per-node 4 --workload "
-        "gavel:rate=6.0,window=4000-5000 --sharing gandiva:packing=on,migration=on "
+        "gavel:rate=6.0,window=100-300 --sharing gandiva:packing=on,migration=on "
         "--policy sjf --placement fgd",
         ["simulate", "--cluster", "v100:36,p100:36,k80:36", "--gpus-per-node", "4",
-         "--workload", "gavel:rate=6.0,window=100-200",
+         "--workload", "gavel:rate=6.0,window=100-300",
          "--sharing", "gandiva:packing=on,migration=on", "--policy", "sjf",
          "--placement", "fgd"],
         gandiva_busy,
-        "jobs 100-200, not 4000-5000: the README's window runs for minutes",
+        "as written",
     ),
     (
         "gpumosaic simulate --workload gavel:jobs=40,rate=20 --sharing nvshare:tq=30",
