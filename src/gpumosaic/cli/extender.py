@@ -110,60 +110,61 @@ def extender(
         raise InputError("must be printable ASCII without spaces", field="--token")
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key, or neither", field="--tls-cert")
-    listener = _bind(host, port)  # a port in use: one line, before any work is done
-    import uvicorn
+    # a port in use: one line, before any work is done; closed however the command ends
+    with _bind(host, port) as listener:
+        import uvicorn
 
-    from gpumosaic.apps.extender.app import EXTENDER_LIMITS, Verbs, create_app
-    from gpumosaic.apps.extender.server import settle_heap
-    from gpumosaic.apps.extender.service import ExtenderService
-    from gpumosaic.apps.extender.target import TargetSource, load_target_jobs
-    from gpumosaic.placement.workload import TargetWorkload
-    from gpumosaic.runtime.api.http_guard import guarded_options
+        from gpumosaic.apps.extender.app import EXTENDER_LIMITS, Verbs, create_app
+        from gpumosaic.apps.extender.server import settle_heap
+        from gpumosaic.apps.extender.service import ExtenderService
+        from gpumosaic.apps.extender.target import TargetSource, load_target_jobs
+        from gpumosaic.placement.workload import TargetWorkload
+        from gpumosaic.runtime.api.http_guard import guarded_options
 
-    fixed = None
-    if target_workload is not None:
-        fixed = TargetWorkload.from_jobs(load_target_jobs(target_workload))
-    target = TargetSource(fixed, window, refresh)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
-    watcher = None
-    if cluster is not None:
-        from gpumosaic.apps.extender.sqlite_store import SqliteBackend
-        from gpumosaic.workloads.spec import parse_cluster
+        fixed = None
+        if target_workload is not None:
+            fixed = TargetWorkload.from_jobs(load_target_jobs(target_workload))
+        target = TargetSource(fixed, window, refresh)
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+        watcher = None
+        if cluster is not None:
+            from gpumosaic.apps.extender.sqlite_store import SqliteBackend
+            from gpumosaic.workloads.spec import parse_cluster
 
-        service = ExtenderService(
-            SqliteBackend(parse_cluster(cluster), db, cluster), placement, target, seed
-        )
-    else:
-        from gpumosaic.apps.extender.kube import KubeBackend, Watcher
+            service = ExtenderService(
+                SqliteBackend(parse_cluster(cluster), db, cluster), placement, target, seed
+            )
+        else:
+            from gpumosaic.apps.extender.kube import KubeBackend, Watcher
 
-        backend = KubeBackend.connect(kubeconfig)
-        service = ExtenderService(backend, placement, target, seed)
-        watcher = Watcher(backend, service)
-        watcher.start()
-    verbs = Verbs(url_prefix, filter_verb, prioritize_verb, bind_verb)
-    app_ = create_app(service, verbs, token=token)
-    settle_heap()
-    # The verbs run on the event loop; binds and releases in threads. When a thread holds
-    # the GIL, the loop waits for it up to the switch interval (5 ms by default) before
-    # it can answer the next filter; 1 ms bounds that wait (a choice, not a calibration).
-    previous_interval = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    try:
-        config = uvicorn.Config(
-            app_,
-            host=host,
-            port=port,
-            ssl_certfile=None if tls_cert is None else str(tls_cert),
-            ssl_keyfile=None if tls_key is None else str(tls_key),
-            log_level=log_level.lower(),
-            access_log=False,
-            **guarded_options(EXTENDER_LIMITS),  # connection limits, timeouts (http_guard)
-        )
-        uvicorn.Server(config).run(sockets=[listener])
-    finally:
-        sys.setswitchinterval(previous_interval)
-        if watcher is not None:
-            watcher.stop()
+            backend = KubeBackend.connect(kubeconfig)
+            service = ExtenderService(backend, placement, target, seed)
+            watcher = Watcher(backend, service)
+            watcher.start()
+        verbs = Verbs(url_prefix, filter_verb, prioritize_verb, bind_verb)
+        app_ = create_app(service, verbs, token=token)
+        settle_heap()
+        # The verbs run on the event loop; binds and releases in threads. When a thread holds
+        # the GIL, the loop waits for it up to the switch interval (5 ms by default) before
+        # it can answer the next filter; 1 ms bounds that wait (a choice, not a calibration).
+        previous_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        try:
+            config = uvicorn.Config(
+                app_,
+                host=host,
+                port=port,
+                ssl_certfile=None if tls_cert is None else str(tls_cert),
+                ssl_keyfile=None if tls_key is None else str(tls_key),
+                log_level=log_level.lower(),
+                access_log=False,
+                **guarded_options(EXTENDER_LIMITS),  # connection limits, timeouts (http_guard)
+            )
+            uvicorn.Server(config).run(sockets=[listener])
+        finally:
+            sys.setswitchinterval(previous_interval)
+            if watcher is not None:
+                watcher.stop()
 
 
 @extender_app.command(

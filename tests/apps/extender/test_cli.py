@@ -9,7 +9,10 @@ from gpumosaic.cli import app
 
 
 def _run(*args: str):
-    return CliRunner().invoke(app, ["extender", *args])
+    # Any free port unless the test names one: the extender binds before it builds
+    # anything, and two tests (or two test workers) must not meet on the default 8888.
+    port = [] if "--port" in args else ["--port", "0"]
+    return CliRunner().invoke(app, ["extender", *port, *args])
 
 
 def test_tls_needs_both_files() -> None:

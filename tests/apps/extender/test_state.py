@@ -115,7 +115,8 @@ def test_a_read_only_database_is_one_line_at_start(tmp_path: Path, monkeypatch) 
             return conn
 
         monkeypatch.setattr(sqlite_store.sqlite3, "connect", read_only)
-    out = CliRunner().invoke(app, ["extender", "--cluster", "v100:1", "--db", str(db)])
+    args = ["extender", "--port", "0", "--cluster", "v100:1", "--db", str(db)]
+    out = CliRunner().invoke(app, args)
     assert out.exit_code == 2
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in out.output
