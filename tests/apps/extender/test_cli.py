@@ -8,6 +8,28 @@ from typer.testing import CliRunner
 from gpumosaic.cli import app
 
 
+def _capture_server(monkeypatch) -> dict:
+    """Stand in for uvicorn's server: what the command would serve, without serving it
+    (the command binds its own socket and hands it to ``uvicorn.Server.run``)."""
+    import uvicorn
+
+    served: dict = {}
+
+    def run(server, sockets=None) -> None:  # type: ignore[no-untyped-def]
+        config = server.config
+        served.update(
+            app=config.app,
+            host=config.host,
+            port=config.port,
+            ssl_certfile=config.ssl_certfile,
+            ssl_keyfile=config.ssl_keyfile,
+            bound=[sock.getsockname()[1] for sock in sockets or []],
+        )
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    return served
+
+
 def _run(*args: str):
     # Any free port unless the test names one: the extender binds before it builds
     # anything, and two tests (or two test workers) must not meet on the default 8888.
@@ -53,12 +75,10 @@ def test_a_missing_extra_is_named(monkeypatch) -> None:
 @pytest.mark.slow
 def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) -> None:
     """The command wires flags through to uvicorn; the app it built answers the verbs."""
-    import uvicorn
     from extender_builders import args, v1_pod
     from fastapi.testclient import TestClient
 
-    served: dict = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    served = _capture_server(monkeypatch)
     out = _run(
         "--cluster", "v100:2", "--db", str(tmp_path / "s.db"), "--placement", "pwr",
         "--tls-cert", "c.pem", "--tls-key", "k.pem", "--port", "9443", "--url-prefix", "x",
@@ -70,6 +90,7 @@ def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) ->
         9443,
     )
     assert served["host"] == "127.0.0.1"
+    assert served["bound"] == [9443]  # the command's own listening socket, bound first
     client = TestClient(served["app"])
     pod = v1_pod(milli=300)
     r = client.post("/x/filter", json=args(pod, ["v100-0000", "v100-0001"]))
@@ -78,13 +99,11 @@ def test_serve_builds_the_standalone_extender_with_tls(tmp_path, monkeypatch) ->
 
 
 def test_the_token_is_wired_and_checked(tmp_path, monkeypatch) -> None:
-    import uvicorn
     from fastapi.testclient import TestClient
 
     out = _run("--cluster", "v100:2", "--db", str(tmp_path / "a.db"), "--token", "bad token")
     assert out.exit_code == 2 and "--token" in out.output and "printable ASCII" in out.output
-    served: dict = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app))
+    served = _capture_server(monkeypatch)
     monkeypatch.setenv("GPUMOSAIC_EXTENDER_TOKEN", "t0k")
     out = _run("--cluster", "v100:2", "--db", str(tmp_path / "b.db"))
     assert out.exit_code == 0, out.output
