@@ -142,7 +142,11 @@ def _fill_in(argv: list[str], cwd: Path) -> list[str]:
 RUNNABLE = [argv for argv in COMMANDS if runnable(argv)]
 
 
+# In the README's order, in one workspace: later commands read what earlier ones wrote
+# (``report runs/fgd`` after ``run --preset fgd-openb --out runs/fgd``), so under
+# pytest-xdist they are one group, run by one worker.
 @pytest.mark.slow
+@pytest.mark.xdist_group("readme")
 @pytest.mark.parametrize("argv", RUNNABLE, ids=[" ".join(a)[:60] for a in RUNNABLE])
 def test_every_readme_command_runs_as_written(argv: list[str], workspace: Path) -> None:
     done = _run(_fill_in(argv, workspace), workspace)

@@ -72,10 +72,12 @@ def prepare_socket_dir(path: Path, allow_group: bool = False) -> None:
     this user owns it, it is a real directory and neither group nor others may write in
     it: whoever can write there can put a socket that impersonates the daemon."""
     mode = GROUP_DIR_MODE if allow_group else DIR_MODE
-    check_ancestors(path, frozenset({os.geteuid()}))
     created = False
     try:
+        # The directories above first (created by this user where missing), so that every
+        # one of them exists when it is checked, before the socket dir is made in them.
         path.parent.mkdir(parents=True, exist_ok=True)
+        check_ancestors(path, frozenset({os.geteuid()}))
         os.mkdir(path, mode)
         created = True
     except FileExistsError:

@@ -70,7 +70,7 @@ def test_live_rows_keep_their_ends_as_the_simulators_records(tmp_path: Path) -> 
     (they were "queued"), and a rejection keeps its typed reason and its words."""
     from types import SimpleNamespace
 
-    from gpumosaic.experiments.sim_vs_live.gandiva import _live_result
+    from gpumosaic.experiments.sim_vs_live.gandiva_live import _live_result
     from gpumosaic.fallbacks import Fallbacks
     from gpumosaic.model.job import JobSpec
     from gpumosaic.results.outcome import JobEnd, Outcome, Rejection, RejectReason
