@@ -96,8 +96,8 @@ def test_clear_errors(share_factory, tmp_path) -> None:
         ["share", "device-plugin", "--plugin-dir", str(tmp_path / "nope")],
         "no kubelet device-plugin directory",
     )
-    one_line_error(["share", "device-plugin", "--slots", "0"], "--slots must be between 1 and")
-    one_line_error(["share", "device-plugin", "--slots", "1000000000"], "--slots must be between")
+    one_line_error(["share", "device-plugin", "--slots", "0"], "--slots 0: must be >= 1")
+    one_line_error(["share", "device-plugin", "--slots", "1000000000"], "--slots 1000000000:")
     one_line_error(["share", "run", "--gpu", "-1", "--", "true"], "--gpu -1")
     one_line_error(["share", "ctl", "--gpu", "99999", "--tq", "5"], "--gpu 99999")
 
