@@ -427,7 +427,9 @@ def test_real_jobs_on_ray_are_time_sliced_from_their_checkpoints(
     service.start()
     try:
         with httpx.Client(base_url=service.url, timeout=60) as client:
-            body = {"command": TRAIN, "steps": 200, "env": {"STEP_S": "0.03"}}  # 6 s vs 2 s quanta
+            # 3 s of steps each against 2 s quanta: each job is suspended at least once
+            # and resumes from its checkpoint (a longer job only adds quanta, not checks).
+            body = {"command": TRAIN, "steps": 75, "env": {"STEP_S": "0.04"}}
             ids = [client.post("/v1/jobs", json=body).json()["id"] for _ in range(2)]
             jobs = wait_for(
                 lambda: client.get("/v1/jobs").json(),
