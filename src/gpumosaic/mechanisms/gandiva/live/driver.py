@@ -192,12 +192,16 @@ class GandivaDriver:
             self.table.changed.clear()
 
     def tick(self, now: float) -> None:
-        with self._lock, self.store.batch():
-            self.supervisor.tick(now)
-            self._admit(now)
-            self._observe(now)
-            self._wake_due(now)
-            self._reconcile(now)
+        """One decision (``Store.batch``); its executor calls once it is written."""
+        with self._lock:
+            self.supervisor.catch_up()  # StateUnwritable while the file lacks one
+            with self.supervisor.deferring(), self.store.batch():
+                self.supervisor.tick(now)
+                self._admit(now)
+                self._observe(now)
+                self._wake_due(now)
+                self._reconcile(now)
+            self.supervisor.written()
 
     # ---- decider in ----------------------------------------------------------------
 
