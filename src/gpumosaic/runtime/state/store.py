@@ -29,91 +29,12 @@ from gpumosaic.runtime.state.records import (
     job_row,
     lease_row,
 )
+from gpumosaic.runtime.state.writes import Statement, Writes
 
 
 class StateUnwritable(Exception):
     """The state cannot be written now (disk full, read-only, file gone): found by a
     probe before anything was changed, so the caller may wait and try again."""
-
-
-_Statement = tuple[str, tuple[object, ...] | list[tuple[object, ...]], bool]
-
-
-class _NoRows:
-    """What a write that was kept instead of run returns (no decision reads it)."""
-
-    rowcount = 0
-    lastrowid = None
-
-    def fetchone(self) -> None:
-        return None
-
-    def fetchall(self) -> list[object]:
-        return []
-
-
-class _Writes:
-    """The connection inside one transaction: every write is noted, so that a decision
-    whose transaction fails can be written again, whole and in order, later. Once a
-    statement failed (SQLite may then have rolled the transaction back by itself), the
-    writes that follow are only noted, never run: nothing is committed piecemeal."""
-
-    def __init__(self, db: sqlite3.Connection, kept: list[_Statement], *, keep: bool) -> None:
-        self.db = db
-        self.kept = kept
-        self.keep = keep
-        self.statements: list[_Statement] = list(kept)
-        self.failed: sqlite3.OperationalError | None = None
-
-    def begin(self) -> None:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as err:
-            if not self.keep:
-                raise
-            self.failed = err
-
-    def replay(self) -> None:
-        for sql, args, many in self.kept:
-            self._run(sql, args, many)
-
-    def commit(self) -> None:
-        if self.failed is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self.db.execute("ROLLBACK")
-            return
-        try:
-            self.db.execute("COMMIT")
-        except sqlite3.Error:
-            # A failed COMMIT (disk full, I/O error) may leave the transaction open:
-            # end it, so the next write starts clean once the cause is gone.
-            with contextlib.suppress(sqlite3.Error):
-                self.db.execute("ROLLBACK")
-            raise
-
-    def _run(self, sql: str, args: object, many: bool) -> object:
-        if self.failed is not None:
-            return _NoRows()
-        try:
-            if many:
-                return self.db.executemany(sql, cast(list[tuple[object, ...]], args))
-            return self.db.execute(sql, cast(tuple[object, ...], args))
-        except sqlite3.OperationalError as err:
-            if not self.keep:
-                raise
-            self.failed = err
-            return _NoRows()
-
-    def execute(self, sql: str, args: tuple[object, ...] | list[object] = ()) -> object:
-        if sql.lstrip()[:6].upper() == "SELECT":
-            return self.db.execute(sql, args)
-        self.statements.append((sql, tuple(args), False))
-        return self._run(sql, tuple(args), False)
-
-    def executemany(self, sql: str, rows: object) -> object:
-        listed = [tuple(r) for r in cast(list[tuple[object, ...]], rows)]
-        self.statements.append((sql, listed, True))
-        return self._run(sql, listed, True)
 
 
 class Store:
@@ -130,8 +51,8 @@ class Store:
         self._db.executescript(SCHEMA)
         add_missing_columns(self._db)
         self._depth = 0  # > 0 inside ``batch``: changes join its one transaction
-        self._writes: _Writes | None = None  # the open transaction's writes
-        self._kept: list[_Statement] = []  # a decision's writes not in the file yet
+        self._writes: Writes | None = None  # the open transaction's writes
+        self._kept: list[Statement] = []  # a decision's writes not in the file yet
         self._behind: str | None = None  # why they are not
         # Bumped by every submission and cancellation, so the driver rescans the jobs
         # only when one happened (not at every tick).
@@ -165,7 +86,7 @@ class Store:
             if self._depth:
                 yield cast(sqlite3.Connection, self._writes)
                 return
-            writes = _Writes(self._db, self._kept, keep=keep)
+            writes = Writes(self._db, self._kept, keep=keep)
             self._writes = writes
             try:
                 writes.begin()
