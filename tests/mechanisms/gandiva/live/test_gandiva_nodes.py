@@ -73,3 +73,43 @@ def test_a_lost_nodes_job_resumes_elsewhere_and_a_returned_node_is_used(tmp_path
     tick(200.0)
     assert {j.state for j in store.jobs()} == {"done"} and len(jobs) == 2
     assert driver.metrics()["gandiva_migrations_total"] >= 1
+
+
+def test_a_gang_across_nodes_waits_while_a_node_is_away(tmp_path: Path) -> None:
+    """As the rounds' (tests/runtime/service/test_nodes.py): the gang leaves with the lost
+    node, waits in the queue (one node cannot hold it) and runs again once it is back,
+    from its checkpoint."""
+    listing = [A, B]
+    live = discover(listing, None)
+    clock = FakeClock()
+    store = Store(tmp_path / "state.db")
+    table = LeaseTable(store, clock)
+    executor = InProcessExecutor(table, clock, lambda job, model: 2.0)
+    decider = GandivaDecider(
+        live.spec, LiveThroughputs.load(), MOVING, np.random.default_rng(0),
+        order=build_queue_order("fifo"),
+    )  # fmt: skip
+    driver = GandivaDriver(
+        store, table, executor, decider, live, DriverConfig(data_dir=str(tmp_path)),
+        clock=clock, nodes=NodeWatcher(live, lambda: listing, every_s=1.0),
+    )  # fmt: skip
+
+    def tick(seconds: float) -> None:
+        for _ in range(int(seconds / 0.5)):
+            clock.t += 0.5
+            driver.tick(clock())
+
+    gang = store.add_job(JobSubmission(command="x", steps=60, gpus=2), clock(), 2)
+    tick(5.0)
+    (lease,) = [row for row in store.leases() if row.active]
+    assert {part[0] for part in lease.parts} == {0, 1}
+    listing = [A]
+    tick(5.0)
+    assert [j.id for j in decider.queue] == [gang] and not any(r.active for r in store.leases())
+    row = store.job(gang)
+    assert row is not None and 0 < row.steps_done < 60
+    listing = [A, B_AGAIN]
+    tick(60.0)
+    row = store.job(gang)
+    assert row is not None and row.state == "done"
+    decider.sets.check()
