@@ -226,7 +226,8 @@ class GandivaDecider:
         if not nodes:
             return self._step(scheduled=False)
         for group in {g.gid: g for n in sorted(nodes) for g in self.sets.on_node(n)}.values():
-            for job in list(group.jobs()):
+            # The waiting units first: the running one leaves last, with no hand-over.
+            for job in reversed(list(group.jobs())):
                 group.remove(job, now)
                 self._enqueue(job)
             self.sets.close(group, now)
