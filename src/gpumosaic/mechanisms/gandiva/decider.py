@@ -4,14 +4,17 @@ The decider owns everything Gandiva decides with: the admitted jobs, the queue (
 queue order), the GPU sets with their time-slicing units and pair trials (``GpuSets``,
 ``GpuGroup``), the servers' affinities, the pairs undone before and the measured rates
 (``RateBook``). It never reads a clock: every call carries ``now``, and every call
-returns a ``Step``: the typed actions decided (start, suspend, resume, pack, unpack,
-migrate, reject) in order, and the GPU sets whose next due time moved. A driver
-(the simulator in ``mechanisms/gandiva/sim``, or a live service) calls it so::
+returns a ``Step``: the typed actions decided (start, start a gang across servers,
+suspend, resume, pack, unpack, migrate, reject) in order, and the GPU sets whose next
+due time moved. A driver (the simulator in ``mechanisms/gandiva/sim``, or a live
+service) calls it so::
 
     step = decider.admit(job, now)                   # a job arrived
     decider.observe(job_id, steps_per_s)             # a running job's measured rate
     step = decider.wake(gid, now, finished=(...))    # a set's due time came, or jobs of
                                                      # its running unit finished
+    step = decider.take_out(nodes, now)              # servers left (live: a lost node);
+    step = decider.put_back(nodes, now)              # ... and came back
     ...execute step.actions; for gid in step.retimed: re-arm a timer at
        decider.next_due(gid) (and, knowing the progress, at each running job's finish)
 
