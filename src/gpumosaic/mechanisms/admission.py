@@ -4,11 +4,11 @@
 
 - it fits some server when the cluster is empty (``ClusterState.fits_when_empty``): yes;
 - else, where the mechanism places a job across servers (``spans``: the event mechanism
-  with an ideal speed model, Gavel's rounds) and the job may span them
+  with an ideal speed model, Gavel's rounds, Gandiva) and the job may span them
   (``JobSpec.may_span_nodes``), enough GPUs of one usable model in all (``could_span``):
   yes;
-- else ``SPANS_SERVERS`` when only spanning could hold it (a mechanism that keeps a job
-  on one server, Gandiva, or a sharing model that does not model spanning), and
+- else ``SPANS_SERVERS`` when only spanning could hold it (a sharing model that does not
+  model spanning), and
   ``NEVER_FITS`` with the filter's own words otherwise.
 
 The event, rounds and Gandiva deciders all ask it, so a job gets the same answer, or

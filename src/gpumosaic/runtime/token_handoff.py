@@ -11,6 +11,7 @@ never puts it there in the first place.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from gpumosaic.errors import InputError
@@ -29,6 +30,14 @@ def token_from(token: str, token_file: str | None, token_fd: int | None) -> str:
     if token_file:
         try:
             with open(token_file) as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if mode & 0o077:  # a job (--job-user) or another user could read it
+                    raise InputError(
+                        f"is readable or writable by group or others (mode "
+                        f"{stat.S_IMODE(mode):o}): chmod 600 it",
+                        field="--token-file",
+                        value=token_file,
+                    )
                 text = f.read().strip()
         except OSError as err:
             raise InputError(

@@ -31,6 +31,9 @@ from enum import StrEnum
 from gpumosaic.options import OFF_WORDS, ON_WORDS
 
 DEFAULT_TQ_S = 30.0  # nvshare's default quantum
+# The share daemon's revocation grace (``GpuLock.revoke_grace_s``) when ``grace`` is not
+# given (``runtime/share/limits.py`` holds the same number for the daemon's bounds).
+DEFAULT_REVOKE_GRACE_S = 0.5
 # DROP_LOCK -> cuCtxSynchronize -> LOCK_RELEASED -> LOCK_OK: socket round trips plus the
 # drain of in-flight kernels, a fraction of a second (the nvshare model's hand-over cost).
 HANDOVER_SYNC_S = 0.1

@@ -4,21 +4,29 @@
 and a description is checked with it before anything heavy loads (no numpy here).
 
 Spellings: ``none``, ``capped``, ``parametric[:busy=B,alpha=A]``,
-``measured[:busy=B,alpha=A]``, ``nvshare[:tq=30,anti_thrashing=on,jobs_per_gpu=2]``;
+``measured[:busy=B,alpha=A]``, ``nvshare[:tq=30,anti_thrashing=on,jobs_per_gpu=2]``
+(``NvshareOptions``: the one class of nvshare's options, ``serve`` parses it with
+``parse_nvshare`` too);
 ``gandiva[:...]`` names Gandiva's mechanism, whose options it parses itself
 (``mechanisms/gandiva/config.py``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 from gpumosaic.errors import InputError, unknown_name
-from gpumosaic.mode_defaults import ANTI_THRASHING
-from gpumosaic.options import parse_options, split_options
+from gpumosaic.mode_defaults import ANTI_THRASHING, Mode
+from gpumosaic.options import OFF_WORDS, ON_WORDS, parse_options, split_options
 from gpumosaic.sharing.gpu_phase import GPU_PHASE_BUSY
-from gpumosaic.sharing.lock import DEFAULT_TQ_S, NVSHARE_ALIASES, AntiThrashing
+from gpumosaic.sharing.lock import (
+    DEFAULT_REVOKE_GRACE_S,
+    DEFAULT_TQ_S,
+    NVSHARE_ALIASES,
+    AntiThrashing,
+)
 
 SHARING_MODELS = ("none", "parametric", "measured", "capped", "nvshare", "gandiva")
 
@@ -49,24 +57,80 @@ class ParametricOptions:
 
 @dataclass(frozen=True, slots=True)
 class NvshareOptions:
-    """The options of ``--sharing nvshare:...``."""
+    """The options of ``--sharing nvshare:...``, for ``simulate`` and ``serve`` alike: one
+    spelling (``NVSHARE_ALIASES``), one set of defaults, except anti-thrashing's, which
+    differs by mode and is stated in ``mode_defaults.ANTI_THRASHING`` (``parse_nvshare``
+    applies it). A key one mode has no use for is refused there (``SIMULATE_ONLY``,
+    ``SERVE_ONLY``), never dropped silently."""
 
-    tq: float = DEFAULT_TQ_S  # time quantum, seconds (the same default live)
-    # on / off / auto (AntiThrashing.parse); simulated default ``on``, live ``auto``
-    # (``mode_defaults.ANTI_THRASHING`` says why)
+    tq: float = DEFAULT_TQ_S  # time quantum, seconds
+    # on / off / auto (AntiThrashing.parse); the default is the mode's (module doc)
     anti_thrashing: str = ANTI_THRASHING.simulate
+    # simulate: a whole-GPU job is admitted as a 1/jobs_per_gpu time share of a GPU
     jobs_per_gpu: int = 2
+    # serve: the share daemon's revocation grace, seconds (``GpuLock.revoke_grace_s``)
+    grace: float = DEFAULT_REVOKE_GRACE_S
+    # serve: ``off``; ``on`` (each job's gpu_milli/1000 of the GPU's memory) or MiB
+    mem_cap: str = "off"
 
     @property
     def mode(self) -> AntiThrashing:
         return AntiThrashing.parse(self.anti_thrashing)
 
+    @property
+    def mem_cap_share(self) -> bool:
+        """Cap each job at its gpu_milli/1000 of the GPU's memory."""
+        return self.mem_cap.strip().lower() in ON_WORDS
+
+    @property
+    def mem_cap_mib(self) -> float | None:
+        """Or at this many MiB (None: no fixed cap)."""
+        word = self.mem_cap.strip().lower()
+        return None if word in ON_WORDS + OFF_WORDS else float(word)
+
     def __post_init__(self) -> None:
         self.mode  # noqa: B018 - raises ValueError on a word the lock does not know
-        if not self.tq > 0:
+        if not (math.isfinite(self.tq) and self.tq > 0):
             raise ValueError("tq must be a positive number of seconds")
         if self.jobs_per_gpu < 1:
             raise ValueError("jobs_per_gpu must be >= 1")
+        if not (math.isfinite(self.grace) and self.grace >= 0):
+            raise ValueError(f"grace must be a finite number of seconds >= 0, got {self.grace}")
+        word = self.mem_cap.strip().lower()
+        if word not in ON_WORDS + OFF_WORDS:
+            try:
+                mib = float(word)
+            except ValueError:
+                mib = math.nan
+            if not (math.isfinite(mib) and mib > 0):
+                raise ValueError(
+                    f"mem_cap must be on, off or a number of MiB, got {self.mem_cap!r}"
+                )
+
+
+# Keys only one mode has a use for: the other refuses them.
+SIMULATE_ONLY = ("jobs_per_gpu",)  # the simulator's admission of whole-GPU jobs
+SERVE_ONLY = ("grace", "mem_cap")  # the share daemon's
+
+
+def parse_nvshare(text: str, mode: Mode, flag: str = "--sharing") -> NvshareOptions:
+    """``key=value,...`` of ``nvshare:...`` for ``mode``: its defaults (anti-thrashing's
+    from ``mode_defaults``), and one ``InputError`` naming ``flag`` for a bad key or value
+    or for a key the mode has no use for."""
+    base = NvshareOptions(anti_thrashing=ANTI_THRASHING.of(mode))
+    options = parse_options(
+        NvshareOptions, text, what="nvshare option", flag=flag, aliases=NVSHARE_ALIASES, base=base
+    )
+    unused = SERVE_ONLY if mode is Mode.SIMULATE else SIMULATE_ONLY
+    keys = {NVSHARE_ALIASES.get(key, key) for key, _ in split_options(text, "nvshare option", flag)}
+    refused = [key for key in unused if key in keys]
+    if refused:
+        other = "serve" if mode is Mode.SIMULATE else "simulate"
+        raise InputError(
+            f"nvshare option {refused[0]!r} is {other}'s only: {mode.value} has no use for it",
+            field=flag,
+        )
+    return options
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +150,7 @@ def parse_sharing(spec: str) -> SharingChoice:
             raise InputError("'capped' takes no options", field="--sharing")
         return SharingChoice("capped")
     if name == "nvshare":
-        options = parse_options(
-            NvshareOptions, rest, what="nvshare option", flag="--sharing", aliases=NVSHARE_ALIASES
-        )
-        return SharingChoice("nvshare", nvshare=options)
+        return SharingChoice("nvshare", nvshare=parse_nvshare(rest, Mode.SIMULATE))
     if name == "none":
         if split_options(rest, "interference option", "--sharing"):
             raise InputError(f"'none' takes no options: {spec!r}", field="--sharing")

@@ -48,3 +48,45 @@ def test_the_store_answers_while_a_boundary_launches(tmp_path: Path) -> None:
         boundary.join(30)
     assert not boundary.is_alive()
     assert len(bench.driver.lease_of) == bench.executor.launches >= 1
+
+
+def test_the_store_answers_while_a_boundary_solves(tmp_path: Path) -> None:
+    # The policy's solve (an LP for 500 jobs may take seconds) runs with the store's lock
+    # free: a read, a submission and a cancellation made while it is blocked all return.
+    bench = in_process(tmp_path)
+    jobs = [bench.submit(100) for _ in range(3)]
+    solving = threading.Event()
+    release = threading.Event()
+    plan = bench.driver.decider.plan
+
+    def blocked_plan(t: float):  # type: ignore[no-untyped-def]
+        solving.set()
+        assert release.wait(30), "the test never released the solve"
+        return plan(t)
+
+    bench.driver.decider.plan = blocked_plan  # type: ignore[method-assign]
+    boundary = threading.Thread(target=bench.driver.boundary, args=(bench.clock(),))
+    boundary.start()
+    try:
+        assert solving.wait(30), "the boundary never solved"
+        answered = threading.Event()
+
+        def api_calls() -> None:  # GET /v1/jobs, POST /v1/jobs, DELETE /v1/jobs/ID
+            bench.store.jobs()
+            sub = JobSubmission(command="train", steps=10)
+            bench.store.add_job(sub, bench.clock(), default_retries=2)
+            bench.store.request_cancel(jobs[0], bench.clock())
+            answered.set()
+
+        threading.Thread(target=api_calls, daemon=True).start()
+        assert answered.wait(10), "the store waited on a solve (its lock held across it)"
+        assert boundary.is_alive()  # the solve is still blocked: the calls did not wait
+    finally:
+        release.set()
+        boundary.join(30)
+    assert not boundary.is_alive()
+    # The fence: the job cancelled during the solve was not launched.
+    assert jobs[0] not in bench.driver.lease_of
+    bench.clock.t += 1.0
+    bench.driver.tick(bench.clock())
+    assert bench.store.job(jobs[0]).state == "cancelled"  # type: ignore[union-attr]

@@ -114,3 +114,18 @@ def test_serve_holds_its_token_in_neither_environ_nor_cmdline(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+
+
+def test_a_token_file_others_could_read_is_refused(tmp_path: Path) -> None:
+    # With --job-user a job runs as another user: a token file readable by others would
+    # hand it the service token. Refused in one line; 0600 is read.
+    from gpumosaic.errors import InputError
+    from gpumosaic.runtime.token_handoff import token_from
+
+    path = tmp_path / "token"
+    path.write_text(SECRET + "\n")
+    path.chmod(0o644)
+    with pytest.raises(InputError, match="readable or writable by group or others"):
+        token_from("", str(path), None)
+    path.chmod(0o600)
+    assert token_from("", str(path), None) == SECRET

@@ -70,3 +70,48 @@ def test_a_second_daemon_on_the_same_socket_by_another_path_is_refused(served, t
         asyncio.run(second.start())
     assert client.status(tmp_path / "real")[0]["gpu"] == 0  # the first one is untouched
     first.stop()
+
+
+def _interposed_client(share, sock_dir: Path):  # type: ignore[no-untyped-def]
+    """A worker under the interposer (the stand-in libcuda) pointed at ``sock_dir``'s GPU 0."""
+    env = {
+        "GPUMOSAIC_SHARE_SOCKET": str(sock_dir / "gpu0.sock"),
+        "GPUMOSAIC_SHARE_RECONNECT_S": "0",
+    }
+    proc = share.client("--kernels", "2", extra_env=env)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+def test_the_interposer_refuses_a_socket_dir_whose_parent_another_user_owns(share_factory) -> None:  # type: ignore[no-untyped-def]
+    # The C side checks what the Python client checks: an owner of a parent could rename
+    # the socket directory and swap in its own socket; the interposer does not register.
+    _needs_root()
+    share = share_factory()
+    sock_dir = share.daemon.socket_dir
+    code, out, err = _interposed_client(share, sock_dir)
+    assert code == 0, err  # trusted while every parent is root's or this user's
+    registered = len([e for e in share.daemon.event_list() if e.get("event") == "REGISTER"])
+    assert registered >= 1, share.daemon.event_list()
+    parent = sock_dir.parent
+    os.chown(parent, OTHER_UID, OTHER_UID)
+    try:
+        code, out, err = _interposed_client(share, sock_dir)
+    finally:
+        os.chown(parent, 0, 0)
+    assert code != 0 and f"belongs to uid {OTHER_UID}" in err, (code, out, err)
+    after = len([e for e in share.daemon.event_list() if e.get("event") == "REGISTER"])
+    assert after == registered  # it never spoke to the daemon
+
+
+def test_the_interposer_refuses_a_group_writable_parent(share_factory) -> None:  # type: ignore[no-untyped-def]
+    share = share_factory()
+    sock_dir = share.daemon.socket_dir
+    parent = sock_dir.parent
+    mode = parent.stat().st_mode & 0o7777
+    parent.chmod(0o777)  # not sticky: anyone could rename the socket directory
+    try:
+        code, out, err = _interposed_client(share, sock_dir)
+    finally:
+        parent.chmod(mode)
+    assert code != 0 and "writable by group or others" in err, (code, out, err)

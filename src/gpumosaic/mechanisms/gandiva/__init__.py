@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Reject,
         Resume,
         Start,
+        StartGang,
         Suspend,
         Unpack,
     )
@@ -48,6 +49,7 @@ _WHERE = {
             "Reject",
             "Resume",
             "Start",
+            "StartGang",
             "Suspend",
             "Unpack",
         ),
@@ -76,6 +78,7 @@ __all__ = [
     "Reject",
     "Resume",
     "Start",
+    "StartGang",
     "Step",
     "Suspend",
     "Unpack",

@@ -26,6 +26,17 @@ class Start:
 
 
 @dataclass(frozen=True, slots=True)
+class StartGang:
+    """Run a job that fits only across servers (``JobSpec.may_span_nodes``) on GPUs of
+    several servers at once, as one gang: ``parts`` are (node, GPUs) per server, all of
+    one GPU model. It holds them alone until it ends (never time-sliced, packed or
+    migrated), so it always runs from now."""
+
+    job_id: int
+    parts: tuple[tuple[int, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Suspend:
     """Stop a running job at a mini-batch boundary and keep its state off the GPU."""
 
@@ -95,4 +106,4 @@ class Reject:
     reason: Rejection
 
 
-Action = Start | Suspend | Resume | Pack | Unpack | Migrate | Reject
+Action = Start | StartGang | Suspend | Resume | Pack | Unpack | Migrate | Reject

@@ -4,14 +4,17 @@ The decider owns everything Gandiva decides with: the admitted jobs, the queue (
 queue order), the GPU sets with their time-slicing units and pair trials (``GpuSets``,
 ``GpuGroup``), the servers' affinities, the pairs undone before and the measured rates
 (``RateBook``). It never reads a clock: every call carries ``now``, and every call
-returns a ``Step``: the typed actions decided (start, suspend, resume, pack, unpack,
-migrate, reject) in order, and the GPU sets whose next due time moved. A driver
-(the simulator in ``mechanisms/gandiva/sim``, or a live service) calls it so::
+returns a ``Step``: the typed actions decided (start, start a gang across servers,
+suspend, resume, pack, unpack, migrate, reject) in order, and the GPU sets whose next
+due time moved. A driver (the simulator in ``mechanisms/gandiva/sim``, or a live
+service) calls it so::
 
     step = decider.admit(job, now)                   # a job arrived
     decider.observe(job_id, steps_per_s)             # a running job's measured rate
     step = decider.wake(gid, now, finished=(...))    # a set's due time came, or jobs of
                                                      # its running unit finished
+    step = decider.take_out(nodes, now)              # servers left (live: a lost node);
+    step = decider.put_back(nodes, now)              # ... and came back
     ...execute step.actions; for gid in step.retimed: re-arm a timer at
        decider.next_due(gid) (and, knowing the progress, at each running job's finish)
 
@@ -25,14 +28,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from gpumosaic.fallbacks import Fallbacks
 from gpumosaic.mechanisms.admission import ever_fits
-from gpumosaic.mechanisms.gandiva.actions import Action, Reject, Start
+from gpumosaic.mechanisms.gandiva.actions import Action, Reject, Start, StartGang
 from gpumosaic.mechanisms.gandiva.affinity import ChoiceKind, Rank, choose_server
 from gpumosaic.mechanisms.gandiva.config import GandivaConfig
 from gpumosaic.mechanisms.gandiva.counters import GandivaCounters
@@ -44,9 +47,12 @@ from gpumosaic.mechanisms.gandiva.ranking import TierRanker
 from gpumosaic.mechanisms.gandiva.rates import RateModel
 from gpumosaic.mechanisms.gandiva.sets import GpuSets
 from gpumosaic.model.cluster import ClusterSpec
+from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.model.state import ClusterState
 from gpumosaic.placement.base import PlacementStrategy
+from gpumosaic.placement.gang import could_span, gang_parts
+from gpumosaic.placement.registry import build_placement
 from gpumosaic.policies.ordering import QueueOrder, SortKey
 from gpumosaic.results.outcome import Rejection, RejectReason
 from gpumosaic.workloads.throughputs import Throughputs
@@ -103,6 +109,14 @@ class GandivaDecider:
         self.queue_order = order
         self.backfill = backfill
         self.ranker = None if placement is None else TierRanker(placement, self.sets.state, rng)
+        # A job that fits only across servers is placed GPU by GPU by this strategy (the
+        # event and round mechanisms' ``placement/gang.py``): the named one, else first
+        # fit (the fewest servers in the seeded order's stead: the lowest-index GPUs).
+        self._gang_placement = placement
+        self._rng = rng
+        self.spanning: set[int] = set()  # admitted jobs that fit only across servers
+        self.away: set[int] = set()  # servers that left (``take_out``), until they return
+        self._here = np.ones(len(cluster.nodes), dtype=bool)
         self.jobs: dict[int, GandivaJob] = {}
         self.queue: list[GandivaJob] = []
         self.rejected: dict[int, Rejection] = {}
@@ -206,6 +220,39 @@ class GandivaDecider:
             job.finished = True
         return None
 
+    def take_out(self, nodes: set[int], now: float) -> Step:
+        """Servers left (live: their Ray node is lost). Every job of a set on them goes
+        back to the queue (it resumes from its checkpoint wherever it is placed next: a
+        running one is suspended), their GPUs are held until they return, and a pass
+        places what it can on the servers left."""
+        nodes = nodes - self.away
+        if not nodes:
+            return self._step(scheduled=False)
+        for group in {g.gid: g for n in sorted(nodes) for g in self.sets.on_node(n)}.values():
+            # The waiting units first: the running one leaves last, with no hand-over.
+            for job in reversed(list(group.jobs())):
+                group.remove(job, now)
+                self._enqueue(job)
+            self.sets.close(group, now)
+        for node in sorted(nodes):
+            self.sets.hold_away(node)
+        self.away |= nodes
+        self._here[sorted(nodes)] = False
+        self._pass(now)
+        return self._step(scheduled=True)
+
+    def put_back(self, nodes: set[int], now: float) -> Step:
+        """Servers that left came back: their GPUs are placed on again (a pass)."""
+        nodes = nodes & self.away
+        if not nodes:
+            return self._step(scheduled=False)
+        for node in sorted(nodes):
+            self.sets.release_away(node)
+        self.away -= nodes
+        self._here[sorted(nodes)] = True
+        self._pass(now)
+        return self._step(scheduled=True)
+
     def all_steps_done(self, job_id: int, steps: float) -> bool:
         """``steps`` (the job's last reported count) reach its work: it is done even if
         its last process did not end cleanly."""
@@ -217,20 +264,24 @@ class GandivaDecider:
     def _refusal(self, job: JobSpec) -> Rejection | None:
         if job.num_gpu == 0:
             return Rejection(RejectReason.CPU_ONLY, "gandiva schedules GPU jobs only")
-        # The one admission rule (mechanisms/admission.py): Gandiva keeps a job's GPUs on
-        # one server (its affinity), so a job that fits only across servers is refused
-        # with the same typed reason as anywhere spanning is not possible.
-        refusal = ever_fits(
-            self.state, job, spans=False, why_not_span="gandiva keeps a job on one server"
-        )
+        # The one admission rule (mechanisms/admission.py), as the event and round
+        # mechanisms ask it: a job that may span servers and fits only across them runs
+        # as a gang (``_place_gang``).
+        refusal = ever_fits(self.state, job, spans=True)
         if refusal is not None:
             return refusal
         if (unmeasured := self.rates.unmeasured(job, self.cluster.gpu_models)) is not None:
             detail = f"{job.job_type} has no speed on {unmeasured}"
             return Rejection(RejectReason.NO_THROUGHPUT, detail)
-        if not self.usable(job).any():
+        usable = self._runs_on(job)  # a server away now may come back
+        if not usable.any():
             detail = f"{job.job_type} runs at speed 0 on its GPU models"
             return Rejection(RejectReason.NO_THROUGHPUT, detail)
+        if not self.state.fits_when_empty(job):
+            if not could_span(self.state, job, usable):
+                detail = f"{job.job_type} has a speed on too few GPUs for {job.num_gpu}"
+                return Rejection(RejectReason.NO_THROUGHPUT, detail)
+            self.spanning.add(job.id)
         return None
 
     def _enqueue(self, job: GandivaJob) -> None:
@@ -263,6 +314,8 @@ class GandivaDecider:
             self._pack(now)
 
     def _place(self, job: GandivaJob, now: float) -> bool:
+        if job.id in self.spanning:
+            return self._place_gang(job, now)
         k = max(1, job.spec.num_gpu)
         allowed = self.usable(job.spec)
         views = self.sets.views(k, allowed)
@@ -287,6 +340,42 @@ class GandivaDecider:
         self._actions.append(Start(job.id, group.node, group.gpus, running))
         self.sets.replan(group)
         return True
+
+    def _place_gang(self, job: GandivaJob, now: float) -> bool:
+        """A job that fits only across servers: fully free GPUs of one usable model on
+        several servers, chosen GPU by GPU by the placement (``placement/gang.py``), all
+        of them or none; it holds them alone until it ends."""
+        spec, state = job.spec, self.state
+        whole = (state.gpu_exists & (state.gpu_free == MILLI_PER_GPU)).sum(axis=1)
+        whole = np.where(self.usable(spec), whole, 0)
+        free_by_model = np.bincount(
+            state.node_model, weights=whole, minlength=len(state.model_names)
+        )
+        for t, name in enumerate(state.model_names):
+            if free_by_model[t] < spec.num_gpu:
+                continue
+            # Whole GPUs of one usable model, and no CPU or memory (the sets hold GPUs).
+            typed = replace(
+                spec,
+                allowed_models=frozenset({name.upper()}),
+                gpu_milli=MILLI_PER_GPU,
+                cpu_milli=0,
+                memory_mib=0,
+            )
+            parts = gang_parts(state, self._gang_strategy(), typed, self._rng)
+            if parts is None:
+                continue
+            group = self.sets.open_gang(tuple((a.node, a.gpus) for a in parts), now)
+            group.add(job, now, resume_cost_s=self.config.start_s)
+            self._actions.append(StartGang(job.id, group.parts))
+            self.sets.replan(group)
+            return True
+        return False
+
+    def _gang_strategy(self) -> PlacementStrategy:
+        if self._gang_placement is None:
+            self._gang_placement = build_placement("firstfit", None)
+        return self._gang_placement
 
     def _free_elsewhere(self, job: JobSpec, k: int, avoid: int) -> int | None:
         """A server other than ``avoid`` with k free GPUs, by the affinity order."""
@@ -314,7 +403,12 @@ class GandivaDecider:
             self.sets.replan(group)
 
     def usable(self, job: JobSpec) -> npt.NDArray[np.bool_]:
-        """Servers whose GPU model the job allows and runs it on at a positive speed."""
+        """Servers here whose GPU model the job allows and runs it on at a positive
+        speed."""
+        runs = self._runs_on(job)
+        return runs & self._here if self.away else runs
+
+    def _runs_on(self, job: JobSpec) -> npt.NDArray[np.bool_]:
         runs = self.rates.runs_on(job, self.cluster.gpu_models)
         return np.array(runs, dtype=bool)[self.state.node_model]
 

@@ -1,7 +1,9 @@
 """One GPU set and the jobs that take turns on it (Gandiva's suspend-resume time-slicing),
 as decisions: who holds the GPUs, until when, and what a pair's trial concluded.
 
-A *group* is a set of k GPUs on one server held as a whole in ClusterState. Its jobs are
+A *group* is a set of k GPUs on one server held as a whole in ClusterState (or, for a
+job that fits only across servers, a gang: GPUs of several servers, ``more``, that only
+that job holds until it ends). Its jobs are
 arranged in *units* -- a single job, or two single-GPU jobs packed together -- that
 take turns round-robin: ``units[0]`` holds the GPUs for a quantum, then is suspended and
 the next unit resumes. Every hand-over leaves the GPUs idle for ``switch_s`` (suspend at
@@ -87,10 +89,14 @@ class GpuGroup:
         rate_book: RateBook,
         actions: list[Action],
         now: float,
+        more: tuple[tuple[int, tuple[int, ...]], ...] = (),
     ) -> None:
         self.gid = gid
         self.node = node
         self.gpus = gpus
+        # A gang's GPUs on its other servers: (node, GPUs) each; () for a one-server set.
+        self.more = more
+        self.k = len(gpus) + sum(len(g) for _, g in more)
         self.gpu = gpu
         self.units: list[Unit] = []
         self.paused_until = now  # nothing runs before this (hand-over or migration)
@@ -102,8 +108,9 @@ class GpuGroup:
         self._actions = actions  # the decider's log of this call's actions
 
     @property
-    def k(self) -> int:
-        return len(self.gpus)
+    def parts(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """(node, GPUs) of every server the set holds GPUs on, its own first."""
+        return ((self.node, self.gpus), *self.more)
 
     def jobs(self) -> Iterator[GandivaJob]:
         for unit in self.units:

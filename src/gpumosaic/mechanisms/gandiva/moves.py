@@ -59,7 +59,8 @@ def defragment(
         NodeSlots(n, sets.cluster.nodes[n].gpu.name, int(sets.state.num_gpus[n]), int(free[n]))
         for n in sets.order
     ]
-    groups = [GroupSlots(g.gid, g.node, g.k, g.num_jobs) for g in sets]
+    # A gang (a set across servers) is never moved: it is no candidate to evict.
+    groups = [GroupSlots(g.gid, g.node, g.k, g.num_jobs) for g in sets if not g.more]
     plan = plan_defrag(nodes, groups, k, set(np.flatnonzero(allowed).tolist()))
     if plan is None:
         return None

@@ -1,7 +1,8 @@
 """Gandiva's servers and the GPU sets held on them: the one owner of that bookkeeping.
 
-A GPU set (a ``GpuGroup``) is held in ClusterState as one assignment with the pseudo job
-id ``-(gid + 1)``: ClusterState keeps "which GPUs are held", the groups keep "which jobs
+A GPU set (a ``GpuGroup``) is held in ClusterState as one assignment (a gang of them, one
+per server, for a job that fits only across servers) with the pseudo job id
+``-(gid + 1)``: ClusterState keeps "which GPUs are held", the groups keep "which jobs
 take turns on them". ``GpuSets`` opens, closes and relocates sets, keeps each server's
 affinity (the GPU count of the sets on it, 0 while it is empty), the GPU-seconds held and
 and which sets' next due time changed (``retimed``, in the order of the changes, for
@@ -24,6 +25,10 @@ from gpumosaic.mechanisms.gandiva.observations import RateBook
 from gpumosaic.model.cluster import ClusterSpec
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.state import Assignment, ClusterState
+
+# Pseudo job ids that hold a server's GPUs while it is away: -(2**61) - node (far from
+# the sets' -(gid + 1) and from placement/gang.py's pieces, -(2**62) - i).
+_AWAY_BASE = -(2**61)
 
 
 def holder_id(gid: int) -> int:
@@ -59,6 +64,7 @@ class GpuSets:
         self._affinity = [0] * len(cluster.nodes)
         self._held_since = 0.0
         self._next_gid = 0
+        self.away_milli = 0  # GPUs of servers that left (``hold_away``)
 
     # --- reading ----------------------------------------------------------------------
 
@@ -91,7 +97,12 @@ class GpuSets:
             gids = self._on_node[node]
             jobs = sum(self._groups[g].num_jobs for g in gids)
             # Sharing is bounded in resident jobs, so a packed pair counts as two.
-            shared = [(self._groups[g].num_jobs, g) for g in gids if self._groups[g].k == k]
+            # A gang is its job's alone: never shared.
+            shared = [
+                (self._groups[g].num_jobs, g)
+                for g in gids
+                if self._groups[g].k == k and not self._groups[g].more
+            ]
             resident, gid = min(shared) if shared else (0, -1)
             views.append(
                 ServerView(
@@ -121,17 +132,52 @@ class GpuSets:
         self._groups[gid] = group
         return group
 
+    def open_gang(self, parts: tuple[tuple[int, tuple[int, ...]], ...], now: float) -> GpuGroup:
+        """Hold fully free GPUs of several servers (one model) as one new set, a gang."""
+        gid = self._next_gid
+        self._next_gid += 1
+        holder = holder_id(gid)
+        self.advance_held(now)
+        self.state.allocate_gang(
+            tuple(Assignment(holder, node, gpus, MILLI_PER_GPU, 0, 0) for node, gpus in parts)
+        )
+        k = sum(len(gpus) for _, gpus in parts)
+        for node, _ in parts:
+            self._attach(gid, node, k)
+        (node, gpus), *more = parts
+        model = self.cluster.nodes[node].gpu
+        group = GpuGroup(
+            gid,
+            node,
+            gpus,
+            model,
+            self._config,
+            self._meter,
+            self._rate_book,
+            self._actions,
+            now,
+            more=tuple(more),
+        )
+        self._groups[gid] = group
+        return group
+
     def close(self, group: GpuGroup, now: float) -> None:
         """Give an empty set's GPUs back."""
         self.retimed.append(group.gid)
         self.advance_held(now)
-        self.state.release(holder_id(group.gid))
+        if group.more:
+            self.state.release_gang(holder_id(group.gid))
+        else:
+            self.state.release(holder_id(group.gid))
         del self._groups[group.gid]
-        self._detach(group.gid, group.node)
+        for node, _ in group.parts:
+            self._detach(group.gid, node)
 
     def relocate(self, group: GpuGroup, dest_node: int, now: float) -> int:
         """Move a whole set, with every job in it, to another server (a migration for each
         of its jobs, which lose ``migration_cost_s``); returns the jobs moved."""
+        if group.more:
+            raise BookkeepingError(f"group {group.gid} spans servers: it is never moved")
         config = self._config
         source = group.node
         self.advance_held(now)
@@ -152,6 +198,24 @@ class GpuSets:
             )
         self.replan(group)
         return moved
+
+    def hold_away(self, node: int) -> None:
+        """A server left (live: its Ray node is lost): its GPUs are held so that nothing
+        is placed there (its sets are closed first) and count as neither free nor held."""
+        count = int(self.state.num_gpus[node])
+        self.state.allocate(
+            Assignment(_AWAY_BASE - node, node, tuple(range(count)), MILLI_PER_GPU, 0, 0)
+        )
+        self.away_milli += count * MILLI_PER_GPU
+
+    def release_away(self, node: int) -> None:
+        """A server that left came back: its GPUs are free again."""
+        a = self.state.release(_AWAY_BASE - node)
+        self.away_milli -= len(a.gpus) * MILLI_PER_GPU
+
+    def on_node(self, node: int) -> list[GpuGroup]:
+        """The sets that hold GPUs of ``node`` (a gang's included)."""
+        return [self._groups[g] for g in sorted(self._on_node[node])]
 
     def record(self, action: Action) -> None:
         """Log an action decided outside the sets (a move between them)."""
@@ -182,7 +246,7 @@ class GpuSets:
         self.advance_held(now)
 
     def advance_held(self, now: float) -> None:
-        held = self.state.allocated_gpu_milli / MILLI_PER_GPU
+        held = (self.state.allocated_gpu_milli - self.away_milli) / MILLI_PER_GPU
         self.held_gpu_s += held * (now - self._held_since)
         self._held_since = now
 
@@ -192,11 +256,16 @@ class GpuSets:
         self.state.check_invariants()
         placed = 0
         for gid, group in self._groups.items():
-            a = self.state.assignments.get(holder_id(gid))
-            if a is None or a.node != group.node or a.gpus != group.gpus or not group.units:
+            if group.more:
+                held = tuple((a.node, a.gpus) for a in self.state.gangs.get(holder_id(gid), ()))
+            else:
+                a = self.state.assignments.get(holder_id(gid))
+                held = () if a is None else ((a.node, a.gpus),)
+            if held != group.parts or not group.units:
                 raise BookkeepingError(f"group {gid} disagrees with ClusterState")
-            if gid not in self._on_node[group.node]:
-                raise BookkeepingError(f"group {gid} is not listed on node {group.node}")
+            for node, _ in group.parts:
+                if gid not in self._on_node[node]:
+                    raise BookkeepingError(f"group {gid} is not listed on node {node}")
             for job in group.jobs():
                 placed += 1
                 if job.group != gid or job.finished:

@@ -31,6 +31,7 @@ from typing import TextIO, TypeVar
 
 from gpumosaic.runtime.share import limits
 from gpumosaic.runtime.share import ui as share_ui
+from gpumosaic.runtime.share.fair import FairGpuLock
 from gpumosaic.runtime.share.metrics import prometheus_text
 from gpumosaic.runtime.share.native import ShareError
 from gpumosaic.runtime.share.protocol import (
@@ -58,7 +59,7 @@ from gpumosaic.runtime.share.sockets import (
     socket_path,
 )
 from gpumosaic.runtime.state.fencing import HeldFile
-from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, GpuLock, Grant
+from gpumosaic.sharing.lock import DEFAULT_TQ_S, AntiThrashing, Decision, Grant
 
 _T = TypeVar("_T", int, float)
 
@@ -85,6 +86,7 @@ class Connection:
     id: int
     gpu: int
     registered: bool = False
+    owner: tuple[int, int] = (-1, -1)  # the peer's (uid, pid) from the socket
 
 
 def _peer(writer: asyncio.StreamWriter) -> tuple[int, int]:
@@ -131,7 +133,8 @@ class ShareDaemon:
         self.socket_dir = Path(socket_dir)
         self.allow_group = allow_group
         self.locks = {
-            g: GpuLock(g, tq_s, AntiThrashing(anti_thrashing), memory, revoke_grace_s) for g in gpus
+            g: FairGpuLock(g, tq_s, AntiThrashing(anti_thrashing), memory, revoke_grace_s)
+            for g in gpus
         }
         self.metrics_port = metrics_port
         self.event_log_path = event_log
@@ -151,8 +154,9 @@ class ShareDaemon:
 
     # --- the core: one event in, the messages to send out ----------------------------------
 
-    def connect(self, gpu: int) -> Connection:
-        return Connection(next(self._ids), gpu)
+    def connect(self, gpu: int, owner: tuple[int, int] = (-1, -1)) -> Connection:
+        """A new connection on ``gpu``'s socket from ``owner`` (its peer's uid and pid)."""
+        return Connection(next(self._ids), gpu, owner=owner)
 
     def on_line(self, conn: Connection, line: bytes, now: float) -> tuple[list[Send], bytes]:
         """Handle one line from ``conn``: (messages to registered clients, the reply to
@@ -169,6 +173,7 @@ class ShareDaemon:
                 return [], error("already_registered").encode()
             conn.registered = True
             decisions = lock.register(conn.id, request.pid, request.name, now)
+            lock.own(conn.id, conn.owner)  # its turns are its peer's (``fair``)
             self._event(conn.gpu, "REGISTER", conn.id, now)
         elif isinstance(request, RequestLock | LockReleased | Memory):
             if not conn.registered:
@@ -355,7 +360,7 @@ class ShareDaemon:
         self._open += 1
         self._by_pid[pid] = self._by_pid.get(pid, 0) + 1
         self._by_uid[uid] = self._by_uid.get(uid, 0) + 1
-        conn = self.connect(gpu)
+        conn = self.connect(gpu, (uid, pid))
         self._writers[conn.id] = writer  # only a registered client is ever sent to
         try:
             while not self._stopped.is_set():
@@ -375,6 +380,7 @@ class ShareDaemon:
                 if reply:
                     writer.write(reply)
                     await asyncio.wait_for(writer.drain(), limits.CONTROL_IDLE_S)
+                await asyncio.sleep(0)  # one line, then the other connections' turn
         except (ConnectionError, OSError, TimeoutError):
             pass
         finally:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 from gpumosaic.results.outcome import JobEnd
 from gpumosaic.runtime.jobs.ends import TERMINAL_STATES, rejection_code, store_state
@@ -28,6 +29,7 @@ from gpumosaic.runtime.state.records import (
     job_row,
     lease_row,
 )
+from gpumosaic.runtime.state.writes import Statement, Writes
 
 
 class StateUnwritable(Exception):
@@ -49,6 +51,9 @@ class Store:
         self._db.executescript(SCHEMA)
         add_missing_columns(self._db)
         self._depth = 0  # > 0 inside ``batch``: changes join its one transaction
+        self._writes: Writes | None = None  # the open transaction's writes
+        self._kept: list[Statement] = []  # a decision's writes not in the file yet
+        self._behind: str | None = None  # why they are not
         # Bumped by every submission and cancellation, so the driver rescans the jobs
         # only when one happened (not at every tick).
         self.jobs_version = 0
@@ -65,31 +70,56 @@ class Store:
         with self._lock:
             self._db.close()
 
+    @property
+    def behind(self) -> str | None:
+        """Why the file lacks decisions made in memory (kept, to be written first by the
+        next transaction), or None when it has them all."""
+        with self._lock:
+            return self._behind
+
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, *, keep: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction; the writes kept from a decision that could not be written
+        (``batch``) go first in it. ``keep``: this is such a decision: its writes are
+        kept instead of raising when the state cannot be written."""
         with self._lock:
             if self._depth:
-                yield self._db
+                yield cast(sqlite3.Connection, self._writes)
                 return
-            self._db.execute("BEGIN IMMEDIATE")
+            writes = Writes(self._db, self._kept, keep=keep)
+            self._writes = writes
             try:
-                yield self._db
+                writes.begin()
+                writes.replay()
+                yield cast(sqlite3.Connection, writes)
             except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error:
-                # A failed COMMIT (disk full, I/O error) may leave the transaction open:
-                # end it, so the next write starts clean once the cause is gone.
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
                 raise
+            finally:
+                self._writes = None
+            try:
+                writes.commit()
+            except sqlite3.OperationalError as err:
+                if not keep:
+                    raise
+                writes.failed = err
+            if writes.failed is None:
+                self._kept, self._behind = [], None
+            else:  # the decision stands in memory: its writes wait for a writable state
+                self._kept, self._behind = writes.statements, str(writes.failed)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Many changes as one transaction (a round boundary): all or none survive."""
-        with self._tx():
+        """A decision's changes as one transaction (a round boundary, a tick): all or none
+        survive a crash. The decision is made in memory as it is written, so a write that
+        fails because the state cannot be written (``sqlite3.OperationalError``: disk
+        full, read-only, I/O error, file gone; at any statement or at the COMMIT) does not
+        raise: its statements are kept, in order, and ``behind`` says why; the next
+        transaction (a probe's, an API call's, the next decision's) writes them first.
+        The caller holds back what must not happen before they are written (executor
+        calls: ``Supervisor.deferring``)."""
+        with self._tx(keep=True):
             self._depth += 1
             try:
                 yield

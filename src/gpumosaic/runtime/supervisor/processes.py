@@ -70,8 +70,9 @@ class Supervisor:
         # Executor calls made inside a decision's transaction, run after it commits (the
         # API never waits on an executor behind the store's lock); None: call at once.
         self._deferred: list[Callable[[], None]] | None = None
-        # Exits seen while the state could not be written: recorded once it can be.
-        self._unrecorded: list[ExitReport] = []
+        # Executor calls of decisions the state file lacks (``Store.behind``): made once
+        # they are written (``catch_up``).
+        self._held: list[Callable[[], None]] = []
         self._log_root = config.log_root.resolve()
         self._ckpt_root = config.checkpoint_root.resolve()
 
@@ -218,14 +219,36 @@ class Supervisor:
     def deferring(self) -> Iterator[None]:
         """Inside: launches and stops are queued; they run, in order (a round's stops
         before its launches), when the block ends, after the caller's transaction has
-        committed. So no executor call is made with the store's lock held."""
+        committed. So no executor call is made with the store's lock held. When the
+        decision could not be written (``Store.behind``), they wait for ``catch_up``:
+        no process starts or stops that the state file does not know of."""
         self._deferred = []
         try:
             yield
         finally:
             calls, self._deferred = self._deferred, None
+        if self.store.behind is not None or self._held:
+            self._held.extend(calls)
+            return
         for call in calls:
             call()
+
+    def catch_up(self) -> None:
+        """Before anything else a driver does: the decisions the state file lacks are
+        written (``StateUnwritable`` while they cannot be: nothing else happens then,
+        and processes run on as they are), then their held executor calls are made."""
+        if self.store.behind is None and not self._held:
+            return
+        self.store.check_writable()
+        calls, self._held = self._held, []
+        for call in calls:
+            call()
+
+    def written(self) -> None:
+        """``StateUnwritable`` when the last decision could not be written (kept)."""
+        behind = self.store.behind
+        if behind is not None:
+            raise StateUnwritable(behind)
 
     def _executor_call(self, call: Callable[[], None]) -> None:
         if self._deferred is None:
@@ -242,23 +265,16 @@ class Supervisor:
     # ---- between decisions -----------------------------------------------------------
 
     def tick(self, now: float) -> None:
-        """Nodes, exits, cancellations, deferred launches and silent leases."""
-        if self.nodes is not None:
-            self.follow_nodes(now)
-        reports = self._unrecorded + self.executor.poll()
-        self._unrecorded = []
-        if reports:
-            try:  # checked before anything changes: the reports wait for a writable state
-                self.store.check_writable()
-            except StateUnwritable:
-                self._unrecorded = reports
-                raise
-            with self.store.batch():
-                for report in reports:
-                    self.on_exit(report, now)
-        self.cancel_requested(now)
-        for job_id in [j for j in self.pending if j not in self.lease_of]:
-            self.launch(self.pending.pop(job_id), now)
+        """Nodes, exits, cancellations, deferred launches and silent leases, as one
+        decision (``Store.batch``; the caller makes it deferring and checks ``written``)."""
+        with self.store.batch():
+            if self.nodes is not None:
+                self.follow_nodes(now)
+            for report in self.executor.poll():
+                self.on_exit(report, now)
+            self.cancel_requested(now)
+            for job_id in [j for j in self.pending if j not in self.lease_of]:
+                self.launch(self.pending.pop(job_id), now)
         if now - self._silence_checked >= self.config.time_scale:  # about once a second
             self._silence_checked = now
             self.stop_silent(now)

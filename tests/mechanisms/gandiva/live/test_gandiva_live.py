@@ -34,9 +34,11 @@ TRAIN = (
 )
 
 
-def live_cluster(counts: str) -> LiveCluster:
+def live_cluster(counts: str, nodes: int = 1) -> LiveCluster:
+    """``nodes`` Ray nodes, each with ``counts`` GPUs."""
     models = tuple((m.split(":")[0].upper(), int(m.split(":")[1])) for m in counts.split(","))
-    return discover([RayNode("node-a", "127.0.0.1", models)], None)
+    ray_nodes = [RayNode(f"node-{i}", f"127.0.0.{i + 1}", models) for i in range(nodes)]
+    return discover(ray_nodes, None)
 
 
 @dataclass
@@ -114,8 +116,9 @@ def bench(
     store: Store | None = None,
     clock: FakeClock | None = None,
     sharing: tuple[float, float] | None = None,
+    nodes: int = 1,
 ) -> Bench:
-    live = live_cluster(counts)
+    live = live_cluster(counts, nodes)
     clock = clock or FakeClock()
     store = store or Store(tmp / "state.db")
     table = LeaseTable(store, clock)

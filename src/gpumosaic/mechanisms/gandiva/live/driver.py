@@ -49,6 +49,7 @@ from gpumosaic.mechanisms.gandiva import (
     Reject,
     Resume,
     Start,
+    StartGang,
     Step,
     Suspend,
     Unpack,
@@ -70,7 +71,7 @@ from gpumosaic.runtime.leases import LeaseTable, LiveLease
 from gpumosaic.runtime.state.records import GandivaJobRow, LeaseRow
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.supervisor.config import DriverConfig
-from gpumosaic.runtime.supervisor.nodes import NodeChange
+from gpumosaic.runtime.supervisor.nodes import NodeChange, NodeEvent, NodeWatcher
 from gpumosaic.runtime.supervisor.processes import Supervisor
 from gpumosaic.runtime.supervisor.requests import LeaseRequest
 
@@ -110,14 +111,17 @@ class GandivaDriver:
         config: DriverConfig,
         clock: Callable[[], float] = time.time,
         on_step: Callable[[float, Step], None] | None = None,
+        nodes: NodeWatcher | None = None,
     ) -> None:
+        """``nodes``: the service's node membership (the supervisor follows it and
+        tells ``nodes_changed``), as the round driver's."""
         self.store = store
         self.table = table
         self.decider = decider
         self.config = config
         self.clock = clock
         self.on_step = on_step
-        self.supervisor = Supervisor(store, table, executor, cluster, config, self, clock)
+        self.supervisor = Supervisor(store, table, executor, cluster, config, self, clock, nodes)
         self.epoch = store.epoch(clock())
         self.counters = GandivaLiveCounters()
         self.times = HandOverTimes()
@@ -147,8 +151,8 @@ class GandivaDriver:
 
     def where_of(self, lease_id: str) -> Where:
         request = self.supervisor.request_of[lease_id]
-        part = request.entry.parts[0]
-        return Where(part.node, tuple(part.gpus))
+        first, *more = request.entry.parts
+        return Where(first.node, tuple(first.gpus), tuple((p.node, tuple(p.gpus)) for p in more))
 
     def checkpoint_dir(self, job_id: int) -> Path:
         return self.supervisor.checkpoint_dir(job_id)
@@ -192,12 +196,16 @@ class GandivaDriver:
             self.table.changed.clear()
 
     def tick(self, now: float) -> None:
-        with self._lock, self.store.batch():
-            self.supervisor.tick(now)
-            self._admit(now)
-            self._observe(now)
-            self._wake_due(now)
-            self._reconcile(now)
+        """One decision (``Store.batch``); its executor calls once it is written."""
+        with self._lock:
+            self.supervisor.catch_up()  # StateUnwritable while the file lacks one
+            with self.supervisor.deferring(), self.store.batch():
+                self.supervisor.tick(now)
+                self._admit(now)
+                self._observe(now)
+                self._wake_due(now)
+                self._reconcile(now)
+            self.supervisor.written()
 
     # ---- decider in ----------------------------------------------------------------
 
@@ -284,7 +292,7 @@ class GandivaDriver:
                 case Reject(job_id=job_id, reason=reason):
                     c.rejected += 1
                     self.store.finish(job_id, JobEnd.rejected(reason), now)
-                case Start(job_id=job_id, running=True):
+                case Start(job_id=job_id, running=True) | StartGang(job_id=job_id):
                     self._awaited[job_id] = (self.times.start, now)
                 case Suspend(job_id=job_id):
                     c.suspensions += 1
@@ -323,7 +331,7 @@ class GandivaDriver:
         out: dict[int, Where] = {}
         for group in self.decider.sets:
             for gjob in group.running_jobs():
-                out[gjob.id] = Where(group.node, group.gpus)
+                out[gjob.id] = Where(group.node, group.gpus, group.more)
         return out
 
     def _reconcile(self, now: float) -> None:
@@ -332,12 +340,12 @@ class GandivaDriver:
         for job_id, lease_id in list(sup.lease_of.items()):
             if lease_id not in sup.stopping and wanted.get(job_id) != self.where_of(lease_id):
                 sup.stop(lease_id)
-        busy = {(w.node, g) for lease_id in sup.stopping for w in (self.where_of(lease_id),)
-                for g in w.gpus}  # fmt: skip
+        busy = {(node, g) for lease_id in sup.stopping
+                for node, gpus in self.where_of(lease_id).parts for g in gpus}  # fmt: skip
         for job_id, where in wanted.items():
             if job_id in sup.lease_of or job_id not in sup.jobs:
                 continue  # running there already, or its previous process is stopping
-            if any((where.node, g) in busy for g in where.gpus):
+            if any((node, g) in busy for node, gpus in where.parts for g in gpus):
                 continue  # the outgoing unit has not let go of the GPUs yet
             self._launch(job_id, where, now)
         self._write_partners()
@@ -372,10 +380,10 @@ class GandivaDriver:
         running = [(j, self.where_of(lease)) for j, lease in sup.lease_of.items()
                    if lease not in sup.stopping]  # fmt: skip
         for job_id, where in running:
-            if len(where.gpus) == 1:
+            if where.shareable:
                 on_gpu.setdefault((where.node, where.gpus[0]), []).append(job_id)
         for job_id, where in running:
-            others = on_gpu.get((where.node, where.gpus[0]), []) if len(where.gpus) == 1 else []
+            others = on_gpu.get((where.node, where.gpus[0]), []) if where.shareable else []
             partner = next((sup.jobs[o].job_type for o in others if o != job_id), "")
             if self._partner_written.get(job_id) != partner:
                 self._write_partner(job_id, partner)
@@ -395,9 +403,10 @@ class GandivaDriver:
         # the half-GPU share the executor reserves for it: under ``--sharing``
         # (SharedExecutor) that puts it under the share runtime, beside whichever partner
         # comes.
-        milli = PACKABLE_SHARE_MILLI if len(where.gpus) == 1 else MILLI_PER_GPU
-        part = Assignment(job_id, where.node, where.gpus, milli, 0, 0)
-        entry = PlannedEntity((job_id,), gpu_type, (part,), False, (job.steps,), (0.0,))
+        # (A gang, a job across servers, runs on every part's GPUs whole.)
+        milli = PACKABLE_SHARE_MILLI if where.shareable else MILLI_PER_GPU
+        parts = tuple(Assignment(job_id, node, gpus, milli, 0, 0) for node, gpus in where.parts)
+        entry = PlannedEntity((job_id,), gpu_type, parts, False, (job.steps,), (0.0,))
         self._launch_seq += 1
         self._write_partner(job_id, "")  # written again after the launches if it has one
         request = LeaseRequest(
@@ -409,7 +418,7 @@ class GandivaDriver:
             until_step=job.steps,
             deadline=now + self.horizon_s,
             measured=True,
-            parts=((where.node, where.gpus, milli),),
+            parts=tuple((node, gpus, milli) for node, gpus in where.parts),
             env=((ENV_PARTNER_FILE, str(self.partner_file(job_id))),),
             gpu_milli=milli,
         )
@@ -441,7 +450,15 @@ class GandivaDriver:
         # it there from its checkpoint if its unit holds the GPUs (a lost or retried process).
 
     def nodes_changed(self, change: NodeChange, now: float) -> None:
-        """Not followed yet: the service runs Gandiva without a node watcher."""
+        """As the round driver: a lost node's servers leave the decider (their jobs go
+        back to its queue and are placed again, resuming from their checkpoints; the
+        supervisor stops their leases), a returned one's are placed on again."""
+        nodes = set(change.nodes)
+        t = self.decision_time(now)
+        if change.event is NodeEvent.LOST:
+            self._apply(self.decider.take_out(nodes, t), now)
+        elif change.event is NodeEvent.RETURNED:
+            self._apply(self.decider.put_back(nodes, t), now)
 
     # ---- reading -------------------------------------------------------------------
 

@@ -13,10 +13,21 @@ from gpumosaic.runtime.state.store import Store
 
 @dataclass(frozen=True, slots=True)
 class Where:
-    """A node and its GPUs (ClusterState indices), as a set holds them."""
+    """A node and its GPUs (ClusterState indices), as a set holds them; ``more``: a
+    gang's GPUs on its other servers, (node, GPUs) each."""
 
     node: int
     gpus: tuple[int, ...]
+    more: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    @property
+    def parts(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        return ((self.node, self.gpus), *self.more)
+
+    @property
+    def shareable(self) -> bool:
+        """One GPU of one server: a job that may be packed beside another."""
+        return len(self.gpus) == 1 and not self.more
 
 
 @dataclass(slots=True)

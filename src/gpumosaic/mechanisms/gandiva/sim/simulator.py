@@ -25,7 +25,7 @@ import numpy as np
 
 from gpumosaic.engine.core import Engine, EventHandle
 from gpumosaic.errors import BookkeepingError
-from gpumosaic.mechanisms.gandiva.actions import Pack, Start
+from gpumosaic.mechanisms.gandiva.actions import Pack, Start, StartGang
 from gpumosaic.mechanisms.gandiva.config import GandivaConfig
 from gpumosaic.mechanisms.gandiva.decider import GandivaDecider, Step
 from gpumosaic.mechanisms.gandiva.ranking import gandiva_target
@@ -41,7 +41,7 @@ from gpumosaic.policies.ordering import Fifo, QueueOrder
 from gpumosaic.results.result import RunStats, SimResult, TimelineRecorder
 from gpumosaic.workloads.workload import Workload
 
-_PLACEMENTS = (Start, Pack)  # actions that may place a job for the first time
+_PLACEMENTS = (Start, StartGang, Pack)  # actions that may place a job for the first time
 ARRIVAL_PRIORITY = 1  # at equal times, finishes (priority 0) free GPUs before arrivals
 FIFO: QueueOrder = Fifo()  # Gandiva's own queue order (a frozen value: safe as a default)
 
@@ -208,12 +208,13 @@ class GandivaSimulator:
         if step.scheduled:
             self._record(now)
 
-    def _placed(self, action: Start | Pack, now: float) -> None:
+    def _placed(self, action: Start | StartGang | Pack, now: float) -> None:
         """A job placed for the first time starts its clock (start, GPU model, alone time)."""
-        job_id = action.job_id if isinstance(action, Start) else action.guest_id
+        job_id = action.guest_id if isinstance(action, Pack) else action.job_id
         job = self.progress.jobs[job_id]
         if not job.started:
-            gpu = self.cluster.nodes[action.node].gpu
+            node = action.parts[0][0] if isinstance(action, StartGang) else action.node
+            gpu = self.cluster.nodes[node].gpu
             job.start_s = now
             job.first_model = gpu.name
             job.alone_s = job.spec.work / self.progress.rates.alone(job.spec, gpu)

@@ -120,6 +120,7 @@ class RoundDriver:
         self._forced_at = math.nan
         self._admitted_seen = -1
         self._lock = threading.Lock()  # boundary and tick never overlap
+        self._unwritten: RoundPlan | None = None  # decided, not in the state file yet
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
         self.meter = RoundMeter(self.type_index)
 
@@ -165,28 +166,57 @@ class RoundDriver:
     # ---- the boundary --------------------------------------------------------------
 
     def boundary(self, now: float) -> RoundPlan:
-        self.store.check_writable()  # before anything changes (StateUnwritable: try later)
-        # Decide and record in one transaction (the store's lock held); the round's
-        # launches and stops run after it commits: the API never waits on an executor.
-        with self._hold(), self._lock, self.supervisor.deferring(), self.store.batch():
-            t0 = time.perf_counter()
-            self.supervisor.tick(now)
-            if self.plan is not None:
-                self._close_round(now)
-            self._admit(now)
-            t = self.decision_time(now)
-            plan = self.decider.plan(t)
-            alive = bool(self.supervisor.lease_of)
-            if force_solve_due(self.decider, plan, t, waiting=alive, forced_at=self._forced_at):
-                self._forced_at = t  # Gavel forces a solve when nothing runs
-                self.counters.forced_solves += 1
-                self.decider.solve(t)
-                plan = self.decider.plan(t)
-            if self.on_plan is not None:
-                self.on_plan(plan)
-            self._apply(plan, now)
-            self.counters.boundary_s.append(time.perf_counter() - t0)
+        """One round boundary in three steps: the round that ends and the jobs that came
+        are recorded in one transaction; the policy is asked (it may solve) with no lock
+        of the store held, so the API never waits on a solve; the plan is applied and
+        recorded in a second transaction. Launches and stops run once both committed, so
+        the API never waits on an executor either. A decision the state file could not
+        take is kept (``Store.batch``): ``StateUnwritable``, and the next call writes it
+        and makes its executor calls before it returns the same plan."""
+        if self._unwritten is not None:
+            with self._lock:
+                self.supervisor.catch_up()  # StateUnwritable while it cannot be written
+            plan, self._unwritten = self._unwritten, None
             return plan
+        self.store.check_writable()  # before anything changes (StateUnwritable: try later)
+        with self._hold(), self._lock:
+            self.supervisor.catch_up()
+            t0 = time.perf_counter()
+            with self.supervisor.deferring():
+                with self.store.batch():
+                    self.supervisor.tick(now)
+                    if self.plan is not None:
+                        self._close_round(now)
+                    self._admit(now)
+                seen = self.store.jobs_version
+                plan = self._decide(now)  # the solve: the store's lock is free
+                with self.store.batch():
+                    if self.on_plan is not None:
+                        self.on_plan(plan)
+                    # The fence: a job cancelled during the solve is not launched (the
+                    # next tick carries its cancellation out).
+                    self._apply(
+                        plan, now, self._cancelled() if self.store.jobs_version != seen else set()
+                    )
+            self.counters.boundary_s.append(time.perf_counter() - t0)
+        if self.store.behind is not None:
+            self._unwritten = plan
+            self.supervisor.written()
+        return plan
+
+    def _decide(self, now: float) -> RoundPlan:
+        t = self.decision_time(now)
+        plan = self.decider.plan(t)
+        alive = bool(self.supervisor.lease_of)
+        if force_solve_due(self.decider, plan, t, waiting=alive, forced_at=self._forced_at):
+            self._forced_at = t  # Gavel forces a solve when nothing runs
+            self.counters.forced_solves += 1
+            self.decider.solve(t)
+            plan = self.decider.plan(t)
+        return plan
+
+    def _cancelled(self) -> set[int]:
+        return {j.id for j in self.store.jobs(live_only=True) if j.cancel_requested}
 
     def _close_round(self, now: float) -> None:
         plan = self.plan
@@ -223,7 +253,7 @@ class RoundDriver:
             return False, None
         return True, self.table.get(lease_id)
 
-    def _apply(self, plan: RoundPlan, now: float) -> None:
+    def _apply(self, plan: RoundPlan, now: float, cancelled: set[int]) -> None:
         sup = self.supervisor
         self.round_idx += 1
         self.plan = plan if len(plan) else None
@@ -254,6 +284,8 @@ class RoundDriver:
                 self.store.extend_lease(current)
                 self.counters.extensions += 1
                 self.meter.lease_started(job_id, current, now, launched=False, partner=partner)
+                continue
+            if job_id in cancelled:
                 continue
             sup.request(self._request(job_id, entry, t, until, measured, partner), now)
         self.store.start_round(
@@ -294,7 +326,10 @@ class RoundDriver:
 
     def tick(self, now: float) -> None:
         with self._lock:
-            self.supervisor.tick(now)
+            self.supervisor.catch_up()
+            with self.supervisor.deferring():
+                self.supervisor.tick(now)
+            self.supervisor.written()
 
     def round_over(self, now: float) -> bool:
         """The round ends once every planned lease has used its grant (parked), reported

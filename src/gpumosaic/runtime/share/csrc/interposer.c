@@ -35,7 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -234,8 +236,74 @@ static void client_name(char *out, size_t cap) {
     if (*c == ' ' || *c == '\n' || *c == '=' || *c == '\t') *c = *c == '\n' ? 0 : '_';
 }
 
+/* Whether the socket's directory can be trusted (the rule of sockets.check_ancestors and
+ * client.check_trusted on the Python side): the directory itself is a directory (not a
+ * link) writable by nobody but its owner, and every directory above it, up to / or to a
+ * private directory of this user (mode 0700 or stricter), is owned by root, this user or
+ * the socket directory's owner and writable by nobody else (a root-owned sticky directory
+ * like /tmp excepted): the owner of any directory on the way could rename the socket
+ * directory and put its own, with its own socket, in its place. Links are followed first
+ * (the resolved path is what the kernel walks). 1: trusted, or nothing there (the connect
+ * then says "no share daemon"); 0: refused, why says why. */
+static int socket_dir_trusted(char *why, size_t cap) {
+  char dir[PATH_MAX], real[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", sock_path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = 0;
+  else *slash = 0;
+  struct stat st;
+  if (lstat(dir, &st) != 0) return 1;
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(why, cap, "socket dir %s is not a directory (a link or a file)", dir);
+    return 0;
+  }
+  if (st.st_mode & 022) {
+    snprintf(why, cap, "socket dir %s is writable by group or others (mode %o)", dir,
+             (unsigned)(st.st_mode & 07777));
+    return 0;
+  }
+  uid_t me = geteuid(), owner = st.st_uid;
+  if (!realpath(dir, real)) {
+    snprintf(why, cap, "cannot resolve the socket dir %s: %s", dir, strerror(errno));
+    return 0;
+  }
+  while (strcmp(real, "/") != 0) {
+    char *cut = strrchr(real, '/');
+    if (!cut) break;
+    if (cut == real) real[1] = 0;
+    else *cut = 0;
+    if (stat(real, &st) != 0) {
+      snprintf(why, cap, "cannot check %s above the socket dir %s: %s", real, dir,
+               strerror(errno));
+      return 0;
+    }
+    if (st.st_uid != 0 && st.st_uid != me && st.st_uid != owner) {
+      snprintf(why, cap,
+               "%s (above the socket dir %s) belongs to uid %u: its owner could swap in a "
+               "socket of its own",
+               real, dir, (unsigned)st.st_uid);
+      return 0;
+    }
+    int sticky_root = st.st_uid == 0 && (st.st_mode & S_ISVTX);
+    if ((st.st_mode & 022) && !sticky_root) {
+      snprintf(why, cap, "%s (above the socket dir %s) is writable by group or others (mode %o)",
+               real, dir, (unsigned)(st.st_mode & 07777));
+      return 0;
+    }
+    if (st.st_uid == me && me != 0 && !(st.st_mode & 077)) break; /* private: nobody below */
+  }
+  return 1;
+}
+
 /* Connect and REGISTER; the reply says whether work is gated. Caller holds no lock. */
 static int connect_and_register(void) {
+  char why[PATH_MAX + 256];
+  if (!socket_dir_trusted(why, sizeof why)) {
+    static _Atomic int told; /* once: the reconnect loop would say it again and again */
+    if (!told++) say("not trusting the share daemon at %s: %s", sock_path, why);
+    return -1;
+  }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
