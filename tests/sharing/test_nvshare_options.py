@@ -5,14 +5,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 
 import pytest
 
 from gpumosaic.errors import InputError
 from gpumosaic.mode_defaults import ANTI_THRASHING, Mode
 from gpumosaic.runtime.share import limits
-from gpumosaic.runtime.share.spec import LiveNvshareOptions, parse_live_sharing
+from gpumosaic.runtime.share.spec import parse_live_sharing
 from gpumosaic.sharing.lock import DEFAULT_REVOKE_GRACE_S, AntiThrashing
 from gpumosaic.sharing.spec import NvshareOptions, parse_nvshare, parse_sharing
 
@@ -61,12 +61,15 @@ def test_mem_cap_reads_as_the_daemon_reads_it() -> None:
 
 
 @pytest.mark.parametrize("text", ["nvshare", "nvshare:tq=2.5,at=on,mem_cap=on", "nvshare:grace=1"])
-def test_serve_s_parser_reads_what_the_one_class_reads(text: str) -> None:
-    """Until ``runtime/share/spec.py`` builds ``NvshareOptions`` with ``parse_nvshare``
-    itself: its class has the same fields, spelling and defaults."""
+def test_serve_reads_sharing_with_the_one_class(text: str) -> None:
+    """``serve --sharing`` is read by ``parse_nvshare`` itself: the same class, values
+    and defaults as simulate's (anti-thrashing's default is serve's)."""
     live = parse_live_sharing(text)
-    assert live is not None
-    one = parse_nvshare(text.partition(":")[2], Mode.SERVE)
-    assert {f.name for f in fields(LiveNvshareOptions)} <= {f.name for f in fields(NvshareOptions)}
-    assert all(getattr(live, f.name) == getattr(one, f.name) for f in fields(LiveNvshareOptions))
+    assert isinstance(live, NvshareOptions)
+    assert live == parse_nvshare(text.partition(":")[2], Mode.SERVE)
     assert DEFAULT_REVOKE_GRACE_S == limits.DEFAULT_REVOKE_GRACE_S
+
+
+def test_serve_holds_sharing_to_the_daemon_s_bounds() -> None:
+    with pytest.raises(InputError, match="--sharing"):
+        parse_live_sharing("nvshare:tq=100000")  # a positive tq, but over a day

@@ -372,6 +372,7 @@ class Service:
                 self.cluster,
                 driver_config,
                 clock=self.clock,
+                nodes=self.nodes,
             )
             self.gandiva_driver.recover()
         else:

@@ -161,9 +161,11 @@ def test_the_round_loop_lives_through_a_boundary_it_cannot_write(api_factory) ->
     svc = api_factory(round_s=0.5)
     faults = Faults(svc.store._db)
     svc.store._db = faults
-    faults.commit_fails_with = ROUND  # the probe's write passes: only boundaries fail
     client = ServiceClient(svc.url)
+    # Submitted first: once a boundary has failed, the API refuses writes (503), and on a
+    # loaded machine the first boundary may come before the submission.
     job = client.submit({"command": "train", "steps": 100})
+    faults.commit_fails_with = ROUND  # the probe's write passes: only boundaries fail
     wait_for(lambda: faults.refused > 0, 60, "a boundary's write refused", explain(svc))
     wait_for(lambda: _status(svc.url + "/healthz")[0] == 503, 60, "/healthz 503")
     assert FULL in _status(svc.url + "/healthz")[1]

@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 import re
 
+from gpumosaic.sharing import lock
+
 # A quantum shorter than 10 ms is below the daemon's own turn-around under load; one longer
 # than a day is a mistake (anti-thrashing off is the way to never hand over).
 TQ_MIN_S = 0.01
 TQ_MAX_S = 86_400.0
-# After DROP_LOCK a holder has TQ + grace to release before its lock is revoked.
-DEFAULT_REVOKE_GRACE_S = 0.5
+# After DROP_LOCK a holder has TQ + grace to release before its lock is revoked (the
+# share lock's own default, one number for the model and the daemon).
+DEFAULT_REVOKE_GRACE_S = lock.DEFAULT_REVOKE_GRACE_S
 GRACE_MAX_S = 3_600.0
 MEMORY_MIB_MAX = 2.0**30  # 1 PiB: larger than any GPU
 BYTES_MAX = 2**50  # a client's reported allocations or GPU memory (1 PiB)
