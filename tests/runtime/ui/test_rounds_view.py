@@ -52,9 +52,12 @@ def test_queue_says_why_and_jobs_carry_the_deciders_view(service: Service) -> No
     view = RoundsView(service)
     wait_round(service, 0)
     # Three two-GPU jobs on two GPUs: one runs, two wait their turn.
-    ids = [submit(service, 10**6, gpus=2) for _ in range(3)]
-    first = service.driver.round_idx  # type: ignore[union-attr]
-    world = view.world()
+    # No boundary between the submissions and the view (a round with nothing to run ends
+    # at once, so the next boundary may come at any moment): the driver's lock held.
+    with service.driver._lock:  # type: ignore[union-attr]
+        ids = [submit(service, 10**6, gpus=2) for _ in range(3)]
+        first = service.driver.round_idx  # type: ignore[union-attr]
+        world = view.world()
     assert {world["plan"][str(i)]["why"] for i in ids} == {
         "submitted during this round: admitted at the next round boundary"
     }
