@@ -236,39 +236,44 @@ def join_ray(address: str, timeout_s: float) -> None:
 
     import ray
 
-    err_console.print(
-        f"joining the Ray cluster at {address} (up to {timeout_s:g} s; --ray-timeout-s; "
-        "Ctrl-C stops) ...",
-        highlight=False,
-        soft_wrap=True,
-    )
-    deadline = time.monotonic() + timeout_s
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if host and port.isdigit():  # a plain HOST:PORT: nothing listening fails at once
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        except OSError as err:
-            reason = err.strerror or type(err).__name__
-            raise InputError(
-                f"cannot reach a Ray head there ({reason})", field="--ray-address", value=address
-            ) from None
-    failure: list[BaseException] = []
-
-    def connect() -> None:
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except BaseException as err:  # reported by the waiting thread
-            failure.append(err)
-
-    # A daemon thread: one that never returns cannot hold the process at exit.
-    thread = threading.Thread(target=connect, name="ray-join", daemon=True)
+    # SIGTERM is heard from before the line that says the command is joining: a signal
+    # sent on that line must end it with its one line, not Python's default death.
     stop: list[int] = []
     previous = signal.getsignal(signal.SIGTERM)
     in_main = threading.current_thread() is threading.main_thread()
     if in_main:
         signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
+    failure: list[BaseException] = []
     try:
-        thread.start()
+        err_console.print(
+            f"joining the Ray cluster at {address} (up to {timeout_s:g} s; --ray-timeout-s; "
+            "Ctrl-C stops) ...",
+            highlight=False,
+            soft_wrap=True,
+        )
+        deadline = time.monotonic() + timeout_s
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        if host and port.isdigit():  # a plain HOST:PORT: nothing listening fails at once
+            try:
+                socket.create_connection((host, int(port)), timeout=timeout_s).close()
+            except OSError as err:
+                reason = err.strerror or type(err).__name__
+                raise InputError(
+                    f"cannot reach a Ray head there ({reason})",
+                    field="--ray-address",
+                    value=address,
+                ) from None
+
+        def connect() -> None:
+            try:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+            except BaseException as err:  # reported by the waiting thread
+                failure.append(err)
+
+        # A daemon thread: one that never returns cannot hold the process at exit.
+        thread = threading.Thread(target=connect, name="ray-join", daemon=True)
+        if not stop:
+            thread.start()
         while thread.is_alive() and not stop and time.monotonic() < deadline:
             thread.join(0.2)  # short waits: Ctrl-C (KeyboardInterrupt) is heard at once
     except KeyboardInterrupt:
