@@ -178,3 +178,35 @@ def test_a_node_killed_and_restarted_loses_no_job(serve, slurm) -> None:  # type
         job = client.job(i)
         assert job["state"] == "done" and job["steps_done"] == 200, job
         assert "TWICE" not in log_of(service, i)
+
+
+def test_the_serve_command_on_slurm(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``gpumosaic serve --executor slurm`` as an admin runs it: the cluster from
+    ``SLURM_CONF`` (no --cluster), a job run to done, a clean stop on SIGTERM."""
+    import os
+    import signal
+    import subprocess
+
+    src = str(Path(__file__).parents[4] / "src")
+    env = {**os.environ, "PYTHONPATH": src, "SLURM_CONF": str(slurm.conf)}
+    argv = ["serve", "--executor", "slurm", "--port", "0", "--round-s", "3", "--grace-s", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpumosaic.cli", *argv, "--state", str(tmp_path / "s.db")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://"), (url, proc.poll())
+        client = ServiceClient(url)
+        job = client.submit(job_body(20))
+        wait_for(lambda: client.job(job)["state"] in ENDED, 60, "the job to end")
+        assert client.job(job)["state"] == "done"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "V100 x2, K80 x2" in err
