@@ -213,6 +213,13 @@ class SlurmCluster:
             poll_s=0.1,
         )
 
+    def restart_ctld(self) -> None:
+        """``slurmctld`` stopped (by PID) and started again on its saved state."""
+        proc = self.procs.pop("slurmctld")
+        proc.terminate()
+        proc.wait(timeout=30)
+        self.start_ctld()
+
     def start_node(self, name: str) -> None:
         argv = [which("slurmd") or "slurmd", "-D", "-N", name, "-f", str(self.conf)]
         self._spawn(f"slurmd-{name}", argv)
@@ -230,6 +237,16 @@ class SlurmCluster:
             lambda: f"{self.node_states()}\n{self._log('slurmctld')}",
             poll_s=0.1,
         )
+
+    def busy(self) -> list[str]:
+        """Jobs that hold resources (running, starting or completing)."""
+        states = "--states=RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
+        out = self.run("squeue", "-h", states, "-o", "%i|%j|%T|%N", check=False).stdout
+        return out.split()
+
+    def wait_quiet(self) -> None:
+        """Until no job holds resources (a test starts on an empty cluster)."""
+        wait_for(lambda: not self.busy(), START_TIMEOUT_S, "Slurm's jobs to end", self.busy)
 
     # ---- faults ------------------------------------------------------------------------
 

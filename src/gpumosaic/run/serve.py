@@ -37,6 +37,7 @@ from gpumosaic.run.serve_start import (
     executor_for,
     node_watcher,
     open_state,
+    start_adoption,
     state_dir,
 )
 from gpumosaic.runtime.api.http_guard import GuardLimits
@@ -395,6 +396,9 @@ class Service:
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
         loop.start()
         self._threads.append(loop)
+        adopting = start_adoption(self.config, self.store, self.clock, self.check_fits, self._stop)
+        if adopting is not None:  # --slurm-partition: users' sbatch jobs (docs/slurm.md)
+            self._threads.append(adopting)
 
     def loop_driver(self) -> LoopDriver | None:
         return self.gandiva_driver if self.gandiva_driver is not None else self.driver

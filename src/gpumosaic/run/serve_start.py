@@ -25,6 +25,7 @@ from gpumosaic.runtime.cluster import (
     ray_nodes,
 )
 from gpumosaic.runtime.executors.contract import Executor
+from gpumosaic.runtime.jobs.submission import JobSubmission
 from gpumosaic.runtime.leases import LeaseTable
 from gpumosaic.runtime.state.fencing import StateLock
 from gpumosaic.runtime.state.store import Store
@@ -150,6 +151,45 @@ def node_watcher(config: ServeDescription, cluster: LiveCluster, every_s: float)
     if config.executor == "slurm":
         return NodeWatcher(cluster, list_nodes=slurm_nodes_lister(config), every_s=every_s)
     return NodeWatcher(cluster, every_s=every_s)
+
+
+ADOPT_POLL_S = 0.5  # how often partition --slurm-partition's jobs are listed (wall seconds)
+
+
+def start_adoption(
+    config: ServeDescription,
+    store: Store,
+    clock: Callable[[], float],
+    check_fits: Callable[[JobSubmission], tuple[str, str] | None],
+    stop: threading.Event,
+) -> threading.Thread | None:
+    """``--executor slurm --slurm-partition P``: a thread that adopts the jobs users
+    submit to ``P`` with sbatch (runtime/executors/slurm/adopt.py); None without it."""
+    if config.executor != "slurm" or not config.slurm_partition:
+        return None
+    from gpumosaic.runtime.executors.slurm import SlurmError
+    from gpumosaic.runtime.executors.slurm.adopt import SlurmAdopter
+
+    adopter = SlurmAdopter(
+        store,
+        slurm_commands(config),
+        config.slurm_partition,
+        clock,
+        config.max_retries,
+        check_fits,
+    )
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                adopter.poll()
+            except SlurmError as err:  # Slurm did not answer: said, then tried again
+                store.event(clock(), None, "slurm_unreachable", str(err)[:300])
+            stop.wait(ADOPT_POLL_S)
+
+    thread = threading.Thread(target=loop, name="gpumosaic-slurm-adopt", daemon=True)
+    thread.start()
+    return thread
 
 
 def state_dir(config: ServeDescription) -> Path:

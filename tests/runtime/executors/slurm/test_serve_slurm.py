@@ -34,6 +34,7 @@ def serve(slurm, tmp_path: Path) -> Iterator[Callable[..., object]]:  # type: ig
     from gpumosaic.run.serve import ServeDescription, Service, connect_slurm
 
     started: list[Service] = []
+    slurm.wait_quiet()  # what earlier tests left has ended
 
     def start(**options: object) -> Service:
         defaults: dict[str, object] = {

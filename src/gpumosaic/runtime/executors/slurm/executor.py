@@ -34,6 +34,7 @@ from pathlib import Path
 from gpumosaic.runtime.executors.contract import ExitReport, LaunchSpec, RankLaunch, rank_env
 from gpumosaic.runtime.executors.launch import PACKAGE_ROOT
 from gpumosaic.runtime.executors.ray import CANNOT_START_CODE, log_tail
+from gpumosaic.runtime.executors.slurm.adopt import ENV_SLURM_JOB, AdoptedJob
 from gpumosaic.runtime.executors.slurm.commands import SlurmCommands, SlurmError
 from gpumosaic.runtime.executors.slurm.rank import exit_path, grace_path
 
@@ -60,6 +61,8 @@ class _Rank:
     spec_path: Path
     state: str = "PENDING"
     node: str = ""
+    adopted: AdoptedJob | None = None  # a user's sbatch job (adopt.py)
+    reason: str = ""  # why Slurm keeps it pending (squeue's %r)
 
 
 @dataclass(slots=True)
@@ -97,6 +100,10 @@ class SlurmExecutor:
         self.python = python
         self.spec_dir = Path(data_dir) / "slurm-ranks"
         self.spec_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Adopted jobs' lease files: each 0600 and its job user's, in a folder they can cross
+        self.lease_dir = Path(data_dir) / "slurm-leases"
+        self.lease_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.lease_dir, 0o711)
         self._running: dict[str, _Lease] = {}
         self._port = 29500
         self._polled_at = 0.0
@@ -111,6 +118,10 @@ class SlurmExecutor:
         lease = _Lease(spec, [], time.monotonic())
         os.makedirs(os.path.dirname(spec.log_path) or ".", exist_ok=True)  # Slurm's --output
         self._running[spec.lease_id] = lease
+        slurm_id = dict(spec.env).get(ENV_SLURM_JOB)
+        if slurm_id is not None:  # a user's sbatch job (adopt.py)
+            self._launch_adopted(lease, slurm_id)
+            return
         for rank in spec.ranks:
             path = self.spec_dir / f"{spec.lease_id}-{rank.rank}.json"
             for stale in (exit_path(path), grace_path(path)):
@@ -132,6 +143,18 @@ class SlurmExecutor:
                 self._cancel(lease)
                 return
             lease.ranks.append(_Rank(job_id.strip().split(";")[0], path))
+
+    def _launch_adopted(self, lease: _Lease, slurm_id: str) -> None:
+        """A user's held sbatch job runs this lease on the first rank's node (adopt.py)."""
+        spec = lease.spec
+        first = spec.ranks[0]
+        job = AdoptedJob(slurm_id, self.commands, self.lease_dir)
+        try:
+            job.start(first.node_id, rank_env(spec, first, self._port))
+        except (SlurmError, OSError) as err:
+            lease.failure = str(err)[:300]
+            return
+        lease.ranks.append(_Rank(slurm_id, self.lease_dir / f"slurm-{slurm_id}.json", adopted=job))
 
     def _sbatch(self, spec: LaunchSpec, index: int, rank: RankLaunch, path: Path) -> list[str]:
         argv = [
@@ -171,6 +194,10 @@ class SlurmExecutor:
             self._cancel(lease)
             return
         for rank in lease.ranks:
+            if rank.adopted is not None:  # the user's script and its processes
+                with contextlib.suppress(SlurmError):
+                    rank.adopted.signal()
+                continue
             with contextlib.suppress(OSError):
                 grace_path(rank.spec_path).write_text(f"{grace_s:g}")
             with contextlib.suppress(SlurmError):
@@ -178,7 +205,10 @@ class SlurmExecutor:
         lease.cancel_at = time.monotonic() + grace_s + CANCEL_MARGIN_S
 
     def _cancel(self, lease: _Lease) -> None:
-        ids = [r.job_id for r in lease.ranks]
+        for rank in lease.ranks:  # an adopted job goes back to held, never cancelled
+            if rank.adopted is not None and rank.state not in ENDED:
+                rank.adopted.hold(running=rank.state not in NOT_STARTED)
+        ids = [r.job_id for r in lease.ranks if r.adopted is None]
         if ids:
             with contextlib.suppress(SlurmError):
                 self.commands.run(["scancel", *ids])
@@ -198,19 +228,21 @@ class SlurmExecutor:
             return False
         self._polled_at = now
         try:
-            out = self.commands.run(["squeue", "--noheader", "--states=all", "--format=%i|%T|%N"])
+            out = self.commands.run(
+                ["squeue", "--noheader", "--states=all", "--format=%i|%T|%N|%r"]
+            )
         except SlurmError:
             self.squeue_failures += 1
             return False
         listed = {}
         for line in out.splitlines():
             fields = line.strip().split("|")
-            if len(fields) == 3:
-                listed[fields[0]] = (fields[1], fields[2])
+            if len(fields) == 4:
+                listed[fields[0]] = (fields[1], fields[2], fields[3])
         for lease in self._running.values():
             for rank in lease.ranks:
-                state, node = listed.get(rank.job_id, ("GONE", rank.node))
-                rank.state, rank.node = state, node
+                state, node, reason = listed.get(rank.job_id, ("GONE", rank.node, ""))
+                rank.state, rank.node, rank.reason = state, node, reason
             if lease.ranks and all(r.state not in NOT_STARTED for r in lease.ranks):
                 lease.seen_running = True
         return True
@@ -232,11 +264,15 @@ class SlurmExecutor:
             if not lease.seen_running and now - lease.launched_at > self.start_timeout_s:
                 self._cancel(lease)
                 del self._running[lease_id]
-                out.append(ExitReport(lease_id, None, True, "", "not started in time (Slurm)"))
+                why = ", ".join(sorted({r.reason for r in lease.ranks if r.reason}))
+                detail = f"not started in time (Slurm: {why or 'pending'})"
+                out.append(ExitReport(lease_id, None, True, "", detail))
                 continue
             for i, rank in enumerate(lease.ranks):
                 if i not in lease.results and (rank.state in ENDED or rank.state == "GONE"):
                     lease.results[i] = self._result(lease, rank)
+                elif i not in lease.results and rank.adopted is not None and _requeued(lease, rank):
+                    lease.results[i] = (0, False, "")  # stopped: ended and held again
             if any(lost for _, lost, _ in lease.results.values()) and len(lease.results) < len(
                 lease.ranks
             ):
@@ -253,6 +289,10 @@ class SlurmExecutor:
         where = f"Slurm job {rank.job_id} on {rank.node or '?'}"
         if rank.state in LOST_STATES:
             return None, True, f"{where}: {rank.state}"
+        if rank.adopted is not None:
+            if rank.state == "CANCELLED" and not lease.stopped:
+                return None, True, f"{where} cancelled in Slurm (scancel)"
+            return rank.adopted.exit_code(), False, ""
         try:
             result = json.loads(exit_path(rank.spec_path).read_text())
         except (OSError, ValueError):
@@ -276,6 +316,11 @@ class SlurmExecutor:
         for lease in self._running.values():
             self._cancel(lease)
         self._running.clear()
+
+
+def _requeued(lease: _Lease, rank: _Rank) -> bool:
+    """An adopted job that ran and is pending again: requeued held after a stop."""
+    return lease.seen_running and lease.stopped and rank.state in NOT_STARTED
 
 
 def _env() -> dict[str, str]:
