@@ -211,3 +211,18 @@ def test_the_serve_command_on_slurm(slurm, tmp_path: Path) -> None:  # type: ign
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "V100 x2, K80 x2" in err
+
+
+def test_a_slurmctld_restart_loses_nothing(serve, slurm) -> None:  # type: ignore[no-untyped-def]
+    """slurmctld stopped and started again (on its saved state) while jobs run: every job
+    ends done, none runs twice."""
+    service = serve()
+    client = ServiceClient(service.url)
+    ids = [client.submit(job_body(150, name=f"c{i}")) for i in range(3)]
+    wait_for(lambda: all(node_of(service, i) for i in ids), 60, "the jobs to run", explain(service))
+    slurm.restart_ctld()
+    wait_for(lambda: all_ended(client), 120, "the jobs to finish", explain(service))
+    for i in ids:
+        job = client.job(i)
+        assert job["state"] == "done" and job["steps_done"] == 150, job
+        assert "TWICE" not in log_of(service, i)
