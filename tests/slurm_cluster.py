@@ -214,11 +214,38 @@ class SlurmCluster:
         )
 
     def restart_ctld(self) -> None:
-        """``slurmctld`` stopped (by PID) and started again on its saved state."""
+        """``slurmctld`` stopped (by PID) and started again on its saved state; returns
+        once every node runs jobs again (``wait_schedulable``)."""
         proc = self.procs.pop("slurmctld")
         proc.terminate()
         proc.wait(timeout=30)
         self.start_ctld()
+        self.wait_idle()
+        self.wait_schedulable()
+
+    def wait_schedulable(self) -> None:
+        """Until a job pinned to each node has run there. (Just after a slurmctld
+        restart ``sinfo`` says idle while the scheduler still calls a node unavailable,
+        ``ReqNodeNotAvail``, for tens of seconds.)"""
+        ids = [
+            self.run(
+                "sbatch", "--parsable", f"--partition={self.partition}", f"--nodelist={n.name}",
+                "--job-name=probe", "--output=/dev/null", "--wrap=true",
+            ).stdout.strip()
+            for n in self.nodes
+        ]  # fmt: skip
+
+        def states() -> list[str]:
+            out = self.run("squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%T").stdout
+            return out.split()
+
+        wait_for(
+            lambda: states() and all(s == "COMPLETED" for s in states()),
+            START_TIMEOUT_S,
+            "a job on every node",
+            lambda: f"{states()} {self.node_states()}",
+            poll_s=0.1,
+        )
 
     def start_node(self, name: str) -> None:
         argv = [which("slurmd") or "slurmd", "-D", "-N", name, "-f", str(self.conf)]

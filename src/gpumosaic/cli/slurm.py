@@ -40,4 +40,7 @@ def setup_cmd(
         return
     for what in result.changed:
         typer.echo(f"{conf.parent}: {what}")
-    typer.echo("now restart slurmctld (a job_submit plugin is read at its start)")
+    typer.echo(
+        "now restart slurmctld (a job_submit plugin is read at its start), then run "
+        "scontrol reconfigure (every slurmd reads the same slurm.conf)"
+    )

@@ -31,7 +31,8 @@ def adopting(slurm):  # type: ignore[no-untyped-def]
     )
     assert result.exit_code == 0, result.output
     slurm.restart_ctld()  # a job_submit plugin is read when slurmctld starts
-    slurm.wait_idle()
+    slurm.run("scontrol", "reconfigure")  # the slurmds read the new slurm.conf too
+    slurm.wait_schedulable()
     return slurm
 
 
@@ -46,7 +47,7 @@ def serve(adopting, tmp_path: Path) -> Iterator[Callable[..., object]]:  # type:
         config = ServeDescription(
             state=str(tmp_path / f"svc{len(started)}" / "state.db"),
             port=0,
-            round_s=60.0,  # no round ends while these short jobs run (see below)
+            round_s=3.0,
             grace_s=2.0,
             start_timeout_s=30.0,
             park_margin_s=5.0,
@@ -93,10 +94,8 @@ def test_sbatch_jobs_wait_for_the_service_and_run_under_it(serve, adopting, tmp_
     ids = [sbatch(adopting, tmp_path, 100, name=f"user{i}") for i in range(3)]
     for job in ids:  # held by job_submit.lua: nothing starts behind gpumosaic's back
         assert slurm_state(adopting, job) == ("PENDING", "JobHeldUser")
-    # FIFO and long rounds: each job keeps its GPUs to the end. (A preempted adopted job
-    # is requeued held and released again; one was seen pending on Resources for good:
-    # docs/slurm.md, "Known limits".)
-    service = serve(policy="fifo")
+    # Rounds of 3 s: jobs are preempted (requeued held) and resumed, on other nodes too.
+    service = serve()
     client = ServiceClient(service.url)
     names = {f"slurm-{j}" for j in ids}
     wait_for(
@@ -119,7 +118,7 @@ def test_sbatch_jobs_wait_for_the_service_and_run_under_it(serve, adopting, tmp_
 
 def test_a_users_scancel_cancels_the_job_in_gpumosaic(serve, adopting, tmp_path) -> None:  # type: ignore[no-untyped-def]
     job = sbatch(adopting, tmp_path, 1_000_000, name="long")
-    service = serve(policy="fifo")
+    service = serve()
     client = ServiceClient(service.url)
 
     def row() -> dict[str, object] | None:
