@@ -95,8 +95,14 @@ def connect_slurm(config: ServeDescription) -> LiveCluster:
     """``--executor slurm``: the cluster as Slurm has it (its nodes that are up, of
     ``--slurm-partition`` when given, and their typed GRES GPUs), read through
     ``SLURM_CONF`` (``--slurm-conf``). A Slurm that does not answer is one line."""
+    import os
+
     from gpumosaic.runtime.executors.slurm import SlurmError, read_cluster
 
+    conf = config.slurm_conf or os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():  # Slurm's commands would retry it for 30 s
+        flag = "--slurm-conf" if config.slurm_conf else "SLURM_CONF"
+        raise InputError("no such file", field=flag, value=conf)
     try:
         cluster, _ = read_cluster(slurm_commands(config), config.slurm_partition)
     except SlurmError as err:

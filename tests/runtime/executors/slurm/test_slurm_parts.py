@@ -78,3 +78,12 @@ def test_serve_options_that_do_not_go_together(options: dict[str, object], flag:
     with pytest.raises(InputError) as err:
         ServeDescription(**options)  # type: ignore[arg-type]
     assert flag in str(err.value)
+
+
+def test_a_missing_slurm_conf_is_one_line_at_once(tmp_path: Path) -> None:
+    from gpumosaic.run.serve_start import connect_slurm
+
+    missing = str(tmp_path / "slurm.conf")
+    with pytest.raises(InputError) as err:
+        connect_slurm(ServeDescription(executor="slurm", slurm_conf=missing))
+    assert "--slurm-conf" in str(err.value) and "no such file" in str(err.value)
