@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test check lint typecheck unit test-under-load bench clean browser kernels \
+.PHONY: demo test check lint typecheck unit test-under-load bench clean browser slurm kernels \
 	kernels-if-missing
 
 $(BIN)/python:
@@ -68,7 +68,7 @@ unit: $(STAMP_DEV)
 	$(BIN)/python -m pytest $(PARALLEL) --durations=25 --cov --cov-report=
 	@echo "coverage: $$($(BIN)/coverage report --format=total)% of gpumosaic's lines"
 
-test: lint typecheck browser unit
+test: lint typecheck browser slurm unit
 
 # The fast lane: lint, types and every test not marked slow (`@pytest.mark.slow`: a test
 # over ~3 s alone); mypy's cache keeps the types step to seconds after the first run.
@@ -97,6 +97,17 @@ test-under-load: $(STAMP_DEV)
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) \
 		|| echo "chromium could not be installed: the report's browser test will be skipped"
+
+# A throw-away Slurm for the tests on a real Slurm (tests/slurm_cluster.py): Debian's munge,
+# slurmctld, slurmd and slurm-client (22.05), installed once when missing (apt-get, root).
+# Where they cannot be installed the set-up says so and those tests are skipped.
+SLURM_PACKAGES := munge slurmctld slurmd slurm-client
+slurm:
+	@PATH="$$PATH:/usr/sbin" sh -c 'for b in sbatch slurmctld slurmd munged; do \
+		command -v $$b || exit 1; done' >/dev/null 2>&1 \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends $(SLURM_PACKAGES) >/dev/null) \
+		|| echo "Slurm could not be installed: the tests on a real Slurm will be skipped"
 
 bench: $(STAMP_RUN)
 	@$(KERNELS_IF_MISSING)

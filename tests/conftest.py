@@ -47,3 +47,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "ray_cluster" in getattr(item, "fixturenames", ()) or item.path.name in _STARTS_RAY:
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif "slurm" in getattr(item, "fixturenames", ()):
+            # The throw-away Slurm (tests/slurm_cluster.py) is started once, by one worker.
+            item.add_marker(pytest.mark.xdist_group("slurm"))

@@ -149,6 +149,8 @@ class Lease:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Lease:
         env = os.environ if environ is None else environ
+        if ENV_LEASE_ID not in env and "SLURM_JOB_ID" in env:
+            env = {**env, **slurm_lease_env(env["SLURM_JOB_ID"])}  # an adopted sbatch job
         missing = [
             k for k in (ENV_JOB_ID, ENV_SERVER, ENV_LEASE_ID, ENV_CHECKPOINT_DIR) if k not in env
         ]
@@ -358,3 +360,37 @@ class Lease:
                     return 0, None
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+SLURM_LEASE_MARK = "gpumosaic-lease="  # in an adopted Slurm job's AdminComment
+
+
+def slurm_lease_env(slurm_job_id: str) -> dict[str, str]:
+    """The lease of a job submitted with ``sbatch`` to the partition ``gpumosaic serve
+    --executor slurm --slurm-partition P`` adopts (docs/slurm.md): the service names the
+    file with its lease's variables in the Slurm job's ``AdminComment`` before it starts
+    the job; read through ``scontrol`` (``{}`` where there is none)."""
+    import shutil
+    import subprocess
+
+    scontrol = shutil.which("scontrol") or "/usr/bin/scontrol"
+    try:
+        out = subprocess.run(
+            [scontrol, "--oneliner", "show", "job", slurm_job_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    for word in out.split():
+        if word.startswith("AdminComment=" + SLURM_LEASE_MARK):
+            path = word[len("AdminComment=" + SLURM_LEASE_MARK) :]
+            try:
+                with open(path) as f:
+                    values = json.load(f)
+            except (OSError, ValueError):
+                return {}
+            return {str(k): str(v) for k, v in values.items()}
+    return {}

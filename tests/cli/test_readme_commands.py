@@ -33,6 +33,7 @@ NOT_RUN = {
     "jobs": "talks to a running service (tests/runtime/service)",
     "share": "needs a GPU and the share daemon (tests/runtime/share, bench/gpu_share_check.py)",
     "extender": "serves kube-scheduler until stopped (tests/apps/extender)",
+    "slurm": "edits a Slurm cluster's slurm.conf (tests/runtime/executors/slurm)",
 }
 
 

@@ -55,6 +55,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     ),
     "extender": ("extender",),
     "share": ("share",),
+    "slurm": ("slurm",),
     "kernels": ("kernels",),
 }
 
@@ -88,6 +89,7 @@ COMMAND_HELP: dict[str, str] = {
     "extender": "Serve a placement to kube-scheduler as an HTTP extender (filter, prioritize, "
     "bind).",
     "share": "Time-share GPUs between unmodified processes (an nvshare-style runtime).",
+    "slurm": "Set a Slurm cluster up for gpumosaic serve --executor slurm (docs/slurm.md).",
     "kernels": "Build the ahead-of-time kernel library: the kernels without numba's "
     "~0.6 s start-up (numba's JIT runs them, with the same results, where it is missing).",
 }

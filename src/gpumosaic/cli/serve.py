@@ -112,6 +112,20 @@ def serve(
         str | None, typer.Option(help="read the bearer token from this file")
     ] = None,
     token_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="ray (default), or slurm: the cluster and the jobs are Slurm's, read through "
+            "SLURM_CONF (no --cluster; docs/slurm.md)"
+        ),
+    ] = "ray",
+    slurm_conf: Annotated[
+        str | None, typer.Option(help="--executor slurm: the slurm.conf (default: SLURM_CONF)")
+    ] = None,
+    slurm_partition: Annotated[
+        str | None,
+        typer.Option(help="--executor slurm: schedule this partition's nodes (default: all)"),
+    ] = None,
 ) -> None:
     """Run jobs on GPUs in leased rounds (Gavel's physical mode on Ray); Ctrl-C stops."""
     from gpumosaic.runtime.token_handoff import reexec_without_token, token_from
@@ -145,6 +159,9 @@ def serve(
         sharing=sharing,
         mechanism=mechanism,
         job_user=job_user,
+        executor=executor,
+        slurm_conf=slurm_conf,
+        slurm_partition=slurm_partition,
     )
     # Every flag is valid (ServeDescription checks them all, plain Python): now the service.
     from gpumosaic.run.serve import (
@@ -152,6 +169,7 @@ def serve(
         bind_api,
         check_names,
         connect_ray,
+        connect_slurm,
         open_state,
     )
     from gpumosaic.runtime.executors.ray_connect import ConnectInterrupted
@@ -162,11 +180,14 @@ def serve(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # honoured while Ray connects too
         signal.signal(sig, lambda *_: stop.set())
-    import ray
+    slurm = config.executor == "slurm"
+    if not slurm:
+        import ray
 
-    embedded = not ray.is_initialized() and ray_address is None
+    embedded = not slurm and not ray.is_initialized() and ray_address is None
     try:
-        live = connect_ray(config, stop)
+        # --executor slurm: the cluster as Slurm has it (a Slurm mistake is one line)
+        live = connect_slurm(config) if slurm else connect_ray(config, stop)
     except ConnectInterrupted as err:
         err_console.print(f"gpumosaic serve: {err}", highlight=False, soft_wrap=True)
         sys.stderr.flush()
@@ -205,6 +226,8 @@ def serve(
     finally:
         service.stop()
         if embedded:
+            import ray
+
             ray.shutdown()
     if failed is not None:
         err_console.print(

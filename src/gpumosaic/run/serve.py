@@ -30,7 +30,16 @@ from gpumosaic.mechanisms.rounds.live.driver import RoundDriver
 from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.model.job import JobSpec
 from gpumosaic.run.serve_description import ServeDescription
-from gpumosaic.run.serve_start import bind_api, connect_ray, open_state, state_dir
+from gpumosaic.run.serve_start import (
+    bind_api,
+    connect_ray,
+    connect_slurm,
+    executor_for,
+    node_watcher,
+    open_state,
+    start_adoption,
+    state_dir,
+)
 from gpumosaic.runtime.api.http_guard import GuardLimits
 from gpumosaic.runtime.auth import Authority
 from gpumosaic.runtime.cluster import LiveCluster
@@ -57,6 +66,7 @@ __all__ = [
     "build_decider",
     "check_names",
     "connect_ray",
+    "connect_slurm",
     "open_state",
     "state_dir",
 ]
@@ -172,16 +182,10 @@ class Service:
         self._listener = listener
         self.state_health = StateHealth(self.store.probe_write, config.state)
         self.table = LeaseTable(self.store, clock)
-        if executor_factory is None and config.warm_launchers:
-            from gpumosaic.runtime.executors.warm_ray import WarmRayExecutor
-
-            warm = WarmRayExecutor(wake=self.table.changed)
-            warm.warm(sorted({(s.ray_node_id, s.ip) for s in cluster.slots}))
-            self.executor: Executor = warm
-        elif executor_factory is None:
-            from gpumosaic.runtime.executors.ray import RayExecutor
-
-            self.executor = RayExecutor(config.start_timeout_s)
+        self.executor: Executor
+        # The executor (Ray's, or --executor slurm's: run/serve_start.py), or a test's.
+        if executor_factory is None:
+            self.executor = executor_for(config, cluster, self.table, self.data_dir)
         else:
             self.executor = executor_factory(self.table)
         # --sharing: fractional jobs under the share runtime (runtime/share/supervisor.py)
@@ -197,10 +201,10 @@ class Service:
         else:
             self.decider, self.priors = build_decider(config, cluster)
         self.on_plan = on_plan
-        # Ray node membership (runtime/supervisor/nodes.py), followed where jobs run on Ray.
+        # Node membership (runtime/supervisor/nodes.py): Ray's or Slurm's nodes.
         self.nodes: NodeWatcher | None = None
         if executor_factory is None:
-            self.nodes = NodeWatcher(cluster, every_s=NODE_POLL_S * config.time_scale)
+            self.nodes = node_watcher(config, cluster, NODE_POLL_S * config.time_scale)
         self.driver: RoundDriver | None = None
         # --mechanism gandiva: this driver runs instead (``driver`` stays None).
         self.gandiva_driver: GandivaDriver | None = None
@@ -393,6 +397,9 @@ class Service:
         loop = threading.Thread(target=self._loop, name="gpumosaic-rounds", daemon=True)
         loop.start()
         self._threads.append(loop)
+        adopting = start_adoption(self.config, self.store, self.clock, self.check_fits, self._stop)
+        if adopting is not None:  # --slurm-partition: users' sbatch jobs (docs/slurm.md)
+            self._threads.append(adopting)
 
     def loop_driver(self) -> LoopDriver | None:
         return self.gandiva_driver if self.gandiva_driver is not None else self.driver

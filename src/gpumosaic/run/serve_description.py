@@ -38,6 +38,7 @@ from gpumosaic.runtime.timescale import check_time_scale
 
 LIVE_CLUSTER = "ray"  # the cluster is read off Ray when the service starts
 LIVE_WORKLOAD = "submitted"  # the jobs come through the API
+EXECUTORS = ("ray", "slurm")  # what runs the leases (runtime/executors)
 
 
 class ServeDescription(BaseModel):
@@ -72,6 +73,9 @@ class ServeDescription(BaseModel):
     ray_token_file: str | None = None
     sharing: str | None = None  # --sharing nvshare:... (the share runtime, runtime/share)
     job_user: str = ""  # run jobs as this OS user (the service must run as root)
+    executor: str = "ray"  # ray, or slurm (the cluster is Slurm's: docs/slurm.md)
+    slurm_conf: str | None = None  # SLURM_CONF of the Slurm commands (None: inherited)
+    slurm_partition: str | None = None  # the partition whose nodes (and jobs) are ours
 
     _decisions: RunDescription | None = PrivateAttr(default=None)
 
@@ -104,12 +108,41 @@ class ServeDescription(BaseModel):
         _in_range("--port", self.port, 0, 65_535)
         if self.job_user:
             check_job_user(self.job_user)
+        self._check_executor()
         if not is_loopback(self.host) and not self.token:
             raise InputError(
                 f"listening on {self.host} (not loopback) needs --token (or GPUMOSAIC_TOKEN)",
                 field="--host",
             )
         return self
+
+    def _check_executor(self) -> None:
+        """``--executor slurm`` reads its cluster from Slurm: no Ray option goes with it."""
+        if self.executor not in EXECUTORS:
+            raise InputError(
+                f"unknown executor (one of {', '.join(EXECUTORS)})",
+                field="--executor",
+                value=self.executor,
+            )
+        if self.executor != "slurm":
+            for flag, value in (
+                ("--slurm-conf", self.slurm_conf),
+                ("--slurm-partition", self.slurm_partition),
+            ):
+                if value:
+                    raise InputError("needs --executor slurm", field=flag, value=value)
+            return
+        given: tuple[tuple[str, object], ...] = (
+            ("--cluster", self.cluster),
+            ("--ray-address", self.ray_address),
+            ("--warm-launchers", self.warm_launchers),
+            ("--sharing", self.sharing),
+        )
+        for flag, option in given:
+            if option:
+                raise InputError(
+                    "does not go with --executor slurm (the cluster is Slurm's)", field=flag
+                )
 
     def _run_description(self) -> RunDescription:
         from gpumosaic.run.registry import get_mechanism

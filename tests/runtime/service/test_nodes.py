@@ -191,3 +191,16 @@ def test_shared_gpus_on_a_lost_node_are_given_back_whole(tmp_path: Path) -> None
     state.check_invariants()
     assert int(state.gpu_free[1].sum()) == 0  # held by the placeholder, nothing else
     assert {j.state for j in b.store.jobs() if j.id in ids} <= {"queued", "running"}
+
+
+def test_a_node_back_under_its_own_id_returns() -> None:
+    """A Slurm node is named by the admin: lost (down, drained) and back, it keeps its id."""
+    listing = Listing(A, B)
+    watcher = NodeWatcher(two_nodes(), listing)
+    listing.nodes = [A]
+    assert [c.event for c in watcher.update(listing())] == [NodeEvent.LOST]
+    listing.nodes = [A, B]
+    changes = watcher.update(listing())
+    assert [(c.event, c.ray_node_id) for c in changes] == [(NodeEvent.RETURNED, B.node_id)]
+    assert watcher.away == set() and watcher.returned_total == 1
+    assert watcher.update(listing()) == []

@@ -8,9 +8,10 @@ on it (one per GPU model) leave the decider's cluster, and the driver sends its 
 to the queue at their checkpoints. A Ray node restarted on the same machine joins under
 a new node id; an alive node that no slot is bound to, at the lost node's address and
 offering the same GPU models, is that node *returned*: the slots are bound to it and its
-GPUs are placed on again. Any other new node is reported once as *unused* (the cluster's
-shape is fixed while the service runs: restart it to use the node). Every change is
-counted in ``/metrics`` and written to the event log; none is silent.
+GPUs are placed on again; so is a lost node listed again under its own id (a Slurm node,
+whose id is its name: runtime/executors/slurm). Any other new node is reported once as
+*unused* (the cluster's shape is fixed while the service runs: restart it to use it).
+Every change is counted in ``/metrics`` and written to the event log; none is silent.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class NodeChange:
 
     def describe(self) -> str:
         what = ", ".join(f"{m} x{c}" for m, c in self.models) or "no GPU model"
-        where = f"Ray node {self.ray_node_id[:12]} at {self.ip} ({what})"
+        where = f"node {self.ray_node_id[:12]} at {self.ip} ({what})"
         if self.event is NodeEvent.LOST:
             return f"{where} lost: {self.gpus} GPUs leave the cluster; its jobs are requeued"
         if self.event is NodeEvent.RETURNED:
@@ -129,6 +130,13 @@ class NodeWatcher:
                 self.lost_total += 1
                 changes.append(self._change(NodeEvent.LOST, self.known[rid]))
         for r in alive:
+            if r.node_id in self.away and r.models == self.known[r.node_id].models:
+                # A node back under its own id (a Slurm node, named by the admin).
+                self.away.discard(r.node_id)
+                self.known[r.node_id] = r
+                self.returned_total += 1
+                changes.append(self._change(NodeEvent.RETURNED, r))
+                continue
             if r.node_id in self.known:
                 continue
             # A node restarted quickly may join before Ray calls its old self dead: one
