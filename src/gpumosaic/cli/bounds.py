@@ -93,6 +93,7 @@ BOUNDS: dict[str, Bound] = {
     "window": Bound(1, 10_000_000),  # the extender's learned workload, in pods
     "refresh": Bound(1, 10_000_000),
     "token_fd": Bound(0, 2**20),  # serve's token handed to its re-executed self on a pipe
+    "service_uid": Bound(0, 2**32 - 2),  # a Linux uid (2**32 - 1 is "no user")
 }
 
 
