@@ -406,9 +406,21 @@ class RoundsView:
             if a.in_allocation[i]:
                 out["x"] = x[i]
                 out["got_s"] = got[i]
+            out["measuring"] = self._measuring(job, a.measured[i], out.get("x"))
         if job.state == "queued":
             out["why"] = self._why(job, out)
         return out
+
+    def _measuring(self, job: JobFacts, measured: list[bool], x: list[float] | None) -> bool:
+        """Whether the rate an estimated finish would use is still a prior (a placeholder
+        1 step/s gave "578d 16h"): the page then says "measuring", not an estimate. A
+        running job: the rate on the GPU model it holds; a queued one: every model its
+        allocation gives it time on."""
+        if job.state == "running":
+            k = self.models.index(job.gpu_type) if job.gpu_type in self.models else -1
+            return k >= 0 and not measured[k]
+        given = [ok for share, ok in zip(x or [], measured, strict=False) if share > 0]
+        return bool(given) and not any(given)  # no GPU time at all: no estimate ('-')
 
     def _why(self, job: JobFacts, shown: dict[str, Any]) -> str:
         """Why a queued job is not running this round, from the decider's state."""
