@@ -50,7 +50,7 @@ def test_a_second_command_is_refused_while_a_folder_is_written(tmp_path: Path) -
 def test_a_folder_of_another_experiment_is_refused_unless_overwrite(tmp_path: Path) -> None:
     code, line = one_line([*TINY, "--out", str(tmp_path)])
     assert code == 0, line
-    kept = list((tmp_path / ".kept-runs").glob("*.pickle"))
+    kept = list((tmp_path / "runs").glob("*/row.json"))  # the result store's runs
     assert len(kept) == 1
     other = [*TINY[:-1], "gavel:jobs=5,rate=0", "--out", str(tmp_path)]
     code, line = one_line(other)
@@ -63,7 +63,7 @@ def test_a_folder_of_another_experiment_is_refused_unless_overwrite(tmp_path: Pa
     code, line = one_line([*other, "--overwrite"])
     assert code == 0, line
     assert "jobs=5" in (tmp_path / "experiment.toml").read_text()
-    assert not any(path in kept for path in (tmp_path / ".kept-runs").glob("*.pickle"))
+    assert not any(path in kept for path in (tmp_path / "runs").glob("*/row.json"))
     # The same experiment again is a rerun, not another experiment.
     code, line = one_line(other)
     assert code == 0, line

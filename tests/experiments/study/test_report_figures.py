@@ -14,7 +14,6 @@ from typing import Any
 from gpumosaic.experiments.report.figures import figures
 from gpumosaic.experiments.report.page import build_report
 from gpumosaic.experiments.report.view import load_view
-from gpumosaic.experiments.study.compare_file import BACKGROUND_LINE
 
 
 def titles(spec: dict[str, Any]) -> str:
@@ -29,9 +28,8 @@ def test_every_report_figure_names_cluster_workload_background_and_seeds(
     tiny_store: Path,
 ) -> None:
     view = load_view(tiny_store)
-    # The background of a `compare --background` study travels as a comment of its file.
-    text = f"{BACKGROUND_LINE}openb:default,fraction=0.9\n{view.experiment.text}"
-    view = replace(view, experiment=replace(view.experiment, text=text))
+    # As a `compare --background` study's runs say (the simulate kind's background axis).
+    view = replace(view, runs=view.runs.assign(background="openb:default,fraction=0.9"))
     figs = figures(view)
     assert len(figs) >= 4
     for fig in figs:

@@ -11,11 +11,12 @@ import numpy as np
 from gpumosaic.experiments.plots.runs import different_jobs_note
 from gpumosaic.experiments.plots.style import seeds_label
 from gpumosaic.experiments.report.view import StudyView, _fmt
-from gpumosaic.experiments.study.compare_file import BACKGROUND_LINE
 
 # The columns that say what the runs are of, in the order a title names them (those a kind
 # has: the event simulator's cluster and workload, a fill replay's nodes and tasks, ...).
-_SCENARIO_COLUMNS = ("cluster", "nodes", "workload", "tasks", "job", "part", "policy", "sharing")
+_SCENARIO_COLUMNS = (
+    "cluster", "nodes", "workload", "tasks", "background", "job", "part", "policy", "sharing",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,23 +33,13 @@ def scenario(view: StudyView) -> Scenario:
         if column not in runs or column in view.group_axes:
             continue  # absent, or each series' label names it
         values = list(dict.fromkeys(runs[column].map(_fmt)))
-        if column == "sharing" and values == ["none"]:
-            continue
+        if (column, values) in (("sharing", ["none"]), ("background", ["-"])):
+            continue  # the defaults: nothing to say
         parts.append(f"{column} {', '.join(values)}")
-    background = _background(view.experiment.text)
-    if background:
-        parts.append(f"background {background}")
     if "seed" in runs:
         parts.append(seeds_label([int(s) for s in runs["seed"].dropna()]))
     counts, note = _job_sets(view)
     return Scenario(" · ".join(p for p in parts if p), counts, note)
-
-
-def _background(text: str) -> str:
-    for line in text.splitlines():
-        if line.startswith(BACKGROUND_LINE):
-            return line.removeprefix(BACKGROUND_LINE).strip()
-    return ""
 
 
 def _job_sets(view: StudyView) -> tuple[dict[str, str], str]:

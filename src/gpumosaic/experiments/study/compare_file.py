@@ -9,9 +9,6 @@ from typing import Any
 import tomli_w
 
 COMPARE_FILE = "experiment.toml"
-# The background load of a comparison, a comment: `gpumosaic run` does not apply it yet,
-# and two comparisons that differ in it are different experiments (cli/out_folder.py).
-BACKGROUND_LINE = "# background (compare only, not applied by gpumosaic run): "
 
 
 def compare_experiment(
@@ -64,6 +61,8 @@ def compare_experiment(
         grid = {"cluster": cluster, "workload": workload, "policy": policy,
                 "placement": placements, "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": mechanism, "backfill": backfill, "sharing": sharing}  # fmt: skip
+        if background is not None:  # the cluster pre-filled, as simulate --background
+            grid["background"] = background
         what = f"{policy} with placements {', '.join(placements)}"
     document = {
         "experiment": {
@@ -75,8 +74,6 @@ def compare_experiment(
     }
     header = "# Written by gpumosaic compare; rerun, resume and report it with\n"
     header += "#   gpumosaic run experiment.toml --out DIR && gpumosaic report DIR\n"
-    if background is not None:  # not an axis of the file yet: run would leave it out
-        header += f"{BACKGROUND_LINE}{background}\n"
     return header + comment + tomli_w.dumps(document)
 
 
