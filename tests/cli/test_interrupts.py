@@ -106,10 +106,8 @@ def test_compare_stops_on_ctrl_c_keeps_its_runs_and_a_rerun_reuses_them(
 ) -> None:
     command = ("compare", *COMPARISONS[mode], "--seeds", "0-199", "--workers", "2")
     command = (*command, "--out", str(tmp_path))
-    # Placement and fill comparisons store their runs in the result store, as `gpumosaic
-    # run` does; a policy sweep keeps them in .kept-runs.
-    kept, pattern = (tmp_path, "runs/*/row.json") if mode != "policies" else (
-        tmp_path / ".kept-runs", "*.pickle")  # fmt: skip
+    # Every comparison stores its runs in the folder's result store, as `gpumosaic run`.
+    kept, pattern = tmp_path, "runs/*/row.json"
     first = spawn(*command)
     first_lines = stderr_lines(first)
     try:

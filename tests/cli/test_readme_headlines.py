@@ -220,6 +220,7 @@ def test_task_2_every_comparison_carries_fairness(tmp_path: Path) -> None:
         assert 0 < run["ftf_rho_mean"] <= run["ftf_rho_max"], run
         assert 1 <= run["slowdown_p99"] <= run["slowdown_max"], run
         assert 0 < run["jain_index"] < 1, run
+    assert (tmp_path / "runs.parquet").is_file()  # a result store: report, query, explain
     worst = {(p["policy"], p["rate_per_hour"]): p["ftf_rho_max_mean"] for p in out["points"]}
     for rate in (2.0, 4.0):
         assert worst[("finish_time_fairness", rate)] < worst[("max_min_fairness", rate)], worst

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
@@ -27,6 +29,9 @@ from gpumosaic.experiments.sweeps.policies import (
     sweep_points,
 )
 from gpumosaic.experiments.sweeps.runs import SweepRun, write_runs_csv
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.study.file import Experiment
 
 
 def compare_policies(
@@ -66,11 +71,16 @@ def compare_policies(
             )
         )
         return
+    from gpumosaic.experiments.plots.style import seeds_label
+
     console = Console()
     grid = Table(
-        title=f"avg JCT (h) ± sd, [max finish-time fairness rho], (jobs completed / "
-        f"rejected / unfinished) over seeds {seeds}: "
-        f"{workload} on {cluster}, {placement}"
+        # escaped: rich would read "[max finish-time fairness rho]" as a style and drop it
+        title=escape(
+            f"avg JCT (h) ± sd, [max finish-time fairness rho], (jobs completed / "
+            f"rejected / unfinished) over {seeds_label(seeds)}: "
+            f"{workload} on {cluster}, {placement}"
+        )
     )
     grid.add_column("policy")
     for rate in rates:
@@ -96,7 +106,27 @@ def _ends(point: PolicyRatePoint) -> str:
 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool, out: Path) -> list[SweepRun]:
+    """The sweep's runs in the order of ``points``. Where ``OUT/experiment.toml`` describes
+    exactly these runs, through the study executor into OUT's result store (as ``gpumosaic
+    run``: docs/experiments.md); otherwise (a ``gavel-stream:`` workload, which only the
+    sweep runs) each kept in ``OUT/.kept-runs/``. Either way stored as each ends, and a
+    rerun reuses the stored runs and says how many."""
     from gpumosaic.cli.app import announce
+
+    study = _same_study(points, out)
+    if study is not None:
+        from gpumosaic.cli.compare.ray import stored_runs
+        from gpumosaic.errors import InputError
+        from gpumosaic.experiments.study.execute import execute
+
+        with counter_bar(show_progress, "policy sweep", len(points)) as update:
+            outcome = execute(
+                study, out, "local", workers, lambda done, _t: update(done), announce=announce
+            )
+        if outcome.failed:
+            raise InputError(f"run(s) failed: {outcome.failed[0].error}")
+        by_request = {_key(run.request): run for run in stored_runs(study, out)}
+        return [by_request[_key(p.description())] for p in points]
     from gpumosaic.experiments.kept import KeptRuns
 
     inputs = (points[0].cluster,) if points else ()
@@ -105,3 +135,29 @@ def _run(points: list[SweepPoint], workers: int, show_progress: bool, out: Path)
         return parallel_map(
             run_point, points, workers, lambda done, _total, _run: update(done), kept
         )
+
+
+def _key(request: object) -> str:
+    return repr(request)
+
+
+def _same_study(points: list[SweepPoint], out: Path) -> Experiment | None:
+    """The study of ``OUT/experiment.toml`` when its runs are exactly ``points``' runs
+    (the same run descriptions), else None."""
+    from gpumosaic.errors import InputError
+    from gpumosaic.experiments.study.compare_file import COMPARE_FILE
+    from gpumosaic.experiments.study.file import load_experiment
+    from gpumosaic.experiments.study.kinds.simulate import run_description
+
+    path = out / COMPARE_FILE
+    if not path.is_file() or any(p.workload.startswith("gavel-stream:") for p in points):
+        return None
+    try:
+        study = load_experiment(path)
+    except InputError:
+        return None
+    if study.kind.name != "simulate":
+        return None
+    planned = {_key(run_description(r.point)) for r in study.runs()}
+    wanted = {_key(p.description()) for p in points}
+    return study if planned == wanted and len(planned) == len(points) else None
