@@ -99,7 +99,7 @@ def kernels(
         bool, typer.Option("--if-missing", help="build only the groups not built yet")
     ] = False,
     workers: Annotated[
-        int, typer.Option(min=0, help="processes compiling at once (0: one per CPU)")
+        int, typer.Option(help="processes compiling at once (0: one per CPU)")
     ] = 0,
     learn: Annotated[
         bool,
