@@ -98,9 +98,7 @@ def kernels(
     if_missing: Annotated[
         bool, typer.Option("--if-missing", help="build only the groups not built yet")
     ] = False,
-    workers: Annotated[
-        int, typer.Option(help="processes compiling at once (0: one per CPU)")
-    ] = 0,
+    workers: Annotated[int, typer.Option(help="processes compiling at once (0: one per CPU)")] = 0,
     learn: Annotated[
         bool,
         typer.Option("--learn", help="rewrite the declared exports from a learning run first"),

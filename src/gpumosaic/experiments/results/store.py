@@ -102,22 +102,32 @@ class ResultStore:
         os.replace(tmp, self.root / RUNS_TABLE)
 
 
-def input_fingerprint(point: Any) -> str:
+def input_fingerprint(point: Any, seen: dict[str, str] | None = None) -> str:
     """Size and time of change of each file a grid point's values name (``a.csv``, or
-    ``trace:a.csv,...``): "" when it names none."""
+    ``trace:a.csv,...``): "" when it names none. ``seen``: each value's part, kept across
+    the points of one study (a file is read once however many runs name it)."""
+    seen = {} if seen is None else seen
     parts = []
     for value in asdict(point).values():
-        if not isinstance(value, str) or not value:
-            continue
-        for candidate in dict.fromkeys((value, value.partition(":")[2].partition(",")[0])):
-            try:
-                path = Path(candidate)
-                if path.is_file():
-                    stat = path.stat()
-                    parts.append(f"{candidate}:{stat.st_size}:{stat.st_mtime_ns}")
-            except (OSError, ValueError):
-                continue
+        if isinstance(value, str) and value:
+            if value not in seen:
+                seen[value] = _file_stamp(value)
+            if seen[value]:
+                parts.append(seen[value])
     return ";".join(parts)
+
+
+def _file_stamp(value: str) -> str:
+    stamps = []
+    for candidate in dict.fromkeys((value, value.partition(":")[2].partition(",")[0])):
+        try:
+            path = Path(candidate)
+            if path.is_file():
+                stat = path.stat()
+                stamps.append(f"{candidate}:{stat.st_size}:{stat.st_mtime_ns}")
+        except (OSError, ValueError):
+            continue
+    return ";".join(stamps)
 
 
 def check_store(root: Path) -> None:

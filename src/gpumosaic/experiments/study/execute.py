@@ -138,14 +138,9 @@ def execute(
 
 
 def _fingerprints(planned: list[PlannedRun]) -> dict[str, str]:
-    """run id -> its point's input fingerprint (each distinct point read once)."""
-    seen: dict[Any, str] = {}
-    out = {}
-    for run in planned:
-        if run.point not in seen:
-            seen[run.point] = input_fingerprint(run.point)
-        out[run.run_id] = seen[run.point]
-    return out
+    """run id -> its point's input fingerprint (each distinct value looked at once)."""
+    seen: dict[str, str] = {}
+    return {run.run_id: input_fingerprint(run.point, seen) for run in planned}
 
 
 def _batches(experiment: Experiment, todo: list[PlannedRun]) -> list[_Batch]:
