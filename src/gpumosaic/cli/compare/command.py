@@ -297,6 +297,7 @@ def compare(
                 out,
                 n_workers,
                 json_out,
+                gpus_per_node,
             )
             return
         from gpumosaic.cli.compare.placements import compare_placements

@@ -19,13 +19,11 @@ from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.tables import show
-from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
     PolicyRatePoint,
     SweepPoint,
     aggregate,
     plot_jct_vs_rate,
-    run_point,
     sweep_points,
 )
 from gpumosaic.experiments.sweeps.runs import SweepRun, write_runs_csv
@@ -44,11 +42,12 @@ def compare_policies(
     out: Path,
     workers: int,
     as_json: bool,
+    gpus_per_node: int = 1,
 ) -> None:
     from gpumosaic.cli.compare.checks import check_policy_sweep
 
     check_policy_sweep(policies, cluster, workload, [placement])
-    points = sweep_points(policies, rates, seeds, cluster, workload, placement)
+    points = sweep_points(policies, rates, seeds, cluster, workload, placement, gpus_per_node)
     out.mkdir(parents=True, exist_ok=True)
     runs = _run(points, max(workers, 1), show_progress=not as_json, out=out)
     summary = aggregate(points, runs)
@@ -106,58 +105,52 @@ def _ends(point: PolicyRatePoint) -> str:
 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool, out: Path) -> list[SweepRun]:
-    """The sweep's runs in the order of ``points``. Where ``OUT/experiment.toml`` describes
-    exactly these runs, through the study executor into OUT's result store (as ``gpumosaic
-    run``: docs/experiments.md); otherwise (a ``gavel-stream:`` workload, which only the
-    sweep runs) each kept in ``OUT/.kept-runs/``. Either way stored as each ends, and a
-    rerun reuses the stored runs and says how many."""
+    """The sweep's runs in the order of ``points``, through the study executor into OUT's
+    result store (as ``gpumosaic run OUT/experiment.toml``: docs/experiments.md): each
+    stored as it ends, the stored ones reused (a line says how many), Ctrl-C answered with
+    what is stored."""
     from gpumosaic.cli.app import announce
+    from gpumosaic.cli.compare.ray import stored_runs
+    from gpumosaic.errors import InputError
+    from gpumosaic.experiments.study.execute import execute
 
-    study = _same_study(points, out)
-    if study is not None:
-        from gpumosaic.cli.compare.ray import stored_runs
-        from gpumosaic.errors import InputError
-        from gpumosaic.experiments.study.execute import execute
-
-        with counter_bar(show_progress, "policy sweep", len(points)) as update:
-            outcome = execute(
-                study, out, "local", workers, lambda done, _t: update(done), announce=announce
-            )
-        if outcome.failed:
-            raise InputError(f"run(s) failed: {outcome.failed[0].error}")
-        by_request = {_key(run.request): run for run in stored_runs(study, out)}
-        return [by_request[_key(p.description())] for p in points]
-    from gpumosaic.experiments.kept import KeptRuns
-
-    inputs = (points[0].cluster,) if points else ()
-    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
+    study = _study(points, out)
     with counter_bar(show_progress, "policy sweep", len(points)) as update:
-        return parallel_map(
-            run_point, points, workers, lambda done, _total, _run: update(done), kept
+        outcome = execute(
+            study, out, "local", workers, lambda done, _t: update(done), announce=announce
         )
+    if outcome.failed:
+        raise InputError(f"run(s) failed: {outcome.failed[0].error}")
+    by_request = {_key(run.request): run for run in stored_runs(study, out)}
+    return [by_request[_key(p.description())] for p in points]
 
 
 def _key(request: object) -> str:
     return repr(request)
 
 
-def _same_study(points: list[SweepPoint], out: Path) -> Experiment | None:
-    """The study of ``OUT/experiment.toml`` when its runs are exactly ``points``' runs
-    (the same run descriptions), else None."""
+def _study(points: list[SweepPoint], out: Path) -> Experiment:
+    """The study of ``OUT/experiment.toml`` (written here when a caller did not), checked
+    to plan exactly ``points``' runs (the same run descriptions)."""
     from gpumosaic.errors import InputError
-    from gpumosaic.experiments.study.compare_file import COMPARE_FILE
+    from gpumosaic.experiments.study.compare_file import COMPARE_FILE, write_compare_experiment
     from gpumosaic.experiments.study.file import load_experiment
     from gpumosaic.experiments.study.kinds.simulate import run_description
 
     path = out / COMPARE_FILE
-    if not path.is_file() or any(p.workload.startswith("gavel-stream:") for p in points):
-        return None
-    try:
-        study = load_experiment(path)
-    except InputError:
-        return None
-    if study.kind.name != "simulate":
-        return None
+    if not path.is_file():
+        first = points[0]
+        write_compare_experiment(
+            out, mode="sim", placements=[first.placement],
+            policies=list(dict.fromkeys(p.policy for p in points)),
+            seeds=list(dict.fromkeys(p.seed for p in points)), cluster=first.cluster,
+            workload=first.workload, policy="", rates=list(dict.fromkeys(
+                p.rate_per_hour for p in points)), tasks="", nodes="", inflate=1.0,
+            gpus_per_node=first.gpus_per_node, backfill=True, sharing=["none"],
+            mechanism="rounds",
+        )  # fmt: skip
+    study = load_experiment(path)
     planned = {_key(run_description(r.point)) for r in study.runs()}
-    wanted = {_key(p.description()) for p in points}
-    return study if planned == wanted and len(planned) == len(points) else None
+    if planned != {_key(p.description()) for p in points} or len(planned) != len(points):
+        raise InputError(f"{path} does not plan this policy sweep's runs", path=out)
+    return study

@@ -136,9 +136,9 @@ def check_store(root: Path) -> None:
         root / EXPERIMENT_FILE
     ):
         raise InputError(
-            "a compare folder, not a result store (an older gpumosaic's, or a policy "
-            f"sweep of a gavel-stream workload): gpumosaic run {root / EXPERIMENT_FILE} "
-            f"--out {root} makes one (it runs the comparison's runs into it)",
+            "a compare folder, not a result store (an older gpumosaic's): gpumosaic run "
+            f"{root / EXPERIMENT_FILE} --out {root} makes one (it runs the comparison's "
+            "runs into it)",
             path=root,
         )
     if not (root / RUNS_TABLE).is_file():

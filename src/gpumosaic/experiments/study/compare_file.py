@@ -32,7 +32,6 @@ def compare_experiment(
 ) -> str:
     """The TOML text of the study a ``compare`` call runs."""
     grid: dict[str, Any]
-    comment = ""
     seed_axis: list[int] | str = seeds
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         seed_axis = f"{seeds[0]}-{seeds[-1]}"  # a range as the user wrote it, not a list
@@ -51,11 +50,6 @@ def compare_experiment(
                 "placement": placements[0], "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": "rounds", "load": rates}  # fmt: skip
         what = f"policies {', '.join(policies)} x rates {', '.join(f'{r:g}' for r in rates)}"
-        if workload.startswith("gavel-stream:"):
-            comment = (
-                "# gavel-stream: workloads run in compare's policy sweep only; gpumosaic run\n"
-                "# needs a workload simulate knows (gavel:..., a job list, openb:...).\n"
-            )
     else:
         kind = "simulate"
         grid = {"cluster": cluster, "workload": workload, "policy": policy,
@@ -74,7 +68,7 @@ def compare_experiment(
     }
     header = "# Written by gpumosaic compare; rerun, resume and report it with\n"
     header += "#   gpumosaic run experiment.toml --out DIR && gpumosaic report DIR\n"
-    return header + comment + tomli_w.dumps(document)
+    return header + tomli_w.dumps(document)
 
 
 def write_compare_experiment(out: Path, **options: Any) -> Path:

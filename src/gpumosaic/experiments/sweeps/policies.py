@@ -34,6 +34,7 @@ class SweepPoint:
     cluster: str
     workload: str  # template without rate
     placement: str
+    gpus_per_node: int = 1
 
     def description(self) -> RunDescription:
         """The run of this point: the same validated description ``simulate`` runs."""
@@ -43,6 +44,7 @@ class SweepPoint:
             policy=self.policy,
             placement=self.placement,
             seed=self.seed,
+            gpus_per_node=self.gpus_per_node,
             mechanism="rounds",
         )
 
@@ -79,13 +81,14 @@ def sweep_points(
     cluster: str,
     workload: str,
     placement: str,
+    gpus_per_node: int = 1,
 ) -> list[SweepPoint]:
     if "rate=" in workload:
         raise InputError(
             "the workload template must not set rate= (--rates does)", field="--workload"
         )
     return [
-        SweepPoint(p, float(r), int(s), cluster, workload, placement)
+        SweepPoint(p, float(r), int(s), cluster, workload, placement, gpus_per_node)
         for p in policies
         for r in rates
         for s in seeds
