@@ -22,7 +22,7 @@ from gpumosaic.errors import InputError
 LOCK_FILE = ".gpumosaic.lock"
 EXPERIMENT_FILE = "experiment.toml"
 # What a comparison or study leaves in its folder: removed by --overwrite.
-STORED = (".kept-runs", "runs", "runs.parquet")
+STORED = (".kept-runs", "runs", "runs.parquet")  # .kept-runs: an older gpumosaic's cache
 
 
 @contextlib.contextmanager
