@@ -71,7 +71,17 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
         if process.is_alive():
             process.kill()
             process.join(5.0)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
+    if manager is not None:
+        # It ends once it has seen the workers gone. The interpreter's exit hook would
+        # wake it through a pipe it may have closed meanwhile (CPython 3.11 then prints an
+        # EBADF traceback at exit): take it out of the hook once it has ended.
+        manager.join(5.0)
+        if not manager.is_alive():
+            import concurrent.futures.process as process_module
+
+            getattr(process_module, "_threads_wakeups", {}).pop(manager, None)
 
 
 def parallel_map(
