@@ -72,7 +72,15 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
             process.kill()
             process.join(5.0)
     manager = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)
     pool.shutdown(wait=False, cancel_futures=True)
+    # A worker ended while it sent a result leaves the manager thread waiting for the
+    # rest of the message, for ever (and the interpreter's exit hook joins that thread).
+    # With every worker gone, this process holds the pipe's last writing end: closing
+    # it ends that read (EOF), and the thread ends as for a broken pool.
+    writer = getattr(results, "_writer", None)
+    if writer is not None:
+        writer.close()
     if manager is not None:
         # It ends once it has seen the workers gone. The interpreter's exit hook would
         # wake it through a pipe it may have closed meanwhile (CPython 3.11 then prints an

@@ -81,37 +81,37 @@ def execute(
     store = ResultStore(out)
     store.save_experiment(experiment.text)
     planned = experiment.runs()
-    inputs = _fingerprints(planned)
-    stored = store.finished()
-    # A run stored from an older version of a file its point names runs again.
-    finished = {i for i in stored if store.inputs(i) == inputs.get(i, "")}
-    todo = [r for r in planned if r.run_id not in finished]
-    stale = sum(1 for r in planned if r.run_id in stored - finished)
-    if announce is not None and (len(todo) < len(planned) or stale):
-        older = f" ({stale} stored from older input files run again)" if stale else ""
-        announce(
-            f"reusing {len(planned) - len(todo)} of {len(planned)} runs stored in {out}; "
-            f"running the other {len(todo)}{older}"
-        )
-    batches = _batches(experiment, todo)
-    failed: list[FailedRun] = []
-    done = 0
-    if on_progress:
-        on_progress(0, len(todo))
-
-    points = {r.run_id: r.point for r in todo}
-
-    def collect(result: _BatchResult) -> None:
-        nonlocal done
-        if result.error:
-            failed.extend(FailedRun(i, points[i], result.error) for i in result.run_ids)
-        for run_id, product in zip(result.run_ids, result.products, strict=False):
-            store.add(run_id, experiment.kind.name, product, inputs.get(run_id, ""))
-        done += len(result.run_ids)
+    try:  # Ctrl-C from here on (the reuse line included) says what is stored
+        inputs = _fingerprints(planned)
+        stored = store.finished()
+        # A run stored from an older version of a file its point names runs again.
+        finished = {i for i in stored if store.inputs(i) == inputs.get(i, "")}
+        todo = [r for r in planned if r.run_id not in finished]
+        stale = sum(1 for r in planned if r.run_id in stored - finished)
+        if announce is not None and (len(todo) < len(planned) or stale):
+            older = f" ({stale} stored from older input files run again)" if stale else ""
+            announce(
+                f"reusing {len(planned) - len(todo)} of {len(planned)} runs stored in {out}; "
+                f"running the other {len(todo)}{older}"
+            )
+        batches = _batches(experiment, todo)
+        failed: list[FailedRun] = []
+        done = 0
         if on_progress:
-            on_progress(done, len(todo))
+            on_progress(0, len(todo))
 
-    try:
+        points = {r.run_id: r.point for r in todo}
+
+        def collect(result: _BatchResult) -> None:
+            nonlocal done
+            if result.error:
+                failed.extend(FailedRun(i, points[i], result.error) for i in result.run_ids)
+            for run_id, product in zip(result.run_ids, result.products, strict=False):
+                store.add(run_id, experiment.kind.name, product, inputs.get(run_id, ""))
+            done += len(result.run_ids)
+            if on_progress:
+                on_progress(done, len(todo))
+
         if executor == "ray":
             _run_on_ray(batches, workers, collect)
         else:
