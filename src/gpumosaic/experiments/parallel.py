@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -44,7 +45,16 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+# Ctrl-C ends workers that may be mid-way through a queue operation; multiprocessing's
+# resource tracker (a process of its own, started with the pool) then warns at its end
+# about a semaphore already removed, after the command's one "interrupted" line. It
+# takes its warning filters from this process's -W options when it starts.
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
 def process_pool(workers: int) -> ProcessPoolExecutor:
+    if _TRACKER_QUIET not in sys.warnoptions:
+        sys.warnoptions.append(_TRACKER_QUIET)
     return ProcessPoolExecutor(
         max_workers=max(1, workers),
         mp_context=multiprocessing.get_context("forkserver"),
