@@ -106,16 +106,17 @@ def test_compare_stops_on_ctrl_c_keeps_its_runs_and_a_rerun_reuses_them(
 ) -> None:
     command = ("compare", *COMPARISONS[mode], "--seeds", "0-199", "--workers", "2")
     command = (*command, "--out", str(tmp_path))
-    kept = tmp_path / ".kept-runs"
+    # Every comparison stores its runs in the folder's result store, as `gpumosaic run`.
+    kept, pattern = tmp_path, "runs/*/row.json"
     first = spawn(*command)
     first_lines = stderr_lines(first)
     try:
-        wait_until("stored run", lambda: any(kept.glob("*.pickle")), first, first_lines)
+        wait_until("stored run", lambda: any(kept.glob(pattern)), first, first_lines)
         code, err = interrupt(first, first_lines)
     finally:
         if first.poll() is None:
             first.kill()
-    stored = len(list(kept.glob("*.pickle")))
+    stored = len(list(kept.glob(pattern)))
     assert code == 130, err
     assert err.strip().splitlines()[-1].startswith(f"interrupted: {stored} of "), err
     assert "run the same command again" in err and "Traceback" not in err, err

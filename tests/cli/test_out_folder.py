@@ -4,11 +4,13 @@ experiment's runs is not written over unless --overwrite says so."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 from typer.testing import CliRunner
 
 from gpumosaic.cli.app import app
@@ -50,7 +52,7 @@ def test_a_second_command_is_refused_while_a_folder_is_written(tmp_path: Path) -
 def test_a_folder_of_another_experiment_is_refused_unless_overwrite(tmp_path: Path) -> None:
     code, line = one_line([*TINY, "--out", str(tmp_path)])
     assert code == 0, line
-    kept = list((tmp_path / ".kept-runs").glob("*.pickle"))
+    kept = list((tmp_path / "runs").glob("*/row.json"))  # the result store's runs
     assert len(kept) == 1
     other = [*TINY[:-1], "gavel:jobs=5,rate=0", "--out", str(tmp_path)]
     code, line = one_line(other)
@@ -63,7 +65,7 @@ def test_a_folder_of_another_experiment_is_refused_unless_overwrite(tmp_path: Pa
     code, line = one_line([*other, "--overwrite"])
     assert code == 0, line
     assert "jobs=5" in (tmp_path / "experiment.toml").read_text()
-    assert not any(path in kept for path in (tmp_path / ".kept-runs").glob("*.pickle"))
+    assert not any(path in kept for path in (tmp_path / "runs").glob("*/row.json"))
     # The same experiment again is a rerun, not another experiment.
     code, line = one_line(other)
     assert code == 0, line
@@ -97,3 +99,27 @@ def test_simulate_does_not_write_a_folder_another_command_holds(tmp_path: Path) 
                                str(tmp_path)])  # fmt: skip
         assert code == 2 and "another gpumosaic command" in line, line
         assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_comparison_is_a_study_that_run_and_report_take_over(tmp_path: Path) -> None:
+    """compare stores its runs in the folder's result store, background included (the
+    simulate kind's background axis): gpumosaic run OUT/experiment.toml reuses every one,
+    and the stored rows say what ran."""
+    runner = CliRunner()
+    compared = runner.invoke(
+        app, ["compare", "--cluster", "v100:8", "--gpus-per-node", "4", "--workload",
+              "gavel:jobs=6,rate=0", "--background", "openb:default,fraction=0.5",
+              "--placements", "bestfit,fgd", "--seeds", "0", "--workers", "1",
+              "--out", str(tmp_path), "--json"]
+    )  # fmt: skip
+    assert compared.exit_code == 0, compared.output
+    rerun = runner.invoke(
+        app, ["run", str(tmp_path / "experiment.toml"), "--out", str(tmp_path), "--json"]
+    )
+    assert rerun.exit_code == 0, rerun.output
+    outcome = json.loads(rerun.output.strip().splitlines()[-1])
+    assert (outcome["planned"], outcome["skipped"], outcome["ran"]) == (2, 2, 0)
+    rows = pd.read_parquet(tmp_path / "runs.parquet")
+    assert sorted(rows["placement"]) == ["bestfit", "fgd"]
+    assert set(rows["background"]) == {"openb:default,fraction=0.5"}
+    assert (rows["utilization"] > 0.5).all()  # the background holds half the GPUs

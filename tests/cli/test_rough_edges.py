@@ -4,6 +4,7 @@ table's last row, and the docs' curl of /state (each one line, or bounded)."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from pathlib import Path
@@ -42,17 +43,31 @@ def test_the_extender_on_a_busy_port_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "x.db").exists()  # refused before any work
 
 
-def test_report_query_and_explain_say_what_to_do_with_a_compare_folder(tmp_path: Path) -> None:
+def test_report_query_and_explain_read_a_compare_folder(tmp_path: Path) -> None:
+    """A placement comparison stores its runs in the result store, as ``gpumosaic run``:
+    report, query and explain read its folder (they refused it before)."""
     done = CliRunner().invoke(
         app, ["compare", "--placements", "fgd", "--seeds", "0", "--workers", "1",
               "--workload", "gavel:jobs=3,rate=0", "--out", str(tmp_path)]
     )  # fmt: skip
     assert done.exit_code == 0, done.output
-    for args in (["report", str(tmp_path)], ["query", str(tmp_path), "SELECT 1"],
-                 ["explain", str(tmp_path), "--job", "0", "--run", "x"]):  # fmt: skip
-        line = one_error(args)
-        assert "a compare folder, not a result store" in line, line
-        assert f"gpumosaic run {tmp_path / 'experiment.toml'} --out {tmp_path}" in line
+    report = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert report.exit_code == 0 and (tmp_path / "report.html").is_file(), report.output
+    query = CliRunner().invoke(
+        app, ["query", str(tmp_path), "SELECT run_id, placement, completed FROM runs", "--json"]
+    )
+    assert query.exit_code == 0, query.output
+    (row,) = json.loads(query.output)
+    assert (row["placement"], row["completed"]) == ("fgd", 3), row
+    story = CliRunner().invoke(app, ["explain", str(tmp_path), "--job", "0"])
+    assert story.exit_code == 0 and "job 0" in story.output, story.output
+
+
+def test_a_fill_comparison_folder_says_what_to_do_with_it(tmp_path: Path) -> None:
+    (tmp_path / "experiment.toml").write_text("# written by gpumosaic compare\n")
+    line = one_error(["report", str(tmp_path)])
+    assert "a compare folder, not a result store" in line, line
+    assert f"gpumosaic run {tmp_path / 'experiment.toml'} --out {tmp_path}" in line
 
 
 def test_simulate_names_its_wall_time_as_the_simulations() -> None:

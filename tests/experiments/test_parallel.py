@@ -28,57 +28,6 @@ def test_workers_keep_item_order_and_report_every_result() -> None:
     assert done == list(range(1, 8))
 
 
-def interrupt_at_three(x: int) -> int:
-    if x == 3:
-        raise KeyboardInterrupt  # as Ctrl-C arrives while item 3 runs
-    return x * 10
-
-
-def test_kept_runs_survive_an_interrupt_and_a_rerun_runs_only_the_rest(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from gpumosaic.errors import Interrupted
-    from gpumosaic.experiments.kept import KeptRuns
-
-    items = [0, 1, 2, 3, 4]
-    try:
-        parallel_map(interrupt_at_three, items, 1, kept=KeptRuns(tmp_path))
-    except Interrupted as err:
-        assert "3 of 5 runs are stored" in err.message, err.message
-        assert "run the same command again" in err.message
-    else:
-        raise AssertionError("the interrupt did not reach the caller")
-    ran: list[int] = []
-
-    def counted(x: int) -> int:
-        ran.append(x)
-        return x * 10
-
-    counted.__qualname__ = interrupt_at_three.__qualname__  # the same function's key
-    counted.__module__ = interrupt_at_three.__module__
-    said: list[str] = []
-    kept = KeptRuns(tmp_path, announce=said.append)
-    assert parallel_map(counted, items, 1, kept=kept) == [0, 10, 20, 30, 40]
-    assert ran == [3, 4]  # only what was missing
-    assert kept.reused == 3
-    assert said == [
-        f"reusing 3 of 5 runs stored in {tmp_path} by an earlier call; running the other 2"
-    ]
-
-
-def test_a_kept_run_of_a_changed_input_file_runs_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from gpumosaic.experiments.kept import KeptRuns
-
-    jobs = tmp_path / "jobs.csv"
-    jobs.write_text("a\n")
-    parallel_map(square_and_pid, [2], 1, kept=KeptRuns(tmp_path, (str(jobs),)))
-    again = KeptRuns(tmp_path, (str(jobs),))
-    parallel_map(square_and_pid, [2], 1, kept=again)
-    assert again.reused == 1
-    jobs.write_text("a changed job list\n")
-    changed = KeptRuns(tmp_path, (str(jobs),))
-    parallel_map(square_and_pid, [2], 1, kept=changed)
-    assert changed.reused == 0
-
-
 def sleep_long(x: int) -> int:
     import time
 

@@ -22,7 +22,7 @@ from gpumosaic.errors import InputError
 LOCK_FILE = ".gpumosaic.lock"
 EXPERIMENT_FILE = "experiment.toml"
 # What a comparison or study leaves in its folder: removed by --overwrite.
-STORED = (".kept-runs", "runs", "runs.parquet")
+STORED = (".kept-runs", "runs", "runs.parquet")  # .kept-runs: an older gpumosaic's cache
 
 
 @contextlib.contextmanager
@@ -53,14 +53,11 @@ def locked_out(folder: Path, flag: str = "--out") -> Iterator[None]:
 def _identity(text: str) -> Any:
     """What makes two experiment files the same experiment: the kind and the grid (not
     the comments, the description, the report or the references)."""
-    from gpumosaic.experiments.study.compare_file import BACKGROUND_LINE
-
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return text
-    background = [line for line in text.splitlines() if line.startswith(BACKGROUND_LINE)]
-    return (data.get("experiment", {}).get("kind"), data.get("grid"), background)
+    return (data.get("experiment", {}).get("kind"), data.get("grid"))
 
 
 def claim_for(folder: Path, experiment_text: str, overwrite: bool, flag: str = "--out") -> None:

@@ -8,7 +8,9 @@ a clean single-threaded process.
 Ctrl-C: the workers ignore SIGINT (a terminal sends it to the whole process group) and
 the parent, on KeyboardInterrupt, cancels what has not started and terminates the
 workers at once, instead of waiting for every queued point as the executor's ``with``
-block would. Results already handed to ``on_done`` (and kept, with ``kept``) stay.
+block would. Results already handed to ``on_done`` stay. (A command that must resume
+after Ctrl-C stores each run as it ends through the study executor:
+experiments/study/execute.py.)
 """
 
 from __future__ import annotations
@@ -16,15 +18,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import TYPE_CHECKING, TypeVar
-
-from gpumosaic.errors import Interrupted
-
-if TYPE_CHECKING:
-    from gpumosaic.experiments.kept import KeptRuns
+from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,7 +45,16 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+# Ctrl-C ends workers that may be mid-way through a queue operation; multiprocessing's
+# resource tracker (a process of its own, started with the pool) then warns at its end
+# about a semaphore already removed, after the command's one "interrupted" line. It
+# takes its warning filters from this process's -W options when it starts.
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
 def process_pool(workers: int) -> ProcessPoolExecutor:
+    if _TRACKER_QUIET not in sys.warnoptions:
+        sys.warnoptions.append(_TRACKER_QUIET)
     return ProcessPoolExecutor(
         max_workers=max(1, workers),
         mp_context=multiprocessing.get_context("forkserver"),
@@ -60,6 +67,11 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
     results already returned are not). The workers are ended first: ``shutdown`` forgets
     them, and the executor's exit hook would then wait for their running points."""
     # The executor has no public way to end running workers before Python 3.14.
+    # Its feeder thread must not wait to flush work into a pipe no worker will read
+    # (the executor's manager thread joins it, holding the lock ``shutdown`` takes).
+    call_queue = getattr(pool, "_call_queue", None)
+    if call_queue is not None:
+        call_queue.cancel_join_thread()
     processes = list((getattr(pool, "_processes", None) or {}).values())
     for process in processes:
         if process.is_alive():
@@ -69,7 +81,25 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
         if process.is_alive():
             process.kill()
             process.join(5.0)
+    manager = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)
     pool.shutdown(wait=False, cancel_futures=True)
+    # A worker ended while it sent a result leaves the manager thread waiting for the
+    # rest of the message, for ever (and the interpreter's exit hook joins that thread).
+    # With every worker gone, this process holds the pipe's last writing end: closing
+    # it ends that read (EOF), and the thread ends as for a broken pool.
+    writer = getattr(results, "_writer", None)
+    if writer is not None:
+        writer.close()
+    if manager is not None:
+        # It ends once it has seen the workers gone. The interpreter's exit hook would
+        # wake it through a pipe it may have closed meanwhile (CPython 3.11 then prints an
+        # EBADF traceback at exit): take it out of the hook once it has ended.
+        manager.join(5.0)
+        if not manager.is_alive():
+            import concurrent.futures.process as process_module
+
+            getattr(process_module, "_threads_wakeups", {}).pop(manager, None)
 
 
 def parallel_map(
@@ -77,54 +107,27 @@ def parallel_map(
     items: Sequence[T],
     workers: int,
     on_done: OnDone[R] | None = None,
-    kept: KeptRuns | None = None,
 ) -> list[R]:
     """``[fn(item) for item in items]``, on up to ``workers`` processes.
 
     Results come back in the order of ``items`` whatever order the workers finish in.
     ``workers <= 1`` or a single item runs in this process (no start-up cost, and a
     debugger or profiler sees the work). ``fn`` and the items must pickle: a module-level
-    function and plain values. With ``kept``, each result is stored as it arrives and an
-    item whose result is stored already is not run again; Ctrl-C then raises
-    ``Interrupted`` saying how many results were kept and that a rerun resumes."""
+    function and plain values. Ctrl-C ends the workers and raises KeyboardInterrupt."""
     total = len(items)
     results: dict[int, R] = {}
-    todo: list[int] = []
-    for i, item in enumerate(items):
-        if kept is not None:
-            found, stored = kept.get(fn, item)
-            if found:
-                results[i] = stored
-                continue
-        todo.append(i)
+    todo = list(range(total))
 
     def arrived(i: int, result: R) -> None:
         results[i] = result
-        if kept is not None:
-            kept.put(fn, items[i], result)
         if on_done is not None:
             on_done(len(results), total, result)
 
-    note = kept.reused_note(total) if kept is not None else None
-    if note and kept is not None and kept.announce is not None:
-        kept.announce(note)
-    if results and on_done is not None:
-        last = results[max(results)]
-        on_done(len(results), total, last)
-    try:
-        if workers <= 1 or len(todo) <= 1:
-            for i in todo:
-                arrived(i, fn(items[i]))
-        else:
-            _run_in_pool(fn, items, todo, workers, arrived)
-    except KeyboardInterrupt:
-        if kept is None:
-            raise
-        stored = sum(kept.has(fn, item) for item in items)  # Ctrl-C may land mid-write
-        raise Interrupted(
-            f"interrupted: {stored} of {total} runs are stored in {kept.folder.parent}; "
-            "run the same command again to run only the rest"
-        ) from None
+    if workers <= 1 or len(todo) <= 1:
+        for i in todo:
+            arrived(i, fn(items[i]))
+    else:
+        _run_in_pool(fn, items, todo, workers, arrived)
     return [results[i] for i in range(total)]
 
 

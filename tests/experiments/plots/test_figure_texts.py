@@ -80,3 +80,32 @@ def test_the_sim_vs_live_figure_names_what_it_compares() -> None:
     assert scenario in seen["suptitle"][0] and "time scale 60" in seen["suptitle"][0]
     assert all(seen["titles"]) and len(seen["titles"]) == 2, seen["titles"]
     assert "live = simulated" in seen["legend"]
+
+
+def test_policies_that_completed_different_job_sets_are_marked_at_those_rates() -> None:
+    from gpumosaic.experiments.sweeps.policies import PolicyRatePoint, jct_vs_rate_figure
+
+    def point(policy: str, rate: float, completed: float) -> PolicyRatePoint:
+        return PolicyRatePoint(
+            policy=policy, rate_per_hour=rate, seeds=2, avg_jct_s_mean=3600.0 * rate,
+            avg_jct_s_sd=0.0, ftf_rho_max_mean=1.0, elapsed_s=1.0,
+            completed_mean=completed, rejected_mean=0.0, unfinished_mean=40.0 - completed,
+            jobs_mean=40.0,
+        )  # fmt: skip
+
+    points = [
+        *(point("max_min_fairness", r, c) for r, c in ((2.0, 40), (4.0, 38))),
+        *(point("finish_time_fairness", r, c) for r, c in ((2.0, 40), (4.0, 36))),
+    ]
+    fig = jct_vs_rate_figure(points, "gavel:jobs=40 on v100:8,k80:8, strided", seeds=[0, 1])
+    seen = texts(fig)
+    assert (
+        "gavel:jobs=40 on v100:8,k80:8" in seen["suptitle"][0]
+        and "seeds 0-1" in seen["suptitle"][0]
+    )
+    marks = sorted(t.get_text() for ax in fig.get_axes() for t in ax.texts)
+    assert marks == ["36 of 40 done", "38 of 40 done"], marks  # only at 4 jobs/h, where they differ
+    assert "different job sets at 4 jobs/hour" in seen["footnote"][0]
+    same = jct_vs_rate_figure([p for p in points if p.rate_per_hour == 2.0], "x")
+    assert not [t for ax in same.get_axes() for t in ax.texts]
+    assert "different job sets" not in texts(same)["footnote"][0]

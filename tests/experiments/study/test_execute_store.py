@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -116,3 +117,56 @@ def test_report_view_shows_the_current_file_and_counts_older_runs(tmp_path: Path
     view = load_view(out)
     assert len(view.runs) == 3 and view.others == 3
     assert len(pd.read_parquet(out / "runs.parquet")) == 6  # all stay queryable
+
+
+JOB_LIST_STUDY = """\
+[experiment]
+name = "job-list"
+kind = "simulate"
+
+[grid]
+cluster = "v100:2"
+workload = "{jobs}"
+placement = ["bestfit", "fgd"]
+"""
+
+
+def test_a_run_stored_from_an_older_job_list_runs_again(tmp_path: Path) -> None:
+    """A rerun reuses a stored run only while the files its point names are unchanged
+    (size and time of change); it says how many it reused and how many it runs again."""
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("name,arrival_s,num_gpu,gpu_milli,duration_s\na,0,1,500,600\nb,0,1,500,60\n")
+    study = experiment(tmp_path, JOB_LIST_STUDY.format(jobs=jobs))
+    said: list[str] = []
+    execute(study, tmp_path / "out", announce=said.append)
+    again = execute(study, tmp_path / "out", announce=said.append)
+    assert (again.skipped, again.ran) == (2, 0)
+    assert said == [f"reusing 2 of 2 runs stored in {tmp_path / 'out'}; running the other 0"]
+    jobs.write_text(jobs.read_text() + "c,0,1,1000,60\n")
+    changed = execute(study, tmp_path / "out", announce=said.append)
+    assert (changed.skipped, changed.ran) == (0, 2)
+    assert said[-1].endswith("running the other 2 (2 stored from older input files run again)")
+    rows = pd.read_parquet(tmp_path / "out" / "runs.parquet")
+    assert set(rows["jobs"]) == {3} and "inputs" not in rows.columns
+
+
+def test_a_background_axis_leaves_the_ids_of_runs_without_one_as_they_were() -> None:
+    import hashlib
+    from dataclasses import asdict, replace
+
+    from gpumosaic.experiments.study.kinds.base import run_id
+
+    point = experiment_point()
+    before = {k: v for k, v in asdict(point).items() if k != "background"}  # as stored then
+    payload = json.dumps({"kind": "simulate", **before}, sort_keys=True, default=str)
+    assert run_id("simulate", point) == hashlib.sha1(payload.encode()).hexdigest()[:12]
+    filled = replace(point, background="openb:default,fraction=0.5")
+    assert run_id("simulate", filled) != run_id("simulate", point)
+    assert run_description(filled).background == "openb:default,fraction=0.5"
+
+
+def experiment_point() -> Any:
+    from gpumosaic.experiments.study.kinds.simulate import SimulatePoint
+
+    return SimulatePoint("v100:2", "gavel:jobs=2", "fifo", "fgd", 0, 1, "auto", True, 360.0,
+                         1920.0, "none", None)  # fmt: skip

@@ -77,6 +77,7 @@ def test_queue_says_why_and_jobs_carry_the_deciders_view(service: Service) -> No
     for i in ids:
         plan = world["plan"][str(i)]
         assert plan["rates"] == [1.0] and plan["measured"] == [False]  # the placeholder prior
+        assert plan["measuring"] is True  # the page says "measuring", not 1 step/s's estimate
         assert math.isclose(sum(plan["x"]), 1 / 3, rel_tol=0.05)  # an equal share of V100
         if states[i] == "queued":
             assert plan["why"].startswith("waits its turn: allocated V100 33%")
@@ -149,3 +150,17 @@ def test_a_job_that_never_ran_shows_no_gpu_and_counts_are_integers(service: Serv
     assert (ran["type"], ran["index"]) == ("V100", "1")
     half = view._job(_facts(steps_done=2.5))  # type: ignore[arg-type]
     assert half["done"] == 2.5
+
+
+def test_measuring_until_the_rate_it_would_use_is_measured(service: Service) -> None:
+    """Issue 36: a queued job showed "est. finish in 578d 16h" from the 1 step/s
+    placeholder. The page shows "measuring" wherever the plan says ``measuring``."""
+    view = RoundsView(service)
+    running = _facts(state="running", gpu_type="V100")
+    assert view._measuring(running, [False], None) is True  # type: ignore[arg-type]
+    assert view._measuring(running, [True], None) is False  # type: ignore[arg-type]
+    queued = _facts()
+    assert view._measuring(queued, [False], [0.5]) is True  # type: ignore[arg-type]
+    assert view._measuring(queued, [True], [0.5]) is False  # type: ignore[arg-type]
+    assert view._measuring(queued, [False], [0.0]) is False  # type: ignore[arg-type]
+    assert view._measuring(queued, [False], None) is False  # type: ignore[arg-type]

@@ -186,13 +186,6 @@ def compare(
             field="--background",
             value=background,
         )
-    if background is not None and executor == "ray":
-        raise InputError(
-            "--background is not part of a comparison's experiment file yet: run it with "
-            "--executor local",
-            field="--background",
-            value=background,
-        )
     from gpumosaic.run.description import DEFAULT_PLACEMENT
 
     if mode == "fill":
@@ -304,6 +297,7 @@ def compare(
                 out,
                 n_workers,
                 json_out,
+                gpus_per_node,
             )
             return
         from gpumosaic.cli.compare.placements import compare_placements

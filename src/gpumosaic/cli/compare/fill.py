@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
@@ -22,16 +23,20 @@ from gpumosaic.cli.app import announce
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.tables import show
 from gpumosaic.errors import InputError
-from gpumosaic.experiments.sweeps.fill import (
-    FillRunSpec,
-    FillSummaryRow,
-    run_fill_sweep,
-    summarize,
+from gpumosaic.experiments.sweeps.fill import FillSummaryRow, summarize
+from gpumosaic.mechanisms.fill.simulator import (
+    CPU_ONLY_KIND,
+    FAIL_REASONS,
+    PLACED,
+    FillResult,
+    on_grid,
 )
-from gpumosaic.mechanisms.fill.simulator import FillResult, on_grid
 from gpumosaic.placement.workload import TargetWorkload
 from gpumosaic.run.parts import build_placement_for
 from gpumosaic.traces.openb import load_openb_nodes, load_openb_tasks
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.study.kinds.fill import FillPoint
 
 
 def compare_fill(
@@ -55,24 +60,13 @@ def compare_fill(
     workload = TargetWorkload.from_jobs(jobs)
     for placement in placements:
         build_placement_for(placement, workload, field="--placements")
-    specs = [FillRunSpec(p, s, tasks, nodes, inflate) for p in placements for s in seeds]
     # This process waits while the workers run: load the figure and table libraries then
     # (matplotlib and pandas, ~1 s of CPU) instead of after the last run.
     warm = threading.Thread(target=_import_outputs, name="import-outputs", daemon=True)
     warm.start()
     start = time.perf_counter()
-    done = 0
-    from gpumosaic.experiments.kept import KeptRuns
-
-    kept = KeptRuns(out, (tasks, nodes), announce)  # each run stored as it ends: a rerun resumes
-    with counter_bar(sys.stderr.isatty(), "fill runs", len(specs)) as update:
-
-        def advance(_: FillResult) -> None:
-            nonlocal done
-            done += 1
-            update(done)
-
-        results = run_fill_sweep(specs, workers=workers, on_done=advance, kept=kept)
+    _experiment_file(out, placements, seeds, tasks, nodes, inflate)
+    results = _run_stored(out, workers, len(placements) * len(seeds))
     elapsed = time.perf_counter() - start
     warm.join()
     import pandas as pd
@@ -149,3 +143,82 @@ def print_table(rows: list[FillSummaryRow], console: Console) -> None:
             f"{r.power_w_mean / 1000:.1f} ± {r.power_w_sd / 1000:.1f}",
         )
     show(table, ("placement",), console)
+
+
+def _experiment_file(
+    out: Path, placements: list[str], seeds: list[int], tasks: str, nodes: str, inflate: float
+) -> None:
+    """``OUT/experiment.toml``, as the compare command writes it, when a caller of
+    ``compare_fill`` did not (the command writes it before it calls)."""
+    from gpumosaic.experiments.study.compare_file import COMPARE_FILE, write_compare_experiment
+
+    if (out / COMPARE_FILE).is_file():
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    write_compare_experiment(
+        out, mode="fill", placements=placements, policies=None, seeds=seeds, cluster="",
+        workload="", policy="", rates=[], tasks=tasks, nodes=nodes, inflate=inflate,
+        gpus_per_node=1, backfill=True, sharing=["none"], mechanism="auto",
+    )  # fmt: skip
+
+
+def _run_stored(out: Path, workers: int, planned: int) -> list[FillResult]:
+    """The replays of ``OUT/experiment.toml`` through the study executor, as ``gpumosaic
+    run`` runs them: each stored in OUT's result store as it ends (docs/experiments.md),
+    the stored ones reused (a line says how many), Ctrl-C answered with what is stored;
+    read back in the file's order (placements x seeds)."""
+    from gpumosaic.experiments.study.compare_file import COMPARE_FILE
+    from gpumosaic.experiments.study.execute import execute
+    from gpumosaic.experiments.study.file import load_experiment
+
+    study = load_experiment(out / COMPARE_FILE)
+    with counter_bar(sys.stderr.isatty(), "fill runs", planned) as update:
+        outcome = execute(
+            study, out, "local", workers, lambda done, _total: update(done), announce=announce
+        )
+    if outcome.failed:
+        raise InputError(f"run(s) failed: {outcome.failed[0].error}")
+    return [stored_fill(out, run.run_id, run.point) for run in study.runs()]
+
+
+def stored_fill(out: Path, run_id: str, point: FillPoint) -> FillResult:
+    """One stored fill replay as the ``FillResult`` its run returned (curves, per-task
+    fail reasons and kinds, times), from its timeline, jobs and row."""
+    from gpumosaic.experiments.results.store import ROW_FILE, read_table, run_folder
+
+    folder = run_folder(out, run_id)
+    row = json.loads((folder / ROW_FILE).read_text())
+    description = json.loads((folder / "run.json").read_text())
+    curve = read_table(out, run_id, "timeline")
+    jobs = read_table(out, run_id, "jobs")
+    assert curve is not None and jobs is not None, run_id
+
+    def floats(name: str) -> np.ndarray:
+        return np.asarray(curve.column(name).to_numpy(), dtype=np.float64)
+
+    code = {reason.value: i for i, reason in enumerate(FAIL_REASONS)}
+    reasons = [code.get(r, PLACED) if r else PLACED for r in jobs.column("reason").to_pylist()]
+    kinds = [_kind(label) for label in jobs.column("kind").to_pylist()]
+    return FillResult(
+        placement=point.placement,
+        seed=point.seed,
+        inflate=point.inflate,
+        cluster_gpu_milli=int(description["cluster_gpus"]) * 1000,
+        arrived_pct=floats("arrived_pct"),
+        allocation_rate_pct=floats("allocation_rate_pct"),
+        fragmentation_rate_pct=floats("fragmentation_rate_pct"),
+        fragmentation_pct=floats("fragmentation_pct"),
+        power_gpu_w=floats("power_gpu_w"),
+        power_cpu_w=floats("power_cpu_w"),
+        fail_reason=np.asarray(reasons, dtype=np.int8),
+        task_kind=np.asarray(kinds, dtype=np.int8),
+        elapsed_s=float(row.get("elapsed_s") or 0.0),
+        cpu_s=float(row.get("cpu_s") or 0.0),
+    )
+
+
+def _kind(label: str) -> int:
+    """The inverse of ``kind_label``: cpu-only -1, sharing 0, k-gpu k."""
+    if label == "cpu-only":
+        return CPU_ONLY_KIND
+    return 0 if label == "sharing" else int(label.removesuffix("-gpu"))

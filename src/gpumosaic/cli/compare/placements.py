@@ -126,12 +126,31 @@ def compare_placements(
 def _run_with_progress(
     requests: list[RunRequest], workers: int, enabled: bool, out: Path
 ) -> list[SweepRun]:
+    """The comparison's runs through the study executor, as ``gpumosaic run
+    OUT/experiment.toml`` would run them: each stored as it ends in OUT's result store
+    (``OUT/runs/RUN_ID/``, ``OUT/runs.parquet``: docs/experiments.md), the stored ones
+    reused (a line says how many), Ctrl-C answered with what is stored. Returned in the
+    order of ``requests``."""
+    from gpumosaic.cli.compare.ray import stored_runs
     from gpumosaic.cli.progress import counter_bar
-    from gpumosaic.experiments.kept import KeptRuns
-    from gpumosaic.experiments.sweeps.runs import run_sweep
+    from gpumosaic.errors import InputError
+    from gpumosaic.experiments.study.compare_file import COMPARE_FILE
+    from gpumosaic.experiments.study.execute import execute
+    from gpumosaic.experiments.study.file import load_experiment
 
-    first = requests[0]
-    inputs = (first.cluster, first.workload, first.background)
-    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
+    study = load_experiment(out / COMPARE_FILE)
     with counter_bar(enabled, "runs", len(requests)) as update:
-        return run_sweep(requests, workers, lambda done, _total: update(done), kept)
+        outcome = execute(
+            study, out, "local", workers, lambda done, _total: update(done), announce=announce
+        )
+    if outcome.failed:
+        raise InputError(f"run(s) failed: {outcome.failed[0].error}")
+    order = {_key(r): i for i, r in enumerate(requests)}
+    runs = sorted(stored_runs(study, out), key=lambda run: order.get(_key(run.request), -1))
+    if [_key(r.request) for r in runs] != list(order):  # the file and the options disagree
+        raise InputError(f"the runs stored in {out} are not those of this comparison")
+    return runs
+
+
+def _key(request: RunRequest) -> tuple[object, ...]:
+    return (request.placement, request.sharing, request.seed)

@@ -11,22 +11,25 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpumosaic.cli.progress import counter_bar
 from gpumosaic.cli.tables import show
-from gpumosaic.experiments.parallel import parallel_map
 from gpumosaic.experiments.sweeps.policies import (
     PolicyRatePoint,
     SweepPoint,
     aggregate,
     plot_jct_vs_rate,
-    run_point,
     sweep_points,
 )
 from gpumosaic.experiments.sweeps.runs import SweepRun, write_runs_csv
+
+if TYPE_CHECKING:
+    from gpumosaic.experiments.study.file import Experiment
 
 
 def compare_policies(
@@ -39,11 +42,12 @@ def compare_policies(
     out: Path,
     workers: int,
     as_json: bool,
+    gpus_per_node: int = 1,
 ) -> None:
     from gpumosaic.cli.compare.checks import check_policy_sweep
 
     check_policy_sweep(policies, cluster, workload, [placement])
-    points = sweep_points(policies, rates, seeds, cluster, workload, placement)
+    points = sweep_points(policies, rates, seeds, cluster, workload, placement, gpus_per_node)
     out.mkdir(parents=True, exist_ok=True)
     runs = _run(points, max(workers, 1), show_progress=not as_json, out=out)
     summary = aggregate(points, runs)
@@ -66,11 +70,16 @@ def compare_policies(
             )
         )
         return
+    from gpumosaic.experiments.plots.style import seeds_label
+
     console = Console()
     grid = Table(
-        title=f"avg JCT (h) ± sd, [max finish-time fairness rho], (jobs completed / "
-        f"rejected / unfinished) over seeds {seeds}: "
-        f"{workload} on {cluster}, {placement}"
+        # escaped: rich would read "[max finish-time fairness rho]" as a style and drop it
+        title=escape(
+            f"avg JCT (h) ± sd, [max finish-time fairness rho], (jobs completed / "
+            f"rejected / unfinished) over {seeds_label(seeds)}: "
+            f"{workload} on {cluster}, {placement}"
+        )
     )
     grid.add_column("policy")
     for rate in rates:
@@ -96,12 +105,52 @@ def _ends(point: PolicyRatePoint) -> str:
 
 
 def _run(points: list[SweepPoint], workers: int, show_progress: bool, out: Path) -> list[SweepRun]:
+    """The sweep's runs in the order of ``points``, through the study executor into OUT's
+    result store (as ``gpumosaic run OUT/experiment.toml``: docs/experiments.md): each
+    stored as it ends, the stored ones reused (a line says how many), Ctrl-C answered with
+    what is stored."""
     from gpumosaic.cli.app import announce
-    from gpumosaic.experiments.kept import KeptRuns
+    from gpumosaic.cli.compare.ray import stored_runs
+    from gpumosaic.errors import InputError
+    from gpumosaic.experiments.study.execute import execute
 
-    inputs = (points[0].cluster,) if points else ()
-    kept = KeptRuns(out, inputs, announce)  # each run stored as it ends: a rerun resumes
+    study = _study(points, out)
     with counter_bar(show_progress, "policy sweep", len(points)) as update:
-        return parallel_map(
-            run_point, points, workers, lambda done, _total, _run: update(done), kept
+        outcome = execute(
+            study, out, "local", workers, lambda done, _t: update(done), announce=announce
         )
+    if outcome.failed:
+        raise InputError(f"run(s) failed: {outcome.failed[0].error}")
+    by_request = {_key(run.request): run for run in stored_runs(study, out)}
+    return [by_request[_key(p.description())] for p in points]
+
+
+def _key(request: object) -> str:
+    return repr(request)
+
+
+def _study(points: list[SweepPoint], out: Path) -> Experiment:
+    """The study of ``OUT/experiment.toml`` (written here when a caller did not), checked
+    to plan exactly ``points``' runs (the same run descriptions)."""
+    from gpumosaic.errors import InputError
+    from gpumosaic.experiments.study.compare_file import COMPARE_FILE, write_compare_experiment
+    from gpumosaic.experiments.study.file import load_experiment
+    from gpumosaic.experiments.study.kinds.simulate import run_description
+
+    path = out / COMPARE_FILE
+    if not path.is_file():
+        first = points[0]
+        write_compare_experiment(
+            out, mode="sim", placements=[first.placement],
+            policies=list(dict.fromkeys(p.policy for p in points)),
+            seeds=list(dict.fromkeys(p.seed for p in points)), cluster=first.cluster,
+            workload=first.workload, policy="", rates=list(dict.fromkeys(
+                p.rate_per_hour for p in points)), tasks="", nodes="", inflate=1.0,
+            gpus_per_node=first.gpus_per_node, backfill=True, sharing=["none"],
+            mechanism="rounds",
+        )  # fmt: skip
+    study = load_experiment(path)
+    planned = {_key(run_description(r.point)) for r in study.runs()}
+    if planned != {_key(p.description()) for p in points} or len(planned) != len(points):
+        raise InputError(f"{path} does not plan this policy sweep's runs", path=out)
+    return study

@@ -66,6 +66,7 @@ def stored_runs(study: Experiment, out: Path) -> list[SweepRun]:
                     power_gpu_w=column("power_gpu_w", np.float64),
                     power_cpu_w=column("power_cpu_w", np.float64),
                 ),
+                kernels=str(description.get("kernels", "none")),
             )
         )
     return runs
@@ -125,7 +126,9 @@ def show_stored_comparison(
     rows = table_rows(by_label)
     write_runs_csv(runs, out / "runs.csv")
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    scenario = comparison_title(first.policy, first.cluster, first.workload, sharings, None)
+    scenario = comparison_title(
+        first.policy, first.cluster, first.workload, sharings, first.background
+    )
     seeds = sorted({r.request.seed for r in runs})
     jcts = {label: [r.jcts_s for r in mine] for label, mine in by_label.items()}
     avgs = {label: [r.summary.avg_jct_s for r in mine] for label, mine in by_label.items()}

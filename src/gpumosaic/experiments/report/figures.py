@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from gpumosaic.experiments.plots.style import display_labels, identical_note, identical_to
+from gpumosaic.experiments.report.scenario import Scenario, scenario
 from gpumosaic.experiments.report.stats import band, mean_ci
 from gpumosaic.experiments.report.units import display
 from gpumosaic.experiments.report.view import StudyView
@@ -87,20 +88,45 @@ def _r(values: npt.ArrayLike, digits: int = 4) -> list[float | None]:
 
 
 def figures(view: StudyView) -> list[Figure]:
+    """Every figure's title names what its runs share (``scenario``); where the groups
+    finished different job sets, the bars and CDFs carry each group's count and every
+    figure says so (as compare's PNG and warning do)."""
+    sc = scenario(view)
     figs: list[Figure] = []
     fill = (view.runs["axis"] == ARRIVED_AXIS).any()
     if fill:
         figs.extend(_fill_curves(view))
-    figs.extend(_metric_bars(view))
+    figs.extend(_metric_bars(view, sc))
     vs = _versus_load(view)
     if vs is not None:
         figs.append(vs)
     if not fill:
-        cdf = _jct_cdf(view)
+        cdf = _jct_cdf(view, sc)
         if cdf is not None:
             figs.append(cdf)
         figs.extend(_over_time(view))
-    return figs
+    return [with_scenario(f, sc) for f in figs]
+
+
+def with_scenario(fig: Figure, sc: Scenario) -> Figure:
+    """The figure with the scenario under its title (so a PNG saved from the page still
+    says what it shows) and, where job sets differ, that line too and the caption's note."""
+    lines = [sc.text] if sc.text else []
+    if sc.note:
+        lines.append("different job sets: " + ", ".join(f"{g} {c}" for g, c in sc.counts.items()))
+    if not lines:
+        return fig
+    layout = fig.spec["layout"]
+    title = layout["title"]["text"]
+    layout["title"]["text"] = title + "".join(f"<br><sup>{line}</sup>" for line in lines)
+    layout["margin"] = {**layout["margin"], "t": 40 + 22 * len(lines)}
+    caption = _caption(fig.caption, sc.note) if sc.note else fig.caption
+    return Figure(fig.id, fig.title, caption, fig.spec)
+
+
+def _counted(label: str, sc: Scenario) -> str:
+    """``fgd (384 of 400 jobs done)`` where the groups finished different job sets."""
+    return f"{label} ({sc.counts[label]})" if label in sc.counts else label
 
 
 # -- fill replays: the FGD paper's figures -------------------------------------------------
@@ -200,7 +226,7 @@ def _alpha(color: str, a: float) -> str:
 # -- per-group metrics, with the reference where there is one ------------------------------
 
 
-def _metric_bars(view: StudyView) -> list[Figure]:
+def _metric_bars(view: StudyView, sc: Scenario) -> list[Figure]:
     groups = view.groups()
     out = []
     for metric in view.metrics[:4]:
@@ -209,7 +235,7 @@ def _metric_bars(view: StudyView) -> list[Figure]:
             (mean_ci(runs[metric]) if metric in runs else mean_ci([])).scaled(shown.scale)
             for _, runs in groups
         ]
-        labels = [g for g, _ in groups]
+        labels = [_counted(g, sc) for g, _ in groups]
         data: list[dict[str, Any]] = [
             {
                 "type": "bar",
@@ -229,7 +255,7 @@ def _metric_bars(view: StudyView) -> list[Figure]:
                 continue
             for group, runs in groups:
                 if _matches(runs, ref.where):
-                    ref_x.append(group)
+                    ref_x.append(_counted(group, sc))
                     ref_y.append(shown.value(ref.value))
                     ref_text.append(ref.source)
         if ref_x:
@@ -315,7 +341,7 @@ def _versus_load(view: StudyView) -> Figure | None:
 # -- timed runs: JCT CDFs and the cluster over time ----------------------------------------
 
 
-def _jct_cdf(view: StudyView) -> Figure | None:
+def _jct_cdf(view: StudyView, sc: Scenario) -> Figure | None:
     traces: dict[str, list[dict[str, Any]]] = {}
     series: dict[str, tuple[npt.ArrayLike, ...]] = {}
     spread = 1.0  # longest / median JCT
@@ -340,7 +366,8 @@ def _jct_cdf(view: StudyView) -> Figure | None:
         q = np.linspace(0, 1, min(len(values), 300))
         xs = np.quantile(values, q)
         traces[group] = [
-            {"type": "scatter", "mode": "lines", "name": f"{group} ({len(values)} jobs)",
+            {"type": "scatter", "mode": "lines",
+             "name": f"{group} ({sc.counts.get(group, f'{len(values)} jobs')})",
              "x": _r(xs), "y": _r(q),
              "line": {"shape": "hv", "color": PALETTE[i % 10], "width": 2}}
         ]  # fmt: skip

@@ -10,6 +10,9 @@ DIR/runs/RUN_ID/row.json     the run's row; written last, so its presence = fini
 ```
 
 A run whose folder lacks ``row.json`` did not finish (killed mid-write) and runs again.
+A row also keeps ``inputs``, the size and time of change of every file its grid point
+names (a job list, a node CSV): a run stored from an older version of such a file is not
+reused (``input_fingerprint``; the runs table leaves the key out).
 ``runs.parquet`` is rewritten (atomically) after every run from the rows, so it always
 lists exactly the finished runs.
 """
@@ -37,6 +40,7 @@ from gpumosaic.experiments.results.product import RunProduct
 RUNS_TABLE = "runs.parquet"
 EXPERIMENT_FILE = "experiment.toml"
 ROW_FILE = "row.json"
+INPUTS_KEY = "inputs"
 TABLES = ("jobs", "timeline", "placements")
 
 
@@ -55,11 +59,15 @@ class ResultStore:
     def finished(self) -> set[str]:
         return set(self._rows)
 
+    def inputs(self, run_id: str) -> str:
+        """The input fingerprint the run was stored with ("" for none or an older row)."""
+        return str(self._rows.get(run_id, {}).get(INPUTS_KEY, ""))
+
     def save_experiment(self, text: str) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.root / EXPERIMENT_FILE, text.encode())
 
-    def add(self, run_id: str, kind: str, product: RunProduct) -> None:
+    def add(self, run_id: str, kind: str, product: RunProduct, inputs: str = "") -> None:
         folder = self.runs_dir / run_id
         folder.mkdir(parents=True, exist_ok=True)
         description = {"run_id": run_id, **product.description, "axis": product.axis}
@@ -77,13 +85,14 @@ class ResultStore:
             **{k: _finite(v) for k, v in asdict(product.metrics).items()},
             "notes": "; ".join(product.notes),
             "axis": product.axis,
+            INPUTS_KEY: inputs,
         }
         _atomic_write(folder / ROW_FILE, _json(row).encode())
         self._rows[run_id] = row
         self.write_runs_table()
 
     def write_runs_table(self) -> None:
-        rows = list(self._rows.values())
+        rows = [{k: v for k, v in row.items() if k != INPUTS_KEY} for row in self._rows.values()]
         table = (
             pa.Table.from_pylist(rows) if rows else pa.table({"run_id": pa.array([], pa.string())})
         )
@@ -93,15 +102,43 @@ class ResultStore:
         os.replace(tmp, self.root / RUNS_TABLE)
 
 
+def input_fingerprint(point: Any, seen: dict[str, str] | None = None) -> str:
+    """Size and time of change of each file a grid point's values name (``a.csv``, or
+    ``trace:a.csv,...``): "" when it names none. ``seen``: each value's part, kept across
+    the points of one study (a file is read once however many runs name it)."""
+    seen = {} if seen is None else seen
+    parts = []
+    for value in asdict(point).values():
+        if isinstance(value, str) and value:
+            if value not in seen:
+                seen[value] = _file_stamp(value)
+            if seen[value]:
+                parts.append(seen[value])
+    return ";".join(parts)
+
+
+def _file_stamp(value: str) -> str:
+    stamps = []
+    for candidate in dict.fromkeys((value, value.partition(":")[2].partition(",")[0])):
+        try:
+            path = Path(candidate)
+            if path.is_file():
+                stat = path.stat()
+                stamps.append(f"{candidate}:{stat.st_size}:{stat.st_mtime_ns}")
+        except (OSError, ValueError):
+            continue
+    return ";".join(stamps)
+
+
 def check_store(root: Path) -> None:
     """A user-facing error unless ``root`` is a result folder with at least one run."""
     if not (root / RUNS_TABLE).is_file() and "written by gpumosaic compare" in _text(
         root / EXPERIMENT_FILE
     ):
         raise InputError(
-            "a compare folder, not a result store: gpumosaic run "
+            "a compare folder, not a result store (an older gpumosaic's): gpumosaic run "
             f"{root / EXPERIMENT_FILE} --out {root} makes one (it runs the comparison's "
-            "runs into it), or compare --executor ray writes one as it runs",
+            "runs into it)",
             path=root,
         )
     if not (root / RUNS_TABLE).is_file():

@@ -9,9 +9,6 @@ from typing import Any
 import tomli_w
 
 COMPARE_FILE = "experiment.toml"
-# The background load of a comparison, a comment: `gpumosaic run` does not apply it yet,
-# and two comparisons that differ in it are different experiments (cli/out_folder.py).
-BACKGROUND_LINE = "# background (compare only, not applied by gpumosaic run): "
 
 
 def compare_experiment(
@@ -35,7 +32,6 @@ def compare_experiment(
 ) -> str:
     """The TOML text of the study a ``compare`` call runs."""
     grid: dict[str, Any]
-    comment = ""
     seed_axis: list[int] | str = seeds
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         seed_axis = f"{seeds[0]}-{seeds[-1]}"  # a range as the user wrote it, not a list
@@ -54,16 +50,13 @@ def compare_experiment(
                 "placement": placements[0], "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": "rounds", "load": rates}  # fmt: skip
         what = f"policies {', '.join(policies)} x rates {', '.join(f'{r:g}' for r in rates)}"
-        if workload.startswith("gavel-stream:"):
-            comment = (
-                "# gavel-stream: workloads run in compare's policy sweep only; gpumosaic run\n"
-                "# needs a workload simulate knows (gavel:..., a job list, openb:...).\n"
-            )
     else:
         kind = "simulate"
         grid = {"cluster": cluster, "workload": workload, "policy": policy,
                 "placement": placements, "seed": seed_axis, "gpus_per_node": gpus_per_node,
                 "mechanism": mechanism, "backfill": backfill, "sharing": sharing}  # fmt: skip
+        if background is not None:  # the cluster pre-filled, as simulate --background
+            grid["background"] = background
         what = f"{policy} with placements {', '.join(placements)}"
     document = {
         "experiment": {
@@ -75,9 +68,7 @@ def compare_experiment(
     }
     header = "# Written by gpumosaic compare; rerun, resume and report it with\n"
     header += "#   gpumosaic run experiment.toml --out DIR && gpumosaic report DIR\n"
-    if background is not None:  # not an axis of the file yet: run would leave it out
-        header += f"{BACKGROUND_LINE}{background}\n"
-    return header + comment + tomli_w.dumps(document)
+    return header + tomli_w.dumps(document)
 
 
 def write_compare_experiment(out: Path, **options: Any) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumosaic.errors import InputError, Interrupted
-from gpumosaic.experiments.results.store import ResultStore
+from gpumosaic.experiments.results.store import ResultStore, input_fingerprint
 from gpumosaic.experiments.study.file import Experiment, PlannedRun
 from gpumosaic.experiments.study.kinds.base import RunProduct
 
@@ -81,32 +81,37 @@ def execute(
     store = ResultStore(out)
     store.save_experiment(experiment.text)
     planned = experiment.runs()
-    finished = store.finished()
-    todo = [r for r in planned if r.run_id not in finished]
-    if announce is not None and len(todo) < len(planned):
-        announce(
-            f"reusing {len(planned) - len(todo)} of {len(planned)} runs stored in {out}; "
-            f"running the other {len(todo)}"
-        )
-    batches = _batches(experiment, todo)
-    failed: list[FailedRun] = []
-    done = 0
-    if on_progress:
-        on_progress(0, len(todo))
-
-    points = {r.run_id: r.point for r in todo}
-
-    def collect(result: _BatchResult) -> None:
-        nonlocal done
-        if result.error:
-            failed.extend(FailedRun(i, points[i], result.error) for i in result.run_ids)
-        for run_id, product in zip(result.run_ids, result.products, strict=False):
-            store.add(run_id, experiment.kind.name, product)
-        done += len(result.run_ids)
+    try:  # Ctrl-C from here on (the reuse line included) says what is stored
+        inputs = _fingerprints(planned)
+        stored = store.finished()
+        # A run stored from an older version of a file its point names runs again.
+        finished = {i for i in stored if store.inputs(i) == inputs.get(i, "")}
+        todo = [r for r in planned if r.run_id not in finished]
+        stale = sum(1 for r in planned if r.run_id in stored - finished)
+        if announce is not None and (len(todo) < len(planned) or stale):
+            older = f" ({stale} stored from older input files run again)" if stale else ""
+            announce(
+                f"reusing {len(planned) - len(todo)} of {len(planned)} runs stored in {out}; "
+                f"running the other {len(todo)}{older}"
+            )
+        batches = _batches(experiment, todo)
+        failed: list[FailedRun] = []
+        done = 0
         if on_progress:
-            on_progress(done, len(todo))
+            on_progress(0, len(todo))
 
-    try:
+        points = {r.run_id: r.point for r in todo}
+
+        def collect(result: _BatchResult) -> None:
+            nonlocal done
+            if result.error:
+                failed.extend(FailedRun(i, points[i], result.error) for i in result.run_ids)
+            for run_id, product in zip(result.run_ids, result.products, strict=False):
+                store.add(run_id, experiment.kind.name, product, inputs.get(run_id, ""))
+            done += len(result.run_ids)
+            if on_progress:
+                on_progress(done, len(todo))
+
         if executor == "ray":
             _run_on_ray(batches, workers, collect)
         else:
@@ -116,9 +121,9 @@ def execute(
     except KeyboardInterrupt:
         # What the folder holds now, read back (Ctrl-C may land between a run's files).
         planned_ids = {r.run_id for r in planned}
-        stored = len(ResultStore(out).finished() & planned_ids)
+        kept = len(ResultStore(out).finished() & planned_ids)
         raise Interrupted(
-            f"interrupted: {stored} of {len(planned)} runs are stored in {out}; run the same "
+            f"interrupted: {kept} of {len(planned)} runs are stored in {out}; run the same "
             "command again to run only the rest"
         ) from None
     if not todo:
@@ -130,6 +135,12 @@ def execute(
         failed=tuple(failed),
         elapsed_s=time.perf_counter() - started,
     )
+
+
+def _fingerprints(planned: list[PlannedRun]) -> dict[str, str]:
+    """run id -> its point's input fingerprint (each distinct value looked at once)."""
+    seen: dict[str, str] = {}
+    return {run.run_id: input_fingerprint(run.point, seen) for run in planned}
 
 
 def _batches(experiment: Experiment, todo: list[PlannedRun]) -> list[_Batch]:

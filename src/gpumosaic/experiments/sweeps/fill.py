@@ -13,7 +13,6 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from gpumosaic.experiments.kept import KeptRuns
 from gpumosaic.experiments.parallel import default_workers, parallel_map
 from gpumosaic.mechanisms.fill.simulator import FillResult
 from gpumosaic.model.cluster import ClusterSpec
@@ -62,13 +61,11 @@ def run_fill_sweep(
     specs: Sequence[FillRunSpec],
     workers: int | None = None,
     on_done: Callable[[FillResult], None] | None = None,
-    kept: KeptRuns | None = None,
 ) -> list[FillResult]:
-    """Run every spec; results in the order of ``specs``. ``workers`` <= 1 runs inline.
-    With ``kept``, each result is stored as it ends and stored ones are not run again."""
+    """Run every spec; results in the order of ``specs``. ``workers`` <= 1 runs inline."""
     workers = workers or default_workers()
     progress = None if on_done is None else lambda _done, _total, result: on_done(result)
-    return parallel_map(run_one, specs, workers, progress, kept)
+    return parallel_map(run_one, specs, workers, progress)
 
 
 def summarize(

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from gpumosaic.experiments.kept import KeptRuns
     from gpumosaic.experiments.runner import RunRequest
     from gpumosaic.results.result import Timeline
     from gpumosaic.results.summary import Summary
@@ -70,12 +69,10 @@ def run_sweep(
     requests: Sequence[RunRequest],
     workers: int,
     on_done: Callable[[int, int], None] | None = None,
-    kept: KeptRuns | None = None,
 ) -> list[SweepRun]:
-    """Results in the order of ``requests`` (whatever order the workers finish in); with
-    ``kept``, each stored as it ends and stored ones not run again."""
+    """Results in the order of ``requests`` (whatever order the workers finish in)."""
     progress = None if on_done is None else lambda done, total, _run: on_done(done, total)
-    return parallel_map(run_one, requests, workers, progress, kept)
+    return parallel_map(run_one, requests, workers, progress)
 
 
 # At most this many seeds in one comparison or study (past it a typo starts days of work).

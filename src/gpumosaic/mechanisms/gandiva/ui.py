@@ -25,6 +25,7 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.ui.http import ui_routes
+from gpumosaic.runtime.ui.job_values import held_a_gpu, step_count
 from gpumosaic.runtime.ui.state_file import JobFacts, StoreReader
 from gpumosaic.runtime.ui.stream import Feed, World
 
@@ -138,12 +139,12 @@ class GandivaView:
         return {
             "name": job.name,
             "state": job.state,
-            "steps": _r(job.steps, 1),
-            "done": _r(self._steps(job), 1),
+            "steps": step_count(job.steps),
+            "done": step_count(self._steps(job)),
             "gpus": job.num_gpu,
             "milli": job.gpu_milli,
-            "type": job.gpu_type,
-            "index": job.gpu_index,
+            "type": job.gpu_type if held_a_gpu(job) else None,  # not the store's default
+            "index": job.gpu_index if held_a_gpu(job) else None,
             "attained_s": _r(job.attained_s + held, 1),
             "attempts": job.attempts,
             "submitted": _r(job.submitted_at, 2),

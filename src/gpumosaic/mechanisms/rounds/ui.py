@@ -44,6 +44,9 @@ from gpumosaic.model.gpu import MILLI_PER_GPU
 from gpumosaic.runtime.cluster import LiveCluster
 from gpumosaic.runtime.state.store import Store
 from gpumosaic.runtime.ui.http import ui_routes
+from gpumosaic.runtime.ui.job_values import held_a_gpu as _held_a_gpu
+from gpumosaic.runtime.ui.job_values import rounded as _r
+from gpumosaic.runtime.ui.job_values import step_count as _count
 from gpumosaic.runtime.ui.state_file import JobFacts, StoreReader
 from gpumosaic.runtime.ui.stream import Feed, World
 
@@ -72,27 +75,6 @@ class RoundCells:
 
     start_s: float
     cells: dict[str, list[int]]
-
-
-def _r(value: float, digits: int = 3) -> float | None:
-    """Rounded and JSON-safe (None for NaN/inf): fewer bytes, fewer spurious changes."""
-    if not math.isfinite(value):
-        return None
-    return round(float(value), digits)
-
-
-def _count(value: float) -> int | float | None:
-    """A count of steps: an integer when it is one (``150000``, not ``150000.0``)."""
-    rounded = _r(value, 1)
-    if rounded is not None and rounded.is_integer():
-        return int(rounded)
-    return rounded
-
-
-def _held_a_gpu(job: JobFacts) -> bool:
-    """Running, or it made progress on a GPU: the store's GPU fields name one it used.
-    A job that never started (or failed before its first step) names none."""
-    return job.state == "running" or job.steps_done > 0
 
 
 class RoundsView:
@@ -406,9 +388,21 @@ class RoundsView:
             if a.in_allocation[i]:
                 out["x"] = x[i]
                 out["got_s"] = got[i]
+            out["measuring"] = self._measuring(job, a.measured[i], out.get("x"))
         if job.state == "queued":
             out["why"] = self._why(job, out)
         return out
+
+    def _measuring(self, job: JobFacts, measured: list[bool], x: list[float] | None) -> bool:
+        """Whether the rate an estimated finish would use is still a prior (a placeholder
+        1 step/s gave "578d 16h"): the page then says "measuring", not an estimate. A
+        running job: the rate on the GPU model it holds; a queued one: every model its
+        allocation gives it time on."""
+        if job.state == "running":
+            k = self.models.index(job.gpu_type) if job.gpu_type in self.models else -1
+            return k >= 0 and not measured[k]
+        given = [ok for share, ok in zip(x or [], measured, strict=False) if share > 0]
+        return bool(given) and not any(given)  # no GPU time at all: no estimate ('-')
 
     def _why(self, job: JobFacts, shown: dict[str, Any]) -> str:
         """Why a queued job is not running this round, from the decider's state."""

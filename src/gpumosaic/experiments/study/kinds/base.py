@@ -85,8 +85,14 @@ class GridError(ValueError):
 
 
 def run_id(kind: str, point: Any) -> str:
-    """Stable id of a run: a hash of its kind and configuration."""
-    payload = json.dumps({"kind": kind, **asdict(point)}, sort_keys=True, default=str)
+    """Stable id of a run: a hash of its kind and configuration. An axis added later (its
+    point class lists it in ``ID_OMITS_WHEN_NONE``) is left out of the hash while unset,
+    so that the runs stored before it existed keep their ids."""
+    values = asdict(point)
+    for name in getattr(type(point), "ID_OMITS_WHEN_NONE", ()):
+        if values.get(name) is None:
+            values.pop(name, None)
+    payload = json.dumps({"kind": kind, **values}, sort_keys=True, default=str)
     return hashlib.sha1(payload.encode()).hexdigest()[:12]
 
 

@@ -50,6 +50,8 @@ class SimulateGrid(GridModel):
     # Offered load, written into the cluster and workload specs where they say {load}
     # (e.g. workload = "gavel:rate={load},window=4000-5000").
     load: tuple[float, ...] = ()
+    # The cluster pre-filled before the first job arrives (simulate --background).
+    background: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,9 @@ class SimulatePoint:
     resolve_interval_s: float
     sharing: str
     load: float | None
+    background: str | None = None
+
+    ID_OMITS_WHEN_NONE: ClassVar[tuple[str, ...]] = ("background",)
 
 
 def run_description(point: SimulatePoint) -> RunDescription:
@@ -82,6 +87,7 @@ def run_description(point: SimulatePoint) -> RunDescription:
         round_s=point.round_s,
         resolve_interval_s=point.resolve_interval_s,
         sharing=point.sharing,
+        background=point.background,
     )
 
 
@@ -105,9 +111,10 @@ class SimulateKind:
     def points(self, grid: Any) -> list[SimulatePoint]:
         g: SimulateGrid = grid
         loads: list[float | None] = list(g.load) or [None]
+        backgrounds: list[str | None] = list(g.background) or [None]
         axes = (
             g.cluster, g.workload, g.policy, g.placement, g.seed, g.gpus_per_node, g.mechanism,
-            g.backfill, g.round_s, g.resolve_interval_s, g.sharing, loads,
+            g.backfill, g.round_s, g.resolve_interval_s, g.sharing, loads, backgrounds,
         )  # fmt: skip
         return unique(
             [SimulatePoint(*values) for values in itertools.product(*axes)]  # type: ignore[arg-type]
@@ -193,6 +200,7 @@ GANDIVA_ORDER = "affinity"
 
 
 def run_point(point: SimulatePoint) -> RunProduct:
+    from gpumosaic.kernel_cache import kernels_ran
     from gpumosaic.run.build import run
 
     request = run_description(point)
@@ -209,7 +217,8 @@ def run_point(point: SimulatePoint) -> RunProduct:
     if placements is not None:
         tables.append(NamedTable("placements", placements))
     description = {"kind": "simulate", "request": request.to_json(), "load": point.load,
-                   "cluster_gpus": result.total_gpu_milli // 1000}  # fmt: skip
+                   "cluster_gpus": result.total_gpu_milli // 1000,
+                   "kernels": kernels_ran()}  # fmt: skip
     return RunProduct(point, outcome.summary, description, tuple(tables), TIME_AXIS, tuple(notes))
 
 

@@ -27,16 +27,9 @@
   }
   function eta(id, j, models) { // seconds to finish, from the current rate or the allocation's;
     // 'measuring' while the rate it would use is a prior, not a measurement (a placeholder
-    // 1 step/s gave "578d 16h")
-    var r;
-    if (j.state === 'running') {
-      var i = j.type ? models.indexOf(j.type) : -1;
-      if (i >= 0 && j.measured && !j.measured[i]) return 'measuring';
-      r = rateNow(j, models);
-    } else {
-      if (j.measured && j.x && !j.x.some(function (x, k) { return x > 0 && j.measured[k]; })) return 'measuring';
-      r = j.eff;
-    }
+    // 1 step/s gave "578d 16h"): the plan's `measuring`, decided in mechanisms/rounds/ui.py
+    if (j.measuring) return 'measuring';
+    var r = j.state === 'running' ? rateNow(j, models) : j.eff;
     if (!r || r <= 0) return null;
     return left(id, j) / r;
   }
