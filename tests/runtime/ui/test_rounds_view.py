@@ -98,9 +98,12 @@ def test_an_unchanged_job_keeps_its_value_so_only_changes_travel(service: Servic
     wait_round(service, 0)
     a, b = submit(service, 10**6), submit(service, 10**6)
     wait_round(service, service.driver.round_idx + 1)  # type: ignore[union-attr]
-    before = view.world()
-    submit(service, 10**6)  # a store write that changes neither a nor b
-    after = view.world()
+    # No boundary or tick between the two views (the driver's lock held): only the
+    # submission changes the state in between.
+    with service.driver._lock:  # type: ignore[union-attr]
+        before = view.world()
+        submit(service, 10**6)  # a store write that changes neither a nor b
+        after = view.world()
     for i in (a, b):
         assert after["jobs"][str(i)] is before["jobs"][str(i)]
     changed, deleted = diff(before, after)
