@@ -113,3 +113,25 @@ def test_a_comment_it_cannot_read_is_not_adopted(comment: str) -> None:
 
     with pytest.raises(ValueError):
         submission(HeldJob("7", "j", "root", "gres:gpu:1", comment, "PENDING", "/tmp"))
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], "--cluster: required"),
+        (["--executor", "slurm", "--cluster", "v100:2"], "--cluster: does not go with"),
+        (["--slurm-conf", "/x/slurm.conf", "--cluster", "v100:2"], "needs --executor slurm"),
+        (["--executor", "kube", "--cluster", "v100:2"], "--executor kube: one of ray, slurm"),
+        (["--executor", "slurm", "--slurm-conf", "/no/such/slurm.conf"], "no such file"),
+    ],
+)
+def test_sim_vs_live_executor_mistakes_are_one_line(args: list[str], words: str) -> None:
+    from typer.testing import CliRunner
+
+    from gpumosaic.cli import app
+
+    argv = ["sim-vs-live", "--workload", "gavel:jobs=2", "--policy", "fifo", *args]
+    result = CliRunner().invoke(app, argv)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and words in lines[0], result.output
