@@ -24,7 +24,6 @@ WORKLOAD_HELP = "any workload simulate takes (gavel:jobs=N,rate=R,..., a job lis
 )
 @user_errors
 def sim_vs_live(
-    cluster: Annotated[str, typer.Option(help="MODEL:COUNT,... (logical GPUs on local Ray)")],
     workload: Annotated[str, typer.Option(help=WORKLOAD_HELP)],
     policy: Annotated[str, typer.Option(help="a Gavel policy")],
     placement: Annotated[str | None, typer.Option(help="placement (default fgd)")] = None,
@@ -54,13 +53,25 @@ def sim_vs_live(
             "gandiva against simulate --mechanism gandiva; --policy fifo)"
         ),
     ] = "rounds",
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="MODEL:COUNT,... (logical GPUs on local Ray); not with slurm"),
+    ] = None,
+    executor: Annotated[
+        str, typer.Option(help="ray (local Ray) or slurm (the Slurm of SLURM_CONF)")
+    ] = "ray",
+    slurm_conf: Annotated[
+        str | None, typer.Option(help="the Slurm's slurm.conf (default: SLURM_CONF)")
+    ] = None,
 ) -> None:
-    """Run a workload on a local live service (emulated jobs on Ray, loopback) and in the
-    simulator (--mechanism rounds), and print both side by side."""
+    """Run a workload on a local live service (emulated jobs on Ray, loopback, or as
+    Slurm batch jobs) and in the simulator (--mechanism rounds), and print both side by
+    side."""
     from gpumosaic.run.description import RunDescription
 
     check_seed(seed)
     check_out_dir(out)
+    cluster = _cluster_of(cluster, executor, slurm_conf, mechanism)
     description = RunDescription(
         cluster=cluster,
         workload=workload,
@@ -75,7 +86,14 @@ def sim_vs_live(
     from gpumosaic.experiments.sim_vs_live.inputs import SimVsLiveOptions
     from gpumosaic.experiments.sim_vs_live.rounds import compare
 
-    options = SimVsLiveOptions(description, time_scale, wall_budget_s, sharing=sharing)
+    options = SimVsLiveOptions(
+        description,
+        time_scale,
+        wall_budget_s,
+        sharing=sharing,
+        executor=executor,
+        slurm_conf=slurm_conf,
+    )
 
     def say(line: str) -> None:
         err_console.print(line, highlight=False, soft_wrap=True)
@@ -93,6 +111,30 @@ def sim_vs_live(
         print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
         return
     _print_table(comparison)
+
+
+def _cluster_of(cluster: str | None, executor: str, slurm_conf: str | None, mechanism: str) -> str:
+    """--cluster on Ray; on Slurm the cluster is Slurm's (its GPUs per model)."""
+    from gpumosaic.errors import InputError
+
+    if executor not in ("ray", "slurm"):
+        raise InputError("one of ray, slurm", field="--executor", value=executor)
+    if executor == "ray":
+        if slurm_conf is not None:
+            raise InputError("needs --executor slurm", field="--slurm-conf", value=slurm_conf)
+        if cluster is None:
+            raise InputError("required (MODEL:COUNT,...) with --executor ray", field="--cluster")
+        return cluster
+    if cluster is not None:
+        raise InputError(
+            "does not go with --executor slurm (the cluster is Slurm's)", field="--cluster"
+        )
+    if mechanism.strip().lower() != "rounds":
+        raise InputError("only rounds with --executor slurm", field="--mechanism", value=mechanism)
+    from gpumosaic.experiments.sim_vs_live.inputs import slurm_cluster
+
+    counts = slurm_cluster(slurm_conf).spec.gpus_per_model()
+    return ",".join(f"{model}:{count}" for model, count in counts.items())
 
 
 def _print_table(c: Comparison) -> None:

@@ -31,6 +31,8 @@ class SimVsLiveOptions:
     wall_budget_s: float = 600.0
     wall_limit_s: float | None = None  # stop the live run (default 3 x the budget)
     sharing: str | None = None  # --sharing nvshare:... (experiments/sim_vs_live/sharing.py)
+    executor: str = "ray"  # ray (local Ray) or slurm (the Slurm SLURM_CONF names)
+    slurm_conf: str | None = None  # --slurm-conf (None: SLURM_CONF)
 
     def scenario(self, mechanism: str = "rounds") -> str:
         """What is compared, for figure titles: mechanism, policy + placement, cluster,
@@ -73,6 +75,14 @@ def live_cluster(counts: Sequence[tuple[str, int]]) -> LiveCluster:
             log_to_driver=False,
         )
     return discover(ray_nodes(ray.nodes()), counts)
+
+
+def slurm_cluster(slurm_conf: str | None) -> LiveCluster:
+    """The Slurm cluster ``slurm_conf`` (or ``SLURM_CONF``) names: its nodes that are up
+    and their typed GPUs (``serve --executor slurm``'s)."""
+    from gpumosaic.run.serve import ServeDescription, connect_slurm
+
+    return connect_slurm(ServeDescription(port=0, executor="slurm", slurm_conf=slurm_conf))
 
 
 def model_counts(parts: RunParts) -> list[tuple[str, int]]:

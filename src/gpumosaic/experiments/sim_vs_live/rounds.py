@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpumosaic.errors import InputError
 from gpumosaic.experiments.sim_vs_live.agreement import Agreement, job_diffs
@@ -40,6 +40,7 @@ from gpumosaic.experiments.sim_vs_live.inputs import (
     finite_jobs,
     live_cluster,
     model_counts,
+    slurm_cluster,
 )
 from gpumosaic.mechanisms.contract import RunParts
 from gpumosaic.mechanisms.rounds.decision import RoundPlan
@@ -112,7 +113,8 @@ def compare(
     if sharing is not None:
         sim_vs_live_sharing.check_jobs(jobs)
     counts = model_counts(parts)
-    cluster = live_cluster(counts)
+    slurm = options.executor == "slurm"
+    cluster = slurm_cluster(options.slurm_conf) if slurm else live_cluster(counts)
     sim_parts = build_parts(description, cluster=cluster.spec)
     if submitter is None:
         submitter = _emulated(sim_parts)
@@ -138,7 +140,7 @@ def compare(
         live_sharing = None if sharing is None else sharing.live_spec(scale)
         live = _run_live(
             description, counts, cluster, jobs, submitter, scale, limit, root, target_path, say,
-            parts.workload.measure, live_sharing,
+            parts.workload.measure, live_sharing, options,
         )  # fmt: skip
     shared_run, speed = None, None
     if sharing is not None:
@@ -204,6 +206,7 @@ def _run_live(
     say: Callable[[str], None],
     measure: tuple[int, int] | None = None,
     sharing: str | None = None,
+    options: SimVsLiveOptions | None = None,
 ) -> LiveReplay:
     from gpumosaic.experiments.sim_vs_live.replay import replay
     from gpumosaic.run.serve import ServeDescription
@@ -215,13 +218,12 @@ def _run_live(
         resolve_interval_s=description.resolve_interval_s,
         state=str(root / "state.db"),
         port=0,
-        cluster=",".join(f"{m}:{c}" for m, c in counts),
         seed=description.seed,
         target_workload=str(target_path),
         time_scale=scale,
         grace_s=5.0,
-        warm_launchers=True,
         sharing=sharing,
+        **_executor_options(counts, options),
     )
     last = [-1]
     started = time.monotonic()
@@ -242,6 +244,17 @@ def _run_live(
         progress=progress,
         measure=measure,
     )
+
+
+def _executor_options(
+    counts: Sequence[tuple[str, int]], options: SimVsLiveOptions | None
+) -> dict[str, Any]:
+    """Ray: the description's GPUs on local Ray, warm launchers. Slurm: its own cluster
+    (``--slurm-conf``), each lease a Slurm batch job, whose launch latency (sbatch to the
+    job's first lease call) the driver measures as Ray's and the simulator is given."""
+    if options is not None and options.executor == "slurm":
+        return {"executor": "slurm", "slurm_conf": options.slurm_conf}
+    return {"cluster": ",".join(f"{m}:{c}" for m, c in counts), "warm_launchers": True}
 
 
 def _emulated(parts: RunParts) -> JobSubmitter:

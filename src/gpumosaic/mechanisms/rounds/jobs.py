@@ -141,6 +141,12 @@ class JobStore:
         self.is_active[rows] = True
         self._active.update(dict.fromkeys(rows.tolist() if isinstance(rows, np.ndarray) else rows))
 
+    def set_aside(self, row: int) -> None:
+        """The row leaves the active jobs without an end (a live non-preemptible job
+        running to its exit); ``activate_many`` brings it back."""
+        self.is_active[row] = False
+        self._active.pop(row, None)
+
     def reject(self, row: int, rejection: Rejection) -> None:
         self.rejected[row] = rejection
 

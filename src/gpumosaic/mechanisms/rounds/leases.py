@@ -358,6 +358,15 @@ class LeaseBook(StrategyPlacing):
         for key in [k for k, lease in self.pairs.items() if nodes.intersection(lease.nodes)]:
             self._release_pair(self.pairs.pop(key))
 
+    def held_type(self, row: int) -> int:
+        """The GPU type of single job ``row``'s lease, -1 if it holds none."""
+        return int(self._held_type[row]) if row < len(self._held_type) else -1
+
+    def release_row(self, row: int) -> None:
+        """End single job ``row``'s lease (its GPUs are free in the state again)."""
+        self._held_known[0] = -1
+        self._release_rows(np.array([row], dtype=np.int64))
+
     def release_all(self) -> None:
         self._held_known[0] = -1
         self._release_rows(np.flatnonzero(self._held_type >= 0))

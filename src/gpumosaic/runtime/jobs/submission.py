@@ -84,6 +84,11 @@ class JobSubmission(BaseModel):
     )
     env: dict[EnvKey, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV_VARS)
     max_retries: int | None = Field(default=None, ge=0, le=MAX_RETRIES)
+    preemptible: bool = Field(
+        default=True,
+        description="False: the job does not use the lease library; it runs as one lease "
+        "from its start to its exit (never stopped at a round's end), done if it exits 0",
+    )
 
     @field_validator("command", "name", "job_type", "workdir")
     @classmethod

@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     submitted_at REAL NOT NULL,
     started_at REAL,
-    finished_at REAL
+    finished_at REAL,
+    preemptible INTEGER NOT NULL DEFAULT 1  -- 0: one lease from start to exit
 );
 CREATE TABLE IF NOT EXISTS leases (
     id TEXT PRIMARY KEY,
@@ -133,6 +134,7 @@ class JobRow:
     started_at: float | None
     finished_at: float | None
     rejection: str = ""  # a rejected job's RejectReason code
+    preemptible: bool = True  # False: runs as one lease to its exit (JobSubmission's)
 
     @property
     def terminal(self) -> bool:
@@ -228,6 +230,7 @@ def job_row(r: sqlite3.Row) -> JobRow:
         started_at=r["started_at"],
         finished_at=r["finished_at"],
         rejection=r["rejection"],
+        preemptible=bool(r["preemptible"]),
     )
 
 
@@ -236,6 +239,8 @@ def add_missing_columns(db: sqlite3.Connection) -> None:
     ``rejection`` column, filled from the words its rejected jobs kept (``code: detail``,
     as ``Rejection`` wrote them), once."""
     columns = {r[1] for r in db.execute("PRAGMA table_info(jobs)").fetchall()}
+    if "preemptible" not in columns:
+        db.execute("ALTER TABLE jobs ADD COLUMN preemptible INTEGER NOT NULL DEFAULT 1")
     if "rejection" in columns:
         return
     db.execute("BEGIN IMMEDIATE")  # the column and its values, or neither

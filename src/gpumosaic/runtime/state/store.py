@@ -139,8 +139,8 @@ class Store:
                 retries = default_retries if sub.max_retries is None else sub.max_retries
                 cur = db.execute(
                     "INSERT INTO jobs (name, command, steps, num_gpu, gpu_milli, gpu_models, "
-                    "priority_weight, job_type, workdir, env, max_retries, state, submitted_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                    "priority_weight, job_type, workdir, env, max_retries, state, submitted_at, "
+                    "preemptible) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
                     (
                         sub.name,
                         sub.command,
@@ -154,6 +154,7 @@ class Store:
                         json.dumps(sub.env, sort_keys=True),
                         retries,
                         now,
+                        int(sub.preemptible),
                     ),
                 )
                 job_id = int(cur.lastrowid or 0)

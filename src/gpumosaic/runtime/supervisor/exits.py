@@ -62,6 +62,12 @@ def exit_outcome(
     elif report.lost:
         reason = f"lease lost ({report.detail}); back in the queue at its last checkpoint"
         outcome = ExitOutcome("queued", kept, job.attempts, reason)
+    elif not job.preemptible and not stopped:
+        # One lease from start to exit, no steps reported: its exit code is its end.
+        if code == 0:
+            outcome = ExitOutcome("done", job.steps, job.attempts, "")
+        else:
+            outcome = ExitOutcome("failed", kept, job.attempts + 1, f"exit code {code}")
     elif steps >= job.steps and (code == 0 or stopped):
         # All steps reported: done, even if our stop (the decider saw it finish at the
         # round's end) caught the process on its way out.

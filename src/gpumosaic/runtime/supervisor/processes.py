@@ -344,6 +344,9 @@ class Supervisor:
             lease = self.table.get(lease_id)
             if lease is None or lease_id in self.stopping or lease.parked:
                 continue
+            job = self.jobs.get(job_id)
+            if job is not None and not job.preemptible:
+                continue  # it never calls the lease API (JobSubmission.preemptible)
             if lease.last_call_at is None:
                 silent, grace = (now - lease.launched_at) / scale, self.config.start_grace_s
                 why = f"no lease call within {grace:g} s of its start"

@@ -6,6 +6,7 @@ tests' ``train.py``), short rounds; every wait is on a state, never a sleep."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -226,3 +227,29 @@ def test_a_slurmctld_restart_loses_nothing(serve, slurm) -> None:  # type: ignor
         job = client.job(i)
         assert job["state"] == "done" and job["steps_done"] == 150, job
         assert "TWICE" not in log_of(service, i)
+
+
+EXAMPLE = Path(__file__).parents[4] / "examples" / "pytorch_train.py"
+
+
+def test_a_pytorch_job_checkpoints_with_its_lease_on_slurm(serve, slurm) -> None:  # type: ignore[no-untyped-def]
+    """examples/pytorch_train.py (a CPU MLP on synthetic data; no rate given: the
+    estimator measures it) runs as Slurm jobs, five of them on four GPUs (one waits for
+    a GPU), checkpointing through its lease, and each ends done at its steps."""
+    torch = pytest.importorskip(
+        "torch", reason="the PyTorch example needs torch (pip install gpumosaic[torch])"
+    )
+    import gpumosaic
+
+    # The job's environment is clean: where torch and gpumosaic are, for its import.
+    path = os.pathsep.join(str(Path(m.__file__).parents[1]) for m in (torch, gpumosaic))
+    service = serve()
+    client = ServiceClient(service.url)
+    env = {"BATCH": "32", "PYTHONPATH": path}
+    body = {"command": f"{sys.executable} {EXAMPLE}", "steps": 60, "env": env}
+    ids = [client.submit({**body, "name": f"torch{i}"}) for i in range(5)]
+    wait_for(lambda: all_ended(client), 240, "the PyTorch jobs to end", explain(service))
+    for job_id in ids:
+        row = client.job(job_id)
+        assert row["state"] == "done", (row, explain(service)())
+        assert "lease over at step 60" in log_of(service, job_id)

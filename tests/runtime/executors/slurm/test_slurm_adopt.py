@@ -129,3 +129,63 @@ def test_a_users_scancel_cancels_the_job_in_gpumosaic(serve, adopting, tmp_path)
     wait_for(
         lambda: (row() or {}).get("state") == "cancelled", 60, "the cancel", lambda: str(row())
     )
+
+
+def test_a_job_without_the_lease_library_runs_once_to_its_exit(serve, adopting, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No ``steps=`` in its comment: one non-preemptible lease. It runs on across round
+    boundaries while lease jobs queue for the GPUs, ends done on exit 0; one that exits 3
+    ends failed with its exit code."""
+    go = tmp_path / "GO"
+    plain = tmp_path / "plain.sh"  # waits for the test's go, so it spans several rounds
+    plain.write_text(f"#!/bin/sh\necho started\nwhile [ ! -e {go} ]; do sleep 0.1; done\n")
+    failing = tmp_path / "failing.sh"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+
+    def submit(script: Path, name: str, *comment: str) -> str:  # plain sbatch: no comment
+        out = adopting.run(
+            "sbatch", "--parsable", f"--partition={PARTITION}", "--gres=gpu:1", *comment,
+            f"--output={tmp_path / name}.log", "--open-mode=append", f"--job-name={name}",
+            str(script),
+        ).stdout  # fmt: skip
+        return out.strip().split(";")[0]
+
+    job = submit(plain, "plain")
+    bad = submit(failing, "failing", "--comment=lease=off,job_type=ResNet-18 (batch size 64)")
+    busy = [sbatch(adopting, tmp_path, 200, name=f"busy{i}") for i in range(4)]  # 4 GPUs
+    service = serve()
+    client = ServiceClient(service.url)
+
+    def row(slurm_id: str) -> dict[str, object]:
+        return next((j for j in client.jobs() if j["name"] == f"slurm-{slurm_id}"), {})
+
+    wait_for(
+        lambda: slurm_state(adopting, job)[0] == "RUNNING",
+        60,
+        "the plain job to run",
+        lambda: f"{slurm_state(adopting, job)} {row(job)}\n{explain(service)}",
+    )
+    first = service.store.last_round()
+    wait_for(
+        lambda: service.store.last_round() >= first + 2,
+        60,
+        "two round boundaries while it runs",
+        lambda: explain(service),
+    )
+    go.touch()
+    ids = [job, bad, *busy]
+    wait_for(
+        lambda: all(row(j).get("state") in ("done", "failed") for j in ids),
+        120,
+        "every job to end",
+        lambda: str(client.jobs()) + explain(service),
+    )
+    assert row(job)["state"] == "done", (row(job), explain(service))
+    assert row(bad)["state"] == "failed" and "exit code 3" in str(row(bad)["reason"]), row(bad)
+    for j in busy:
+        assert row(j)["state"] == "done", (row(j), explain(service))
+    plain_id = int(str(row(job)["id"]))
+    assert [x.id for x in service.store.leases() if x.job_id == plain_id][1:] == [], explain(
+        service
+    )
+    assert (tmp_path / "plain.log").read_text().count("started") == 1
+    assert "Restarts=0" in adopting.run("scontrol", "show", "job", job).stdout

@@ -87,3 +87,51 @@ def test_a_missing_slurm_conf_is_one_line_at_once(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         connect_slurm(ServeDescription(executor="slurm", slurm_conf=missing))
     assert "--slurm-conf" in str(err.value) and "no such file" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("comment", "preemptible", "steps"),
+    [
+        ("steps=500,job_type=A3C", True, 500.0),
+        ("(null)", False, 1.0),  # a plain sbatch: no lease library
+        ("job_type=A3C", False, 1.0),
+        ("steps=500,lease=off", False, 500.0),
+    ],
+)
+def test_a_comment_without_steps_is_one_non_preemptible_lease(
+    comment: str, preemptible: bool, steps: float
+) -> None:
+    from gpumosaic.runtime.executors.slurm.adopt import HeldJob, submission
+
+    sub = submission(HeldJob("7", "j", "root", "gres:gpu:1", comment, "PENDING", "/tmp"))
+    assert (sub.preemptible, sub.steps, sub.gpus) == (preemptible, steps, 1)
+
+
+@pytest.mark.parametrize("comment", ["lease=maybe", "lease=on", "steps=5,colour=red"])
+def test_a_comment_it_cannot_read_is_not_adopted(comment: str) -> None:
+    from gpumosaic.runtime.executors.slurm.adopt import HeldJob, submission
+
+    with pytest.raises(ValueError):
+        submission(HeldJob("7", "j", "root", "gres:gpu:1", comment, "PENDING", "/tmp"))
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], "--cluster: required"),
+        (["--executor", "slurm", "--cluster", "v100:2"], "--cluster: does not go with"),
+        (["--slurm-conf", "/x/slurm.conf", "--cluster", "v100:2"], "needs --executor slurm"),
+        (["--executor", "kube", "--cluster", "v100:2"], "--executor kube: one of ray, slurm"),
+        (["--executor", "slurm", "--slurm-conf", "/no/such/slurm.conf"], "no such file"),
+    ],
+)
+def test_sim_vs_live_executor_mistakes_are_one_line(args: list[str], words: str) -> None:
+    from typer.testing import CliRunner
+
+    from gpumosaic.cli import app
+
+    argv = ["sim-vs-live", "--workload", "gavel:jobs=2", "--policy", "fifo", *args]
+    result = CliRunner().invoke(app, argv)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and words in lines[0], result.output

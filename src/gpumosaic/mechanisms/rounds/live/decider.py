@@ -32,6 +32,7 @@ from gpumosaic.workloads.throughputs import GavelThroughputTable
 # The holder id a node that went away is held by in the cluster state (below every job
 # row, which is >= 0, and every packed pair's holder id, which is > -2**62).
 _AWAY_HOLDER_BASE = -(2**62)
+_PINNED_HOLDER_BASE = -(2**61)  # - row * 64 - part: a pinned job's GPUs
 
 
 class PriorThroughputs:
@@ -81,6 +82,7 @@ class LiveRoundDecider(RoundDecider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.nodes_away: set[int] = set()
+        self.pinned: dict[int, tuple[int, list[Assignment]]] = {}  # row -> type, parts
         # Packed pairs: (row, partner's row, type) -> the row's measured steps/s packed
         # with the partner; the solve's pair candidates come from the table's rates.
         self.pair_rates: dict[tuple[int, int, int], float] = {}
@@ -121,6 +123,44 @@ class LiveRoundDecider(RoundDecider):
         self.nodes_away -= nodes
         if nodes:
             self.need_solve = True
+
+    def pin(self, row: int) -> bool:
+        """A non-preemptible job's lease started (``JobSubmission.preemptible``): it keeps
+        its GPUs until its process ends. Its lease becomes a placeholder holding the
+        same GPUs (as a lost node's), the policy solves without it and the GPUs, and it
+        is never planned (so never stopped) until ``unpin``. False: it holds no single
+        lease (a packed pair's member), nothing changed."""
+        parts = self.leases.holding(row)
+        held_type = self.leases.held_type(row)
+        if parts is None or held_type < 0 or not self.jobs.is_active[row]:
+            return False
+        self.leases.release_row(row)
+        kept = []
+        for k, part in enumerate(parts):
+            holder = _PINNED_HOLDER_BASE - row * 64 - k
+            kept.append(Assignment(holder, part.node, part.gpus, part.gpu_milli, 0, 0))
+            self.state.allocate(kept[-1])
+        milli = sum(p.gpu_milli * len(p.gpus) for p in parts)
+        self.capacity_milli[held_type] -= milli
+        self.capacity_gpus[held_type] -= milli / MILLI_PER_GPU
+        self.pinned[row] = (held_type, kept)
+        self.jobs.set_aside(row)
+        self.need_solve = True
+        return True
+
+    def unpin(self, row: int) -> None:
+        """The pinned job's process ended: its GPUs are free and it is active again (its
+        end, if it has one, follows through ``withdraw``)."""
+        held_type, kept = self.pinned.pop(row, (-1, []))
+        if held_type < 0:
+            return
+        for part in kept:
+            self.state.release(part.job_id)
+        milli = sum(p.gpu_milli * len(p.gpus) for p in kept)
+        self.capacity_milli[held_type] += milli
+        self.capacity_gpus[held_type] += milli / MILLI_PER_GPU
+        self.jobs.activate_many([row])
+        self.need_solve = True
 
     def withdraw(self, row: int, now: float, outcome: Outcome) -> None:
         """The job left for good, ``outcome`` typed: done outside a planned round (all

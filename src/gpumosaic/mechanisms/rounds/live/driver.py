@@ -123,6 +123,7 @@ class RoundDriver:
         self._unwritten: RoundPlan | None = None  # decided, not in the state file yet
         self.type_index = {name: i for i, name in enumerate(decider.type_names)}
         self.meter = RoundMeter(self.type_index)
+        self.pinned_jobs: set[int] = set()  # non-preemptible jobs running to their exit
 
     # ---- what the supervisor owns, read here -----------------------------------------
 
@@ -268,6 +269,8 @@ class RoundDriver:
         for job_id in list(sup.lease_of):
             nxt = next_of.get(job_id)
             lease_id = sup.running(job_id)
+            if job_id in self.pinned_jobs:
+                continue  # non-preemptible: runs on to its exit (decider.pin)
             if lease_id is not None and (nxt is None or not nxt[0].extended):
                 sup.stop(lease_id)
         for job_id, (entry, k) in next_of.items():
@@ -409,15 +412,27 @@ class RoundDriver:
         self.meter.lease_started(request.job_id, lease_id, now, partner=request.partner)
         if request.partner is not None:
             self.counters.packed_launches += 1
+        job = self.supervisor.jobs.get(request.job_id)
+        row = self.row_of.get(request.job_id)
+        pinned = job is not None and not job.preemptible and row is not None
+        if pinned and row is not None and self.decider.pin(row):
+            self.pinned_jobs.add(request.job_id)
 
     def lease_ended(self, job_id: int, lease_id: str, lease: LiveLease | None, now: float) -> None:
         self.meter.lease_ended(job_id, lease_id, lease, now)
+        if job_id in self.pinned_jobs:  # its GPUs are free, it is planned again if queued
+            self.pinned_jobs.discard(job_id)
+            row = self.row_of.get(job_id)
+            if row is not None:
+                self.decider.unpin(row)
 
     def job_ended(self, job_id: int, outcome: Outcome, now: float) -> None:
         row = self.row_of.get(job_id)
         if row is None:
             return
         in_round = self.plan is not None and any(job_id in e.job_ids for e in self.plan.entries)
+        job = self.supervisor.jobs.get(job_id)
+        in_round = in_round and (job is None or job.preemptible)  # a round counts no step
         self.decider.process_ended(row, self.decision_time(now), outcome=outcome, in_round=in_round)
 
     def nodes_changed(self, change: NodeChange, now: float) -> None:

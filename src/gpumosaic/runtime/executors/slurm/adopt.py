@@ -2,11 +2,15 @@
 --slurm-partition P`` adopts the jobs users submit to partition ``P``
 (``sbatch -p P --gres=gpu[:TYPE]:N --comment "steps=N[,job_type=NAME][,milli=M]" job.sh``),
 which ``job_submit.lua`` holds until gpumosaic starts them (``gpumosaic slurm setup``).
+A job without ``steps=`` in its comment (or with ``lease=off``) does not use the lease
+library: it runs as ONE non-preemptible lease, from its start to its script's exit (done
+on exit code 0, failed otherwise), never stopped at a round's end.
 
 - **Adoption** (``SlurmAdopter.poll``): each held job of ``P`` not yet known becomes a
   gpumosaic job named ``slurm-<id>`` (so ``gpumosaic jobs`` shows its Slurm id) whose
-  environment carries ``GPUMOSAIC_SLURM_JOB``; one that cannot be adopted (no ``steps=``
-  in its comment, more GPUs than the cluster has) stays held, said once in the event log.
+  environment carries ``GPUMOSAIC_SLURM_JOB``; one that cannot be adopted (a comment key
+  it does not know, no GPU, more GPUs than the cluster has) stays held, said once in the
+  event log.
 - **A lease** of such a job (``AdoptedJob``, run by the Slurm executor): its lease's
   variables go to a file (0600, owned by the job's user) named in the job's
   ``AdminComment``, where ``Lease.from_env()`` finds them through ``SLURM_JOB_ID``; the job
@@ -51,15 +55,21 @@ class HeldJob:
 
 
 def parse_comment(text: str) -> dict[str, str]:
-    """``steps=N[,job_type=NAME][,milli=M]`` -> its keys (a mistake: ValueError)."""
+    """``[steps=N][,job_type=NAME][,milli=M][,lease=off]`` -> its keys (a mistake:
+    ValueError). No ``steps=`` (or ``lease=off``): the job does not use the lease library
+    and runs as one non-preemptible lease (``lease`` is then ``off``)."""
     out: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
-        if not sep or key.strip() not in ("steps", "job_type", "milli"):
-            raise ValueError(f"{part!r} is not steps=N, job_type=NAME or milli=M")
+        if not sep or key.strip() not in ("steps", "job_type", "milli", "lease"):
+            raise ValueError(f"{part!r} is not steps=N, job_type=NAME, milli=M or lease=off")
         out[key.strip()] = value.strip()
+    if out.get("lease", "off" if "steps" not in out else "on") not in ("on", "off"):
+        raise ValueError(f"lease={out['lease']} is not lease=on or lease=off")
     if "steps" not in out:
-        raise ValueError("no steps=N in the job's --comment")
+        if out.get("lease") == "on":
+            raise ValueError("lease=on without steps=N in the job's --comment")
+        out["lease"] = "off"
     return out
 
 
@@ -71,9 +81,11 @@ def submission(job: HeldJob) -> JobSubmission:
         raise ValueError("no GPU asked for (--gres=gpu[:TYPE]:N)")
     count = int(fields[-1]) if fields[-1].isdigit() else 1
     models = [fields[1]] if len(fields) == 3 else []
+    lease = keys.get("lease", "on") == "on"
     return JobSubmission(
         command=f"sbatch job {job.slurm_id} of {job.user}",
-        steps=float(keys["steps"]),
+        steps=float(keys["steps"]) if "steps" in keys else 1.0,  # one run, steps unreported
+        preemptible=lease,
         gpus=count,
         gpu_milli=int(keys.get("milli", "1000")),
         gpu_models=models,
