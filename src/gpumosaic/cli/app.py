@@ -70,8 +70,8 @@ COMMAND_HELP: dict[str, str] = {
     "emulate": "A job that steps at Gavel's table rate for its type (or at --rates) on the GPU "
     "model it was given (GPUMOSAIC_GPU_MODEL), times the service's time scale, through "
     "gpumosaic.lease.",
-    "sim-vs-live": "Run a workload on a local live service (emulated jobs on Ray, loopback) and "
-    "in the simulator (--mechanism rounds), and print both side by side.",
+    "sim-vs-live": "Run a workload on a local live service (emulated jobs on Ray, loopback, or "
+    "as Slurm batch jobs) and in the simulator (--mechanism rounds), and print both side by side.",
     "submit": (
         "Submit a job (or a job list: every row checked first, then all or none); prints the id(s)."
     ),
