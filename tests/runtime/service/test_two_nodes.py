@@ -257,16 +257,21 @@ class Serve:
 
 def lease_blocks(log: str) -> list[tuple[str, int, int | None, float | None]]:
     """(lease id, rank, raylet pid, steps it started from) per process of a job's log."""
+    # A gang's ranks write one log, interleaved: each rank's raylet line names its lease
+    # and rank (jobs/raylet.py), so it is read from the whole log, not from its block.
+    raylets = {
+        (m.group(2), int(m.group(3))): int(m.group(1))
+        for m in re.finditer(r"^raylet=(\d+) lease=(\S+) rank=(\d+)$", log, re.M)
+    }
     out = []
     parts = re.split(r"--- lease (\S+) rank (\d+) ---\n", log)
     for lease, rank, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
-        raylet = re.search(r"^raylet=(\d+)$", body, re.M)
-        start = re.search(r"^start .* from=(\d+)", body, re.M)
+        start = re.search(r"^start .* from=(\d+)", body, re.M)  # (one-rank jobs' checks)
         out.append(
             (
                 lease,
                 int(rank),
-                int(raylet.group(1)) if raylet else None,
+                raylets.get((lease, int(rank))),
                 float(start.group(1)) if start else None,
             )
         )

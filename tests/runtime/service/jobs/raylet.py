@@ -1,6 +1,7 @@
-"""Prints ``raylet=PID``: the Ray node a process really runs under, found by walking up
-its ancestors to the ``raylet`` (a job starts from a clean environment, so Ray's own
-variables such as ``RAY_RAYLET_PID`` do not reach it)."""
+"""Prints ``raylet=PID lease=LEASE rank=R``: the Ray node a lease's rank really runs
+under, found by walking up its ancestors to the ``raylet`` (a job starts from a clean
+environment, so Ray's own variables such as ``RAY_RAYLET_PID`` do not reach it). The lease
+and rank are on the line because a gang's ranks write one log, interleaved."""
 
 import os
 from pathlib import Path
@@ -18,4 +19,6 @@ def raylet_pid() -> int | None:
 
 
 if __name__ == "__main__":
-    print(f"raylet={raylet_pid() or ''}", flush=True)
+    lease = os.environ.get("GPUMOSAIC_LEASE_ID", "")
+    rank = os.environ.get("GPUMOSAIC_RANK", "0")
+    print(f"raylet={raylet_pid() or ''} lease={lease} rank={rank}", flush=True)
